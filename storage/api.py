@@ -1,0 +1,179 @@
+"""The storage interface: the only module of storage/ that code outside storage/ imports.
+
+Theory of operation
+-------------------
+A *store* owns a set of topics. Each topic has a stable UUID, a partition count and the
+topic-level config overrides it was created or altered with; the store persists these so a
+restart finds the same topics with the same ids. Each partition is a *partition log*: an
+append-only sequence of record batches (v2, "magic 2") addressed by offset.
+
+The log is deliberately dumb: bytes and offsets only. It never decides offsets, never checks
+producer sequences and never looks inside records. The layer above (``storage/partition.py``)
+validates a batch, assigns its offsets by patching the base offset in place (``wire.records``),
+and hands the finished bytes to ``PartitionLog.append``. Producer state, the aborted-transaction
+index and the last stable offset live above the log too (later issues), so a second backend
+only has to store bytes.
+
+Backends are picked by URL scheme in ``open_store``: ``file:///path`` (segment files with
+sparse offset and time indexes, recovery of a torn tail after a crash) and ``memory://`` (for
+tests and throwaway brokers). Both pass ``tests/storage/test_contract.py``.
+
+Invariants every backend keeps:
+* ``log_start_offset <= log_end_offset``; batches are contiguous: an append's ``base_offset``
+  equals the current ``log_end_offset`` (else ``ValueError``), and afterwards
+  ``log_end_offset == last_offset + 1``.
+* what ``read`` returns is whole batches, exactly the bytes appended (offsets already in place).
+* an acknowledged append survives a crash of the process (page cache) unless the machine
+  itself loses power; with ``flush_every_append`` it survives that too.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Effective per-partition log settings (topic overrides applied over broker defaults).
+
+    Names follow Kafka's topic configs in snake case; defaults are Kafka 4.x defaults.
+    """
+
+    segment_bytes: int = 1024 * 1024 * 1024  # segment.bytes
+    segment_ms: int = 7 * 24 * 3600 * 1000  # segment.ms
+    retention_ms: int = 7 * 24 * 3600 * 1000  # retention.ms (-1: keep forever)
+    retention_bytes: int = -1  # retention.bytes (-1: no size limit)
+    index_interval_bytes: int = 4096  # index.interval.bytes
+    segment_index_bytes: int = 10 * 1024 * 1024  # segment.index.bytes
+    flush_every_append: bool = False  # broker option: fsync before acknowledging
+    file_delete_delay_ms: int = 60_000  # file.delete.delay.ms (files of deleted segments)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMeta:
+    """What the store persists about a topic."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: Mapping[str, str] = field(default_factory=dict)  # topic-level overrides only
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampLookup:
+    """Where a timestamp search landed: the first batch whose max timestamp is >= the target."""
+
+    batch_base_offset: int
+    batch_bytes: bytes  # the whole batch, so the caller can find the exact record
+
+
+class StorageError(Exception):
+    """An I/O failure (disk full, failed write or fsync). The append it interrupted did not
+    happen as far as the log's offsets are concerned; the caller must not acknowledge it."""
+
+
+class PartitionLog(Protocol):
+    """One partition's batches. Bytes and offsets only."""
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def size_bytes(self) -> int:
+        """Total bytes of all retained batches."""
+        ...
+
+    async def append(self, base_offset: int, last_offset: int, max_timestamp: int, batch: bytes) -> None:
+        """Append one or more whole batches whose offsets are already written in place.
+
+        ``base_offset`` must equal ``log_end_offset`` (else ``ValueError``). ``max_timestamp`` is
+        the batches' max timestamp, for the time index. Raises ``StorageError`` on I/O failure,
+        leaving ``log_end_offset`` unchanged.
+        """
+        ...
+
+    async def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole batches starting with the batch that contains ``offset``.
+
+        Stops before the batch that would take the result past ``max_bytes``, except that the
+        first batch is always returned whole, however large. ``b""`` when ``offset`` is
+        ``log_end_offset``. ``offset`` outside [log_start_offset, log_end_offset] is
+        ``ValueError`` (the caller answers OFFSET_OUT_OF_RANGE).
+        """
+        ...
+
+    async def find_timestamp(self, timestamp: int) -> TimestampLookup | None:
+        """The first retained batch whose max timestamp is >= ``timestamp`` (through the time
+        index, not a full scan), or None if there is none."""
+        ...
+
+    async def max_timestamp(self) -> tuple[int, int] | None:
+        """(max timestamp, offset of the batch holding it) over the retained log, or None."""
+        ...
+
+    async def delete_before(self, offset: int) -> None:
+        """Advance the log start offset to ``offset`` (DeleteRecords / retention); whole
+        segments below it are removed."""
+        ...
+
+    async def apply_retention(self, now_ms: int) -> int:
+        """Roll an over-age active segment, then delete whole segments past ``retention_ms`` /
+        ``retention_bytes`` (never the active one). Returns the number of segments deleted."""
+        ...
+
+    async def flush(self) -> None:
+        """fsync what was appended."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class Store(Protocol):
+    """Topics and their partition logs."""
+
+    def topics(self) -> list[TopicMeta]:
+        """Every topic the store holds (loaded at open)."""
+        ...
+
+    async def create_topic(self, meta: TopicMeta) -> None: ...
+
+    async def delete_topic(self, name: str) -> None:
+        """Forget the topic and remove its data (closing its open partition logs first)."""
+        ...
+
+    async def update_topic(self, meta: TopicMeta) -> None:
+        """Persist a changed partition count or config overrides."""
+        ...
+
+    async def open_partition(self, tp: TopicPartition, config: LogConfig) -> PartitionLog:
+        """Open (creating if needed) the log of an existing topic's partition. The file backend
+        recovers the tail here: batches are checked by length and CRC from the last flushed
+        point and a torn or corrupt tail is truncated."""
+        ...
+
+    async def close(self) -> None:
+        """Flush and close every open partition log."""
+        ...
+
+
+def open_store(url: str) -> AbstractAsyncContextManager[Store]:
+    """``file:///abs/path``, a plain path, or ``memory://``."""
+    from storage.backends import open_store as _open
+
+    return _open(url)
