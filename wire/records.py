@@ -1,133 +1,194 @@
-"""Record batch v2 ("magic 2"): header parsing, validation and in-place offset assignment.
+"""Record batches v2: the one import for header access, produce validation and record codecs.
 
 Theory of operation
 -------------------
-A batch is a 61-byte header followed by its records (raw, or one compressed blob). The broker
-never decodes records on the produce or fetch path: it reads the header in place, checks the
-CRC-32C over bytes [21, end), and writes the base offset (bytes 0-8) and partition leader
-epoch (bytes 12-16), both outside the CRC, without touching the rest. Compressed batches are
-stored exactly as the client sent them.
+The broker never decodes records on the produce or fetch path. A client's batch is checked by
+its 61-byte header and CRC alone (``validate_produce_batch``), stamped in place with its base
+offset and partition leader epoch (both outside the CRC, ``set_base_offset``), and stored and
+served exactly as it came, compressed or not.
 
-Layout (big-endian), see ../shared/spec/eos.md §2:
+Modules behind this one:
 
-    0  base_offset i64        27 base_timestamp i64     57 records_count i32
-    8  batch_length i32       35 max_timestamp i64      61 records ...
-    12 partition_leader_epoch 43 producer_id i64
-    16 magic i8               51 producer_epoch i16
-    17 crc u32                53 base_sequence i32
-    21 attributes i16
-    23 last_offset_delta i32
+* ``wire.batch``: the header layout, ``read_batch_header``, ``crc_ok``, ``iter_batches``,
+  in-place setters.
+* ``wire.record_codec``: records inside a batch, ``build_batch``, ``decode_batch_records``,
+  control (transaction marker) batches; for tests, tools, markers and timestamp lookups.
+* ``wire.compression``: gzip, snappy (raw and xerial), lz4 frame, zstd via cramjam.
 
-``batch_length`` counts the bytes after itself, so a batch occupies ``batch_length + 12`` bytes.
+Produce validation follows Kafka 4.x, in Kafka's order (sources are apache/kafka)::
+
+    check, in order                                              error                        source
+    a batch's size field < 14, or its magic byte outside 0..2    CORRUPT_MESSAGE              1
+    no complete batch (empty, or declared length beyond data)    INVALID_RECORD               2
+    first batch's magic is 0 or 1                                INVALID_RECORD               2
+    zstd (codec 4) on Produce < 7                                UNSUPPORTED_COMPRESSION_TYPE 2
+    codec 5-7                                                    UNSUPPORTED_COMPRESSION_TYPE *
+    a second complete batch                                      INVALID_RECORD               2
+    bytes after the batch that are not a complete batch          INVALID_RECORD               *
+    base offset not 0                                            INVALID_RECORD               3
+    batch size (batch_length + 12) > max.message.bytes           MESSAGE_TOO_LARGE            3
+    batch shorter than its 61-byte header, or CRC-32C mismatch   CORRUPT_MESSAGE              3
+    last_offset_delta < 0, records_count <= 0 or != delta + 1    INVALID_RECORD               4
+    control batch from a client                                  INVALID_RECORD               4
+    producer_id >= 0 with base_sequence < 0                      INVALID_RECORD               4
+
+(1) ``ByteBufferLogInputStream.nextBatchSize`` throws CorruptRecordException while iterating.
+(2) ``ProduceRequest.validateRecords``, called by KafkaApis.handleProduceRequest: a truncated
+batch is simply not returned by the iterator, hence "must have at least one record batch".
+(3) ``UnifiedLog.analyzeAndValidateRecords``. (4) ``LogValidator.validateBatch``.
+(*) Deviations. Kafka reads codec 5-7 through ``CompressionType.forId``, whose
+IllegalArgumentException becomes UNKNOWN_SERVER_ERROR; a produce must never get that (spec §3.3),
+and UNSUPPORTED_COMPRESSION_TYPE is non-retriable. Kafka silently trims trailing bytes that do
+not form a complete batch (``UnifiedLog.trimInvalidBytes``); we refuse them, so what is stored
+is always exactly one batch.
+
+Checks that depend on the topic (timestamps, keys on compacted topics, LogAppendTime) or on the
+request (transactional id) belong to the produce handler.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass
 
-import crc32c
+from kio.schema.errors import ErrorCode
 
-BATCH_HEADER_SIZE = 61
-LOG_OVERHEAD = 12  # base_offset + batch_length
-CRC_START = 21
+from wire.batch import (
+    ATTR_COMPRESSION_MASK,
+    ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
+    ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
+    BATCH_HEADER_SIZE,
+    CRC_START,
+    LOG_OVERHEAD,
+    BatchHeader,
+    RecordBatchError,
+    crc_ok,
+    iter_batches,
+    read_batch_header,
+    set_base_offset,
+    set_partition_leader_epoch,
+)
+from wire.compression import CompressionError, compress, decompress
+from wire.record_codec import (
+    ControlRecordType,
+    EndTxnMarker,
+    Record,
+    build_batch,
+    build_control_batch,
+    decode_batch_records,
+    decode_records,
+    encode_record,
+    parse_control_record_type,
+    read_end_txn_marker,
+    read_varint,
+    write_varint,
+)
 
-ATTR_COMPRESSION_MASK = 0x07
-ATTR_TIMESTAMP_TYPE = 0x08
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
-ATTR_DELETE_HORIZON = 0x40
+__all__ = [
+    "ATTR_COMPRESSION_MASK",
+    "ATTR_CONTROL",
+    "ATTR_DELETE_HORIZON",
+    "ATTR_TIMESTAMP_TYPE",
+    "ATTR_TRANSACTIONAL",
+    "BATCH_HEADER_SIZE",
+    "CRC_START",
+    "LOG_OVERHEAD",
+    "BatchHeader",
+    "CompressionError",
+    "ControlRecordType",
+    "EndTxnMarker",
+    "Record",
+    "RecordBatchError",
+    "ValidatedBatch",
+    "build_batch",
+    "build_control_batch",
+    "compress",
+    "crc_ok",
+    "decode_batch_records",
+    "decode_records",
+    "decompress",
+    "encode_record",
+    "iter_batches",
+    "parse_control_record_type",
+    "read_batch_header",
+    "read_end_txn_marker",
+    "read_varint",
+    "set_base_offset",
+    "set_partition_leader_epoch",
+    "validate_produce_batch",
+    "write_varint",
+]
 
-_HEADER = struct.Struct(">qiiBIhiqqqhii")
-_OFFSET = struct.Struct(">q")
-_EPOCH = struct.Struct(">i")
-
-
-class RecordBatchError(ValueError):
-    """The bytes are not a well-formed v2 batch (too short, bad length or magic)."""
+MIN_BATCH_SIZE_FIELD = 14  # LegacyRecord.RECORD_OVERHEAD_V0: the iterator's lower bound
+_MAGIC_OFFSET = 16
+_ATTRIBUTES_OFFSET = 21
+_ZSTD = 4
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_I16 = struct.Struct(">h")
 
 
 @dataclass(frozen=True, slots=True)
-class BatchHeader:
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records_count: int
+class ValidatedBatch:
+    """A client batch that passed ``validate_produce_batch``: the whole data is this batch."""
 
-    @property
-    def total_size(self) -> int:
-        return self.batch_length + LOG_OVERHEAD
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def compression(self) -> int:
-        return self.attributes & ATTR_COMPRESSION_MASK
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & ATTR_TRANSACTIONAL)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & ATTR_CONTROL)
-
-    @property
-    def log_append_time(self) -> bool:
-        return bool(self.attributes & ATTR_TIMESTAMP_TYPE)
+    header: BatchHeader
 
 
-def read_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
-    """Parse the header at ``pos``. Raises RecordBatchError if fewer than 61 bytes remain, the
-    magic is not 2, or the declared length is shorter than a header."""
-    if len(buf) - pos < BATCH_HEADER_SIZE:
-        raise RecordBatchError(f"{len(buf) - pos} bytes left, a batch header needs 61")
-    h = BatchHeader(*_HEADER.unpack_from(buf, pos))
-    if h.magic != 2:
-        raise RecordBatchError(f"magic {h.magic}, only 2 is supported")
-    if h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
-        raise RecordBatchError(f"batch length {h.batch_length} is shorter than a header")
-    return h
+def _batch_size(data: bytes | bytearray | memoryview, pos: int) -> int | ErrorCode | None:
+    """Size of the batch at ``pos`` with its 12-byte log overhead, None if its header is cut
+    short, CORRUPT_MESSAGE for a size or magic Kafka's batch iterator refuses."""
+    remaining = len(data) - pos
+    if remaining < LOG_OVERHEAD:
+        return None
+    (size,) = _I32.unpack_from(data, pos + 8)
+    if size < MIN_BATCH_SIZE_FIELD:
+        return ErrorCode.corrupt_message
+    if remaining <= _MAGIC_OFFSET:
+        return None
+    if data[pos + _MAGIC_OFFSET] > 2:  # unsigned here: "< 0 or > 2" in Kafka's signed terms
+        return ErrorCode.corrupt_message
+    return int(size) + LOG_OVERHEAD
 
 
-def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:
-    """True if the CRC-32C over [pos+21, pos+total_size) matches the header's."""
-    end = pos + header.total_size
-    if end > len(buf):
-        return False
-    return crc32c.crc32c(memoryview(buf)[pos + CRC_START : end]) == header.crc
-
-
-def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, BatchHeader]]:
-    """(position, header) of each complete batch in ``buf``; stops at a partial tail.
-
-    Raises RecordBatchError at a malformed header. CRCs are not checked here.
-    """
-    pos, size = 0, len(buf)
-    while size - pos >= BATCH_HEADER_SIZE:
-        h = read_batch_header(buf, pos)
-        if pos + h.total_size > size:
-            return
-        yield pos, h
-        pos += h.total_size
-
-
-def set_base_offset(buf: bytearray | memoryview, pos: int, offset: int) -> None:
-    """Write the base offset in place (outside the CRC: no re-encoding)."""
-    _OFFSET.pack_into(buf, pos, offset)
-
-
-def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
-    _EPOCH.pack_into(buf, pos + 12, epoch)
+def validate_produce_batch(
+    data: bytes | bytearray | memoryview, *, produce_version: int, max_message_bytes: int
+) -> ValidatedBatch | ErrorCode:
+    """Check a partition's ``records`` of a Produce request (see the module's table)."""
+    first = _batch_size(data, 0)
+    if isinstance(first, ErrorCode):
+        return first
+    if first is None or first > len(data):
+        return ErrorCode.invalid_record
+    if data[_MAGIC_OFFSET] != 2:
+        return ErrorCode.invalid_record
+    codec = _I16.unpack_from(data, _ATTRIBUTES_OFFSET)[0] & ATTR_COMPRESSION_MASK
+    if codec > _ZSTD or (codec == _ZSTD and produce_version < 7):
+        return ErrorCode.unsupported_compression_type
+    second = _batch_size(data, first)
+    if isinstance(second, ErrorCode):
+        return second
+    if len(data) != first:
+        return ErrorCode.invalid_record  # a second batch (Kafka) or a partial one (ours)
+    if _I64.unpack_from(data, 0)[0] != 0:
+        return ErrorCode.invalid_record  # clients send base offset 0
+    if first > max_message_bytes:
+        return ErrorCode.message_too_large
+    if first < BATCH_HEADER_SIZE:
+        return ErrorCode.corrupt_message  # DefaultRecordBatch.isValid: shorter than a header
+    header = read_batch_header(data)
+    if not crc_ok(data, 0, header):
+        return ErrorCode.corrupt_message
+    if (
+        header.last_offset_delta < 0
+        or header.records_count <= 0
+        or header.records_count != header.last_offset_delta + 1
+    ):
+        return ErrorCode.invalid_record
+    if header.is_control:
+        return ErrorCode.invalid_record
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        return ErrorCode.invalid_record
+    return ValidatedBatch(header)

@@ -1,0 +1,86 @@
+"""Size-prefixed frames: bytes in, frames out, no I/O.
+
+Every Kafka request and response is ``int32 size`` (big-endian, signed) followed by ``size``
+bytes. ``FrameDecoder`` is fed whatever the socket delivered and hands out whole frames.
+
+Bytes are appended to one buffer and consumed by advancing a read position, so a chunk holding
+many small frames costs one copy per frame, not one copy of the remaining buffer per frame. The
+consumed prefix is dropped when the buffer is empty, or when it is both large and more than half
+of the buffer (amortised O(1) per byte).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+
+from wire.errors import FramingError
+
+_SIZE = struct.Struct(">i")
+_COMPACT_AT = 64 * 1024  # drop a consumed prefix at least this long once it is half the buffer
+
+
+class Want(enum.Enum):
+    MORE = "feed more bytes"
+    EOF = "peer closed between frames"
+
+
+class FrameDecoder:
+    def __init__(self, max_frame: int = 100 * 1024 * 1024) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        self._eof = False
+        self._max = max_frame
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Add bytes from the peer; ``b""`` means the peer closed its side."""
+        if not data:
+            self._eof = True
+        elif self._eof:
+            raise FramingError("bytes fed after end of stream")
+        else:
+            self._buf += data
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned in a frame."""
+        return len(self._buf) - self._pos
+
+    def next_frame(self) -> bytes | Want:
+        """The next whole frame (without its size prefix), or what the decoder is waiting for.
+
+        Raises FramingError on a negative or oversized size, as soon as the size is readable,
+        and when the stream ended inside a frame.
+        """
+        buf, pos = self._buf, self._pos
+        avail = len(buf) - pos
+        if avail >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if not 0 <= size <= self._max:
+                raise FramingError(f"frame of {size} bytes (limit {self._max})")
+            end = pos + 4 + size
+            if end <= len(buf):
+                with memoryview(buf) as view:
+                    frame = bytes(view[pos + 4 : end])
+                self._consumed(end)
+                return frame
+        if not self._eof:
+            return Want.MORE
+        if avail:
+            raise FramingError(f"stream ended inside a frame ({avail} bytes left)")
+        return Want.EOF
+
+    def _consumed(self, end: int) -> None:
+        if end == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        elif end >= _COMPACT_AT and end * 2 >= len(self._buf):
+            del self._buf[:end]
+            self._pos = 0
+        else:
+            self._pos = end
+
+
+def encode_frame(payload: bytes | bytearray | memoryview) -> bytes:
+    """``payload`` with its 4-byte big-endian size prefix."""
+    return b"".join((_SIZE.pack(len(payload)), payload))
