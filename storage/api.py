@@ -82,7 +82,13 @@ class TimestampLookup:
 
 class StorageError(Exception):
     """An I/O failure (disk full, failed write or fsync). The append it interrupted did not
-    happen as far as the log's offsets are concerned; the caller must not acknowledge it."""
+    happen as far as the log's offsets are concerned; the caller must not acknowledge it.
+
+    Also raised by every call on a closed log, and on a log that went *offline*: after a
+    failure that leaves its files in doubt (a failed fsync, a write that could not be undone)
+    a file log refuses everything until the store is reopened and recovery runs, as Kafka
+    takes a failed log directory offline. A failed write that was undone (ENOSPC) does not
+    take the log offline."""
 
 
 class PartitionLog(Protocol):
@@ -96,15 +102,24 @@ class PartitionLog(Protocol):
 
     @property
     def size_bytes(self) -> int:
-        """Total bytes of all retained batches."""
+        """Total bytes of all retained segments. Segments go whole, so batches below
+        ``log_start_offset`` in the first retained segment still count (as in Kafka)."""
         ...
 
-    async def append(self, base_offset: int, last_offset: int, max_timestamp: int, batch: bytes) -> None:
+    async def append(
+        self, base_offset: int, last_offset: int, max_timestamp: int, batch: bytes
+    ) -> None:
         """Append one or more whole batches whose offsets are already written in place.
 
-        ``base_offset`` must equal ``log_end_offset`` (else ``ValueError``). ``max_timestamp`` is
-        the batches' max timestamp, for the time index. Raises ``StorageError`` on I/O failure,
-        leaving ``log_end_offset`` unchanged.
+        ``base_offset`` must equal ``log_end_offset`` (else ``ValueError``), and so must the base
+        offset written in the first batch; ``last_offset`` must be >= ``base_offset``.
+        ``max_timestamp`` is the batches' max timestamp, for the time index. Raises
+        ``StorageError`` on I/O failure, leaving ``log_end_offset`` unchanged.
+
+        Without ``flush_every_append`` the bytes are in the page cache when this returns
+        (survives ``kill -9``); with it, an fsync covering them has completed (survives a power
+        loss). Durable appends share fsyncs (group commit), including appends to different
+        partitions, so concurrent callers should not serialise around this call.
         """
         ...
 
@@ -112,36 +127,49 @@ class PartitionLog(Protocol):
         """Whole batches starting with the batch that contains ``offset``.
 
         Stops before the batch that would take the result past ``max_bytes``, except that the
-        first batch is always returned whole, however large. ``b""`` when ``offset`` is
-        ``log_end_offset``. ``offset`` outside [log_start_offset, log_end_offset] is
-        ``ValueError`` (the caller answers OFFSET_OUT_OF_RANGE).
+        first batch is always returned whole, however large (it may start below ``offset``,
+        even below ``log_start_offset``). ``b""`` when ``offset`` is ``log_end_offset``.
+        ``offset`` outside [log_start_offset, log_end_offset] is ``ValueError`` (the caller
+        answers OFFSET_OUT_OF_RANGE). Results may span segments.
         """
         ...
 
     async def find_timestamp(self, timestamp: int) -> TimestampLookup | None:
         """The first retained batch whose max timestamp is >= ``timestamp`` (through the time
-        index, not a full scan), or None if there is none."""
+        index, not a full scan), or None if there is none. Batches entirely below
+        ``log_start_offset`` are not considered."""
         ...
 
     async def max_timestamp(self) -> tuple[int, int] | None:
-        """(max timestamp, offset of the batch holding it) over the retained log, or None."""
+        """(max timestamp, base offset of the first batch holding it) over the retained
+        segments, or None if no batch has a timestamp >= 0. Like ``size_bytes`` this counts
+        whole segments (Kafka's ListOffsets MAX_TIMESTAMP does the same)."""
         ...
 
     async def delete_before(self, offset: int) -> None:
-        """Advance the log start offset to ``offset`` (DeleteRecords / retention); whole
-        segments below it are removed."""
+        """Advance the log start offset to ``offset`` (DeleteRecords); whole segments below it
+        are removed. Persisted before it takes effect. No-op if ``offset`` is at or below the
+        log start offset; ``ValueError`` if it is past ``log_end_offset``."""
         ...
 
     async def apply_retention(self, now_ms: int) -> int:
         """Roll an over-age active segment, then delete whole segments past ``retention_ms`` /
-        ``retention_bytes`` (never the active one). Returns the number of segments deleted."""
+        ``retention_bytes`` (never the active one). Returns the number of segments deleted.
+
+        Time: leading segments whose largest timestamp is more than ``retention_ms`` before
+        ``now_ms`` (deletion stops at the first segment that is not). Size: the oldest segments
+        while the log without them would still be at least ``retention_bytes``. The log start
+        offset moves to the first remaining segment's base offset if that is further."""
         ...
 
     async def flush(self) -> None:
         """fsync what was appended."""
         ...
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Flush and release the log; every later call raises ``StorageError``. Reopen it with
+        ``Store.open_partition``."""
+        ...
 
 
 class Store(Protocol):
@@ -151,24 +179,32 @@ class Store(Protocol):
         """Every topic the store holds (loaded at open)."""
         ...
 
-    async def create_topic(self, meta: TopicMeta) -> None: ...
+    async def create_topic(self, meta: TopicMeta) -> None:
+        """Persist a new topic (``ValueError`` if the name exists). Partition logs are created
+        by ``open_partition``."""
+        ...
 
     async def delete_topic(self, name: str) -> None:
-        """Forget the topic and remove its data (closing its open partition logs first)."""
+        """Forget the topic and remove its data (closing its open partition logs first). The file
+        backend makes the topic disappear atomically: a crash mid-delete never brings back a
+        half topic. ``ValueError`` for an unknown name."""
         ...
 
     async def update_topic(self, meta: TopicMeta) -> None:
-        """Persist a changed partition count or config overrides."""
+        """Persist a changed partition count or config overrides (``ValueError`` for an unknown
+        name or a different topic id). Open logs keep the ``LogConfig`` they were opened with."""
         ...
 
     async def open_partition(self, tp: TopicPartition, config: LogConfig) -> PartitionLog:
-        """Open (creating if needed) the log of an existing topic's partition. The file backend
-        recovers the tail here: batches are checked by length and CRC from the last flushed
-        point and a torn or corrupt tail is truncated."""
+        """Open (creating if needed) the log of an existing topic's partition (``ValueError`` if
+        there is no such topic or partition); an already open log is returned as is. The file
+        backend recovers the tail here: batches are checked by length and CRC from the last
+        flushed point and a torn or corrupt tail is truncated."""
         ...
 
     async def close(self) -> None:
-        """Flush and close every open partition log."""
+        """Flush and close every open partition log (the file backend then writes its
+        clean-shutdown marker, so the next open skips recovery)."""
         ...
 
 

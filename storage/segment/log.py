@@ -1,0 +1,421 @@
+"""``FileLog``: a partition log over segment files (the file backend's ``PartitionLog``).
+
+Theory of operation
+-------------------
+State lives on the event loop thread: the segment list (sorted by base offset, the last one
+active), the log start and end offsets, the total size. Everything that decides something
+happens without an ``await`` in between, so concurrent callers see a consistent log:
+
+* ``append`` checks contiguity, rolls if needed, writes with one ``os.pwrite`` and moves the log
+  end offset without awaiting anything. Only durable appends (``flush_every_append``) then
+  await, on the store's group commit (``commit.py``).
+* A roll creates the next segment and returns at once; sealing the old one (fsync, index
+  files) runs as a background task in the store's nursery. ``close`` waits for it.
+* Reads run inline when they start in the newest two segments or when the range they start
+  with is in the page cache (probed with ``preadv(RWF_NOWAIT)``): a 1 MiB read is then three
+  ``pread`` calls and one copy. Otherwise the read may wait for the disk and runs in a worker
+  thread (which costs ~100 us more here). Fds used in a thread are pinned (``FileHandle``), so
+  retention can delete a segment that a slow reader still holds.
+* Retention and ``delete_before`` hold an admin lock (one at a time) and only ever remove
+  whole segments from the front; the active segment is never deleted.
+
+Failures: a write that fails is truncated back and raises StorageError; the log stays usable
+(ENOSPC may pass). A failure that leaves the files in doubt (an fsync, a write that cannot be
+undone) *fails* the log: every later call raises StorageError until the store is reopened and
+recovery runs (Kafka's offline log directory, per partition); with ``flush_every_append`` its
+log end offset also goes back to the last durable offset, since nothing after it was
+acknowledged.
+
+Deviation: ``file.delete.delay.ms`` is not honoured. Deleted segments are unlinked at once; a
+reader thread that holds one keeps reading it through its open fd.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from bisect import bisect_right
+from collections.abc import Callable
+from pathlib import Path
+
+import trio
+
+from storage.api import LogConfig, StorageError, TimestampLookup, TopicPartition
+from storage.log_policy import retention_deletable, segment_expired, should_roll
+from storage.segment import scan
+from storage.segment.commit import GroupCommit, SyncSnapshot
+from storage.segment.files import FileHandle
+from storage.segment.load import Loaded, write_checkpoint
+from storage.segment.segment import Segment, WriteFailed, read_segments
+from wire.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, iter_batches
+
+log = logging.getLogger("kafkad.storage")
+
+_FIRST = struct.Struct(">qi")  # base_offset, batch_length
+Spawn = Callable[..., None]
+HOT_SEGMENTS = 2  # reads starting in the newest segments run inline
+
+
+def offset_of_max(batch: bytes, max_timestamp: int, default: int) -> int:
+    """Base offset of the first batch in a multi-batch append reaching ``max_timestamp``."""
+    for _, h in iter_batches(batch):
+        if h.max_timestamp >= max_timestamp:
+            return h.base_offset
+    return default
+
+
+class FileLog:
+    def __init__(
+        self,
+        tp: TopicPartition,
+        directory: Path,
+        config: LogConfig,
+        loaded: Loaded,
+        *,
+        commit: GroupCommit,
+        spawn: Spawn,
+        clock: Callable[[], int],
+        on_close: Callable[[FileLog], None] = lambda _: None,
+    ) -> None:
+        self.tp = tp
+        self.directory = directory
+        self.config = config
+        self._segments = loaded.segments
+        self._bases = [s.base for s in self._segments]
+        self._lso = loaded.log_start_offset
+        self._leo = self._durable = loaded.log_end_offset
+        self._size = sum(s.size for s in self._segments)
+        self._commit, self._spawn, self._clock, self._on_close = commit, spawn, clock, on_close
+        active = self._segments[-1]
+        if active.size and (active.roll_basis_ms is None or active.roll_basis_ms < 0):
+            active.roll_basis_ms = clock()  # its first batch has no timestamp: age from now
+        self._sealing: dict[Segment, trio.Event] = {}
+        self._rolls = self._dir_synced = 0
+        self._failed: str | None = None
+        self._closed = False
+        self._sealing_allowed = True  # False once abandoned
+        self._admin = trio.Lock()
+
+    # -- properties ------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._lso
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size
+
+    @property
+    def durable_offset(self) -> int:
+        return self._durable
+
+    @property
+    def segments(self) -> list[Segment]:
+        """The live segment list (tests and tools only)."""
+        return self._segments
+
+    def check_usable(self) -> None:
+        if self._failed is not None:
+            raise StorageError(f"log {self.tp} is offline: {self._failed}")
+        if self._closed:
+            raise StorageError(f"log {self.tp} is closed")
+
+    def _fail(self, reason: str) -> None:
+        if self._failed is None:
+            self._failed = reason
+            log.error("log %s failed, offline until reopened: %s", self.tp, reason)
+
+    # -- appends ---------------------------------------------------------------------------
+
+    async def append(
+        self, base_offset: int, last_offset: int, max_timestamp: int, batch: bytes
+    ) -> None:
+        self.check_usable()
+        if base_offset != self._leo:
+            raise ValueError(f"append at offset {base_offset}, log end offset is {self._leo}")
+        n = len(batch)
+        if last_offset < base_offset or n < BATCH_HEADER_SIZE:
+            raise ValueError(f"not a batch: offsets {base_offset}..{last_offset}, {n} bytes")
+        first_base, first_length = _FIRST.unpack_from(batch)
+        if first_base != base_offset:
+            raise ValueError(f"batch says base offset {first_base}, append says {base_offset}")
+        ts_offset = base_offset
+        if first_length + LOG_OVERHEAD != n:
+            ts_offset = offset_of_max(batch, max_timestamp, base_offset)
+        seg, now = self._segments[-1], self._clock()
+        if seg.size and should_roll(
+            self.config,
+            seg_size=seg.size,
+            seg_base=seg.base,
+            add_bytes=n,
+            last_offset=last_offset,
+            roll_basis_ms=seg.roll_basis_ms,
+            now_ms=now,
+            index_entries=len(seg.offsets()),
+        ):
+            seg = self._roll()
+        if seg.size == 0:
+            seg.roll_basis_ms = now
+        try:
+            seg.append(batch, base_offset - seg.base, max_timestamp, ts_offset - seg.base)
+        except WriteFailed as exc:
+            self._fail(str(exc))
+            raise
+        self._leo = last_offset + 1
+        self._size += n
+        if self.config.flush_every_append:
+            await self._commit.wait_durable(self, self._leo)
+
+    def _roll(self) -> Segment:
+        old = self._segments[-1]
+        new = Segment.create(self.directory, self._leo, self.config.index_interval_bytes)
+        assert old.writer is not None
+        old.writer.finish()
+        self._segments.append(new)
+        self._bases.append(new.base)
+        self._rolls += 1
+        done = self._sealing[old] = trio.Event()
+        self._spawn(self._seal, old, self._rolls, done)
+        return new
+
+    async def _seal(self, seg: Segment, generation: int, done: trio.Event) -> None:
+        """Background task in the store's nursery: it must not raise. A failed fsync takes the
+        log offline; failing to write the index files only leaves the segment without them
+        (it keeps its in-memory indexes, and is validated at the next open)."""
+        try:
+            if not self._sealing_allowed:
+                return  # abandoned (a simulated kill -9): nothing more reaches the disk
+            try:
+                handle = seg.handle()
+                fd = handle.acquire()
+                try:
+                    await trio.to_thread.run_sync(os.fsync, fd)
+                finally:
+                    handle.release()
+            except (OSError, StorageError) as exc:
+                self._fail(f"fsync of rolled segment {seg.base} failed: {exc}")
+                return
+            try:
+                await trio.to_thread.run_sync(seg.write_indexes)
+            except OSError as exc:
+                log.warning("%s: index files of segment %d not written: %s", self.tp, seg.base, exc)
+            else:
+                seg.mark_sealed()
+                self._dir_synced = max(self._dir_synced, generation)  # write_indexes synced it
+        finally:
+            del self._sealing[seg]
+            done.set()
+
+    async def settle(self) -> None:
+        """Wait until every rolled segment is sealed (tests and tools)."""
+        while self._sealing:
+            await next(iter(self._sealing.values())).wait()
+
+    # -- group commit (SyncTarget) ---------------------------------------------------------
+
+    def sync_begin(self) -> SyncSnapshot:
+        handles: list[FileHandle] = [s.handle() for s in (*self._sealing, self._segments[-1])]
+        fds = [h.acquire() for h in handles]
+        directory = self.directory if self._dir_synced < self._rolls else None
+        return SyncSnapshot(handles, fds, directory, self._leo, self._rolls)
+
+    def sync_end(self, snap: SyncSnapshot, synced: bool, error: OSError | None) -> None:
+        for handle in snap.handles:
+            handle.release()
+        if error is not None:
+            self._fail(f"fsync failed: {error}")
+            if self.config.flush_every_append:  # the unsynced appends were never acknowledged
+                self._leo = max(self._durable, self._lso)
+        elif synced:
+            self._durable = max(self._durable, snap.offset)
+            if snap.directory is not None:
+                self._dir_synced = max(self._dir_synced, snap.generation)
+
+    async def flush(self) -> None:
+        self.check_usable()
+        await self._commit.wait_durable(self, self._leo)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _check_range(self, offset: int) -> None:
+        if not self._lso <= offset <= self._leo:
+            raise ValueError(
+                f"offset {offset} is outside the log [{self._lso}, {self._leo}] of {self.tp}"
+            )
+
+    async def read(self, offset: int, max_bytes: int) -> bytes:
+        self.check_usable()
+        self._check_range(offset)
+        if offset == self._leo:
+            return b""
+        segs = self._segments
+        i = bisect_right(self._bases, offset) - 1
+        plan, covered = [(segs[i], segs[i].size)], 0
+        for k in range(i + 1, len(segs)):  # only the segments this read can reach
+            if covered >= max_bytes:
+                break
+            plan.append((segs[k], segs[k].size))
+            covered += segs[k].size
+        try:
+            seg = segs[i]
+            if i >= len(segs) - HOT_SEGMENTS or scan.resident(
+                seg.fd(), pos := seg.lookup(offset), min(seg.size, pos + max(max_bytes, 1))
+            ):
+                return read_segments(plan, [seg.fd() for seg, _ in plan], offset, max_bytes)
+            handles = [seg.handle() for seg, _ in plan]
+            for seg, _ in plan:
+                seg.offsets()  # map the index here, not in the thread
+        except OSError as exc:
+            raise StorageError(f"reading {self.tp} at {offset}: {exc}") from exc
+        fds = [h.acquire() for h in handles]
+        try:
+            return await trio.to_thread.run_sync(read_segments, plan, fds, offset, max_bytes)
+        except OSError as exc:
+            raise StorageError(f"reading {self.tp} at {offset}: {exc}") from exc
+        finally:
+            for h in handles:
+                h.release()
+
+    async def find_timestamp(self, timestamp: int) -> TimestampLookup | None:
+        self.check_usable()
+        lso = self._lso
+        try:
+            for k, seg in enumerate(self._segments):
+                end_offset = self._bases[k + 1] if k + 1 < len(self._bases) else self._leo
+                if seg.largest_timestamp < timestamp or end_offset <= lso:
+                    continue
+                start = max(seg.time_lookup(timestamp), lso)
+                fd = seg.fd()
+                hit = scan.first_at_or_after(fd, seg.lookup(start), seg.size, timestamp, lso)
+                if hit is not None:
+                    pos, base, size = hit
+                    return TimestampLookup(base, scan.read_exact(fd, pos, size))
+        except OSError as exc:
+            raise StorageError(f"timestamp search in {self.tp}: {exc}") from exc
+        return None
+
+    async def max_timestamp(self) -> tuple[int, int] | None:
+        self.check_usable()
+        best: tuple[int, int] | None = None
+        for seg in self._segments:
+            ts = seg.largest_timestamp
+            if ts >= 0 and (best is None or ts > best[0]):
+                best = (ts, seg.largest_timestamp_offset)
+        return best
+
+    # -- deleting --------------------------------------------------------------------------
+
+    async def delete_before(self, offset: int) -> None:
+        self.check_usable()
+        if offset > self._leo:
+            raise ValueError(f"delete_before({offset}) is past the log end offset {self._leo}")
+        async with self._admin:
+            if offset <= self._lso:
+                return
+            try:
+                await trio.to_thread.run_sync(write_checkpoint, self.directory, offset)
+            except OSError as exc:
+                raise StorageError(f"cannot persist log start offset {offset}: {exc}") from exc
+            self._lso = max(self._lso, offset)
+            n = 0
+            while n + 1 < len(self._bases) and self._bases[n + 1] <= offset:
+                n += 1
+            await self._delete_oldest(n)
+
+    async def apply_retention(self, now_ms: int) -> int:
+        self.check_usable()
+        async with self._admin:
+            active = self._segments[-1]
+            if active.size and segment_expired(self.config, active.roll_basis_ms, now_ms):
+                self._roll()
+            aged = [(s.size, _retention_timestamp(s)) for s in self._segments]
+            n = retention_deletable(self.config, aged, self._size, now_ms)
+            await self._delete_oldest(n)
+            return n
+
+    async def _delete_oldest(self, n: int) -> None:
+        """Remove the ``n`` oldest segments (never the active one); the caller holds _admin."""
+        n = min(n, len(self._segments) - 1)
+        if n <= 0:
+            return
+        for seg in self._segments[:n]:
+            if (sealing := self._sealing.get(seg)) is not None:
+                await sealing.wait()
+        victims = self._segments[:n]
+        del self._segments[:n]
+        del self._bases[:n]
+        self._size -= sum(v.size for v in victims)
+        self._lso = max(self._lso, self._bases[0])
+        for v in victims:
+            v.close()  # the fd stays open while a reader thread holds it
+        try:
+            await trio.to_thread.run_sync(_delete_files, victims)
+        except OSError as exc:
+            raise StorageError(f"deleting segments of {self.tp}: {exc}") from exc
+
+    # -- closing ---------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Wait for seals, persist the active segment's indexes, fsync, close the fds."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for done in list(self._sealing.values()):
+                await done.wait()
+            if self._failed is None:
+                unsealed = [s for s in self._segments if s.writer is not None]
+                for seg in unsealed:
+                    assert seg.writer is not None
+                    seg.writer.finish()
+                try:
+                    await trio.to_thread.run_sync(_persist_all, unsealed)
+                except OSError as exc:
+                    self._fail(f"closing: {exc}")
+                    raise StorageError(f"closing {self.tp}: {exc}") from exc
+        finally:
+            for seg in self._segments:
+                seg.close()
+            self._on_close(self)
+
+    async def discard(self) -> None:
+        """Close without persisting anything (the data is about to be deleted)."""
+        self._closed = True
+        for done in list(self._sealing.values()):
+            await done.wait()
+        self.abandon()
+
+    @property
+    def failed(self) -> bool:
+        return self._failed is not None
+
+    def abandon(self) -> None:
+        """Drop the log as ``kill -9`` would: close the fds, persist nothing (tests)."""
+        self._closed = True
+        self._sealing_allowed = False
+        for seg in self._segments:
+            seg.close()
+        self._on_close(self)
+
+
+def _retention_timestamp(seg: Segment) -> int:
+    ts = seg.largest_timestamp
+    if ts >= 0:
+        return ts
+    return int(seg.path().stat().st_mtime * 1000)  # no timestamps: Kafka uses the mtime too
+
+
+def _persist_all(segments: list[Segment]) -> None:
+    for seg in segments:
+        seg.persist(seg.fd())
+
+
+def _delete_files(segments: list[Segment]) -> None:
+    for seg in segments:
+        seg.delete_files()

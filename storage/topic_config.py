@@ -1,0 +1,129 @@
+"""Topic-level configs: names, defaults (taken from the broker's ``log.*`` settings, as in
+Kafka), validation of overrides, and the effective ``LogConfig`` of a topic.
+
+Deliberate deviations from Kafka (refused with INVALID_CONFIG rather than accepted and
+ignored): ``cleanup.policy`` other than ``delete`` (no log cleaner yet) and
+``compression.type`` other than ``producer`` (kafkad stores batches exactly as sent and never
+recompresses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from storage.api import LogConfig
+
+_LONG_MAX = str(2**63 - 1)
+
+
+def _int(v: str) -> int:
+    return int(v)
+
+
+def _bool(v: str) -> bool:
+    if v.lower() not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return v.lower() == "true"
+
+
+def _float(v: str) -> float:
+    return float(v)
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(v: str) -> str:
+        if v not in allowed:
+            raise ValueError(f"expected one of {', '.join(allowed)}")
+        return v
+
+    return parse
+
+
+# topic config -> (parser, broker config supplying the default or None, fixed default)
+TOPIC_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str | None, str]] = {
+    "cleanup.policy": (_choice("delete"), None, "delete"),
+    "compression.type": (_choice("producer"), "compression.type", "producer"),
+    "delete.retention.ms": (_int, None, "86400000"),
+    "file.delete.delay.ms": (_int, "log.segment.delete.delay.ms", "60000"),
+    "flush.messages": (_int, "log.flush.interval.messages", _LONG_MAX),
+    "flush.ms": (_int, None, _LONG_MAX),
+    "index.interval.bytes": (_int, "log.index.interval.bytes", "4096"),
+    "max.compaction.lag.ms": (_int, None, _LONG_MAX),
+    "max.message.bytes": (_int, "message.max.bytes", "1048588"),
+    "message.timestamp.after.max.ms": (_int, None, "3600000"),
+    "message.timestamp.before.max.ms": (_int, None, _LONG_MAX),
+    "message.timestamp.type": (
+        _choice("CreateTime", "LogAppendTime"),
+        "log.message.timestamp.type",
+        "CreateTime",
+    ),
+    "min.cleanable.dirty.ratio": (_float, None, "0.5"),
+    "min.compaction.lag.ms": (_int, None, "0"),
+    "min.insync.replicas": (_int, "min.insync.replicas", "1"),
+    "preallocate": (_bool, None, "false"),
+    "retention.bytes": (_int, "log.retention.bytes", "-1"),
+    "retention.ms": (_int, "log.retention.ms", "604800000"),
+    "segment.bytes": (_int, "log.segment.bytes", "1073741824"),
+    "segment.index.bytes": (_int, "log.index.size.max.bytes", "10485760"),
+    "segment.jitter.ms": (_int, None, "0"),
+    "segment.ms": (_int, "log.roll.ms", "604800000"),
+    "unclean.leader.election.enable": (_bool, None, "false"),
+}
+
+_MIN_SEGMENT_BYTES = 1024 * 1024  # Kafka: segment.bytes >= 1 MiB (14 bytes is the log header)
+
+
+def validate_overrides(overrides: Mapping[str, str | None]) -> str | None:
+    """None if every override names a known topic config with a valid value, else a message
+    for INVALID_CONFIG."""
+    for name, value in overrides.items():
+        if name not in TOPIC_CONFIGS:
+            return f"Unknown topic config name: {name}"
+        if value is None:
+            return f"Null value not supported for topic config: {name}"
+        try:
+            parsed = TOPIC_CONFIGS[name][0](value)
+        except ValueError as exc:
+            return f"Invalid value {value} for configuration {name}: {exc}"
+        if name == "segment.bytes" and parsed < _MIN_SEGMENT_BYTES:
+            return f"Invalid value {value} for configuration segment.bytes: must be >= 1048576"
+        if name == "max.message.bytes" and parsed < 0:
+            return f"Invalid value {value} for configuration max.message.bytes"
+    return None
+
+
+def effective_configs(
+    overrides: Mapping[str, str], broker_values: Mapping[str, Any]
+) -> dict[str, tuple[str, bool]]:
+    """Every topic config -> (value as a string, is it a topic-level override)."""
+    out: dict[str, tuple[str, bool]] = {}
+    for name, (_, broker_name, fixed) in TOPIC_CONFIGS.items():
+        if name in overrides:
+            out[name] = (overrides[name], True)
+        elif broker_name is not None and broker_name in broker_values:
+            out[name] = (str(broker_values[broker_name]), False)
+        else:
+            out[name] = (fixed, False)
+    return out
+
+
+def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig:
+    """The broker's log defaults with the topic's overrides applied."""
+    o = overrides
+    changes: dict[str, Any] = {}
+    for cfg, attr in (
+        ("segment.bytes", "segment_bytes"),
+        ("segment.ms", "segment_ms"),
+        ("retention.ms", "retention_ms"),
+        ("retention.bytes", "retention_bytes"),
+        ("index.interval.bytes", "index_interval_bytes"),
+        ("segment.index.bytes", "segment_index_bytes"),
+        ("file.delete.delay.ms", "file_delete_delay_ms"),
+    ):
+        if cfg in o:
+            changes[attr] = int(o[cfg])
+    if "flush.messages" in o:
+        changes["flush_every_append"] = int(o["flush.messages"]) == 1
+    return replace(base, **changes)
