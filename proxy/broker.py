@@ -1,0 +1,86 @@
+"""The broker's shared state: configuration, the store, the topics, and the clock.
+
+One ``Broker`` per process. Handlers reach it through ``RequestContext.broker``; background
+work (retention) runs in the server's nursery and is started by ``proxy/server.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+import uuid
+from pathlib import Path
+
+import trio
+
+from proxy.config import BrokerConfig
+from storage.api import Store
+from storage.topics import TopicManager
+
+log = logging.getLogger("kafkad.broker")
+
+
+def _new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def data_path(data_dir: str) -> Path | None:
+    """The directory behind a store URL, or None for memory://."""
+    if data_dir.startswith("memory://"):
+        return None
+    if data_dir.startswith("file://"):
+        return Path(data_dir[len("file://") :])
+    return Path(data_dir)
+
+
+def load_cluster_id(data_dir: str, node_id: int) -> str:
+    """Kafka keeps cluster.id in meta.properties in the log dir; so do we."""
+    path = data_path(data_dir)
+    if path is None:
+        return _new_cluster_id()
+    path.mkdir(parents=True, exist_ok=True)
+    meta = path / "meta.properties"
+    if meta.exists():
+        for line in meta.read_text().splitlines():
+            if line.startswith("cluster.id="):
+                return line.split("=", 1)[1].strip()
+    cluster_id = _new_cluster_id()
+    tmp = meta.with_suffix(".tmp")
+    tmp.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
+    tmp.replace(meta)
+    return cluster_id
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, store: Store) -> None:
+        self.config = config
+        self.store = store
+        self.node_id: int = config.get("node.id")
+        self.cluster_id = load_cluster_id(config.data_dir, self.node_id)
+        self.topics = TopicManager(store, config.log_config(), config.values or {})
+        self.advertised_host = config.advertised_host or config.listen_host
+        self.advertised_port = config.advertised_port or config.listen_port
+        self.shutting_down = trio.Event()
+
+    def begin_shutdown(self) -> None:
+        """Wake every long-polling fetch so it answers with what it has."""
+        self.shutting_down.set()
+        for topic in self.topics:
+            for p in topic.partitions:
+                p.wake_waiters()
+
+    async def start(self) -> None:
+        await self.topics.load()
+
+    @staticmethod
+    def now_ms() -> int:
+        return time.time_ns() // 1_000_000
+
+    async def retention_loop(self) -> None:
+        interval = self.config.get("log.retention.check.interval.ms") / 1000
+        while True:
+            await trio.sleep(interval)
+            deleted = await self.topics.apply_retention(self.now_ms())
+            if deleted:
+                log.info("retention deleted %d segment(s)", deleted)

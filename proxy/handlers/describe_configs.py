@@ -1,0 +1,168 @@
+"""DescribeConfigs (key 32), v1-4. v1: config source and synonyms. v3: config type and
+documentation. v4: flexible.
+
+Resource types: TOPIC (2) lists every topic config with its effective value (source
+DYNAMIC_TOPIC_CONFIG for an override, DEFAULT_CONFIG otherwise); BROKER (4) lists the broker
+configs kafkad honours, for this node's id (or "" for the cluster default). Anything else is
+INVALID_REQUEST. Synonyms: the topic override, then the broker config it defaults from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from proxy.config import BROKER_CONFIGS
+from proxy.context import RequestContext
+from proxy.registry import handler
+from storage.topic_config import TOPIC_CONFIGS, effective_configs
+
+TOPIC, BROKER = 2, 4
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
+
+_INT_CONFIGS = {
+    "index.interval.bytes",
+    "max.message.bytes",
+    "min.insync.replicas",
+    "segment.bytes",
+    "segment.index.bytes",
+    "node.id",
+    "num.partitions",
+    "default.replication.factor",
+    "offsets.topic.num.partitions",
+    "transaction.state.log.num.partitions",
+    "socket.request.max.bytes",
+    "message.max.bytes",
+    "log.segment.bytes",
+    "log.index.interval.bytes",
+    "log.index.size.max.bytes",
+    "group.initial.rebalance.delay.ms",
+}
+
+
+def _config_type(name: str, value: str) -> int:
+    if name == "cleanup.policy":
+        return LIST
+    if value in ("true", "false", "True", "False"):
+        return BOOLEAN
+    if name in _INT_CONFIGS:
+        return INT
+    try:
+        int(value)
+        return LONG
+    except ValueError:
+        pass
+    try:
+        float(value)
+        return DOUBLE
+    except ValueError:
+        return STRING
+
+
+@handler(api_key=32, versions=(1, 4))
+async def describe_configs(ctx: RequestContext, req: Any) -> Any:
+    b, broker = ctx.b, ctx.broker
+    values = broker.config.values or {}
+    synonyms_wanted = bool(req.include_synonyms)
+    results = []
+    for res in req.resources:
+        wanted = set(res.configuration_keys) if res.configuration_keys is not None else None
+        entries: list[Any] = []
+        code, message = ErrorCode.none, None
+        if res.resource_type == TOPIC:
+            topic = broker.topics.get(res.resource_name)
+            if topic is None:
+                code, message = (
+                    ErrorCode.unknown_topic_or_partition,
+                    f"Topic {res.resource_name} does not exist",
+                )
+            else:
+                for name, (value, override) in sorted(
+                    effective_configs(topic.meta.configs, values).items()
+                ):
+                    if wanted is not None and name not in wanted:
+                        continue
+                    syn = []
+                    if synonyms_wanted:
+                        if override:
+                            syn.append(
+                                b.DescribeConfigsSynonym(
+                                    name=name, value=value, source=DYNAMIC_TOPIC_CONFIG
+                                )
+                            )
+                        broker_name = TOPIC_CONFIGS[name][1]
+                        if broker_name is not None:
+                            syn.append(
+                                b.DescribeConfigsSynonym(
+                                    name=broker_name,
+                                    value=str(values[broker_name]),
+                                    source=DEFAULT_CONFIG,
+                                )
+                            )
+                    entries.append(
+                        b.DescribeConfigsResourceResult(
+                            name=name,
+                            value=value,
+                            read_only=False,
+                            config_source=DYNAMIC_TOPIC_CONFIG if override else DEFAULT_CONFIG,
+                            is_sensitive=False,
+                            synonyms=tuple(syn),
+                            config_type=_config_type(name, value),
+                            documentation=None,
+                        )
+                    )
+        elif res.resource_type == BROKER:
+            if res.resource_name not in ("", str(broker.node_id)):
+                code, message = (
+                    ErrorCode.invalid_request,
+                    f"Unexpected broker id, expected {broker.node_id} or empty "
+                    f"string, but received {res.resource_name}",
+                )
+            else:
+                for name in sorted(BROKER_CONFIGS):
+                    if wanted is not None and name not in wanted:
+                        continue
+                    value = _render(values[name])
+                    source = (
+                        STATIC_BROKER_CONFIG if value != BROKER_CONFIGS[name][1] else DEFAULT_CONFIG
+                    )
+                    syn2 = (
+                        (b.DescribeConfigsSynonym(name=name, value=value, source=source),)
+                        if synonyms_wanted
+                        else ()
+                    )
+                    entries.append(
+                        b.DescribeConfigsResourceResult(
+                            name=name,
+                            value=value,
+                            read_only=True,
+                            config_source=source,
+                            is_sensitive=False,
+                            synonyms=syn2,
+                            config_type=_config_type(name, value),
+                            documentation=None,
+                        )
+                    )
+        else:
+            code, message = (
+                ErrorCode.invalid_request,
+                f"Unsupported resource type {res.resource_type}",
+            )
+        results.append(
+            b.DescribeConfigsResult(
+                error_code=code,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+                configs=tuple(entries),
+            )
+        )
+    return b.DescribeConfigsResponse(throttle_time=0, results=tuple(results))
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

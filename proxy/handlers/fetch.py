@@ -1,0 +1,145 @@
+"""Fetch (key 1), v4-12 for consumers. v4: isolation level, last stable offset, aborted
+transactions. v5: log start offset. v7: fetch sessions (KIP-227). v9: current leader epoch.
+v11: rack id. v12: flexible, diverging epoch. v13+ (topic ids) is not advertised.
+
+Fetch sessions are not kept: every response carries session id 0, which tells clients to go
+on sending full fetch requests (what Kafka does when its session cache is full). A request
+for an existing session id gets FETCH_SESSION_ID_NOT_FOUND.
+
+Sizes follow Kafka: ``partition_max_bytes`` and ``max_bytes`` are soft for the first batch
+of the first partition that has data (it is returned whole, so a consumer can always make
+progress); after that a partition's data is returned only if it fits what is left.
+
+Long poll: while fewer than ``min_bytes`` are ready the request waits, up to ``max_wait``,
+for an append to any of its partitions (an event registered with each of them), then reads
+again. read_committed reads stop at the last stable offset; with no transactions yet, that
+is the high watermark. Aborted transactions: [] at read_committed, null otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from proxy.context import RequestContext
+from proxy.registry import handler
+from storage.partition import Partition
+
+READ_COMMITTED = 1
+
+
+@dataclass
+class _Slot:
+    topic: str
+    partition_index: int
+    fetch_offset: int
+    max_bytes: int
+    partition: Partition | None
+    error: ErrorCode = ErrorCode.none
+    data: bytes = b""
+
+
+async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool) -> int:
+    remaining = max_bytes
+    first = True
+    total = 0
+    for s in slots:
+        s.data, s.error = b"", ErrorCode.none
+        p = s.partition
+        if p is None or p.deleted:
+            s.error = ErrorCode.unknown_topic_or_partition
+            continue
+        end = p.last_stable_offset if committed else p.high_watermark
+        if not p.log_start_offset <= s.fetch_offset <= p.high_watermark:
+            s.error = ErrorCode.offset_out_of_range
+            continue
+        if s.fetch_offset >= end or (remaining <= 0 and not first):
+            continue
+        limit = min(s.max_bytes, remaining) if not first else max(min(s.max_bytes, remaining), 1)
+        try:
+            data = await p.read(s.fetch_offset, limit)
+        except ValueError:  # the log moved (retention) between the check and the read
+            s.error = ErrorCode.offset_out_of_range
+            continue
+        if not data:
+            continue
+        if not first and len(data) > limit:
+            continue
+        s.data = data
+        first = False
+        remaining -= len(data)
+        total += len(data)
+    return total
+
+
+@handler(api_key=1, versions=(4, 12))
+async def fetch(ctx: RequestContext, req: Any) -> Any:
+    b, broker = ctx.b, ctx.broker
+    if ctx.version >= 7 and req.session_id != 0:
+        return b.FetchResponse(
+            throttle_time=0,
+            error_code=ErrorCode.fetch_session_id_not_found,
+            session_id=0,
+            responses=(),
+        )
+    committed = req.isolation_level == READ_COMMITTED
+    slots = [
+        _Slot(
+            t.topic,
+            p.partition,
+            p.fetch_offset,
+            p.partition_max_bytes,
+            broker.topics.partition(t.topic, p.partition),
+        )
+        for t in req.topics
+        for p in t.partitions
+    ]
+    max_bytes = req.max_bytes if ctx.version >= 3 else 2**31 - 1
+    total = await _read_all(slots, max_bytes, committed)
+    wait_s = req.max_wait.total_seconds()
+    if total < req.min_bytes and wait_s > 0 and not any(s.error for s in slots):
+        deadline = trio.current_time() + wait_s
+        while total < req.min_bytes and not broker.shutting_down.is_set():
+            event = trio.Event()
+            live = [s.partition for s in slots if s.partition is not None]
+            for p in live:
+                p.add_waiter(event)
+            try:
+                with trio.move_on_at(deadline):
+                    await event.wait()
+            finally:
+                for p in live:
+                    p.remove_waiter(event)
+            if not event.is_set():
+                break
+            total = await _read_all(slots, max_bytes, committed)
+            if any(s.error for s in slots):
+                break
+    by_topic: dict[str, list[Any]] = {}
+    for s in slots:
+        part = s.partition
+        hw = part.high_watermark if part is not None else -1
+        lso = part.last_stable_offset if part is not None else -1
+        start = part.log_start_offset if part is not None else -1
+        by_topic.setdefault(s.topic, []).append(
+            b.PartitionData(
+                partition_index=s.partition_index,
+                error_code=s.error,
+                high_watermark=hw,
+                last_stable_offset=lso,
+                log_start_offset=start,
+                aborted_transactions=() if committed else None,
+                preferred_read_replica=-1,
+                records=s.data,
+            )
+        )
+    responses = tuple(
+        b.FetchableTopicResponse(topic=name, partitions=tuple(parts))
+        for name, parts in by_topic.items()
+    )
+    return b.FetchResponse(
+        throttle_time=0, error_code=ErrorCode.none, session_id=0, responses=responses
+    )

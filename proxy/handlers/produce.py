@@ -1,0 +1,109 @@
+"""Produce (key 0). Advertised v0-11, served v3-11: Kafka 4 removed v0-2 but still advertises
+min 0 because librdkafka disables compression when it sees a higher minimum (KAFKA-18659,
+spec §1.1); a v0-2 request is refused as an unsupported version. v3: transactional id, record
+batch v2 only. v5: log start offset in the response. v7: zstd allowed. v8: record errors and
+an error message. v9: flexible. v10-11: nothing new for a single node.
+
+Per partition: the batch is validated without decoding records (``wire.records``), its offsets
+assigned in place, and it is appended; a storage failure answers KAFKA_STORAGE_ERROR (never
+UNKNOWN_SERVER_ERROR: clients may then retry a write that happened, spec §3.3). Produce never
+auto-creates topics (only Metadata does, as in Kafka). acks=0 gets no response at all.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from proxy.context import RequestContext
+from proxy.dispatch import NO_RESPONSE, CloseConnection
+from proxy.registry import handler
+from storage.api import StorageError
+from wire.records import validate_produce_batch
+
+log = logging.getLogger("kafkad.produce")
+
+
+@handler(api_key=0, versions=(0, 11), min_served=3)
+async def produce(ctx: RequestContext, req: Any) -> Any:
+    b, broker = ctx.b, ctx.broker
+    acks = req.acks
+    now = broker.now_ms()
+    results = []
+    for topic_data in req.topic_data:
+        topic = broker.topics.get(topic_data.name)
+        parts = []
+        for pd in topic_data.partition_data:
+            code, message, base, append_time, start = ErrorCode.none, None, -1, -1, -1
+            partition = broker.topics.partition(topic_data.name, pd.index)
+            if acks not in (0, 1, -1):
+                code = ErrorCode.invalid_required_acks
+            elif topic is None or partition is None:
+                code = ErrorCode.unknown_topic_or_partition
+            elif topic.internal:
+                code, message = (
+                    ErrorCode.invalid_topic_exception,
+                    f"Cannot append to internal topic {topic.name}",
+                )
+            else:
+                start = partition.log_start_offset
+                checked = validate_produce_batch(
+                    pd.records or b"",
+                    produce_version=ctx.version,
+                    max_message_bytes=topic.int_setting("max.message.bytes"),
+                )
+                if isinstance(checked, ErrorCode):
+                    code = checked
+                elif topic.settings[
+                    "message.timestamp.type"
+                ] == "CreateTime" and checked.header.max_timestamp > now + topic.int_setting(
+                    "message.timestamp.after.max.ms"
+                ):
+                    code, message = (
+                        ErrorCode.invalid_timestamp,
+                        "Timestamp of the batch is too far in the future",
+                    )
+                elif checked.header.is_transactional or checked.header.producer_id >= 0:
+                    # No producer ids are handed out yet (InitProducerId is not advertised),
+                    # so a batch claiming one cannot be checked for duplicates: refuse it.
+                    code, message = (
+                        ErrorCode.invalid_record,
+                        "idempotent and transactional batches are not supported by this broker yet",
+                    )
+                else:
+                    try:
+                        base, append_time = await partition.append(
+                            bytes(pd.records or b""), checked.header, now
+                        )
+                    except StorageError as exc:
+                        log.error("append to %s failed: %s", partition.tp, exc)
+                        code, message = ErrorCode.kafka_storage_error, str(exc)
+            if code is not ErrorCode.none:
+                log.debug("produce to %s-%d refused: %s", topic_data.name, pd.index, code.name)
+            parts.append(
+                b.PartitionProduceResponse(
+                    index=pd.index,
+                    error_code=code,
+                    base_offset=base,
+                    log_append_time=append_time,
+                    log_start_offset=start,
+                    record_errors=(),
+                    error_message=message,
+                )
+            )
+        results.append(
+            b.TopicProduceResponse(name=topic_data.name, partition_responses=tuple(parts))
+        )
+    if acks == 0:
+        failed = [
+            (t.name, p.index, p.error_code.name)
+            for t in results
+            for p in t.partition_responses
+            if p.error_code is not ErrorCode.none
+        ]
+        if failed:
+            raise CloseConnection(f"acks=0 produce failed: {failed}")
+        return NO_RESPONSE
+    return b.ProduceResponse(responses=tuple(results), throttle_time=0)

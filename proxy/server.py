@@ -1,0 +1,133 @@
+"""The network front: listeners, connection tasks, background tasks, graceful shutdown.
+
+Shutdown (SIGINT/SIGTERM, or ``Server.stop()``): stop accepting; idle connections are closed
+at once, busy ones finish the requests they already read and then close; after
+``shutdown.grace.ms`` whatever is left is cancelled. Then the store flushes and closes every
+segment (``open_store``'s exit).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from collections.abc import Callable
+
+import trio
+
+from proxy.broker import Broker
+from proxy.config import BrokerConfig
+from proxy.connection import Connection, NetConfig, serve_connection
+from proxy.dispatch import Dispatcher
+from storage.api import open_store
+
+log = logging.getLogger("kafkad.server")
+
+
+class Server:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.stopping = trio.Event()
+        self.connections: set[Connection] = set()
+        self.bound: tuple[str, int] | None = None
+        self.broker: Broker | None = None
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    async def run(
+        self,
+        *,
+        task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
+        on_ready: Callable[[Server], None] | None = None,
+    ) -> None:
+        cfg = self.config
+        async with open_store(cfg.data_dir) as store:
+            broker = Broker(cfg, store)
+            await broker.start()
+            self.broker = broker
+            listeners = await trio.open_tcp_listeners(cfg.listen_port, host=cfg.listen_host)
+            sockname = listeners[0].socket.getsockname()
+            self.bound = (sockname[0], sockname[1])
+            if cfg.advertised_port is None:
+                broker.advertised_port = self.bound[1]
+            dispatch = Dispatcher(broker)
+            net = NetConfig(
+                max_frame_bytes=cfg.get("socket.request.max.bytes"),
+                idle_s=cfg.get("connections.max.idle.ms") / 1000,
+            )
+            async with trio.open_nursery() as background:
+                background.start_soon(broker.retention_loop)
+                async with trio.open_nursery() as conns:
+                    accept_scope = trio.CancelScope()
+
+                    async def handle(stream: trio.SocketStream) -> None:
+                        await self._serve(stream, dispatch, net)
+
+                    async def accept_loop() -> None:
+                        with accept_scope:
+                            await trio.serve_listeners(
+                                handle,
+                                listeners,
+                                handler_nursery=conns,
+                            )
+
+                    conns.start_soon(accept_loop)
+                    task_status.started(self.bound)
+                    if on_ready is not None:
+                        on_ready(self)
+                    await self.stopping.wait()
+                    log.info("shutting down: no new connections")
+                    accept_scope.cancel()
+                    broker.begin_shutdown()
+                    for conn in list(self.connections):
+                        if not conn.busy:
+                            conn.scope.cancel()
+                    conns.cancel_scope.deadline = (
+                        trio.current_time() + cfg.get("shutdown.grace.ms") / 1000
+                    )
+                background.cancel_scope.cancel()
+        log.info("stopped: segments flushed and closed")
+
+    async def _serve(self, stream: trio.abc.Stream, dispatch: Dispatcher, net: NetConfig) -> None:
+        peer = "?"
+        if isinstance(stream, trio.SocketStream):
+            try:
+                host, port = stream.socket.getpeername()[:2]
+                peer = f"{host}:{port}"
+            except OSError:
+                pass
+        conn = Connection(stream, peer)
+        self.connections.add(conn)
+        try:
+            await serve_connection(conn, dispatch, net, self.stopping)
+        finally:
+            self.connections.discard(conn)
+
+
+async def serve_until_signal(config: BrokerConfig) -> None:
+    server = Server(config)
+
+    def ready(s: Server) -> None:
+        assert s.bound is not None and s.broker is not None
+        host, port = s.bound
+        b = s.broker
+        print(
+            f"kafkad ready listen={host}:{port} advertise={b.advertised_host}:"
+            f"{b.advertised_port} data_dir={config.data_dir}",
+            flush=True,
+        )
+
+    async with trio.open_nursery() as nursery:
+
+        async def watch_signals() -> None:
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    log.info("received %s", signal.Signals(signum).name)
+                    server.stop()
+                    return
+
+        nursery.start_soon(watch_signals)
+        await server.run(on_ready=ready)
+        nursery.cancel_scope.cancel()
+    sys.stdout.flush()

@@ -1,0 +1,51 @@
+"""The dispatcher's failure path: a handler bug costs one request, answered in the API's own
+response shape with UNKNOWN_SERVER_ERROR, and the connection stays usable."""
+
+from __future__ import annotations
+
+import pytest
+from kio.index import load_response_schema
+from kio.schema.api_versions.v0.request import ApiVersionsRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12 import request as md
+
+from proxy.dispatch import error_response
+from proxy.registry import REGISTRY, Handler, advertised, served
+from tests.proxy.harness import connect, running_broker
+from wire.codec import RequestHeader, encode_response
+
+PAIRS = [(k, v) for k, (lo, hi) in served().items() for v in range(lo, hi + 1)]
+
+
+@pytest.mark.parametrize(("api_key", "version"), PAIRS)
+def test_error_response_encodes_for_every_served_version(api_key: int, version: int) -> None:
+    cls = load_response_schema(api_key, version)
+    resp = error_response(cls, ErrorCode.unknown_server_error)
+    frame = encode_response(RequestHeader(api_key, version, 42, "t"), resp)
+    assert int.from_bytes(frame[:4], "big") == len(frame) - 4
+    assert int.from_bytes(frame[4:8], "big") == 42
+
+
+def test_advertised_covers_served() -> None:
+    for key, (lo, hi) in served().items():
+        alo, ahi = advertised()[key]
+        assert alo <= lo and ahi == hi
+
+
+async def test_a_failing_handler_costs_one_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def broken(ctx: object, req: object) -> object:
+        raise RuntimeError("a bug")
+
+    original = REGISTRY[3]
+    monkeypatch.setitem(REGISTRY, 3, Handler(3, original.min_version, original.max_version, broken))
+    async with running_broker() as (_, port), connect(port) as c:
+        resp = await c.request(
+            md.MetadataRequest(
+                topics=(md.MetadataRequestTopic(topic_id=None, name="x"),),
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )
+        )
+        assert resp.topics == () and resp.brokers == ()
+        again = await c.request(ApiVersionsRequest())
+        assert again.error_code == ErrorCode.none
