@@ -1,0 +1,96 @@
+// Runs kafkajs operations for test_kafkajs.py and prints their results as one JSON line.
+// stdin: {"brokers": ["host:port"], "ops": [{"op": "...", ...}, ...]}
+// stdout: {"results": [...]} or {"error": {"name", "message", "type"}}; kafkajs logs go to stderr.
+// Bytes travel as base64 strings (null stays null).
+'use strict'
+
+process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1'
+const { Kafka, CompressionTypes, logLevel } = require('kafkajs')
+
+const CODECS = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP }
+
+const b64 = (s) => (s === null ? null : Buffer.from(s, 'base64'))
+
+function toMessage (m) {
+  const headers = {}
+  for (const [name, value] of m.headers || []) {
+    // Repeated header names become an array, which kafkajs sends in order.
+    if (name in headers) headers[name] = [].concat(headers[name], b64(value))
+    else headers[name] = b64(value)
+  }
+  const out = { key: b64(m.key), value: b64(m.value), headers }
+  if (m.timestamp !== undefined) out.timestamp = String(m.timestamp)
+  if (m.partition !== undefined) out.partition = m.partition
+  return out
+}
+
+const OPS = {
+  async createTopics (admin, _producer, o) {
+    return admin.createTopics({ topics: o.topics, waitForLeaders: true, timeout: 10000 })
+  },
+  async listTopics (admin) {
+    return admin.listTopics()
+  },
+  async fetchTopicMetadata (admin, _producer, o) {
+    return admin.fetchTopicMetadata({ topics: o.topics })
+  },
+  async describeCluster (admin) {
+    return admin.describeCluster()
+  },
+  async fetchTopicOffsets (admin, _producer, o) {
+    return admin.fetchTopicOffsets(o.topic)
+  },
+  async fetchTopicOffsetsByTimestamp (admin, _producer, o) {
+    return admin.fetchTopicOffsetsByTimestamp(o.topic, o.timestamp)
+  },
+  async send (_admin, producer, o) {
+    return producer.send({
+      topic: o.topic,
+      acks: o.acks,
+      compression: CODECS[o.compression || 'none'],
+      messages: o.messages.map(toMessage)
+    })
+  }
+}
+
+function stderrLogger () {
+  return ({ namespace, label, log }) => {
+    process.stderr.write(`${label} [${namespace}] ${JSON.stringify(log)}\n`)
+  }
+}
+
+async function main () {
+  let input = ''
+  for await (const chunk of process.stdin) input += chunk
+  const { brokers, ops } = JSON.parse(input)
+  const kafka = new Kafka({
+    clientId: 'kafkad-compat',
+    brokers,
+    logLevel: logLevel.WARN,
+    logCreator: stderrLogger,
+    retry: { retries: 2 },
+    connectionTimeout: 5000,
+    requestTimeout: 10000
+  })
+  const admin = kafka.admin()
+  const producer = kafka.producer({ allowAutoTopicCreation: false, idempotent: false })
+  await admin.connect()
+  await producer.connect()
+  try {
+    const results = []
+    for (const o of ops) results.push(await OPS[o.op](admin, producer, o))
+    return { results }
+  } finally {
+    await producer.disconnect()
+    await admin.disconnect()
+  }
+}
+
+main().then(
+  (out) => process.stdout.write(JSON.stringify(out) + '\n'),
+  (err) => {
+    const error = { name: err.name, message: err.message, type: err.type || null }
+    process.stdout.write(JSON.stringify({ error }) + '\n')
+    process.exitCode = 1
+  }
+)
