@@ -3,13 +3,16 @@ response shape with UNKNOWN_SERVER_ERROR, and the connection stays usable."""
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 from kio.index import load_response_schema
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import request as md
+from kio.schema.produce.v9 import request as pr
 
-from proxy.dispatch import error_response
+from proxy.error_replies import error_response
 from proxy.registry import REGISTRY, Handler, advertised, served
 from tests.proxy.harness import connect, running_broker
 from wire.codec import RequestHeader, encode_response
@@ -49,3 +52,40 @@ async def test_a_failing_handler_costs_one_request(monkeypatch: pytest.MonkeyPat
         assert resp.topics == () and resp.brokers == ()
         again = await c.request(ApiVersionsRequest())
         assert again.error_code == ErrorCode.none
+
+
+async def test_a_failing_produce_handler_reports_the_error_per_partition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As Kafka's getErrorResponse: every partition the request named carries the error."""
+
+    async def broken(ctx: object, req: object) -> object:
+        raise RuntimeError("a bug")
+
+    original = REGISTRY[0]
+    monkeypatch.setitem(
+        REGISTRY, 0, Handler(0, original.min_version, original.max_version, broken, 3)
+    )
+    async with running_broker() as (_, port), connect(port) as c:
+        resp = await c.request(
+            pr.ProduceRequest(
+                transactional_id=None,
+                acks=1,
+                timeout=datetime.timedelta(seconds=1),
+                topic_data=(
+                    pr.TopicProduceData(
+                        name="a",
+                        partition_data=(
+                            pr.PartitionProduceData(index=0, records=b""),
+                            pr.PartitionProduceData(index=3, records=b""),
+                        ),
+                    ),
+                ),
+            )
+        )
+        [topic] = resp.responses
+        assert topic.name == "a"
+        assert [(p.index, p.error_code, p.base_offset) for p in topic.partition_responses] == [
+            (0, ErrorCode.unknown_server_error, -1),
+            (3, ErrorCode.unknown_server_error, -1),
+        ]

@@ -1,0 +1,148 @@
+"""Error replies in an API's own response shape, for a request whose handler failed.
+
+Kafka answers such a request with ``AbstractRequest.getErrorResponse``: every topic or
+partition the request named comes back carrying the error, so the client can tell which items
+failed. ``error_reply`` does the same for the APIs whose responses list the request's items;
+for the rest, ``error_response`` fills every error code and leaves every list empty.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import sys
+import types
+import typing
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from wire.codec import RequestHeader, response_class
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def error_response(cls: type, code: ErrorCode) -> Any:
+    """A response of ``cls`` with every error code set to ``code`` and every list empty."""
+    kwargs: dict[str, Any] = {}
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            if f.metadata.get("kafka_type") == "error_code":
+                kwargs[f.name] = code
+            continue
+        kafka_type = f.metadata.get("kafka_type", "")
+        hint = hints[f.name]
+        if kafka_type == "error_code":
+            kwargs[f.name] = code
+        elif typing.get_origin(hint) in (types.UnionType, typing.Union) and type(None) in (
+            typing.get_args(hint)
+        ):
+            kwargs[f.name] = None
+        elif typing.get_origin(hint) is tuple:
+            kwargs[f.name] = ()
+        elif kafka_type.startswith("timedelta"):
+            kwargs[f.name] = datetime.timedelta(0)
+        elif kafka_type == "string":
+            kwargs[f.name] = ""
+        elif kafka_type == "bool":
+            kwargs[f.name] = False
+        elif kafka_type in ("bytes", "records"):
+            kwargs[f.name] = b""
+        elif dataclasses.is_dataclass(hint):
+            kwargs[f.name] = error_response(hint, code)  # type: ignore[arg-type]
+        else:
+            kwargs[f.name] = -1 if kafka_type == "int64" else 0
+    return cls(**kwargs)
+
+
+class _Echo:
+    """``e.Name(**keys)``: an error entity of class ``Name`` carrying the given key fields."""
+
+    def __init__(self, module: types.ModuleType, code: ErrorCode) -> None:
+        self._module, self._code = module, code
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        cls = getattr(self._module, name)
+        names = {f.name for f in dataclasses.fields(cls)}
+
+        def build(**keys: Any) -> Any:
+            base = error_response(cls, self._code)
+            return dataclasses.replace(base, **{k: v for k, v in keys.items() if k in names})
+
+        return build
+
+
+def _produce(e: _Echo, req: Any) -> dict[str, Any]:
+    return {
+        "responses": tuple(
+            e.TopicProduceResponse(
+                name=t.name,
+                partition_responses=tuple(
+                    e.PartitionProduceResponse(index=p.index) for p in t.partition_data
+                ),
+            )
+            for t in req.topic_data
+        )
+    }
+
+
+def _list_offsets(e: _Echo, req: Any) -> dict[str, Any]:
+    return {
+        "topics": tuple(
+            e.ListOffsetsTopicResponse(
+                name=t.name,
+                partitions=tuple(
+                    e.ListOffsetsPartitionResponse(partition_index=p.partition_index)
+                    for p in t.partitions
+                ),
+            )
+            for t in req.topics
+        )
+    }
+
+
+def _create_topics(e: _Echo, req: Any) -> dict[str, Any]:
+    return {"topics": tuple(e.CreatableTopicResult(name=t.name) for t in req.topics)}
+
+
+def _delete_topics(e: _Echo, req: Any) -> dict[str, Any]:
+    names = getattr(req, "topic_names", None) or tuple(t.name for t in req.topics)
+    return {"responses": tuple(e.DeletableTopicResult(name=n) for n in names)}
+
+
+def _create_partitions(e: _Echo, req: Any) -> dict[str, Any]:
+    return {"results": tuple(e.CreatePartitionsTopicResult(name=t.name) for t in req.topics)}
+
+
+def _describe_configs(e: _Echo, req: Any) -> dict[str, Any]:
+    return {
+        "results": tuple(
+            e.DescribeConfigsResult(resource_type=r.resource_type, resource_name=r.resource_name)
+            for r in req.resources
+        )
+    }
+
+
+ECHOES: dict[int, Callable[[_Echo, Any], dict[str, Any]]] = {
+    0: _produce,
+    2: _list_offsets,
+    19: _create_topics,
+    20: _delete_topics,
+    32: _describe_configs,
+    37: _create_partitions,
+}
+
+
+def error_reply(header: RequestHeader, req: Any, code: ErrorCode) -> Any:
+    cls = response_class(header.api_key, header.api_version)
+    resp = error_response(cls, code)
+    echo = ECHOES.get(header.api_key)
+    if echo is None:
+        return resp
+    return dataclasses.replace(resp, **echo(_Echo(sys.modules[cls.__module__], code), req))
