@@ -52,7 +52,14 @@ from typing import Final
 from kio.schema.errors import ErrorCode
 
 from coordinator.txn.metadata import TP, TxnMetadata, TxnTransit
-from coordinator.txn.state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, PREPARE, RESTING, TxnState
+from coordinator.txn.state import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    PREPARE,
+    RESTING,
+    TxnState,
+    is_epoch_exhausted,
+)
 
 __all__ = [
     "APPEND_ERRORS",
@@ -127,7 +134,9 @@ def init_producer_id(
     expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
     created = None
     if meta is None:
-        meta = created = TxnMetadata.new(transactional_id, new_producer_id(), txn_timeout_ms, now_ms)
+        meta = created = TxnMetadata.new(
+            transactional_id, new_producer_id(), txn_timeout_ms, now_ms
+        )
     if meta.pending:
         return E.concurrent_transactions
     if expected is not None and not _plausible_producer(meta, *expected):
@@ -162,7 +171,7 @@ def _plausible_producer(meta: TxnMetadata, producer_id: int, producer_epoch: int
     return (
         meta.producer_epoch == NO_PRODUCER_EPOCH
         or producer_id == meta.producer_id
-        or (producer_id == meta.prev_producer_id and producer_epoch >= 32766)
+        or (producer_id == meta.prev_producer_id and is_epoch_exhausted(producer_epoch))
     )
 
 
@@ -288,9 +297,7 @@ def verify_partitions(
     assert meta is not None
     if meta.state in PREPARE:
         return E.concurrent_transactions
-    return {
-        tp: E.none if tp in meta.partitions else E.transaction_abortable for tp in partitions
-    }
+    return {tp: E.none if tp in meta.partitions else E.transaction_abortable for tp in partitions}
 
 
 def _check_producer(

@@ -196,7 +196,10 @@ class TxnMetadata:
         """To Ongoing with the union; a new transaction starts now if none was open."""
         start = now_ms if self.state in RESTING else self.txn_start_timestamp
         return self._prepare(
-            S.ONGOING, now_ms, partitions=self.partitions | frozenset(added), txn_start_timestamp=start
+            S.ONGOING,
+            now_ms,
+            partitions=self.partitions | frozenset(added),
+            txn_start_timestamp=start,
         )
 
     def prepare_end(self, commit: bool, now_ms: int) -> TxnTransit:
