@@ -54,7 +54,12 @@ def test_init_unknown_id_creates_metadata() -> None:
     w = written(init(None))
     assert w.created is not None and w.created.producer_epoch == -1
     t = w.transit
-    assert (t.state, t.producer_id, t.producer_epoch, t.txn_timeout_ms) == (S.EMPTY, 4242, 0, 30_000)
+    assert (t.state, t.producer_id, t.producer_epoch, t.txn_timeout_ms) == (
+        S.EMPTY,
+        4242,
+        0,
+        30_000,
+    )
     assert w.reply is E.none and w.created.pending_state is S.EMPTY
 
 
@@ -75,7 +80,9 @@ def test_init_request_checks(pid: int, epoch: int, tid: str, timeout: int, code:
 
 
 def test_init_accepts_the_max_timeout() -> None:
-    assert written(init(meta_in(S.EMPTY), timeout=MAX_TIMEOUT)).transit.txn_timeout_ms == MAX_TIMEOUT
+    assert (
+        written(init(meta_in(S.EMPTY), timeout=MAX_TIMEOUT)).transit.txn_timeout_ms == MAX_TIMEOUT
+    )
 
 
 @pytest.mark.parametrize("state", LIVE)

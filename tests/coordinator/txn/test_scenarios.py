@@ -108,7 +108,9 @@ def test_timeout_aborts_with_an_epoch_bump() -> None:
     assert lifecycle.abort_timed_out(c.cache["slow"], c.now_ms) is None  # pending completion
     c.finish_markers("slow")
     assert c.cache["slow"].state is S.COMPLETE_ABORT
-    assert c.end("slow", pid, epoch, True) is E.producer_fenced  # testFencingOnTransactionExpiration
+    assert (
+        c.end("slow", pid, epoch, True) is E.producer_fenced
+    )  # testFencingOnTransactionExpiration
 
 
 def test_failed_fence_append_keeps_the_producer_fenced() -> None:

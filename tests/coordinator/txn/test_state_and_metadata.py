@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from coordinator.txn.metadata import IllegalTransition, TxnCache, TxnMetadata, TxnTransit
-from coordinator.txn.state import EDGES, TxnState, is_epoch_exhausted, is_legal
+from coordinator.txn.state import TxnState, is_epoch_exhausted, is_legal
 from tests.coordinator.txn.helpers import meta_in
 
 S = TxnState
