@@ -288,7 +288,9 @@ def verify_partitions(
     check a partition leader makes before the first transactional batch of a producer): per
     partition NONE if it is in the current transaction, else TRANSACTION_ABORTABLE. The pending
     state is deliberately not checked (Kafka: partitions are added when the add is durable and
-    removed when the Complete record is). Nothing is written."""
+    removed when the Complete record is). The epoch is checked before partition membership
+    (KAFKA-19690: a stalled, fenced producer must see PRODUCER_FENCED, not
+    TRANSACTION_ABORTABLE). Nothing is written."""
     if not transactional_id:
         return E.invalid_request
     error = _check_producer(meta, producer_id, producer_epoch)

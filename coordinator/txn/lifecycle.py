@@ -63,7 +63,12 @@ S = TxnState
 
 @dataclass(frozen=True, slots=True)
 class Markers:
-    """WriteTxnMarkers for one transaction: a control batch on each partition."""
+    """WriteTxnMarkers for one transaction: a control batch on each partition.
+
+    TV1: the epoch is the transaction's own (or the fence's bumped one); the partition leader
+    accepts a marker whose epoch is >= the producer's data epoch (KIP-1228 makes it strictly
+    greater only for TV2 markers) and answers INVALID_PRODUCER_EPOCH to an older one.
+    """
 
     transactional_id: str
     producer_id: int
