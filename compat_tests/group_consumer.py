@@ -101,7 +101,11 @@ def run_aiokafka(bs: str, topic: str, group: str, instance: str | None) -> None:
                 for tp, msgs in batches.items():
                     for m in msgs:
                         await c.commit(
-                            {TopicPartition(tp.topic, tp.partition): OffsetAndMetadata(m.offset + 1, "")}
+                            {
+                                TopicPartition(tp.topic, tp.partition): OffsetAndMetadata(
+                                    m.offset + 1, ""
+                                )
+                            }
                         )
                         emit(ev="rec", p=m.partition, o=m.offset, v=m.value.decode())
         finally:

@@ -40,7 +40,8 @@ pytestmark = pytest.mark.timeout(120)
 class Member:
     def __init__(self, client: str, bootstrap: str, topic: str, group: str, instance: str | None):
         if client == "kcat":
-            args = ["kcat", "-b", bootstrap, "-G", group, topic, "-q", "-u", "-o", "beginning"]
+            args = ["kcat", "-b", bootstrap, "-G", group, topic, "-q", "-u"]
+            args += ["-X", "auto.offset.reset=earliest"]  # -o would override committed offsets
             args += ["-f", '{"ev":"rec","p":%p,"o":%o,"v":"%s"}\\n']
             args += ["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"]
             args += ["-X", "auto.commit.interval.ms=100"]
@@ -57,7 +58,11 @@ class Member:
         self.records: list[tuple[int, int, str, float]] = []
         self.start_at: float | None = self.started if client == "kcat" else None
         self.proc = subprocess.Popen(
-            args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            args,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         self.reader = threading.Thread(target=self._read, daemon=True)

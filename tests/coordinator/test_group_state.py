@@ -198,7 +198,7 @@ def test_pending_member_expires_after_session_timeout() -> None:
 
 
 def test_inconsistent_protocol() -> None:
-    g, ids = stable()
+    g, _ids = stable()
     out = g.join(req(protos=(("sticky", b""),)), 1)
     assert isinstance(out, JoinResult) and out.error is E.inconsistent_group_protocol
     other_type = JoinRequest("", None, "c", "", 1000, 5000, "connect", PROTOS, False)
@@ -283,7 +283,7 @@ def test_leave_by_instance_id() -> None:
 
 
 def test_value_round_trip() -> None:
-    g, ids = stable()
+    g, _ids = stable()
     v = g.to_value(123)
     back = ClassicGroup.from_value("g", v, CFG, 0)
     assert back.state is S.STABLE and back.generation == g.generation
