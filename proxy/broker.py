@@ -14,6 +14,7 @@ from pathlib import Path
 
 import trio
 
+from coordinator.group.runtime import GroupCoordinator
 from proxy.config import BrokerConfig
 from storage.api import Store
 from storage.topics import TopicManager
@@ -62,10 +63,12 @@ class Broker:
         self.advertised_host = config.advertised_host or config.listen_host
         self.advertised_port = config.advertised_port or config.listen_port
         self.shutting_down = trio.Event()
+        self.groups = GroupCoordinator(self.topics, config.values or {}, self.now_ms)
 
     def begin_shutdown(self) -> None:
         """Wake every long-polling fetch so it answers with what it has."""
         self.shutting_down.set()
+        self.groups.begin_shutdown()
         for topic in self.topics:
             for p in topic.partitions:
                 p.wake_waiters()

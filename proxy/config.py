@@ -35,6 +35,9 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "default.replication.factor": (int, "1"),
     "delete.topic.enable": (_bool, "true"),
     "group.initial.rebalance.delay.ms": (int, "3000"),
+    "group.min.session.timeout.ms": (int, "6000"),
+    "group.max.session.timeout.ms": (int, "1800000"),
+    "group.max.size": (int, "2147483647"),
     "offsets.topic.num.partitions": (int, "50"),
     "transaction.state.log.num.partitions": (int, "50"),
     "socket.request.max.bytes": (int, "104857600"),
@@ -129,6 +132,8 @@ def resolve_values(
             raise ConfigError(f"{name}={value!r}: {exc}") from None
     if resolved["num.partitions"] < 1:
         raise ConfigError("num.partitions must be >= 1")
+    if resolved["offsets.topic.num.partitions"] < 1:
+        raise ConfigError("offsets.topic.num.partitions must be >= 1")
     if resolved["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
         raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
     return resolved

@@ -67,7 +67,7 @@ async def serve_connection(
                 conn.busy = True
                 try:
                     while isinstance(frame, bytes):
-                        reply = await dispatch.handle(frame)
+                        reply = await dispatch.handle(frame, conn.peer)
                         if reply is not None:
                             replies.append(reply)
                         frame = decoder.next_frame()

@@ -17,6 +17,13 @@ if TYPE_CHECKING:
 class RequestContext:
     header: RequestHeader
     broker: Broker
+    peer: str = ""  # "host:port" of the client, for DescribeGroups' client_host
+
+    @property
+    def client_host(self) -> str:
+        """Kafka's form of the client address: "/" + the IP."""
+        host = self.peer.rpartition(":")[0] if ":" in self.peer else self.peer
+        return "/" + host if host else ""
 
     @property
     def version(self) -> int:

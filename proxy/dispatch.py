@@ -41,7 +41,7 @@ class Dispatcher:
         self.advertised = advertised()
         self.served = served()
 
-    async def handle(self, frame: bytes) -> bytes | None:
+    async def handle(self, frame: bytes, peer: str = "") -> bytes | None:
         try:
             header, body = decode_request(frame, self.served)
         except UnsupportedVersion as exc:
@@ -56,7 +56,7 @@ class Dispatcher:
             header.correlation_id,
             header.client_id,
         )
-        ctx = RequestContext(header, self.broker)
+        ctx = RequestContext(header, self.broker, peer)
         try:
             response = await REGISTRY[header.api_key].fn(ctx, body)
         except CloseConnection:

@@ -58,6 +58,7 @@ class Server:
             )
             async with trio.open_nursery() as background:
                 background.start_soon(broker.retention_loop)
+                background.start_soon(broker.groups.run)
                 async with trio.open_nursery() as conns:
                     accept_scope = trio.CancelScope()
 

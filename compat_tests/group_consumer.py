@@ -1,0 +1,127 @@
+"""A group consumer for test_groups.py, one process per member, for the three Python clients.
+
+    python -m compat_tests.group_consumer CLIENT BOOTSTRAP TOPIC GROUP [INSTANCE_ID]
+
+Subscribes, and for each record commits its offset synchronously and only then prints
+``{"ev": "rec", "p": partition, "o": offset, "v": value}``; prints ``{"ev": "start"}`` when the
+consumer exists. SIGTERM: close the consumer (leaving the group unless static) and exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+
+SESSION_MS = 6000
+stop = False
+
+
+def emit(**kw: object) -> None:
+    print(json.dumps(kw), flush=True)
+
+
+def _stop(*_: object) -> None:
+    global stop
+    stop = True
+
+
+def run_confluent(bs: str, topic: str, group: str, instance: str | None) -> None:
+    from confluent_kafka import Consumer
+
+    conf = {
+        "bootstrap.servers": bs,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": SESSION_MS,
+        "heartbeat.interval.ms": 500,
+    }
+    if instance:
+        conf["group.instance.id"] = instance
+    c = Consumer(conf)
+    c.subscribe([topic])
+    emit(ev="start")
+    while not stop:
+        m = c.poll(0.1)
+        if m is None or m.error():
+            continue
+        c.commit(m, asynchronous=False)
+        emit(ev="rec", p=m.partition(), o=m.offset(), v=m.value().decode())
+    c.close()
+
+
+def run_kafka_python(bs: str, topic: str, group: str, instance: str | None) -> None:
+    from kafka import KafkaConsumer, OffsetAndMetadata
+
+    kw: dict[str, object] = {}
+    if instance:
+        kw["group_instance_id"] = instance
+    c = KafkaConsumer(
+        topic,
+        bootstrap_servers=bs,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=SESSION_MS,
+        heartbeat_interval_ms=500,
+        **kw,
+    )
+    emit(ev="start")
+    while not stop:
+        for tp, msgs in c.poll(timeout_ms=100).items():
+            for m in msgs:
+                c.commit({tp: OffsetAndMetadata(m.offset + 1, "", -1)})
+                emit(ev="rec", p=m.partition, o=m.offset, v=m.value.decode())
+    c.close()
+
+
+def run_aiokafka(bs: str, topic: str, group: str, instance: str | None) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.structs import OffsetAndMetadata
+
+    async def main() -> None:
+        c = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bs,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=SESSION_MS,
+            heartbeat_interval_ms=500,
+            group_instance_id=instance,
+        )
+        await c.start()
+        emit(ev="start")
+        try:
+            while not stop:
+                batches = await c.getmany(timeout_ms=100)
+                for tp, msgs in batches.items():
+                    for m in msgs:
+                        await c.commit(
+                            {
+                                TopicPartition(tp.topic, tp.partition): OffsetAndMetadata(
+                                    m.offset + 1, ""
+                                )
+                            }
+                        )
+                        emit(ev="rec", p=m.partition, o=m.offset, v=m.value.decode())
+        finally:
+            await c.stop()
+
+    asyncio.run(main())
+
+
+RUNNERS = {
+    "confluent": run_confluent,
+    "kafka-python": run_kafka_python,
+    "aiokafka": run_aiokafka,
+}
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _stop)
+    client, bs, topic, group = sys.argv[1:5]
+    instance = sys.argv[5] if len(sys.argv) > 5 else None
+    RUNNERS[client](bs, topic, group, instance)

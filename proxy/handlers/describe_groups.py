@@ -1,0 +1,64 @@
+"""DescribeGroups (key 15), v0-5. v1: throttle time. v3: authorized operations (we answer
+-2147483648, "not requested / not computed"). v4: group instance id per member. v5: flexible.
+v6 (GROUP_ID_NOT_FOUND for missing groups) is not advertised.
+
+A missing group is described as Dead with no members and no error, as Kafka does below v6.
+Only a Stable group shows its protocol and each member's metadata and assignment; in other
+states members are listed without them (Kafka's ClassicGroup.describe).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.group.state import GroupState
+from proxy.context import RequestContext
+from proxy.registry import handler
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+@handler(api_key=15, versions=(0, 5))
+async def describe_groups(ctx: RequestContext, req: Any) -> Any:
+    b = ctx.b
+    out = []
+    for group_id in req.groups:
+        g = ctx.broker.groups.describe(group_id)
+        if isinstance(g, ErrorCode) or g is None or g.state is GroupState.DEAD:
+            out.append(
+                b.DescribedGroup(
+                    error_code=g if isinstance(g, ErrorCode) else ErrorCode.none,
+                    group_id=group_id,
+                    group_state=GroupState.DEAD.value,
+                    protocol_type="",
+                    protocol_data="",
+                    members=(),
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                )
+            )
+            continue
+        stable = g.state is GroupState.STABLE
+        out.append(
+            b.DescribedGroup(
+                error_code=ErrorCode.none,
+                group_id=group_id,
+                group_state=g.state.value,
+                protocol_type=g.protocol_type or "",
+                protocol_data=(g.protocol_name or "") if stable else "",
+                members=tuple(
+                    b.DescribedGroupMember(
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.metadata(g.protocol_name) if stable else b"",
+                        member_assignment=m.assignment if stable else b"",
+                    )
+                    for m in g.members.values()
+                ),
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            )
+        )
+    return b.DescribeGroupsResponse(throttle_time=0, groups=tuple(out))

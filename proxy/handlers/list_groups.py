@@ -1,0 +1,43 @@
+"""ListGroups (key 16), v0-5. v1: throttle time. v3: flexible. v4: states filter and each
+group's state (KIP-518). v5: types filter and each group's type (KIP-848); every kafkad group
+is "classic".
+
+Filters compare case-insensitively, as Kafka does; an empty filter matches everything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from proxy.context import RequestContext
+from proxy.registry import handler
+
+GROUP_TYPE = "classic"
+
+
+@handler(api_key=16, versions=(0, 5))
+async def list_groups(ctx: RequestContext, req: Any) -> Any:
+    b = ctx.b
+    listed = ctx.broker.groups.list_groups()
+    if isinstance(listed, ErrorCode):
+        return b.ListGroupsResponse(throttle_time=0, error_code=listed, groups=())
+    states = {s.lower() for s in getattr(req, "states_filter", ())}
+    types = {t.lower() for t in getattr(req, "types_filter", ())}
+    if types and GROUP_TYPE not in types:
+        listed = []
+    return b.ListGroupsResponse(
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        groups=tuple(
+            b.ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state.value,
+                group_type=GROUP_TYPE,
+            )
+            for g in sorted(listed, key=lambda g: g.group_id)
+            if not states or g.state.value.lower() in states
+        ),
+    )

@@ -1,0 +1,70 @@
+"""OffsetCommit (key 8), v2-9. v2: retention time (ignored, as Kafka 4.x does). v3: throttle
+time. v5: retention time removed. v6: committed leader epoch. v7: group instance id
+(FENCED_INSTANCE_ID). v8: flexible. v9: a missing group with generation >= 0 is
+GROUP_ID_NOT_FOUND (older versions get ILLEGAL_GENERATION, via wire/errors.py).
+
+Group checks (coordinator/group/runtime.py ``_check_commit``): generation -1 commits to an
+Empty or missing group are accepted (simple consumers with assign(); a missing group becomes an
+Empty "simple" group); otherwise the member must be known and of the current generation, and a
+group in CompletingRebalance answers REBALANCE_IN_PROGRESS. Unknown topics get
+UNKNOWN_TOPIC_OR_PARTITION; metadata over 4096 bytes OFFSET_METADATA_TOO_LARGE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.group.offsets import CommitRequest
+from proxy.context import RequestContext
+from proxy.registry import handler
+from storage.api import TopicPartition
+
+
+@handler(api_key=8, versions=(2, 9))
+async def offset_commit(ctx: RequestContext, req: Any) -> Any:
+    b, broker = ctx.b, ctx.broker
+    codes: dict[TopicPartition, ErrorCode] = {}
+    commits = []
+    for t in req.topics:
+        known = broker.topics.get(t.name) is not None
+        for p in t.partitions:
+            tp = TopicPartition(t.name, p.partition_index)
+            if not known:
+                codes[tp] = ErrorCode.unknown_topic_or_partition
+                continue
+            commits.append(
+                CommitRequest(
+                    tp,
+                    p.committed_offset,
+                    getattr(p, "committed_leader_epoch", -1),
+                    p.committed_metadata,
+                )
+            )
+    if commits:
+        result = await broker.groups.commit_offsets(
+            req.group_id,
+            req.member_id,
+            getattr(req, "group_instance_id", None),
+            req.generation_id_or_member_epoch,
+            commits,
+        )
+        for c in commits:
+            codes[c.tp] = result if isinstance(result, ErrorCode) else result[c.tp]
+    return b.OffsetCommitResponse(
+        throttle_time=0,
+        topics=tuple(
+            b.OffsetCommitResponseTopic(
+                name=t.name,
+                partitions=tuple(
+                    b.OffsetCommitResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=codes[TopicPartition(t.name, p.partition_index)],
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in req.topics
+        ),
+    )

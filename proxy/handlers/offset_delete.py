@@ -1,0 +1,72 @@
+"""OffsetDelete (key 47), v0 (KIP-496): delete a group's committed offsets for some partitions.
+
+Group missing (or dead): GROUP_ID_NOT_FOUND. An Empty group may delete any of its offsets. A
+group with members may delete offsets only of topics none of its members subscribes to
+(GROUP_SUBSCRIBED_TO_TOPIC per partition otherwise); the subscriptions are read from the
+members' "consumer" protocol metadata, and a non-empty group of another protocol type answers
+NON_EMPTY_GROUP, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.group.classic import ClassicGroup
+from proxy.context import RequestContext
+from proxy.registry import handler
+from storage.api import TopicPartition
+
+
+def subscription_topics(metadata: bytes) -> list[str]:
+    """The topics of a ConsumerProtocolSubscription (any version: they come first)."""
+    pos = 2  # int16 version
+    (count,) = struct.unpack_from(">i", metadata, pos)
+    pos += 4
+    topics = []
+    for _ in range(max(count, 0)):
+        (n,) = struct.unpack_from(">h", metadata, pos)
+        pos += 2
+        topics.append(metadata[pos : pos + n].decode())
+        pos += n
+    return topics
+
+
+def subscribed(g: ClassicGroup) -> set[str] | None:
+    if g.protocol_type != "consumer":
+        return None
+    topics: set[str] = set()
+    for m in g.members.values():
+        try:
+            topics.update(subscription_topics(m.metadata(g.protocol_name)))
+        except (struct.error, UnicodeDecodeError):
+            continue
+    return topics
+
+
+@handler(api_key=47, versions=(0, 0))
+async def offset_delete(ctx: RequestContext, req: Any) -> Any:
+    b = ctx.b
+    tps = [TopicPartition(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    result = await ctx.broker.groups.delete_offsets(req.group_id, tps, subscribed)
+    if isinstance(result, ErrorCode):
+        return b.OffsetDeleteResponse(error_code=result, throttle_time=0, topics=())
+    return b.OffsetDeleteResponse(
+        error_code=ErrorCode.none,
+        throttle_time=0,
+        topics=tuple(
+            b.OffsetDeleteResponseTopic(
+                name=t.name,
+                partitions=tuple(
+                    b.OffsetDeleteResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=result[TopicPartition(t.name, p.partition_index)],
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in req.topics
+        ),
+    )
