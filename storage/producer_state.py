@@ -154,7 +154,11 @@ APPEND_CHECKS: tuple[tuple[str, Callable[[BatchFacts], bool], Check | ErrorCode]
     ("stale epoch", lambda f: f.epoch < _epoch(f), ErrorCode.invalid_producer_epoch),
     ("unknown producer (KIP-360)", lambda f: _epoch(f) == NO_PRODUCER_EPOCH, Check.ACCEPT),
     ("epoch bump from 0", lambda f: f.epoch > _epoch(f) and f.first_seq == 0, Check.ACCEPT),
-    ("epoch bump not from 0", lambda f: f.epoch > _epoch(f), ErrorCode.out_of_order_sequence_number),
+    (
+        "epoch bump not from 0",
+        lambda f: f.epoch > _epoch(f),
+        ErrorCode.out_of_order_sequence_number,
+    ),
     (
         "next in sequence",
         lambda f: in_sequence(f.entry.last_seq if f.entry else NO_SEQUENCE, f.first_seq),
@@ -268,7 +272,8 @@ class ProducerStateManager:
         gone = [
             pid
             for pid, e in self.producers.items()
-            if e.current_txn_first_offset == NO_OFFSET and now_ms - e.last_timestamp >= expiration_ms
+            if e.current_txn_first_offset == NO_OFFSET
+            and now_ms - e.last_timestamp >= expiration_ms
         ]
         for pid in gone:
             del self.producers[pid]
