@@ -9,7 +9,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import TopicAlreadyExistsError
 
-from compat_tests._support import BASE_TS, EXTERNAL, Rec, sample_records, topic_name
+from compat_tests._support import BASE_TS, Rec, sample_records, topic_name
 
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
 
