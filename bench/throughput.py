@@ -11,6 +11,11 @@ one size and round to the next), three timed phases run against fresh topics:
 * ``produce acks=all`` N records into topic B,
 * ``consume``          all N records of topic A, from offset 0, manual assignment.
 
+With ``--idempotent`` a fourth phase, ``produce idempotent`` (acks=all and
+``enable.idempotence=true``: InitProducerId, producer ids and sequences, the broker's
+duplicate checks), runs after the plain ones into its own topic C, so idempotent and plain
+produce are measured in the same run, on the same broker, with the same load.
+
 The load comes from ``--clients`` worker processes (confluent-kafka, librdkafka 2.x,
 ``produce_batch``), all started before the clock and released together by a barrier.
 A phase's time is first start to last finish (producers: until ``flush`` returned,
@@ -630,6 +635,9 @@ def records_for(args: argparse.Namespace, size: int) -> int:
     return min(1_000_000, max(100_000, 200_000_000 // size))
 
 
+IDEMPOTENT = "idempotent"  # the pseudo acks value of the --idempotent phase
+
+
 def profiled_phase(
     broker: Broker,
     kind: str,
@@ -642,6 +650,9 @@ def profiled_phase(
 ) -> dict[str, Any]:
     """run_phase, under `py-spy record` of kafkad when --profile is on."""
     overrides = args.producer_set if kind == "produce" else args.consumer_set
+    if kind == "produce" and acks == IDEMPOTENT:
+        acks = "all"
+        overrides = {**overrides, "enable.idempotence": True}
     profiler = None
     if args.profile and broker.name == "kafkad" and broker.pid is not None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -663,8 +674,8 @@ def bench_broker_size(broker: Broker, size: int, args: argparse.Namespace) -> li
     plans = split_partitions(args.partitions, args.clients, records_for(args, size))
     rows: list[dict[str, Any]] = []
     topics: dict[str, str] = {}
-    for acks in args.acks:
-        phase = f"produce acks={acks}"
+    for acks in args.acks + ([IDEMPOTENT] if args.idempotent else []):
+        phase = "produce idempotent" if acks == IDEMPOTENT else f"produce acks={acks}"
         topic = create_topic(broker.bootstrap, args.partitions)
         topics[acks] = topic
         res = profiled_phase(broker, "produce", topic, plans, size, acks, args, phase)
@@ -787,7 +798,7 @@ def fmt_rate(x: float) -> str:
 def print_row(r: dict[str, Any]) -> None:
     if "failed" in r:
         print(
-            f"  {r['broker']:<7} {r['size']:>5} B  {r['phase']:<17} FAILED: {r['failed']}",
+            f"  {r['broker']:<7} {r['size']:>5} B  {r['phase']:<18} FAILED: {r['failed']}",
             flush=True,
         )
         return
@@ -803,7 +814,7 @@ def print_row(r: dict[str, Any]) -> None:
     if hw is not None and hw != r["records_wanted"]:
         flag += f"  (high watermarks sum to {hw})"
     print(
-        f"  {r['broker']:<7} {r['size']:>5} B  {r['phase']:<17} "
+        f"  {r['broker']:<7} {r['size']:>5} B  {r['phase']:<18} "
         f"{fmt_rate(r['msgs_per_s']):>11} msg/s {r['mb_per_s']:>9.1f} MB/s "
         f"{r['elapsed_s']:>6.2f} s{cores}{flag}",
         flush=True,
@@ -821,7 +832,7 @@ def summarize(rows: list[dict[str, Any]], brokers: list[Broker]) -> list[dict[st
     sizes = sorted({r["size"] for r in rows})
     phases = [
         p
-        for p in (*(f"produce acks={a}" for a in ("1", "all")), "consume")
+        for p in (*(f"produce acks={a}" for a in ("1", "all")), "produce idempotent", "consume")
         if any(r["phase"] == p for r in rows)
     ]
     for size in sizes:
@@ -863,7 +874,7 @@ def summarize(rows: list[dict[str, Any]], brokers: list[Broker]) -> list[dict[st
 
 def print_summary(summary: list[dict[str, Any]], brokers: list[Broker]) -> None:
     names = [b.name for b in brokers]
-    head = f"{'size':>6}  {'phase':<17}"
+    head = f"{'size':>6}  {'phase':<18}"
     for n in names:
         head += f" {n + ' msg/s':>14} {'MB/s':>7} {'spread':>6} {'CPU µs/msg':>10}"
     if len(names) == 2:
@@ -937,6 +948,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sizes", default="100,1024", help="record value sizes in bytes")
     p.add_argument("--acks", default="1,all", help="produce phases to run (1, all)")
     p.add_argument("--partitions", type=int, default=4)
+    p.add_argument(
+        "--idempotent",
+        action="store_true",
+        help="also run a 'produce idempotent' phase (acks=all, enable.idempotence=true) "
+        "next to the plain produce phases",
+    )
     p.add_argument(
         "--clients",
         type=int,
@@ -1058,6 +1075,7 @@ def main(argv: list[str] | None = None) -> int:
                     **vars(args),
                     "records": min(records_for(args, args.sizes[0]), 50_000),
                     "acks": args.acks[:1],
+                    "idempotent": False,
                 }
             )
             warm.profile = False

@@ -9,7 +9,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import TopicAlreadyExistsError
 
-from compat_tests._support import BASE_TS, EXTERNAL, Rec, sample_records, topic_name
+from compat_tests._support import BASE_TS, Rec, sample_records, topic_name
 
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
 
@@ -174,9 +174,6 @@ def test_keyed_records_stay_on_their_partition(bootstrap: str, admin: KafkaAdmin
     assert stored == {(m.partition, m.offset): r.value for r, m in zip(recs, metas, strict=True)}
 
 
-@pytest.mark.xfail(
-    not EXTERNAL, reason="idempotent producer (InitProducerId) not served yet", strict=True
-)
 def test_default_producer_is_idempotent_and_works(bootstrap: str, admin: KafkaAdminClient) -> None:
     """kafka-python 3 defaults to enable_idempotence=True, as Java does."""
     topic = create_topic(admin)

@@ -1,7 +1,8 @@
 """The broker's shared state: configuration, the store, the topics, and the clock.
 
 One ``Broker`` per process. Handlers reach it through ``RequestContext.broker``; background
-work (retention) runs in the server's nursery and is started by ``proxy/server.py``.
+work (retention, producer-id expiration) runs in the server's nursery and is started by
+``proxy/server.py``. ``close`` takes the producer-state snapshots of a clean shutdown.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import trio
 
 from coordinator.group.runtime import GroupCoordinator
+from coordinator.producer_ids import ProducerIdManager
 from proxy.config import BrokerConfig
 from storage.api import Store
 from storage.topics import TopicManager
@@ -64,6 +66,7 @@ class Broker:
         self.advertised_port = config.advertised_port or config.listen_port
         self.shutting_down = trio.Event()
         self.groups = GroupCoordinator(self.topics, config.values or {}, self.now_ms)
+        self.producer_ids = ProducerIdManager(store)
 
     def begin_shutdown(self) -> None:
         """Wake every long-polling fetch so it answers with what it has."""
@@ -74,7 +77,13 @@ class Broker:
                 p.wake_waiters()
 
     async def start(self) -> None:
+        await self.producer_ids.load()
         await self.topics.load()
+
+    async def close(self) -> None:
+        """Clean shutdown, after the last request: snapshot every partition's producer state
+        so the next start need not replay the log tail."""
+        await self.topics.take_snapshots()
 
     @staticmethod
     def now_ms() -> int:
@@ -87,3 +96,13 @@ class Broker:
             deleted = await self.topics.apply_retention(self.now_ms())
             if deleted:
                 log.info("retention deleted %d segment(s)", deleted)
+
+    async def producer_expiration_loop(self) -> None:
+        interval = self.config.get("producer.id.expiration.check.interval.ms") / 1000
+        while True:
+            await trio.sleep(interval)
+            removed = self.topics.remove_expired_producers(
+                self.now_ms(), self.config.get("producer.id.expiration.ms")
+            )
+            if removed:
+                log.info("expired %d idle producer state entr(ies)", removed)

@@ -57,6 +57,10 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "log.message.timestamp.type": (str, "CreateTime"),
     "compression.type": (str, "producer"),
     "min.insync.replicas": (int, "1"),
+    # Partition-side idempotent producer state idle this long (and with no open transaction)
+    # is dropped; checked every producer.id.expiration.check.interval.ms (KIP-854).
+    "producer.id.expiration.ms": (int, "86400000"),
+    "producer.id.expiration.check.interval.ms": (int, "600000"),
     "shutdown.grace.ms": (int, "10000"),
 }
 

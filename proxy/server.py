@@ -2,8 +2,8 @@
 
 Shutdown (SIGINT/SIGTERM, or ``Server.stop()``): stop accepting; idle connections are closed
 at once, busy ones finish the requests they already read and then close; after
-``shutdown.grace.ms`` whatever is left is cancelled. Then the store flushes and closes every
-segment (``open_store``'s exit).
+``shutdown.grace.ms`` whatever is left is cancelled. Then the broker snapshots producer state
+(``Broker.close``) and the store flushes and closes every segment (``open_store``'s exit).
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ class Server:
             async with trio.open_nursery() as background:
                 background.start_soon(broker.retention_loop)
                 background.start_soon(broker.groups.run)
+                background.start_soon(broker.producer_expiration_loop)
                 async with trio.open_nursery() as conns:
                     accept_scope = trio.CancelScope()
 
@@ -88,6 +89,8 @@ class Server:
                         trio.current_time() + cfg.get("shutdown.grace.ms") / 1000
                     )
                 background.cancel_scope.cancel()
+            with trio.CancelScope(shield=True):
+                await broker.close()
         log.info("stopped: segments flushed and closed")
 
     async def _serve(self, stream: trio.abc.Stream, dispatch: Dispatcher, net: NetConfig) -> None:

@@ -29,11 +29,19 @@ Invariants every backend keeps:
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
+
+_METADATA_NAME = re.compile(r"^[a-z0-9._-]+$")
+
+
+def check_metadata_name(name: str) -> None:
+    if not _METADATA_NAME.match(name) or name in (".", ".."):
+        raise ValueError(f"bad metadata name {name!r}")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -162,6 +170,32 @@ class PartitionLog(Protocol):
         offset moves to the first remaining segment's base offset if that is further."""
         ...
 
+    @property
+    def active_segment_base(self) -> int:
+        """Base offset of the active (last) segment: it changes when the log rolls, which is
+        when the partition takes a producer-state snapshot."""
+        ...
+
+    async def producer_snapshots(self) -> list[int]:
+        """Offsets of the stored producer-state snapshots, ascending."""
+        ...
+
+    async def read_producer_snapshot(self, offset: int) -> bytes | None:
+        """The snapshot stored at ``offset`` exactly as written, or None if there is none."""
+        ...
+
+    async def write_producer_snapshot(self, offset: int, data: bytes) -> None:
+        """Store an opaque producer-state snapshot taken at ``offset`` (replacing one at the
+        same offset). Atomic and durable when this returns: a crash leaves the old or the new
+        snapshot, never a torn one (the file backend: ``<offset:020d>.snapshot``). Raises
+        ``StorageError``. The log never interprets snapshots (``storage/producer_snapshot.py``
+        does); they survive ``close`` and are removed with the topic."""
+        ...
+
+    async def delete_producer_snapshot(self, offset: int) -> None:
+        """Remove the snapshot at ``offset`` (no-op if there is none)."""
+        ...
+
     async def flush(self) -> None:
         """fsync what was appended."""
         ...
@@ -200,6 +234,16 @@ class Store(Protocol):
         there is no such topic or partition); an already open log is returned as is. The file
         backend recovers the tail here: batches are checked by length and CRC from the last
         flushed point and a torn or corrupt tail is truncated."""
+        ...
+
+    async def read_metadata(self, name: str) -> bytes | None:
+        """A small broker metadata blob (e.g. the producer-id high-water mark) as last written,
+        or None. ``name`` is ``[a-z0-9._-]+`` (else ``ValueError``)."""
+        ...
+
+    async def write_metadata(self, name: str, data: bytes) -> None:
+        """Replace the blob ``name`` atomically and durably (fsynced before this returns; the
+        file backend keeps it in ``__kafkad_meta/<name>``). Raises ``StorageError``."""
         ...
 
     async def close(self) -> None:

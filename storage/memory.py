@@ -16,7 +16,14 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from storage.api import LogConfig, PartitionLog, StorageError, TimestampLookup, TopicMeta
+from storage.api import (
+    LogConfig,
+    PartitionLog,
+    StorageError,
+    TimestampLookup,
+    TopicMeta,
+    check_metadata_name,
+)
 from storage.api import TopicPartition as TP
 from storage.clock import wall_clock_ms
 from storage.log_policy import retention_deletable, segment_expired, should_roll
@@ -56,6 +63,7 @@ class MemoryLog:
         self._segments = [_Segment(0)]
         self._lso = self._leo = self._size = 0
         self._closed = False
+        self._snapshots: dict[int, bytes] = {}
 
     @property
     def log_start_offset(self) -> int:
@@ -180,6 +188,26 @@ class MemoryLog:
             del self._segments[:n]
             self._lso = max(self._lso, self._segments[0].base)
 
+    @property
+    def active_segment_base(self) -> int:
+        return self._segments[-1].base
+
+    async def producer_snapshots(self) -> list[int]:
+        self._check_open()
+        return sorted(self._snapshots)
+
+    async def read_producer_snapshot(self, offset: int) -> bytes | None:
+        self._check_open()
+        return self._snapshots.get(offset)
+
+    async def write_producer_snapshot(self, offset: int, data: bytes) -> None:
+        self._check_open()
+        self._snapshots[offset] = bytes(data)
+
+    async def delete_producer_snapshot(self, offset: int) -> None:
+        self._check_open()
+        self._snapshots.pop(offset, None)
+
     async def flush(self) -> None:
         self._check_open()
 
@@ -192,6 +220,15 @@ class MemoryStore:
         self._clock = clock or wall_clock_ms
         self._topics: dict[str, TopicMeta] = {}
         self._logs: dict[TP, MemoryLog] = {}
+        self._metadata: dict[str, bytes] = {}
+
+    async def read_metadata(self, name: str) -> bytes | None:
+        check_metadata_name(name)
+        return self._metadata.get(name)
+
+    async def write_metadata(self, name: str, data: bytes) -> None:
+        check_metadata_name(name)
+        self._metadata[name] = bytes(data)
 
     def topics(self) -> list[TopicMeta]:
         return sorted(self._topics.values(), key=lambda m: m.name)

@@ -8,6 +8,19 @@ high watermark move and fetchers waiting for data wake. A per-partition lock kee
 assignment and the write together even when the backend awaits an fsync, so two produce
 requests can never be given the same offsets.
 
+Idempotent producers (spec eos.md §3): a batch with a producer id is checked against the
+partition's ``ProducerStateManager`` under the lock *before* anything is written; an exact
+duplicate of one of the producer's last 5 batches is answered with its original offsets and
+nothing is appended; a refused batch gets its ``ErrorCode``. The producer state is updated only
+after the log append returned, so a failed write leaves it untouched.
+
+Producer-state durability: a snapshot (``storage/producer_snapshot.py``) is written when the
+log rolls (taken at the new segment's base offset, before the batch that caused the roll is
+applied) and by ``take_snapshot`` at clean shutdown. ``load_producer_state`` rebuilds the state
+when the partition is opened: the newest valid snapshot at or below the log end offset, then a
+replay of the batch headers after it (records are never decoded). Only the two newest snapshots
+are kept.
+
 kafkad is a single-replica broker: the high watermark is the log end offset, and the last
 stable offset equals it until transactions arrive (a later issue).
 
@@ -17,25 +30,39 @@ reads; each append sets (and forgets) the events registered with it.
 
 from __future__ import annotations
 
+import logging
 import struct
 import uuid
 
 import crc32c
 import trio
+from kio.schema.errors import ErrorCode
 
-from storage.api import LogConfig, PartitionLog, TimestampLookup, TopicPartition
+from storage.api import LogConfig, PartitionLog, StorageError, TimestampLookup, TopicPartition
+from storage.producer_snapshot import SnapshotError, decode_snapshot, encode_snapshot
+from storage.producer_state import (
+    BatchMetadata,
+    ProducerAppendInfo,
+    ProducerStateEntry,
+    ProducerStateManager,
+)
 from wire.records import (
     ATTR_TIMESTAMP_TYPE,
     CRC_START,
     BatchHeader,
+    iter_batches,
     set_base_offset,
     set_partition_leader_epoch,
 )
+
+log = logging.getLogger("kafkad.partition")
 
 _ATTRS = struct.Struct(">h")
 _TS = struct.Struct(">q")
 _CRC = struct.Struct(">I")
 LEADER_EPOCH = 0  # one node, never re-elected: every partition stays at leader epoch 0
+SNAPSHOTS_KEPT = 2
+REPLAY_READ_BYTES = 8 * 1024 * 1024
 
 
 def stamp_log_append_time(buf: bytearray, now_ms: int) -> None:
@@ -64,6 +91,7 @@ class Partition:
         self._lock = trio.Lock()
         self._waiters: set[trio.Event] = set()
         self.deleted = False
+        self.producers = ProducerStateManager()
 
     @property
     def high_watermark(self) -> int:
@@ -77,11 +105,25 @@ class Partition:
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
-    async def append(self, data: bytes, header: BatchHeader, now_ms: int) -> tuple[int, int]:
-        """Append one validated client batch; returns (base offset, log append time or -1).
+    async def append(
+        self, data: bytes, header: BatchHeader, now_ms: int
+    ) -> tuple[int, int] | ErrorCode:
+        """Append one validated client batch; returns (base offset, log append time or -1), or
+        the error that refused it (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER). A
+        duplicate of a retained batch returns that batch's original offset and append time.
 
         Raises ``storage.api.StorageError`` if the write failed (nothing is acknowledged)."""
         async with self._lock:
+            info: ProducerAppendInfo | None = None
+            if header.producer_id >= 0:
+                checked = self.producers.prepare_update(
+                    header, now_ms if self.log_append_time else None
+                )
+                if isinstance(checked, ErrorCode):
+                    return checked
+                if isinstance(checked, BatchMetadata):
+                    return checked.first_offset, (checked.timestamp if self.log_append_time else -1)
+                info = checked
             base = self.log.log_end_offset
             buf = bytearray(data)
             set_base_offset(buf, 0, base)
@@ -91,9 +133,74 @@ class Partition:
             if self.log_append_time:
                 stamp_log_append_time(buf, now_ms)
                 append_time = max_ts = now_ms
+            segment_before = self.log.active_segment_base
             await self.log.append(base, base + header.last_offset_delta, max_ts, bytes(buf))
+            rolled = self.log.active_segment_base != segment_before
+            snapshot = encode_snapshot(base, list(self.producers)) if rolled and base > 0 else None
+            if info is not None:
+                self.producers.update(info, base)
+            if snapshot is not None:
+                await self._write_snapshot(base, snapshot)
         self.wake_waiters()
         return base, append_time
+
+    # -- producer state ----------------------------------------------------------------------
+
+    async def _write_snapshot(self, offset: int, data: bytes) -> None:
+        """Store a snapshot and prune old ones. A failure only costs a longer replay."""
+        try:
+            await self.log.write_producer_snapshot(offset, data)
+            for old in (await self.log.producer_snapshots())[:-SNAPSHOTS_KEPT]:
+                await self.log.delete_producer_snapshot(old)
+        except StorageError as exc:
+            log.warning("%s: producer snapshot at %d not written: %s", self.tp, offset, exc)
+
+    async def take_snapshot(self) -> None:
+        """Snapshot the producer state at the log end offset (clean shutdown)."""
+        async with self._lock:
+            end = self.log.log_end_offset
+            try:
+                if end in await self.log.producer_snapshots():
+                    return
+            except StorageError as exc:
+                log.warning("%s: no producer snapshot at shutdown: %s", self.tp, exc)
+                return
+            await self._write_snapshot(end, encode_snapshot(end, list(self.producers)))
+
+    async def load_producer_state(self) -> None:
+        """Rebuild the producer state: newest valid snapshot <= the log end, then replay."""
+        async with self._lock:
+            end = self.log.log_end_offset
+            start = 0
+            entries: list[ProducerStateEntry] = []
+            for offset in reversed(await self.log.producer_snapshots()):
+                if offset > end:  # its log tail was lost in a crash
+                    await self.log.delete_producer_snapshot(offset)
+                    continue
+                data = await self.log.read_producer_snapshot(offset)
+                try:
+                    taken_at, entries = decode_snapshot(data or b"")
+                except SnapshotError as exc:
+                    log.warning("%s: skipping snapshot %d: %s", self.tp, offset, exc)
+                    continue
+                if taken_at != offset:
+                    log.warning("%s: snapshot %d says offset %d", self.tp, offset, taken_at)
+                    continue
+                start = offset
+                break
+            self.producers.load(entries)
+            position = max(start, self.log.log_start_offset)
+            while position < end:
+                chunk = await self.log.read(position, REPLAY_READ_BYTES)
+                if not chunk:
+                    break
+                for _, h in iter_batches(chunk):
+                    if h.last_offset >= position:
+                        self.producers.replay(h)
+                    position = max(position, h.last_offset + 1)
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
+        return self.producers.remove_expired(now_ms, expiration_ms)
 
     def wake_waiters(self) -> None:
         waiters, self._waiters = self._waiters, set()

@@ -93,7 +93,9 @@ class TopicManager:
         tp = TopicPartition(meta.name, index)
         cfg = self._log_config(meta)
         log = await self.store.open_partition(tp, cfg)
-        return Partition(tp, meta.topic_id, log, cfg, self._log_append_time(meta))
+        partition = Partition(tp, meta.topic_id, log, cfg, self._log_append_time(meta))
+        await partition.load_producer_state()
+        return partition
 
     async def _open(self, meta: TopicMeta) -> Topic:
         parts = [await self._open_partition(meta, i) for i in range(meta.partitions)]
@@ -198,6 +200,20 @@ class TopicManager:
         for i in range(len(topic.partitions), total):
             topic.partitions.append(await self._open_partition(meta, i))
         topic.meta = meta
+
+    async def take_snapshots(self) -> None:
+        """Producer-state snapshots of every partition (clean shutdown)."""
+        for topic in list(self._topics.values()):
+            for p in topic.partitions:
+                if not p.deleted:
+                    await p.take_snapshot()
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        removed = 0
+        for topic in list(self._topics.values()):
+            for p in topic.partitions:
+                removed += len(p.remove_expired_producers(now_ms, expiration_ms))
+        return removed
 
     async def apply_retention(self, now_ms: int) -> int:
         deleted = 0

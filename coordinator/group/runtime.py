@@ -212,8 +212,10 @@ class GroupCoordinator:
         batch = build_batch(
             [BatchRecord(i, 0, k, v) for i, (k, v) in enumerate(records)], base_timestamp=now
         )
-        base, _ = await p.append(batch, read_batch_header(batch), now)
-        return base
+        appended = await p.append(batch, read_batch_header(batch), now)
+        if isinstance(appended, ErrorCode):  # only producer-id batches are refused; ours has none
+            raise StorageError(f"append to {p.tp} refused: {appended.name}")
+        return appended[0]
 
     async def _write_group(self, g: ClassicGroup, value_bytes: bytes | None = None) -> None:
         key = encode_group_metadata_key(GroupMetadataKey(g.group_id))

@@ -8,6 +8,12 @@ Per partition: the batch is validated without decoding records (``wire.records``
 assigned in place, and it is appended; a storage failure answers KAFKA_STORAGE_ERROR (never
 UNKNOWN_SERVER_ERROR: clients may then retry a write that happened, spec §3.3). Produce never
 auto-creates topics (only Metadata does, as in Kafka). acks=0 gets no response at all.
+
+Idempotent batches (a producer id, not transactional) go through the partition's producer
+state (spec §3.2, ``storage/producer_state.py``): a retried duplicate of one of the last 5
+batches is answered NONE with its original base offset, a stale epoch INVALID_PRODUCER_EPOCH,
+a sequence gap OUT_OF_ORDER_SEQUENCE_NUMBER. Transactional batches are still refused with
+INVALID_RECORD until the transaction coordinator lands.
 """
 
 from __future__ import annotations
@@ -65,21 +71,25 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
                         ErrorCode.invalid_timestamp,
                         "Timestamp of the batch is too far in the future",
                     )
-                elif checked.header.is_transactional or checked.header.producer_id >= 0:
-                    # No producer ids are handed out yet (InitProducerId is not advertised),
-                    # so a batch claiming one cannot be checked for duplicates: refuse it.
+                elif checked.header.is_transactional:
+                    # Transactions (AddPartitionsToTxn, markers, LSO) are a later issue.
                     code, message = (
                         ErrorCode.invalid_record,
-                        "idempotent and transactional batches are not supported by this broker yet",
+                        "transactional batches are not supported by this broker yet",
                     )
                 else:
                     try:
-                        base, append_time = await partition.append(
+                        appended = await partition.append(
                             bytes(pd.records or b""), checked.header, now
                         )
                     except StorageError as exc:
                         log.error("append to %s failed: %s", partition.tp, exc)
                         code, message = ErrorCode.kafka_storage_error, str(exc)
+                    else:
+                        if isinstance(appended, ErrorCode):
+                            code = appended
+                        else:
+                            base, append_time = appended
             if code is not ErrorCode.none:
                 log.debug("produce to %s-%d refused: %s", topic_data.name, pd.index, code.name)
             parts.append(

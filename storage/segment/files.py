@@ -27,6 +27,7 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TMP_SUFFIX = ".tmp"
 DELETED_SUFFIX = ".deleted"
+SNAPSHOT_SUFFIX = ".snapshot"  # producer-state snapshots, Kafka's name
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 Buffer = bytes | bytearray | mmap.mmap
@@ -44,6 +45,23 @@ def parse_segment_name(name: str) -> tuple[int, str] | None:
         if name.endswith(suffix) and len(stem) == 20 and stem.isdigit():
             return int(stem), suffix
     return None
+
+
+def snapshot_offsets(directory: Path) -> list[int]:
+    """Offsets of the ``<20-digit offset>.snapshot`` files in ``directory``, ascending."""
+    out = []
+    for name in os.listdir(directory):
+        stem = name[: -len(SNAPSHOT_SUFFIX)]
+        if name.endswith(SNAPSHOT_SUFFIX) and len(stem) == 20 and stem.isdigit():
+            out.append(int(stem))
+    return sorted(out)
+
+
+def read_if_exists(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 def fsync_dir(directory: Path) -> None:

@@ -45,7 +45,14 @@ from storage.api import LogConfig, StorageError, TimestampLookup, TopicPartition
 from storage.log_policy import retention_deletable, segment_expired, should_roll
 from storage.segment import scan
 from storage.segment.commit import GroupCommit, SyncSnapshot
-from storage.segment.files import FileHandle
+from storage.segment.files import (
+    SNAPSHOT_SUFFIX,
+    FileHandle,
+    read_if_exists,
+    snapshot_offsets,
+    unlink_quietly,
+    write_atomic,
+)
 from storage.segment.load import Loaded, write_checkpoint
 from storage.segment.segment import Segment, WriteFailed, read_segments
 from wire.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, iter_batches
@@ -240,6 +247,43 @@ class FileLog:
     async def flush(self) -> None:
         self.check_usable()
         await self._commit.wait_durable(self, self._leo)
+
+    # -- producer-state snapshots ------------------------------------------------------------
+
+    @property
+    def active_segment_base(self) -> int:
+        return self._bases[-1]
+
+    def _snapshot_path(self, offset: int) -> Path:
+        return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+    async def producer_snapshots(self) -> list[int]:
+        self.check_usable()
+        try:
+            return await trio.to_thread.run_sync(snapshot_offsets, self.directory)
+        except OSError as exc:
+            raise StorageError(f"listing snapshots of {self.tp}: {exc}") from exc
+
+    async def read_producer_snapshot(self, offset: int) -> bytes | None:
+        self.check_usable()
+        try:
+            return await trio.to_thread.run_sync(read_if_exists, self._snapshot_path(offset))
+        except OSError as exc:
+            raise StorageError(f"reading snapshot {offset} of {self.tp}: {exc}") from exc
+
+    async def write_producer_snapshot(self, offset: int, data: bytes) -> None:
+        self.check_usable()
+        try:
+            await trio.to_thread.run_sync(write_atomic, self._snapshot_path(offset), data)
+        except OSError as exc:
+            raise StorageError(f"writing snapshot {offset} of {self.tp}: {exc}") from exc
+
+    async def delete_producer_snapshot(self, offset: int) -> None:
+        self.check_usable()
+        try:
+            await trio.to_thread.run_sync(unlink_quietly, self._snapshot_path(offset))
+        except OSError as exc:
+            raise StorageError(f"deleting snapshot {offset} of {self.tp}: {exc}") from exc
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -6,11 +6,13 @@ Layout of the data directory (Kafka's, plus one directory of topic metadata)::
 
     .kafkad-clean-shutdown          present only between a clean close and the next open
     __kafkad_topics/<topic>.json    {"version", "name", "topic_id", "partitions", "configs"}
+    __kafkad_meta/<name>            small broker metadata blobs (``write_metadata``, atomic)
     <topic>-<p>/partition.metadata  "version: 0" / "topic_id: <base64>", as in Kafka
     <topic>-<p>/log-start-offset    "0" / offset: the checkpoint of delete_before
     <topic>-<p>/<base:020d>.log     record batches (see segment.py, index.py, scan.py)
     <topic>-<p>/<base:020d>.index   sparse offset index
     <topic>-<p>/<base:020d>.timeindex   time index
+    <topic>-<p>/<offset:020d>.snapshot  producer-state snapshot (opaque here)
 
 Other files there (``meta.properties``, written by the broker) are left alone.
 
@@ -40,15 +42,29 @@ from pathlib import Path
 
 import trio
 
-from storage.api import LogConfig, PartitionLog, StorageError, TopicMeta, TopicPartition
+from storage.api import (
+    LogConfig,
+    PartitionLog,
+    StorageError,
+    TopicMeta,
+    TopicPartition,
+    check_metadata_name,
+)
 from storage.clock import wall_clock_ms
 from storage.segment.commit import GroupCommit
-from storage.segment.files import DELETED_SUFFIX, TMP_SUFFIX, fsync_dir, write_atomic
+from storage.segment.files import (
+    DELETED_SUFFIX,
+    TMP_SUFFIX,
+    fsync_dir,
+    read_if_exists,
+    write_atomic,
+)
 from storage.segment.load import Loaded, load_partition
 from storage.segment.log import FileLog
 
 CLEAN_MARKER = ".kafkad-clean-shutdown"
 TOPICS_DIR = "__kafkad_topics"
+META_DIR = "__kafkad_meta"
 PARTITION_METADATA = "partition.metadata"
 _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
 
@@ -82,6 +98,11 @@ def _open_root(root: Path) -> tuple[bool, dict[str, TopicMeta]]:
     root.mkdir(parents=True, exist_ok=True)
     topics_dir = root / TOPICS_DIR
     topics_dir.mkdir(exist_ok=True)
+    meta_dir = root / META_DIR
+    meta_dir.mkdir(exist_ok=True)
+    for path in meta_dir.iterdir():
+        if path.name.endswith(TMP_SUFFIX):
+            path.unlink()
     marker = root / CLEAN_MARKER
     clean = marker.exists()
     topics: dict[str, TopicMeta] = {}
@@ -207,6 +228,23 @@ class FileStore:
                 await trio.to_thread.run_sync(_delete_topic_files, self.root, meta)
             except OSError as exc:
                 raise StorageError(f"deleting topic {name}: {exc}") from exc
+
+    # -- broker metadata -------------------------------------------------------------------
+
+    async def read_metadata(self, name: str) -> bytes | None:
+        check_metadata_name(name)
+        try:
+            return await trio.to_thread.run_sync(read_if_exists, self.root / META_DIR / name)
+        except OSError as exc:
+            raise StorageError(f"cannot read metadata {name}: {exc}") from exc
+
+    async def write_metadata(self, name: str, data: bytes) -> None:
+        check_metadata_name(name)
+        path = self.root / META_DIR / name
+        try:
+            await trio.to_thread.run_sync(write_atomic, path, data)
+        except OSError as exc:
+            raise StorageError(f"cannot persist metadata {name}: {exc}") from exc
 
     # -- partitions ------------------------------------------------------------------------
 

@@ -1,0 +1,57 @@
+"""InitProducerId (key 22), v0-5, idempotent producers only (a null transactional id).
+
+v0: transactional id + transaction timeout (aiokafka speaks only v0). v1: same (throttling).
+v2: flexible. v3: ProducerId/ProducerEpoch in the request (KIP-360: -1/-1 is a fresh start; a
+known pair is the client asking to bump its epoch after an abortable error). v4: may answer
+PRODUCER_FENCED (older versions get INVALID_PRODUCER_EPOCH, ``wire/errors.py``). v5: may
+answer TRANSACTION_ABORTABLE. v6 (KIP-939 two-phase commit) is not advertised. Fields a version
+lacks count as -1.
+
+Null transactional id (spec eos.md §4.4 step 1, Kafka's TransactionCoordinator): answer a
+never-used producer id with epoch 0 and keep no coordinator state; the transaction timeout is
+not checked. This holds for the KIP-360 bump path too: an idempotent producer that sends its
+current (id, epoch) gets a fresh id at epoch 0, exactly as Kafka does; the only check is that
+ProducerId and ProducerEpoch are both -1 or both set (else INVALID_REQUEST). The partitions
+accept the new id with any first sequence (it is unknown to them).
+
+Deviation until the transaction coordinator lands (a later issue): a non-null transactional id
+is answered with COORDINATOR_NOT_AVAILABLE (an empty one, as in Kafka, with INVALID_REQUEST).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from proxy.context import RequestContext
+from proxy.registry import handler
+from storage.api import StorageError
+
+log = logging.getLogger("kafkad.init_producer_id")
+
+
+@handler(api_key=22, versions=(0, 5))
+async def init_producer_id(ctx: RequestContext, req: Any) -> Any:
+    b = ctx.b
+    producer_id = int(getattr(req, "producer_id", -1))
+    producer_epoch = int(getattr(req, "producer_epoch", -1))
+
+    def reply(code: ErrorCode, pid: int = -1, epoch: int = -1) -> Any:
+        return b.InitProducerIdResponse(
+            throttle_time=0, error_code=code, producer_id=pid, producer_epoch=epoch
+        )
+
+    if (producer_id == -1) != (producer_epoch == -1):
+        return reply(ErrorCode.invalid_request)
+    if req.transactional_id is not None:
+        if req.transactional_id == "":
+            return reply(ErrorCode.invalid_request)
+        return reply(ErrorCode.coordinator_not_available)
+    try:
+        pid = await ctx.broker.producer_ids.generate_producer_id()
+    except StorageError as exc:
+        log.error("cannot reserve producer ids: %s", exc)
+        return reply(ErrorCode.coordinator_not_available)
+    return reply(ErrorCode.none, pid, 0)

@@ -1,0 +1,307 @@
+"""The append checks of spec eos.md §3.2 as a table, and property tests against a model."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode
+
+from storage.producer_snapshot import decode_snapshot, encode_snapshot
+from storage.producer_state import (
+    INT32_MAX,
+    BatchMetadata,
+    ProducerAppendInfo,
+    ProducerStateEntry,
+    ProducerStateManager,
+    last_sequence,
+)
+from wire.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader
+
+E = ErrorCode
+PID = 7
+
+
+def header(epoch: int, seq: int, count: int = 1, pid: int = PID, ts: int = 1000) -> BatchHeader:
+    return BatchHeader(
+        base_offset=0,
+        batch_length=49,
+        partition_leader_epoch=0,
+        magic=2,
+        crc=0,
+        attributes=0,
+        last_offset_delta=count - 1,
+        base_timestamp=ts,
+        max_timestamp=ts,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        records_count=count,
+    )
+
+
+def state_with(epoch: int, batches: list[tuple[int, int]]) -> ProducerStateManager:
+    """A manager whose producer PID has ``batches`` [(first_seq, count)] of ``epoch``
+    appended at offsets 100, 200, ..."""
+    m = ProducerStateManager()
+    for i, (seq, count) in enumerate(batches):
+        info = m.prepare_update(header(epoch, seq, count))
+        assert isinstance(info, ProducerAppendInfo), info
+        m.update(info, 100 * (i + 1))
+    if not batches:
+        m.producers[PID] = ProducerStateEntry(PID, epoch)
+    return m
+
+
+DUP = "duplicate"
+OK = "append"
+# (case, entry epoch or None for no entry, retained [(first_seq, count)], batch epoch,
+#  batch first seq, batch count, expected)
+TABLE = [
+    ("unknown producer, seq 0", None, [], 0, 0, 1, OK),
+    ("unknown producer, any seq (KIP-360)", None, [], 3, 4242, 5, OK),
+    ("entry without epoch accepts any seq", -1, [], 0, 17, 1, OK),
+    ("next in sequence", 0, [(0, 5)], 0, 5, 3, OK),
+    ("exact duplicate of the newest batch", 0, [(0, 5), (5, 2)], 0, 5, 2, DUP),
+    ("exact duplicate of an older retained batch", 0, [(0, 5), (5, 2)], 0, 0, 5, DUP),
+    (
+        "same first seq, different length: not a duplicate",
+        0,
+        [(0, 5)],
+        0,
+        0,
+        4,
+        E.out_of_order_sequence_number,
+    ),
+    ("gap", 0, [(0, 5)], 0, 6, 1, E.out_of_order_sequence_number),
+    (
+        "old sequence that is not a retained batch",
+        0,
+        [(0, 5), (5, 5)],
+        0,
+        3,
+        1,
+        E.out_of_order_sequence_number,
+    ),
+    ("stale epoch", 2, [(0, 1)], 1, 1, 1, E.invalid_producer_epoch),
+    ("stale epoch beats a sequence match", 2, [(0, 1)], 1, 0, 1, E.invalid_producer_epoch),
+    ("epoch bump from 0", 2, [(0, 5)], 3, 0, 1, OK),
+    ("epoch bump not from 0", 2, [(0, 5)], 3, 5, 1, E.out_of_order_sequence_number),
+    ("duplicate seq range of the old epoch under a new epoch", 2, [(0, 5)], 3, 0, 5, OK),
+    ("same epoch, nothing retained: must start at 0", 4, [], 4, 0, 1, OK),
+    ("same epoch, nothing retained, seq 3", 4, [], 4, 3, 1, E.out_of_order_sequence_number),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "epoch", "retained", "b_epoch", "b_seq", "b_count", "expected"),
+    TABLE,
+    ids=[row[0] for row in TABLE],
+)
+def test_append_checks(
+    case: str,
+    epoch: int | None,
+    retained: list[tuple[int, int]],
+    b_epoch: int,
+    b_seq: int,
+    b_count: int,
+    expected: object,
+) -> None:
+    m = ProducerStateManager() if epoch is None else state_with(epoch, retained)
+    before = {pid: (e.producer_epoch, list(e.batches)) for pid, e in m.producers.items()}
+    got = m.prepare_update(header(b_epoch, b_seq, b_count))
+    if expected == DUP:
+        assert isinstance(got, BatchMetadata)
+        assert (got.first_seq, got.last_seq) == (b_seq, b_seq + b_count - 1)
+    elif expected == OK:
+        assert isinstance(got, ProducerAppendInfo)
+    else:
+        assert got == expected
+    after = {pid: (e.producer_epoch, list(e.batches)) for pid, e in m.producers.items()}
+    assert after == before, "prepare_update must not change anything"
+
+
+def test_duplicate_returns_the_original_offsets() -> None:
+    m = state_with(0, [(0, 5), (5, 2)])
+    dup = m.prepare_update(header(0, 0, 5))
+    assert isinstance(dup, BatchMetadata)
+    assert (dup.first_offset, dup.last_offset) == (100, 104)
+
+
+def test_window_is_five_batches() -> None:
+    m = state_with(0, [(i, 1) for i in range(6)])
+    assert m.prepare_update(header(0, 0, 1)) == E.out_of_order_sequence_number  # evicted
+    assert isinstance(m.prepare_update(header(0, 1, 1)), BatchMetadata)
+
+
+def test_sequence_wraps_after_int32_max() -> None:
+    assert last_sequence(INT32_MAX - 1, 3) == 1
+    m = ProducerStateManager()
+    info = m.prepare_update(header(0, INT32_MAX - 2, 3))
+    assert isinstance(info, ProducerAppendInfo) and info.last_seq == INT32_MAX
+    m.update(info, 0)
+    assert isinstance(m.prepare_update(header(0, 0, 2)), ProducerAppendInfo)
+    wrapped = m.prepare_update(header(0, INT32_MAX, 4))
+    assert wrapped == E.out_of_order_sequence_number
+    m2 = ProducerStateManager()
+    info = m2.prepare_update(header(0, INT32_MAX - 1, 4))  # MAX-1, MAX, 0, 1
+    assert isinstance(info, ProducerAppendInfo) and info.last_seq == 1
+    m2.update(info, 0)
+    assert isinstance(m2.prepare_update(header(0, 2, 1)), ProducerAppendInfo)
+    assert isinstance(m2.prepare_update(header(0, INT32_MAX - 1, 4)), BatchMetadata)
+
+
+def test_epoch_change_clears_the_window() -> None:
+    m = state_with(0, [(0, 1), (1, 1)])
+    info = m.prepare_update(header(1, 0, 1))
+    assert isinstance(info, ProducerAppendInfo)
+    m.update(info, 500)
+    entry = m.get(PID)
+    assert entry is not None and entry.producer_epoch == 1 and len(entry.batches) == 1
+    assert m.prepare_update(header(0, 2, 1)) == E.invalid_producer_epoch
+
+
+def test_expiration_keeps_open_transactions() -> None:
+    m = ProducerStateManager()
+    for pid, ts in ((1, 1000), (2, 5000), (3, 1000)):
+        info = m.prepare_update(header(0, 0, 1, pid=pid, ts=ts))
+        assert isinstance(info, ProducerAppendInfo)
+        m.update(info, pid)
+    entry = m.get(3)
+    assert entry is not None
+    entry.current_txn_first_offset = 3
+    assert m.remove_expired(now_ms=6000, expiration_ms=5000) == [1]
+    assert sorted(m.producers) == [2, 3]
+
+
+def test_replay_rebuilds_the_same_state() -> None:
+    live = state_with(0, [(0, 5), (5, 2), (7, 1)])
+    replayed = ProducerStateManager()
+    for i, (seq, count) in enumerate([(0, 5), (5, 2), (7, 1)]):
+        replayed.replay(replace(header(0, seq, count), base_offset=100 * (i + 1)))
+    assert replayed.producers == live.producers
+
+
+def test_replay_of_a_marker_moves_the_epoch_and_closes_the_transaction() -> None:
+    m = ProducerStateManager()
+    m.replay(replace(header(0, 0, 2), attributes=ATTR_TRANSACTIONAL, base_offset=10))
+    entry = m.get(PID)
+    assert entry is not None and entry.current_txn_first_offset == 10
+    m.replay(
+        replace(header(1, -1, 1), attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, base_offset=12)
+    )
+    assert (entry.producer_epoch, entry.current_txn_first_offset, len(entry.batches)) == (1, -1, 0)
+
+
+def test_snapshot_round_trip_keeps_every_retained_batch() -> None:
+    m = state_with(3, [(i * 2, 2) for i in range(7)])
+    m.producers[99] = ProducerStateEntry(99, 0, coordinator_epoch=4, current_txn_first_offset=55)
+    offset, entries = decode_snapshot(encode_snapshot(1234, list(m)))
+    assert offset == 1234
+    assert {e.producer_id: e for e in entries} == m.producers
+
+
+# -- property tests ---------------------------------------------------------------------------
+#
+# A producer sends batches 0..n-1 (sequence numbers consecutive) of one epoch, possibly over
+# several epochs (a bump restarts at batch sequence 0); the "network" delivers attempts in any
+# order, duplicated, and retries old ones. The model of a correct broker: an attempt is
+# appended iff it is the next batch in sequence for its epoch (or the first of a new epoch),
+# an attempt repeating a batch among the last 5 appended of the current epoch is a duplicate
+# with the original offset, anything else is refused; and the log never holds a batch twice
+# or out of order.
+
+Attempt = tuple[int, int]  # (epoch, batch index within that epoch)
+
+
+@st.composite
+def attempts(draw: st.DrawFn) -> list[Attempt]:
+    sizes = draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
+    out: list[Attempt] = []
+    for epoch, n in enumerate(sizes):
+        batches = list(range(draw(st.integers(1, 12))))
+        order = draw(st.permutations(batches))
+        retries = draw(st.lists(st.sampled_from(batches), max_size=12))
+        mixed = draw(st.permutations(list(order) + retries))
+        out += [(epoch, b) for b in mixed][: n * 10]
+    return out
+
+
+def batch_counts(epoch: int, index: int) -> int:
+    return 1 + (epoch * 7 + index * 3) % 4  # deterministic sizes per batch
+
+
+def first_seq(epoch: int, index: int) -> int:
+    return sum(batch_counts(epoch, i) for i in range(index))
+
+
+@settings(max_examples=300, deadline=None)
+@given(attempts())
+def test_random_retries_never_duplicate_or_reorder(history: list[Attempt]) -> None:
+    m = ProducerStateManager()
+    log: list[Attempt] = []  # what was appended, in order
+    offsets: dict[Attempt, int] = {}
+    end = 0
+    model_epoch, model_next = -1, 0  # model: current epoch, next batch index expected
+    for epoch, index in history:
+        count = batch_counts(epoch, index)
+        got = m.prepare_update(header(epoch, first_seq(epoch, index), count))
+        window = [a for a in log if a[0] == model_epoch][-5:]
+        if isinstance(got, ProducerAppendInfo):
+            m.update(got, end)
+            log.append((epoch, index))
+            offsets[(epoch, index)] = end
+            end += count
+            # model: accepted iff new epoch starting at 0, or next index of this epoch, or
+            # the very first batch of an unknown producer
+            assert (
+                (model_epoch == -1)
+                or (epoch > model_epoch and index == 0)
+                or (epoch == model_epoch and index == model_next)
+            ), (epoch, index, model_epoch, model_next)
+            model_epoch, model_next = epoch, index + 1
+        elif isinstance(got, BatchMetadata):
+            assert (epoch, index) in window
+            assert got.first_offset == offsets[(epoch, index)]
+        else:
+            assert (epoch, index) not in window
+            assert got in (E.invalid_producer_epoch, E.out_of_order_sequence_number)
+            if got is E.invalid_producer_epoch:
+                assert epoch < model_epoch
+    # the log: per epoch a run of consecutive batch indexes, each at most once, in order
+    assert len(set(log)) == len(log)
+    for epoch in {e for e, _ in log}:
+        idx = [i for e, i in log if e == epoch]
+        assert idx == list(range(idx[0], idx[0] + len(idx)))
+    assert [e for e, _ in log] == sorted(e for e, _ in log)
+
+
+@settings(max_examples=100, deadline=None)
+@given(attempts(), st.integers(0, 40))
+def test_snapshot_plus_replay_equals_live_state(history: list[Attempt], cut: int) -> None:
+    """Rebuilding from a snapshot taken at any point plus a replay of the rest of the log gives
+    the live state."""
+    live = ProducerStateManager()
+    appended: list[BatchHeader] = []
+    end = 0
+    snapshot: bytes | None = None
+    for n, (epoch, index) in enumerate(history):
+        if n == cut:
+            snapshot = encode_snapshot(end, list(live))
+        h = header(epoch, first_seq(epoch, index), batch_counts(epoch, index))
+        got = live.prepare_update(h)
+        if isinstance(got, ProducerAppendInfo):
+            live.update(got, end)
+            appended.append(replace(h, base_offset=end))
+            end += h.records_count
+    rebuilt = ProducerStateManager()
+    start = 0
+    if snapshot is not None:
+        start, entries = decode_snapshot(snapshot)
+        rebuilt.load(entries)
+    for h in appended:
+        if h.base_offset >= start:
+            rebuilt.replay(h)
+    assert rebuilt.producers == live.producers
