@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from proxy.fault_injection import parse_spec
 from storage.api import LogConfig
 
 
@@ -55,6 +56,8 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "compression.type": (str, "producer"),
     "min.insync.replicas": (int, "1"),
     "shutdown.grace.ms": (int, "10000"),
+    # kafkad's own: deliberate errors, delays and dropped connections (proxy/fault_injection.py)
+    "kafkad.fault.injection": (str, ""),
 }
 
 
@@ -129,6 +132,10 @@ def resolve_values(
             raise ConfigError(f"{name}={value!r}: {exc}") from None
     if resolved["num.partitions"] < 1:
         raise ConfigError("num.partitions must be >= 1")
+    try:
+        parse_spec(resolved["kafkad.fault.injection"])
+    except ValueError as exc:
+        raise ConfigError(f"kafkad.fault.injection: {exc}") from None
     if resolved["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
         raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
     return resolved
