@@ -4,7 +4,9 @@ Protocol violations (undecodable frames, unknown APIs, versions we do not serve)
 ``wire.errors.ProtocolError``: the connection logs it and closes, as Kafka does. The one
 exception is ApiVersions at a version we do not know, answered per KIP-511. A bug in a
 handler costs that one request: it is logged and answered with UNKNOWN_SERVER_ERROR in the
-API's own response shape; the connection and the broker carry on.
+API's own response shape; the connection and the broker carry on. A ``StorageError`` that
+escapes a handler (a log that went offline) is answered KAFKA_STORAGE_ERROR the same way, as
+Kafka's ``getErrorResponse`` maps KafkaStorageException.
 
 With ``kafkad.fault.injection`` set, each decoded request first asks the injector
 (``proxy/fault_injection.py``) for a fault: a delay, an error answered in place of the
@@ -24,6 +26,7 @@ from proxy.context import RequestContext
 from proxy.error_replies import error_reply
 from proxy.fault_injection import Fault, injector_from_config
 from proxy.registry import REGISTRY, advertised, served
+from storage.api import StorageError
 from wire.codec import (
     RequestHeader,
     api_versions_fallback,
@@ -77,6 +80,9 @@ class Dispatcher:
             response = await REGISTRY[header.api_key].fn(ctx, body)
         except CloseConnection:
             raise
+        except StorageError as exc:  # e.g. a read from a log that went offline
+            log.error("api %d v%d: storage error: %s", header.api_key, header.api_version, exc)
+            response = error_reply(header, body, ErrorCode.kafka_storage_error)
         except Exception:
             log.exception(
                 "handler for api %d v%d failed (client %s, corr %d)",
