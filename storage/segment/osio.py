@@ -14,6 +14,7 @@ partition goes on, which is what a transiently full disk needs) and takes only t
 offline when the files are in doubt (an fsync failed, or the truncate did too); a restart
 recovers it to its last whole batch. No append is acknowledged before its write (and, with
 ``log.flush.interval.messages=1``, its fsync) succeeded.
+"""
 
 
 from __future__ import annotations
