@@ -16,7 +16,6 @@ recovers it to its last whole batch. No append is acknowledged before its write 
 ``log.flush.interval.messages=1``, its fsync) succeeded.
 """
 
-
 from __future__ import annotations
 
 import os
