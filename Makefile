@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: serve test lint type unit compat fmt bench clean
+.PHONY: serve test lint type unit compat fmt bench fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -42,6 +42,11 @@ fmt: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/throughput.py --start-kafkad
+
+## Coverage-guided fuzzing of the request decoder and batch validator, 10 minutes (corpus kept in
+## .fuzz-corpus/; FUZZ_FLAGS adds libFuzzer flags, e.g. FUZZ_FLAGS=-max_total_time=3600).
+fuzz: $(STAMP)
+	$(BIN)/python -m tests.wire.fuzz_atheris .fuzz-corpus -max_total_time=600 -max_len=4096 $(FUZZ_FLAGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

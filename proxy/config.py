@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from proxy.fault_injection import parse_spec
 from storage.api import LogConfig
 
 
@@ -62,6 +63,8 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "producer.id.expiration.ms": (int, "86400000"),
     "producer.id.expiration.check.interval.ms": (int, "600000"),
     "shutdown.grace.ms": (int, "10000"),
+    # kafkad's own: deliberate errors, delays and dropped connections (proxy/fault_injection.py)
+    "kafkad.fault.injection": (str, ""),
 }
 
 
@@ -138,6 +141,10 @@ def resolve_values(
         raise ConfigError("num.partitions must be >= 1")
     if resolved["offsets.topic.num.partitions"] < 1:
         raise ConfigError("offsets.topic.num.partitions must be >= 1")
+    try:
+        parse_spec(resolved["kafkad.fault.injection"])
+    except ValueError as exc:
+        raise ConfigError(f"kafkad.fault.injection: {exc}") from None
     if resolved["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
         raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
     return resolved

@@ -4,20 +4,31 @@ Protocol violations (undecodable frames, unknown APIs, versions we do not serve)
 ``wire.errors.ProtocolError``: the connection logs it and closes, as Kafka does. The one
 exception is ApiVersions at a version we do not know, answered per KIP-511. A bug in a
 handler costs that one request: it is logged and answered with UNKNOWN_SERVER_ERROR in the
-API's own response shape; the connection and the broker carry on.
+API's own response shape; the connection and the broker carry on. A ``StorageError`` that
+escapes a handler (a log that went offline) is answered KAFKA_STORAGE_ERROR the same way, as
+Kafka's ``getErrorResponse`` maps KafkaStorageException.
+
+With ``kafkad.fault.injection`` set, each decoded request first asks the injector
+(``proxy/fault_injection.py``) for a fault: a delay, an error answered in place of the
+handler, or a closed connection before or after the handler runs.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
+import trio
 from kio.schema.errors import ErrorCode
 
 from proxy.broker import Broker
 from proxy.context import RequestContext
 from proxy.error_replies import error_reply
+from proxy.fault_injection import Fault, injector_from_config
 from proxy.registry import REGISTRY, advertised, served
+from storage.api import StorageError
 from wire.codec import (
+    RequestHeader,
     api_versions_fallback,
     decode_request,
     encode_response,
@@ -27,6 +38,7 @@ from wire.errors import UnsupportedVersion
 log = logging.getLogger("kafkad.dispatch")
 
 API_VERSIONS_KEY = 18
+PRODUCE_KEY = 0
 NO_RESPONSE = object()  # a handler's answer when Kafka sends none (Produce with acks=0)
 
 
@@ -40,6 +52,8 @@ class Dispatcher:
         self.broker = broker
         self.advertised = advertised()
         self.served = served()
+        values = broker.config.values or {}
+        self.faults = injector_from_config(values.get("kafkad.fault.injection", ""))
 
     async def handle(self, frame: bytes, peer: str = "") -> bytes | None:
         try:
@@ -56,11 +70,19 @@ class Dispatcher:
             header.correlation_id,
             header.client_id,
         )
+        fault = self.faults.decide(header.api_key) if self.faults is not None else None
+        if fault is not None and not fault.none:
+            injected = await self._inject(fault, header, body)
+            if injected is not None:
+                return encode_response(header, injected)
         ctx = RequestContext(header, self.broker, peer)
         try:
             response = await REGISTRY[header.api_key].fn(ctx, body)
         except CloseConnection:
             raise
+        except StorageError as exc:  # e.g. a read from a log that went offline
+            log.error("api %d v%d: storage error: %s", header.api_key, header.api_version, exc)
+            response = error_reply(header, body, ErrorCode.kafka_storage_error)
         except Exception:
             log.exception(
                 "handler for api %d v%d failed (client %s, corr %d)",
@@ -70,6 +92,28 @@ class Dispatcher:
                 header.correlation_id,
             )
             response = error_reply(header, body, ErrorCode.unknown_server_error)
+        if fault is not None and fault.drop_after:
+            raise CloseConnection(f"fault injection: dropped after api {header.api_key}")
         if response is NO_RESPONSE:
             return None
         return encode_response(header, response)
+
+    async def _inject(self, fault: Fault, header: RequestHeader, body: Any) -> Any:
+        """Apply ``fault`` before the handler: the error reply to send instead of running the
+        handler, or None to go on and run it."""
+        log.info(
+            "fault injection: api %d v%d corr=%d: %s",
+            header.api_key,
+            header.api_version,
+            header.correlation_id,
+            fault,
+        )
+        if fault.delay_ms:
+            await trio.sleep(fault.delay_ms / 1000)
+        if fault.drop:
+            raise CloseConnection(f"fault injection: dropped api {header.api_key}")
+        if fault.error is None:
+            return None
+        if header.api_key == PRODUCE_KEY and body.acks == 0:
+            raise CloseConnection(f"fault injection: acks=0 produce failed with {fault.error.name}")
+        return error_reply(header, body, fault.error)

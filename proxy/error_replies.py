@@ -112,7 +112,9 @@ def _create_topics(e: _Echo, req: Any) -> dict[str, Any]:
 
 
 def _delete_topics(e: _Echo, req: Any) -> dict[str, Any]:
-    names = getattr(req, "topic_names", None) or tuple(t.name for t in req.topics)
+    names = getattr(req, "topic_names", None)
+    if names is None:  # v6+: topics by name or id
+        names = tuple(t.name for t in req.topics)
     return {"responses": tuple(e.DeletableTopicResult(name=n) for n in names)}
 
 
@@ -129,9 +131,105 @@ def _describe_configs(e: _Echo, req: Any) -> dict[str, Any]:
     }
 
 
+def _fetch(e: _Echo, req: Any) -> dict[str, Any]:
+    return {
+        "responses": tuple(
+            e.FetchableTopicResponse(
+                topic=getattr(t, "topic", None),
+                topic_id=getattr(t, "topic_id", None),
+                partitions=tuple(
+                    e.PartitionData(partition_index=p.partition) for p in t.partitions
+                ),
+            )
+            for t in req.topics
+        )
+    }
+
+
+def _metadata(e: _Echo, req: Any) -> dict[str, Any]:
+    return {
+        "topics": tuple(
+            e.MetadataResponseTopic(  # as Kafka: a topic asked for by id gets name ""
+                name="" if t.name is None else t.name, topic_id=getattr(t, "topic_id", None)
+            )
+            for t in req.topics or ()
+        )
+    }
+
+
+def _find_coordinator(e: _Echo, req: Any) -> dict[str, Any]:
+    keys = getattr(req, "coordinator_keys", None)
+    if keys is None:  # v0-3: one coordinator at the top level
+        return {"node_id": -1, "port": -1}
+    return {"coordinators": tuple(e.Coordinator(key=k, node_id=-1, port=-1) for k in keys)}
+
+
+def _topic_partitions(
+    e: _Echo, topic_cls: str, partition_cls: str, topics: Any, partitions: str = "partitions"
+) -> tuple[Any, ...]:
+    return tuple(
+        getattr(e, topic_cls)(
+            name=getattr(t, "name", None),
+            topic_id=getattr(t, "topic_id", None),  # OffsetCommit v10+
+            **{
+                partitions: tuple(
+                    getattr(e, partition_cls)(partition_index=p.partition_index)
+                    for p in t.partitions
+                )
+            },
+        )
+        for t in topics
+    )
+
+
+def _offset_commit(e: _Echo, req: Any) -> dict[str, Any]:
+    topics = _topic_partitions(
+        e, "OffsetCommitResponseTopic", "OffsetCommitResponsePartition", req.topics
+    )
+    return {"topics": topics}
+
+
+def _txn_offset_commit(e: _Echo, req: Any) -> dict[str, Any]:
+    topics = _topic_partitions(
+        e, "TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition", req.topics
+    )
+    return {"topics": topics}
+
+
+def _add_partitions_to_txn(e: _Echo, req: Any) -> dict[str, Any]:
+    def results(topics: Any) -> tuple[Any, ...]:
+        return tuple(
+            e.AddPartitionsToTxnTopicResult(
+                name=t.name,
+                results_by_partition=tuple(
+                    e.AddPartitionsToTxnPartitionResult(partition_index=p) for p in t.partitions
+                ),
+            )
+            for t in topics
+        )
+
+    transactions = getattr(req, "transactions", None)
+    if transactions is None or getattr(req, "v3_and_below_topics", None):  # v0-3, or a client
+        return {"results_by_topic_v3_and_below": results(req.v3_and_below_topics)}
+    return {
+        "results_by_transaction": tuple(
+            e.AddPartitionsToTxnResult(
+                transactional_id=t.transactional_id, topic_results=results(t.topics)
+            )
+            for t in transactions
+        )
+    }
+
+
 ECHOES: dict[int, Callable[[_Echo, Any], dict[str, Any]]] = {
     0: _produce,
+    1: _fetch,
     2: _list_offsets,
+    3: _metadata,
+    8: _offset_commit,
+    10: _find_coordinator,
+    24: _add_partitions_to_txn,
+    28: _txn_offset_commit,
     19: _create_topics,
     20: _delete_topics,
     32: _describe_configs,

@@ -12,6 +12,10 @@ or tagged field runs past the end, if an array declares more elements than bytes
 array element of a request takes at least one byte), or if a null marker is malformed. A body
 that passes can only make kio allocate in proportion to its real size.
 
+A null (length -1, compact length 0) is refused where the schema does not allow one, as
+Kafka's generated readers do ("non-nullable field ... was serialized as null"): kio would
+hand the handler ``None`` where its type promises a tuple or a string.
+
 The walk follows the generated schemas: flexible entities use compact (uvarint + 1) lengths
 and end with a tagged-field section; known tags are walked and must fill their declared size
 exactly; nullable nested structs (KIP-893) carry an int8 marker, -1 null, 1 present.
@@ -62,13 +66,13 @@ def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
-def _primitive_op(kafka_type: str, flexible: bool) -> tuple[int, Any]:
+def _primitive_op(kafka_type: str, flexible: bool, nullable: bool) -> tuple[int, Any]:
     if kafka_type in _FIXED_SIZES:
         return FIXED, _FIXED_SIZES[kafka_type]
     if kafka_type == "string":
-        return (COMPACT, None) if flexible else (STRING16, None)
+        return (COMPACT, nullable) if flexible else (STRING16, nullable)
     if kafka_type in ("bytes", "records"):
-        return (COMPACT, None) if flexible else (BYTES32, None)
+        return (COMPACT, nullable) if flexible else (BYTES32, nullable)
     raise TypeError(f"no bounds rule for kafka type {kafka_type!r}")
 
 
@@ -76,17 +80,18 @@ def _field_op(field: dataclasses.Field[Any], flexible: bool, tagged: bool) -> tu
     tp, optional = _unwrap_optional(field.type)
     if typing.get_origin(tp) is tuple:
         (element, *_rest) = typing.get_args(tp)
-        element, _ = _unwrap_optional(element)
+        element, element_optional = _unwrap_optional(element)
         if dataclasses.is_dataclass(element):
             element_plan = plan_for(element)
         else:
-            element_plan = (_primitive_op(field.metadata["kafka_type"], flexible),)
+            kafka_type = field.metadata["kafka_type"]
+            element_plan = (_primitive_op(kafka_type, flexible, element_optional),)
         fixed = element_plan[0][1] if len(element_plan) == 1 and element_plan[0][0] == FIXED else 0
-        return (COMPACT_ARRAY if flexible else ARRAY32), (element_plan, fixed)
+        return (COMPACT_ARRAY if flexible else ARRAY32), (element_plan, fixed, optional)
     if dataclasses.is_dataclass(tp):
         # Tagged structs are written without a null marker (presence is the tag itself).
         return (NULLABLE_STRUCT if optional and not tagged else STRUCT), plan_for(tp)
-    return _primitive_op(field.metadata["kafka_type"], flexible)
+    return _primitive_op(field.metadata["kafka_type"], flexible, optional)
 
 
 _PLANS: dict[Any, Plan] = {}
@@ -124,12 +129,17 @@ def body_end(cls: type, buf: bytes | bytearray | memoryview, pos: int) -> int:
     return _walk(plan_for(cls), buf, pos, len(buf))
 
 
-def _length(buf: bytes | bytearray | memoryview, pos: int, end: int, fmt: struct.Struct) -> int:
+def _length(
+    buf: bytes | bytearray | memoryview, pos: int, end: int, fmt: struct.Struct, nullable: bool
+) -> int:
+    """A non-compact length; a null (-1) counts 0 where the field may be null."""
     if pos + fmt.size > end:
         raise DecodeError("truncated length")
     (length,) = fmt.unpack_from(buf, pos)
-    if length < -1:
-        raise DecodeError(f"negative length {length}")
+    if length < 0:
+        if length == -1 and nullable:
+            return 0
+        raise DecodeError(f"length {length}" + (" in a non-nullable field" * (length == -1)))
     return int(length)
 
 
@@ -146,6 +156,8 @@ def _walk(plan: Plan, buf: bytes | bytearray | memoryview, pos: int, end: int) -
                 length, pos = read_uvarint(buf, pos, end)
             if length:
                 pos += length - 1
+            elif not arg:
+                raise DecodeError("null in a non-nullable field")
         elif op == TAGS:
             if pos < end and buf[pos] == 0:
                 pos += 1
@@ -159,11 +171,11 @@ def _walk(plan: Plan, buf: bytes | bytearray | memoryview, pos: int, end: int) -
                 count, pos = read_uvarint(buf, pos, end)
             pos = _walk_array(arg, count - 1, buf, pos, end)
         elif op == STRING16:
-            pos += 2 + max(_length(buf, pos, end, _I16), 0)
+            pos += 2 + _length(buf, pos, end, _I16, arg)
         elif op == BYTES32:
-            pos += 4 + max(_length(buf, pos, end, _I32), 0)
+            pos += 4 + _length(buf, pos, end, _I32, arg)
         elif op == ARRAY32:
-            count = _length(buf, pos, end, _I32)
+            count = _length(buf, pos, end, _I32, arg[2])
             pos = _walk_array(arg, count, buf, pos + 4, end)
         elif op == STRUCT:
             pos = _walk(arg, buf, pos, end)
@@ -183,13 +195,20 @@ def _walk(plan: Plan, buf: bytes | bytearray | memoryview, pos: int, end: int) -
 
 
 def _walk_array(
-    element: tuple[Plan, int], count: int, buf: bytes | bytearray | memoryview, pos: int, end: int
+    element: tuple[Plan, int, bool],
+    count: int,
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    end: int,
 ) -> int:
+    """``count`` elements; -1 is null (already refused by ``_length`` where not allowed)."""
     if count > end - pos:
         raise DecodeError(f"array of {count} elements in {end - pos} bytes")
+    plan, fixed_size, nullable = element
+    if count < 0 and not nullable:
+        raise DecodeError("null in a non-nullable array")
     if count <= 0:
         return pos
-    plan, fixed_size = element
     if fixed_size:
         return pos + count * fixed_size
     for _ in range(count):

@@ -19,7 +19,6 @@ so a retry proves nothing. Every waiter of a failed log gets StorageError.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Protocol
 
 import trio
 
+from storage.segment import osio
 from storage.segment.files import FileHandle, fsync_dir
 
 
@@ -55,7 +55,7 @@ class SyncTarget(Protocol):
 
 def _sync_job(job: SyncSnapshot) -> None:
     for fd in job.fds:
-        os.fdatasync(fd)  # appended data and the new file size; mtime need not be durable
+        osio.ops.fdatasync(fd)  # appended data and the new file size; mtime need not be durable
     if job.directory is not None:
         fsync_dir(job.directory)
 

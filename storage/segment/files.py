@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 
 from storage.api import StorageError
+from storage.segment import osio
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -80,8 +81,8 @@ def write_atomic(path: Path, data: Buffer, *, sync_dir: bool = True) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
+            view = view[osio.ops.write(fd, view) :]
+        osio.ops.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)

@@ -33,7 +33,6 @@ reader thread that holds one keeps reading it through its open fd.
 from __future__ import annotations
 
 import logging
-import os
 import struct
 from bisect import bisect_right
 from collections.abc import Callable
@@ -43,7 +42,7 @@ import trio
 
 from storage.api import LogConfig, StorageError, TimestampLookup, TopicPartition
 from storage.log_policy import retention_deletable, segment_expired, should_roll
-from storage.segment import scan
+from storage.segment import osio, scan
 from storage.segment.commit import GroupCommit, SyncSnapshot
 from storage.segment.files import (
     SNAPSHOT_SUFFIX,
@@ -202,7 +201,7 @@ class FileLog:
                 handle = seg.handle()
                 fd = handle.acquire()
                 try:
-                    await trio.to_thread.run_sync(os.fsync, fd)
+                    await trio.to_thread.run_sync(osio.ops.fsync, fd)
                 finally:
                     handle.release()
             except (OSError, StorageError) as exc:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from storage.api import StorageError
-from storage.segment import scan
+from storage.segment import osio, scan
 from storage.segment.files import (
     INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -277,15 +277,15 @@ class Segment:
         assert self.writer is not None and self._handle is not None
         fd, pos, n = self._handle.fd, self.size, len(data)
         try:
-            done = os.pwrite(fd, data, pos)
+            done = osio.ops.pwrite(fd, data, pos)
             while done < n:
-                more = os.pwrite(fd, memoryview(data)[done:], pos + done)
+                more = osio.ops.pwrite(fd, memoryview(data)[done:], pos + done)
                 if more <= 0:
                     raise OSError(errno.ENOSPC, "short write")
                 done += more
         except OSError as exc:
             try:
-                os.ftruncate(fd, pos)
+                osio.ops.ftruncate(fd, pos)
             except OSError as again:
                 raise WriteFailed(f"write failed ({exc}), truncating failed ({again})") from exc
             raise StorageError(f"write to {self.path().name} failed: {exc}") from exc
@@ -297,7 +297,7 @@ class Segment:
     def persist(self, fd: int) -> None:
         """Blocking: fsync the log, then ``write_indexes``. The writer must be finished (no
         more appends) while this runs in a thread."""
-        os.fsync(fd)
+        osio.ops.fsync(fd)
         self.write_indexes()
 
     def write_indexes(self) -> None:

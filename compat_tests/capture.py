@@ -1,0 +1,372 @@
+"""Record golden request frames from the five stock clients (regenerates tests/wire/frames/).
+
+    python -m compat_tests.capture [--out tests/wire/frames] [--clients kcat,kafkajs,...]
+
+How: a kafkad subprocess listens on a free port and *advertises* the port of a relay, a small
+trio TCP proxy on 127.0.0.1 that forwards bytes both ways and cuts the client-to-broker stream
+into request frames. Every client therefore talks to kafkad through the relay only (bootstrap
+and every connection after Metadata). Each client then does, in turn: ApiVersions, Metadata,
+CreateTopics, Produce with each compression codec it supports, ListOffsets and Fetch.
+
+For every (api, version, client[, codec]) the first frame seen is kept, provided the API is one
+of the six above and ``wire.codec.decode_request`` accepts it (a version kafkad does not serve,
+such as the ApiVersions probe at a client's newest version, is reported and skipped). Files are
+``<api>_v<version>_<client>[_<codec>].hex``: one frame, without its 4-byte size prefix, as hex
+on one line with a trailing newline. Frames hold client ids, topic names, timestamps and topic
+ids of the capture run, so a regenerated set differs from the checked-in one in those bytes.
+
+What each client cannot do here: kcat has no admin API (no CreateTopics); kafkajs has no
+consumer without consumer groups (no Fetch), and only gzip without codec plugins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from proxy.registry import served  # noqa: E402
+from wire.codec import decode_request  # noqa: E402
+from wire.errors import ProtocolError  # noqa: E402
+
+API_NAMES = {18: "api_versions", 3: "metadata", 19: "create_topics", 0: "produce"}
+API_NAMES |= {1: "fetch", 2: "list_offsets"}
+CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+CLIENTS = ("kafka_python", "aiokafka", "confluent_kafka", "kcat", "kafkajs")
+TIMEOUT_S = 30
+VALUE = b"golden " * 100  # compressible: librdkafka sends a batch uncompressed if that is smaller
+
+
+# -- the relay ----------------------------------------------------------------------------
+
+
+class Relay:
+    """Forwards 127.0.0.1:port to the broker and records (client tag, frame) pairs."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.upstream = 0  # the broker's port, set once it runs
+        self.tag = "?"
+        self.frames: list[tuple[str, bytes]] = []
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._stop: trio.Event | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+
+    def start(self) -> None:
+        threading.Thread(target=trio.run, args=(self._main,), daemon=True).start()
+        self._ready.wait(10)
+
+    def stop(self) -> None:
+        if self._token is not None and self._stop is not None:
+            trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
+
+    async def _main(self) -> None:
+        self._stop = trio.Event()
+        self._token = trio.lowlevel.current_trio_token()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                functools.partial(trio.serve_tcp, host="127.0.0.1"), self._serve, self.port
+            )
+            self._ready.set()
+            await self._stop.wait()
+            nursery.cancel_scope.cancel()
+
+    async def _serve(self, client: trio.SocketStream) -> None:
+        tag = self.tag
+        try:
+            upstream = await trio.open_tcp_stream("127.0.0.1", self.upstream)
+        except OSError:
+            await client.aclose()
+            return
+        async with client, upstream, trio.open_nursery() as nursery:
+            nursery.start_soon(self._pump, upstream, client, None, nursery.cancel_scope)
+            await self._pump(client, upstream, tag, nursery.cancel_scope)
+
+    async def _pump(
+        self,
+        src: trio.SocketStream,
+        dst: trio.SocketStream,
+        tag: str | None,
+        scope: trio.CancelScope,
+    ) -> None:
+        buf = bytearray()
+        try:
+            while data := await src.receive_some(65536):
+                await dst.send_all(data)
+                if tag is None:
+                    continue
+                buf += data
+                while len(buf) >= 4:
+                    (size,) = struct.unpack_from(">i", buf)
+                    if len(buf) < 4 + size:
+                        break
+                    with self._lock:
+                        self.frames.append((tag, bytes(buf[4 : 4 + size])))
+                    del buf[: 4 + size]
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        scope.cancel()
+
+
+# -- the broker ---------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_broker(data_dir: Path, advertise_port: int) -> tuple[subprocess.Popen[str], int]:
+    args = [sys.executable, "-m", "proxy.cli", "serve", "--listen", "127.0.0.1:0"]
+    args += ["--advertise", f"127.0.0.1:{advertise_port}", "--data-dir", str(data_dir)]
+    proc = subprocess.Popen(
+        args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # "kafkad ready listen=127.0.0.1:PORT advertise=..."
+    listen = line.split()[2]
+    return proc, int(listen.rsplit(":", 1)[1])
+
+
+# -- the clients --------------------------------------------------------------------------
+
+
+def topic() -> str:
+    return f"golden-{uuid.uuid4().hex[:8]}"
+
+
+def run_kafka_python(bootstrap: str) -> None:
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as TP
+    from kafka.admin import NewTopic
+
+    name = topic()
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="golden-kafka-python")
+    admin.create_topics([NewTopic(name, 1, 1)])
+    admin.close()
+    for codec in (None, "gzip", "snappy", "lz4", "zstd"):
+        producer = KafkaProducer(
+            bootstrap_servers=bootstrap, enable_idempotence=False, compression_type=codec
+        )
+        producer.send(name, key=b"k", value=VALUE, timestamp_ms=1_700_000_000_000)
+        producer.flush(TIMEOUT_S)
+        producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=100)
+    tp = TP(name, 0)
+    consumer.assign([tp])
+    consumer.offsets_for_times({tp: 1_700_000_000_000})
+    consumer.seek_to_beginning(tp)
+    _poll_until(lambda: sum(len(b) for b in consumer.poll(timeout_ms=200).values()))
+    consumer.close()
+
+
+def run_aiokafka(bootstrap: str) -> None:
+    async def main() -> None:
+        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+        from aiokafka import TopicPartition as TP
+        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+        name = topic()
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        await admin.create_topics([NewTopic(name, 1, 1)])
+        await admin.close()
+        for codec in (None, "gzip", "snappy", "lz4", "zstd"):
+            producer = AIOKafkaProducer(bootstrap_servers=bootstrap, compression_type=codec)
+            await producer.start()
+            await producer.send_and_wait(name, VALUE, key=b"k")
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+        await consumer.start()
+        tp = TP(name, 0)
+        consumer.assign([tp])
+        await consumer.offsets_for_times({tp: 1_700_000_000_000})
+        await consumer.seek_to_beginning(tp)
+        await asyncio.wait_for(consumer.getone(), TIMEOUT_S)
+        await consumer.stop()
+
+    asyncio.run(main())
+
+
+def run_confluent_kafka(bootstrap: str) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = topic()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(name, 1, 1)]).values():
+        fut.result(TIMEOUT_S)
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": False,
+                "compression.codec": codec,
+            }
+        )
+        producer.produce(name, VALUE, b"k")
+        assert producer.flush(TIMEOUT_S) == 0
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "golden", "enable.auto.commit": False}
+    )
+    consumer.offsets_for_times([TopicPartition(name, 0, 1_700_000_000_000)], TIMEOUT_S)
+    consumer.assign([TopicPartition(name, 0, 0)])
+    _poll_until(lambda: consumer.poll(0.2) is not None)
+    consumer.close()
+
+
+def run_kcat(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    exe = shutil.which("kcat")
+    assert exe is not None, "kcat is not installed: run scripts/install-client-tools"
+    name = topic()
+    relay_tag = RELAY.tag
+    RELAY.tag = "setup"  # kcat cannot create topics: confluent-kafka does, unrecorded
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(name, 1, 1)]).values():
+        fut.result(TIMEOUT_S)
+    RELAY.tag = relay_tag
+    base = [exe, "-b", bootstrap, "-m", "10"]
+    lines = ("golden " * 40 + "\n") * 5
+    run: dict[str, Any] = dict(capture_output=True, text=True, timeout=TIMEOUT_S, check=True)
+    subprocess.run([*base, "-L", "-t", name], **run)
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+        subprocess.run([*base, "-P", "-t", name, "-z", codec], input=lines, **run)
+    subprocess.run([*base, "-Q", "-t", f"{name}:0:1700000000000"], **run)
+    subprocess.run([*base, "-C", "-t", name, "-o", "beginning", "-e"], **run)
+
+
+def run_kafkajs(bootstrap: str) -> None:
+    driver = REPO / "compat_tests" / "kafkajs" / "driver.js"
+    name = topic()
+    value = "Z29sZGVu"  # base64 "golden"
+    ops: list[dict[str, object]] = [{"op": "createTopics", "topics": [{"topic": name}]}]
+    for codec in ("none", "gzip"):
+        message = {"key": None, "value": value}
+        ops.append(
+            {"op": "send", "topic": name, "acks": -1, "compression": codec, "messages": [message]}
+        )
+    ops.append({"op": "fetchTopicOffsets", "topic": name})
+    ops.append(
+        {"op": "fetchTopicOffsetsByTimestamp", "topic": name, "timestamp": 1_700_000_000_000}
+    )
+    proc = subprocess.run(
+        ["node", str(driver)],
+        input=json.dumps({"brokers": [bootstrap], "ops": ops}),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S * 2,
+        check=True,
+    )
+    assert '"results"' in proc.stdout, proc.stdout + proc.stderr
+
+
+def _poll_until(step: Callable[[], object]) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while not step():
+        assert time.monotonic() < deadline, "no records consumed"
+
+
+RUNNERS: dict[str, Callable[[str], None]] = {
+    "kafka_python": run_kafka_python,
+    "aiokafka": run_aiokafka,
+    "confluent_kafka": run_confluent_kafka,
+    "kcat": run_kcat,
+    "kafkajs": run_kafkajs,
+}
+RELAY: Relay
+
+
+# -- choosing and writing frames ----------------------------------------------------------
+
+
+def frame_name(frame: bytes, client: str) -> str | None:
+    """The fixture name of a frame worth keeping, or None."""
+    supported = served()
+    try:
+        header, body = decode_request(frame, supported)
+    except ProtocolError:
+        return None
+    api = API_NAMES.get(header.api_key)
+    if api is None:
+        return None
+    name = f"{api}_v{header.api_version}_{client}"
+    if header.api_key == 0:
+        records = body.topic_data[0].partition_data[0].records or b""
+        if len(records) > 22:
+            codec = struct.unpack_from(">h", records, 21)[0] & 0x7
+            name += f"_{CODEC_NAMES.get(codec, str(codec))}"
+    return name
+
+
+def write_frames(frames: list[tuple[str, bytes]], out: Path) -> dict[str, int]:
+    kept: dict[str, bytes] = {}
+    skipped: dict[str, int] = {}
+    for client, frame in frames:
+        if client not in CLIENTS:
+            continue
+        name = frame_name(frame, client)
+        if name is None:
+            api_key, version = struct.unpack_from(">hh", frame)
+            key = f"{client} api {api_key} v{version}"
+            skipped[key] = skipped.get(key, 0) + 1
+        elif name not in kept:
+            kept[name] = frame
+    out.mkdir(parents=True, exist_ok=True)
+    for name, frame in sorted(kept.items()):
+        (out / f"{name}.hex").write_text(frame.hex() + "\n")
+        print(f"wrote {name}.hex ({len(frame)} bytes)")
+    return skipped
+
+
+def main() -> None:
+    global RELAY
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(REPO / "tests" / "wire" / "frames"))
+    parser.add_argument("--clients", default=",".join(CLIENTS))
+    args = parser.parse_args()
+    RELAY = Relay(free_port())  # the broker advertises the relay's port
+    RELAY.start()
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, RELAY.upstream = start_broker(Path(tmp), RELAY.port)
+        try:
+            bootstrap = f"127.0.0.1:{RELAY.port}"
+            for client in args.clients.split(","):
+                RELAY.tag = client
+                print(f"--- {client}", flush=True)
+                RUNNERS[client](bootstrap)
+                RELAY.tag = "after"
+        finally:
+            RELAY.stop()
+            proc.terminate()
+            proc.wait(10)
+    skipped = write_frames(RELAY.frames, Path(args.out))
+    for key, n in sorted(skipped.items()):
+        print(f"skipped {n} frame(s): {key}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("KAFKAJS_NO_PARTITIONER_WARNING", "1")
+    main()

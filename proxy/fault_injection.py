@@ -1,0 +1,180 @@
+"""Fault injection: make chosen APIs fail, stall or lose their connection, on purpose.
+
+Off by default. For kafkad's own tests and for users' compatibility runs ("does my client
+survive NOT_COORDINATOR?"), set the broker config ``kafkad.fault.injection`` to a spec::
+
+    seed=7; produce:error=not_leader_or_follower@0.3; fetch,list_offsets:delay=250@0.1; *:drop@0.01
+
+A spec is items separated by ``;``. ``seed=N`` seeds the random draws (default 0), so a run
+that sends the same requests in the same order sees the same faults. Every other item is a
+rule ``APIS:ACTION[@PROBABILITY]`` (probability 0..1, default 1):
+
+* ``APIS``: API names in snake case (``produce``, ``find_coordinator``) or numeric keys,
+  separated by ``,``; ``*`` is every API except ApiVersions (name that one to include it).
+* ``ACTION``:
+  - ``error=NAME``: answer without running the handler, with error NAME (any ``ErrorCode``
+    name, any case: ``NOT_COORDINATOR``, ``coordinator_load_in_progress``,
+    ``CONCURRENT_TRANSACTIONS``, ``REQUEST_TIMED_OUT``...) on every item of the API's own
+    response shape (``proxy.error_replies.error_reply``). Nothing is executed, so a retry
+    never duplicates a write. An acks=0 Produce has no response: its connection is closed, as
+    Kafka does for a failed acks=0 produce.
+  - ``delay=MS``: wait MS milliseconds before handling the request (trio's clock).
+  - ``drop``: close the connection without handling the request.
+  - ``drop_after``: handle the request, then close the connection without answering (the
+    write happened, the client never hears of it: the case idempotent producers exist for).
+
+Each rule that matches a request draws once from the seeded generator, in spec order. Delays
+add up; the first ``error`` that fires wins; a firing ``drop`` beats everything else. The draws
+are per broker, so with several connections the interleaving of their requests decides which
+request sees which fault: deterministic for one connection, reproducible in distribution
+otherwise.
+
+Pure: ``parse_spec`` and ``FaultInjector.decide`` do no I/O and never await; the dispatcher
+(``proxy/dispatch.py``) acts on the returned ``Fault``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map
+
+API_VERSIONS_KEY = 18
+ACTIONS = ("error", "delay", "drop", "drop_after")
+
+
+def _api_names() -> Mapping[str, int]:
+    # kio's names are the schema names in snake case: "produce", "find_coordinator", ...
+    return {name: int(key) for key, name in api_key_map.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    api_keys: frozenset[int] | None  # None: every API but ApiVersions
+    action: str  # one of ACTIONS
+    error: ErrorCode | None = None
+    delay_ms: int = 0
+    probability: float = 1.0
+
+    def matches(self, api_key: int) -> bool:
+        if self.api_keys is None:
+            return api_key != API_VERSIONS_KEY
+        return api_key in self.api_keys
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSpec:
+    seed: int
+    rules: tuple[Rule, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """What to do with one request; ``Fault()`` is "nothing"."""
+
+    error: ErrorCode | None = None
+    delay_ms: int = 0
+    drop: bool = False  # close before handling
+    drop_after: bool = False  # handle, then close without answering
+
+    @property
+    def none(self) -> bool:
+        return self == NO_FAULT
+
+
+NO_FAULT = Fault()
+
+
+def parse_spec(text: str) -> FaultSpec | None:
+    """The spec of ``kafkad.fault.injection``; None for an empty one; ValueError if malformed."""
+    seed, rules = 0, []
+    names = _api_names()
+    for raw in text.split(";"):
+        item = raw.strip()
+        if not item:
+            continue
+        if item.startswith("seed="):
+            seed = int(item[5:])
+            continue
+        apis, sep, rest = item.partition(":")
+        if not sep:
+            raise ValueError(f"fault rule {item!r}: expected APIS:ACTION[@PROBABILITY]")
+        action_text, at, prob_text = rest.partition("@")
+        probability = float(prob_text) if at else 1.0
+        if not 0.0 <= probability <= 1.0:
+            raise ValueError(f"fault rule {item!r}: probability must be within 0..1")
+        rules.append(_rule(item, apis.strip(), action_text.strip(), probability, names))
+    return FaultSpec(seed, tuple(rules)) if rules else None
+
+
+def _rule(
+    item: str, apis: str, action_text: str, probability: float, names: Mapping[str, int]
+) -> Rule:
+    keys: frozenset[int] | None = None
+    if apis != "*":
+        found = set()
+        for api in apis.split(","):
+            api = api.strip().lower()
+            if api.isdigit():
+                found.add(int(api))
+            elif api in names:
+                found.add(names[api])
+            else:
+                raise ValueError(f"fault rule {item!r}: unknown API {api!r}")
+        keys = frozenset(found)
+    action, eq, arg = action_text.partition("=")
+    if action == "error" and eq:
+        try:
+            code = ErrorCode[arg.strip().lower()]
+        except KeyError:
+            raise ValueError(f"fault rule {item!r}: unknown error {arg!r}") from None
+        return Rule(keys, action, error=code, probability=probability)
+    if action == "delay" and eq:
+        delay = int(arg)
+        if delay < 0:
+            raise ValueError(f"fault rule {item!r}: negative delay")
+        return Rule(keys, action, delay_ms=delay, probability=probability)
+    if action in ("drop", "drop_after") and not eq:
+        return Rule(keys, action, probability=probability)
+    raise ValueError(
+        f"fault rule {item!r}: action must be error=NAME, delay=MS, drop or drop_after"
+    )
+
+
+class FaultInjector:
+    """A spec plus its seeded generator: one per broker."""
+
+    def __init__(self, spec: FaultSpec) -> None:
+        self.spec = spec
+        self._rng = random.Random(spec.seed)
+        self.injected = 0  # requests that got a fault (tests, logs)
+
+    def decide(self, api_key: int) -> Fault:
+        error: ErrorCode | None = None
+        delay = 0
+        drop = drop_after = False
+        for rule in self.spec.rules:
+            if not rule.matches(api_key):
+                continue
+            if self._rng.random() >= rule.probability:
+                continue
+            if rule.action == "error":
+                error = error or rule.error
+            elif rule.action == "delay":
+                delay += rule.delay_ms
+            elif rule.action == "drop":
+                drop = True
+            else:
+                drop_after = True
+        fault = Fault(error, delay, drop, drop_after)
+        if fault != NO_FAULT:
+            self.injected += 1
+        return fault
+
+
+def injector_from_config(text: str) -> FaultInjector | None:
+    spec = parse_spec(text)
+    return FaultInjector(spec) if spec is not None else None
