@@ -21,8 +21,18 @@ when the partition is opened: the newest valid snapshot at or below the log end 
 replay of the batch headers after it (records are never decoded). Only the two newest snapshots
 are kept.
 
-kafkad is a single-replica broker: the high watermark is the log end offset, and the last
-stable offset equals it until transactions arrive (a later issue).
+kafkad is a single-replica broker: the high watermark is the log end offset.
+
+Transactions (spec eos.md §3.2 step 6, §4.10, §5.1-5.2): the first transactional batch of a
+producer opens a transaction at its base offset (after the KIP-890 ``verify`` callback agreed);
+the producer state keeps the open transactions (``ProducerStateManager.ongoing``), and the last
+stable offset is min(first offset of the earliest open one, high watermark). ``write_marker``
+appends a COMMIT/ABORT control batch, closes the producer's transaction, adds an
+aborted-transaction index entry for an ABORT of a transaction that wrote data here, and wakes
+long polls (a read_committed fetch waits for the LSO, which only markers move past an open
+transaction). The aborted index is part of the producer snapshot (format version 2) and is
+rebuilt by the replay from the markers in the log tail (only control records are read, never
+data records); retention drops entries that end below the new log start offset.
 
 Long polls: a Fetch that wants more data registers a ``trio.Event`` with every partition it
 reads; each append sets (and forgets) the events registered with it.
@@ -33,14 +43,16 @@ from __future__ import annotations
 import logging
 import struct
 import uuid
+from collections.abc import Callable
 
 import crc32c
 import trio
 from kio.schema.errors import ErrorCode
 
 from storage.api import LogConfig, PartitionLog, StorageError, TimestampLookup, TopicPartition
-from storage.producer_snapshot import SnapshotError, decode_snapshot, encode_snapshot
+from storage.producer_snapshot import SnapshotError, encode_snapshot, read_snapshot
 from storage.producer_state import (
+    AbortedTxn,
     BatchMetadata,
     ProducerAppendInfo,
     ProducerStateEntry,
@@ -50,7 +62,10 @@ from wire.records import (
     ATTR_TIMESTAMP_TYPE,
     CRC_START,
     BatchHeader,
+    RecordBatchError,
+    build_control_batch,
     iter_batches,
+    read_end_txn_marker,
     set_base_offset,
     set_partition_leader_epoch,
 )
@@ -63,6 +78,16 @@ _CRC = struct.Struct(">I")
 LEADER_EPOCH = 0  # one node, never re-elected: every partition stays at leader epoch 0
 SNAPSHOTS_KEPT = 2
 REPLAY_READ_BYTES = 8 * 1024 * 1024
+
+
+def _read_marker(tp: TopicPartition, batch: bytes) -> tuple[bool, int] | None:
+    """(commit, coordinator epoch) of a marker batch; None for other control batches."""
+    try:
+        marker = read_end_txn_marker(batch)
+    except RecordBatchError as exc:
+        log.warning("%s: unreadable control batch: %s", tp, exc)
+        return None
+    return None if marker is None else (marker.commit, marker.coordinator_epoch)
 
 
 def stamp_log_append_time(buf: bytearray, now_ms: int) -> None:
@@ -99,31 +124,62 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.log.log_end_offset
+        """min(first offset of the earliest open transaction, HW) (spec §5.1)."""
+        hw = self.log.log_end_offset
+        first = self.producers.first_unstable_offset()
+        return hw if first is None else min(first, hw)
 
     @property
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
+    def has_open_transaction(self, producer_id: int) -> bool:
+        return producer_id in self.producers.ongoing
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping
+        [fetch_offset, upper_bound) (spec §5.3), in abort order."""
+        return self.producers.aborted_transactions(fetch_offset, upper_bound)
+
     async def append(
-        self, data: bytes, header: BatchHeader, now_ms: int
+        self,
+        data: bytes,
+        header: BatchHeader,
+        now_ms: int,
+        *,
+        coordinator: bool = False,
+        verify: Callable[[], ErrorCode] | None = None,
     ) -> tuple[int, int] | ErrorCode:
         """Append one validated client batch; returns (base offset, log append time or -1), or
-        the error that refused it (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER). A
-        duplicate of a retained batch returns that batch's original offset and append time.
+        the error that refused it (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER,
+        INVALID_TXN_STATE). A duplicate of a retained batch returns that batch's original
+        offset and append time.
+
+        ``coordinator`` is Kafka's AppendOrigin.COORDINATOR (TxnOffsetCommit's batch on
+        ``__consumer_offsets``): the epoch is checked, the sequence is not. ``verify`` is the
+        KIP-890 transaction verification: called, under the lock and after the duplicate and
+        epoch checks (KAFKA-19690), for a transactional batch of a producer that has no
+        transaction open here; anything but NONE refuses the batch with that code.
 
         Raises ``storage.api.StorageError`` if the write failed (nothing is acknowledged)."""
         async with self._lock:
             info: ProducerAppendInfo | None = None
             if header.producer_id >= 0:
                 checked = self.producers.prepare_update(
-                    header, now_ms if self.log_append_time else None
+                    header, now_ms if self.log_append_time else None, coordinator=coordinator
                 )
                 if isinstance(checked, ErrorCode):
                     return checked
                 if isinstance(checked, BatchMetadata):
                     return checked.first_offset, (checked.timestamp if self.log_append_time else -1)
                 info = checked
+                if (
+                    verify is not None
+                    and info.is_transactional
+                    and not self.has_open_transaction(info.producer_id)
+                    and (code := verify()) is not ErrorCode.none
+                ):
+                    return code
             base = self.log.log_end_offset
             buf = bytearray(data)
             set_base_offset(buf, 0, base)
@@ -133,16 +189,59 @@ class Partition:
             if self.log_append_time:
                 stamp_log_append_time(buf, now_ms)
                 append_time = max_ts = now_ms
-            segment_before = self.log.active_segment_base
-            await self.log.append(base, base + header.last_offset_delta, max_ts, bytes(buf))
-            rolled = self.log.active_segment_base != segment_before
-            snapshot = encode_snapshot(base, list(self.producers)) if rolled and base > 0 else None
+            await self._append_locked(base, base + header.last_offset_delta, max_ts, bytes(buf))
             if info is not None:
                 self.producers.update(info, base)
-            if snapshot is not None:
-                await self._write_snapshot(base, snapshot)
         self.wake_waiters()
         return base, append_time
+
+    async def _append_locked(
+        self, base: int, last: int, max_ts: int, data: bytes
+    ) -> None:
+        """Write to the log; if that rolled a segment, snapshot the producer state as it was
+        before this batch (the caller applies the batch afterwards)."""
+        segment_before = self.log.active_segment_base
+        await self.log.append(base, last, max_ts, data)
+        if self.log.active_segment_base != segment_before and base > 0:
+            await self._write_snapshot(base, self._encode_snapshot(base))
+
+    def _encode_snapshot(self, offset: int) -> bytes:
+        return encode_snapshot(offset, list(self.producers), self.producers.aborted)
+
+    async def write_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        now_ms: int,
+    ) -> int | ErrorCode:
+        """Append a COMMIT/ABORT control batch for the producer (spec §4.10, partition-leader
+        side) and close its open transaction here; returns the marker's offset, or
+        INVALID_PRODUCER_EPOCH (marker epoch below the producer's) /
+        TRANSACTION_COORDINATOR_FENCED (coordinator epoch below the last marker's). An ABORT of
+        a transaction that wrote data here adds an aborted-index entry. A marker for a
+        producer with nothing open here is legal. Raises ``StorageError``."""
+        async with self._lock:
+            code = self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            if code is not ErrorCode.none:
+                return code
+            base = self.log.log_end_offset
+            batch = build_control_batch(
+                producer_id,
+                producer_epoch,
+                commit,
+                coordinator_epoch,
+                base,
+                now_ms,
+                partition_leader_epoch=LEADER_EPOCH,
+            )
+            await self._append_locked(base, base, now_ms, batch)
+            self.producers.complete_txn(
+                producer_id, producer_epoch, commit, coordinator_epoch, base, now_ms
+            )
+        self.wake_waiters()
+        return base
 
     # -- producer state ----------------------------------------------------------------------
 
@@ -165,39 +264,56 @@ class Partition:
             except StorageError as exc:
                 log.warning("%s: no producer snapshot at shutdown: %s", self.tp, exc)
                 return
-            await self._write_snapshot(end, encode_snapshot(end, list(self.producers)))
+            await self._write_snapshot(end, self._encode_snapshot(end))
 
     async def load_producer_state(self) -> None:
-        """Rebuild the producer state: newest valid snapshot <= the log end, then replay."""
+        """Rebuild the producer state: newest valid snapshot <= the log end, then replay
+        (markers are read from their control record: commit/abort and coordinator epoch)."""
         async with self._lock:
             end = self.log.log_end_offset
             start = 0
             entries: list[ProducerStateEntry] = []
+            aborted: list[AbortedTxn] = []
             for offset in reversed(await self.log.producer_snapshots()):
                 if offset > end:  # its log tail was lost in a crash
                     await self.log.delete_producer_snapshot(offset)
                     continue
                 data = await self.log.read_producer_snapshot(offset)
                 try:
-                    taken_at, entries = decode_snapshot(data or b"")
+                    taken_at, entries, aborted = read_snapshot(data or b"")
                 except SnapshotError as exc:
                     log.warning("%s: skipping snapshot %d: %s", self.tp, offset, exc)
                     continue
                 if taken_at != offset:
                     log.warning("%s: snapshot %d says offset %d", self.tp, offset, taken_at)
+                    entries, aborted = [], []
                     continue
                 start = offset
                 break
-            self.producers.load(entries)
+            self.producers.load(entries, aborted)
             position = max(start, self.log.log_start_offset)
             while position < end:
                 chunk = await self.log.read(position, REPLAY_READ_BYTES)
                 if not chunk:
                     break
-                for _, h in iter_batches(chunk):
+                for pos, h in iter_batches(chunk):
                     if h.last_offset >= position:
-                        self.producers.replay(h)
+                        marker = None
+                        if h.is_control and h.producer_id >= 0:
+                            marker = _read_marker(self.tp, chunk[pos : pos + h.total_size])
+                        self.producers.replay(h, marker)
                     position = max(position, h.last_offset + 1)
+            self.producers.truncate_aborted(self.log.log_start_offset)
+
+    async def apply_retention(self, now_ms: int) -> int:
+        """Retention on the log, then forget aborted transactions below the new log start."""
+        deleted = await self.log.apply_retention(now_ms)
+        self.producers.truncate_aborted(self.log.log_start_offset)
+        return deleted
+
+    async def delete_before(self, offset: int) -> None:
+        await self.log.delete_before(offset)
+        self.producers.truncate_aborted(self.log.log_start_offset)
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
         return self.producers.remove_expired(now_ms, expiration_ms)

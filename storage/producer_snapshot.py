@@ -15,7 +15,7 @@ is deleted, a corrupt one is skipped for an older one, and with none the whole l
 Layout (big-endian)::
 
     magic            4 bytes  b"KPS1"
-    version          int16    1
+    version          int16    2
     body:
       offset         int64    the log end offset the snapshot was taken at
       producer count int32
@@ -28,15 +28,23 @@ Layout (big-endian)::
         batch count               uint8   0..5, oldest first
         batches, each: first_seq int32, last_seq int32, first_offset int64,
                        last_offset int64, timestamp int64
+      aborted count  int32    (version 2) the aborted-transaction index, in abort order:
+      aborted, each: producer_id int64, first_offset int64, last_offset int64,
+                     last_stable_offset int64
     crc              uint32   CRC-32C of the body
 
 Differences from Kafka's v1 format (version, CRC, then one fixed row per producer with only the
 newest batch): we keep every retained batch, so the 5-batch dedupe window survives a restart
 whole instead of shrinking to one batch (spec §3.4 recommends this). The transactional fields
 (coordinator epoch, open transaction's first offset) are in the row already; the ongoing
-transactions of the partition are exactly the rows with a first offset >= 0. The aborted
-transaction index is not part of this format (Kafka keeps it in ``.txnindex`` files).
-Version 1 is the only one; a reader refuses anything else.
+transactions of the partition are exactly the rows with a first offset >= 0. Version 2 adds the
+aborted-transaction index (Kafka keeps it in one ``.txnindex`` file per segment): the entries
+of aborts below ``offset``, so start-up needs the snapshot plus a replay of the tail (which
+re-creates the entries of later aborts from their markers) instead of a whole-log scan. The
+index is rewritten whole with every snapshot; entries that end below the log start offset are
+dropped when retention moves it, which bounds it by the retained log. A reader refuses every
+other version: a version-1 snapshot (written before transactions existed) is skipped and the
+log is replayed from its start, which rebuilds the same state.
 """
 
 from __future__ import annotations
@@ -61,7 +69,12 @@ from construct import (
     this,
 )
 
-from storage.producer_state import NUM_BATCHES_TO_RETAIN, BatchMetadata, ProducerStateEntry
+from storage.producer_state import (
+    NUM_BATCHES_TO_RETAIN,
+    AbortedTxn,
+    BatchMetadata,
+    ProducerStateEntry,
+)
 
 _BATCH = Struct(
     "first_seq" / Int32sb,
@@ -78,13 +91,20 @@ _PRODUCER = Struct(
     "last_timestamp" / Int64sb,
     "batches" / PrefixedArray(Int8ub, _BATCH),
 )
+_ABORTED = Struct(
+    "producer_id" / Int64sb,
+    "first_offset" / Int64sb,
+    "last_offset" / Int64sb,
+    "last_stable_offset" / Int64sb,
+)
 _BODY = Struct(
     "offset" / Int64sb,
     "producers" / PrefixedArray(Int32ub, _PRODUCER),
+    "aborted" / PrefixedArray(Int32ub, _ABORTED),
 )
 SNAPSHOT = Struct(
     "magic" / Const(b"KPS1"),
-    "version" / Const(1, Int16sb),
+    "version" / Const(2, Int16sb),
     "body" / RawCopy(_BODY),
     "crc" / Checksum(Int32ub, lambda data: crc32c.crc32c(data), this.body.data),
     Terminated,
@@ -95,7 +115,9 @@ class SnapshotError(ValueError):
     """The bytes are not a valid snapshot (wrong magic or version, bad CRC, truncated)."""
 
 
-def encode_snapshot(offset: int, entries: list[ProducerStateEntry]) -> bytes:
+def encode_snapshot(
+    offset: int, entries: list[ProducerStateEntry], aborted: list[AbortedTxn] | None = None
+) -> bytes:
     producers = [
         {
             "producer_id": e.producer_id,
@@ -116,12 +138,30 @@ def encode_snapshot(offset: int, entries: list[ProducerStateEntry]) -> bytes:
         }
         for e in sorted(entries, key=lambda e: e.producer_id)
     ]
-    body: dict[str, Any] = {"offset": offset, "producers": producers}
+    body: dict[str, Any] = {
+        "offset": offset,
+        "producers": producers,
+        "aborted": [
+            {
+                "producer_id": a.producer_id,
+                "first_offset": a.first_offset,
+                "last_offset": a.last_offset,
+                "last_stable_offset": a.last_stable_offset,
+            }
+            for a in aborted or []
+        ],
+    }
     return bytes(SNAPSHOT.build({"body": {"value": body}}))
 
 
 def decode_snapshot(data: bytes) -> tuple[int, list[ProducerStateEntry]]:
     """(offset, entries). Raises ``SnapshotError``."""
+    offset, entries, _ = read_snapshot(data)
+    return offset, entries
+
+
+def read_snapshot(data: bytes) -> tuple[int, list[ProducerStateEntry], list[AbortedTxn]]:
+    """(offset, entries, aborted-transaction index). Raises ``SnapshotError``."""
     try:
         parsed = SNAPSHOT.parse(data)
     except (ConstructError, ValueError) as exc:
@@ -148,4 +188,8 @@ def decode_snapshot(data: bytes) -> tuple[int, list[ProducerStateEntry]]:
                 last_timestamp=p.last_timestamp,
             )
         )
-    return int(body.offset), entries
+    aborted = [
+        AbortedTxn(a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset)
+        for a in body.aborted
+    ]
+    return int(body.offset), entries, aborted

@@ -67,7 +67,10 @@ INT32_MAX = 2**31 - 1
 
 
 def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
-    """The batch's last sequence: base + delta, wrapping after 2^31-1 to 0."""
+    """The batch's last sequence: base + delta, wrapping after 2^31-1 to 0 (NO_SEQUENCE stays
+    NO_SEQUENCE: coordinator batches carry none)."""
+    if base_sequence == NO_SEQUENCE:
+        return NO_SEQUENCE
     return (base_sequence + last_offset_delta) % (INT32_MAX + 1)
 
 
@@ -188,11 +191,24 @@ class ProducerAppendInfo:
     is_transactional: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """One entry of the aborted-transaction index (spec §5.2, Kafka's ``AbortedTxn``)."""
+
+    producer_id: int
+    first_offset: int  # the transaction's first data batch on this partition
+    last_offset: int  # the ABORT marker's offset
+    last_stable_offset: int  # the LSO once the abort completed
+
+
 class ProducerStateManager:
-    """The producer entries of one partition."""
+    """The producer entries of one partition, its ongoing transactions and its
+    aborted-transaction index."""
 
     def __init__(self) -> None:
         self.producers: dict[int, ProducerStateEntry] = {}
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        self.aborted: list[AbortedTxn] = []  # in abort order (not first-offset order)
 
     def __len__(self) -> int:
         return len(self.producers)
@@ -203,21 +219,36 @@ class ProducerStateManager:
     def get(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
 
+    # -- data batches ------------------------------------------------------------------------
+
     def prepare_update(
-        self, header: BatchHeader, max_timestamp: int | None = None
+        self, header: BatchHeader, max_timestamp: int | None = None, *, coordinator: bool = False
     ) -> ProducerAppendInfo | BatchMetadata | ErrorCode:
         """Check a client batch with a producer id (nothing changes). ``max_timestamp``
-        overrides the header's (LogAppendTime topics pass the append time)."""
+        overrides the header's (LogAppendTime topics pass the append time). ``coordinator``:
+        Kafka's AppendOrigin.COORDINATOR (TxnOffsetCommit's batch): only the epoch is checked,
+        no duplicate or sequence check."""
         pid, epoch, first = header.producer_id, header.producer_epoch, header.base_sequence
         last = last_sequence(first, header.last_offset_delta)
-        facts = BatchFacts(self.producers.get(pid), epoch, first, last)
-        outcome = check_append(facts)
-        if outcome is Check.DUPLICATE:
-            dup = facts.duplicate
-            assert dup is not None
-            return dup
-        if isinstance(outcome, ErrorCode):
-            return outcome
+        entry = self.producers.get(pid)
+        if coordinator:
+            if entry is not None and epoch < entry.producer_epoch:
+                return ErrorCode.invalid_producer_epoch
+        else:
+            facts = BatchFacts(entry, epoch, first, last)
+            outcome = check_append(facts)
+            if outcome is Check.DUPLICATE:
+                dup = facts.duplicate
+                assert dup is not None
+                return dup
+            if isinstance(outcome, ErrorCode):
+                return outcome
+        if (
+            entry is not None
+            and entry.current_txn_first_offset != NO_OFFSET
+            and not header.is_transactional
+        ):
+            return ErrorCode.invalid_txn_state  # "Expected transactional write from producer"
         ts = header.max_timestamp if max_timestamp is None else max_timestamp
         return ProducerAppendInfo(
             pid, epoch, first, last, header.last_offset_delta, ts, header.is_transactional
@@ -240,20 +271,89 @@ class ProducerStateManager:
         )
         if info.is_transactional and entry.current_txn_first_offset == NO_OFFSET:
             entry.current_txn_first_offset = first_offset
+            self.ongoing[info.producer_id] = first_offset
 
-    def replay(self, header: BatchHeader) -> None:
+    # -- transaction markers -----------------------------------------------------------------
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> ErrorCode:
+        """Spec §4.10, partition-leader side (TV1: a marker epoch equal to the entry's is fine)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return ErrorCode.none
+        if epoch < entry.producer_epoch:
+            return ErrorCode.invalid_producer_epoch
+        if coordinator_epoch < entry.coordinator_epoch:
+            return ErrorCode.transaction_coordinator_fenced
+        return ErrorCode.none
+
+    def complete_txn(
+        self,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        marker_offset: int,
+        timestamp: int,
+    ) -> AbortedTxn | None:
+        """Apply a COMMIT/ABORT marker written at ``marker_offset`` (no checks). Returns the
+        aborted-index entry it added (ABORT of a transaction that wrote data here), else None."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerStateEntry(producer_id)
+        first = entry.current_txn_first_offset
+        entry.set_epoch(epoch)
+        entry.coordinator_epoch = coordinator_epoch
+        entry.current_txn_first_offset = NO_OFFSET
+        entry.last_timestamp = timestamp
+        self.ongoing.pop(producer_id, None)
+        if first == NO_OFFSET or commit:
+            return None
+        lso = min(self.ongoing.values(), default=marker_offset + 1)
+        aborted = AbortedTxn(producer_id, first, marker_offset, lso)
+        self.aborted.append(aborted)
+        return aborted
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest open transaction, None if none is open."""
+        return min(self.ongoing.values(), default=None)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of every aborted transaction overlapping
+        [fetch_offset, upper_bound) (spec §5.3), in index order."""
+        return [
+            (a.producer_id, a.first_offset)
+            for a in self.aborted
+            if a.last_offset >= fetch_offset and a.first_offset < upper_bound
+        ]
+
+    def truncate_aborted(self, log_start_offset: int) -> None:
+        """Forget aborted transactions that ended below the log start offset."""
+        self.aborted = [a for a in self.aborted if a.last_offset >= log_start_offset]
+
+    # -- replay, expiration, load ------------------------------------------------------------
+
+    def replay(
+        self, header: BatchHeader, marker: tuple[bool, int] | None = None
+    ) -> AbortedTxn | None:
         """Re-apply a batch read back from the log (no checks). Batches without a producer id
-        are ignored."""
+        are ignored. A control batch needs ``marker`` = (commit, coordinator epoch) from its
+        record; control batches of other kinds (None) are ignored, as Kafka does."""
         if header.producer_id < 0:
-            return
+            return None
         if header.is_control:
-            entry = self.producers.setdefault(
-                header.producer_id, ProducerStateEntry(header.producer_id)
+            if marker is None:
+                return None
+            commit, coordinator_epoch = marker
+            return self.complete_txn(
+                header.producer_id,
+                header.producer_epoch,
+                commit,
+                coordinator_epoch,
+                header.base_offset,
+                header.max_timestamp,
             )
-            entry.set_epoch(header.producer_epoch)
-            entry.current_txn_first_offset = NO_OFFSET
-            entry.last_timestamp = header.max_timestamp
-            return
         self.update(
             ProducerAppendInfo(
                 header.producer_id,
@@ -266,6 +366,7 @@ class ProducerStateManager:
             ),
             header.base_offset,
         )
+        return None
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> list[int]:
         """Drop idle entries without an open transaction; returns the ids dropped."""
@@ -279,5 +380,13 @@ class ProducerStateManager:
             del self.producers[pid]
         return gone
 
-    def load(self, entries: list[ProducerStateEntry]) -> None:
+    def load(
+        self, entries: list[ProducerStateEntry], aborted: list[AbortedTxn] | None = None
+    ) -> None:
         self.producers = {e.producer_id: e for e in entries}
+        self.ongoing = {
+            e.producer_id: e.current_txn_first_offset
+            for e in entries
+            if e.current_txn_first_offset != NO_OFFSET
+        }
+        self.aborted = list(aborted or [])

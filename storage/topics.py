@@ -220,5 +220,5 @@ class TopicManager:
         for topic in list(self._topics.values()):
             for p in topic.partitions:
                 if not p.deleted:
-                    deleted += await p.log.apply_retention(now_ms)
+                    deleted += await p.apply_retention(now_ms)
         return deleted

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from storage.producer_snapshot import decode_snapshot, encode_snapshot
 from storage.producer_state import (
     INT32_MAX,
+    AbortedTxn,
     BatchMetadata,
     ProducerAppendInfo,
     ProducerStateEntry,
@@ -189,10 +190,13 @@ def test_replay_of_a_marker_moves_the_epoch_and_closes_the_transaction() -> None
     m.replay(replace(header(0, 0, 2), attributes=ATTR_TRANSACTIONAL, base_offset=10))
     entry = m.get(PID)
     assert entry is not None and entry.current_txn_first_offset == 10
-    m.replay(
-        replace(header(1, -1, 1), attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, base_offset=12)
-    )
+    control = replace(header(1, -1, 1), attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL)
+    m.replay(replace(control, base_offset=12), None)  # not a COMMIT/ABORT marker: ignored
+    assert entry.current_txn_first_offset == 10
+    m.replay(replace(control, base_offset=12), (False, 3))
     assert (entry.producer_epoch, entry.current_txn_first_offset, len(entry.batches)) == (1, -1, 0)
+    assert entry.coordinator_epoch == 3
+    assert m.aborted == [AbortedTxn(PID, 10, 12, 13)] and m.ongoing == {}
 
 
 def test_snapshot_round_trip_keeps_every_retained_batch() -> None:
