@@ -11,14 +11,16 @@ import base64
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import trio
+from kio.schema.errors import ErrorCode
 
-from coordinator.group.runtime import GroupCoordinator
+from coordinator.group.runtime import OFFSETS_TOPIC, GroupCoordinator
 from coordinator.producer_ids import ProducerIdManager
 from proxy.config import BrokerConfig
-from storage.api import Store
+from storage.api import StorageError, Store, TopicPartition
 from storage.topics import TopicManager
 
 log = logging.getLogger("kafkad.broker")
@@ -67,6 +69,38 @@ class Broker:
         self.shutting_down = trio.Event()
         self.groups = GroupCoordinator(self.topics, config.values or {}, self.now_ms)
         self.producer_ids = ProducerIdManager(store)
+        # KIP-890 part 1: (transactional id, producer id, epoch, tp) -> NONE if tp is in that
+        # producer's ongoing transaction. None: no transaction coordinator, so Produce refuses
+        # transactional batches and TxnOffsetCommit answers COORDINATOR_NOT_AVAILABLE.
+        self.txn_verifier: Callable[[str, int, int, TopicPartition], ErrorCode] | None = None
+
+    async def write_txn_marker(
+        self,
+        tp: TopicPartition,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> ErrorCode:
+        """The transaction coordinator's one call per partition when completing a transaction
+        (spec §4.10): write the COMMIT/ABORT marker; on a ``__consumer_offsets`` partition the
+        group coordinator then materialises or drops the producer's pending offsets (§5.5)."""
+        partition = self.topics.partition(tp.topic, tp.partition)
+        if partition is None or partition.deleted:
+            return ErrorCode.unknown_topic_or_partition
+        try:
+            if tp.topic == OFFSETS_TOPIC:
+                written = await self.groups.write_txn_marker(
+                    partition, producer_id, producer_epoch, commit, coordinator_epoch
+                )
+            else:
+                written = await partition.write_marker(
+                    producer_id, producer_epoch, commit, coordinator_epoch, self.now_ms()
+                )
+        except StorageError as exc:
+            log.error("marker on %s failed: %s", tp, exc)
+            return ErrorCode.kafka_storage_error
+        return written if isinstance(written, ErrorCode) else ErrorCode.none
 
     def begin_shutdown(self) -> None:
         """Wake every long-polling fetch so it answers with what it has."""

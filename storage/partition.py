@@ -195,9 +195,7 @@ class Partition:
         self.wake_waiters()
         return base, append_time
 
-    async def _append_locked(
-        self, base: int, last: int, max_ts: int, data: bytes
-    ) -> None:
+    async def _append_locked(self, base: int, last: int, max_ts: int, data: bytes) -> None:
         """Write to the log; if that rolled a segment, snapshot the producer state as it was
         before this batch (the caller applies the batch afterwards)."""
         segment_before = self.log.active_segment_base

@@ -19,7 +19,9 @@ Transactions (issue 5, spec §4.9, §5.5, §5.6), hooks only:
   record is newer than the committed one: a later plain commit wins) or drops them.
 * ``fetch(..., require_stable=True)`` answers UNSTABLE_OFFSET_COMMIT for partitions with
   pending offsets; tombstones and group deletion drop matching pending entries.
-Nothing calls the transactional hooks yet (no TxnOffsetCommit, no markers on this topic).
+TxnOffsetCommit (``GroupCoordinator.txn_commit_offsets``) and the markers the transaction
+coordinator writes through ``Broker.write_txn_marker`` drive them live; the replay of the
+offsets topic drives them at load (transactional batches -> pending, markers -> complete).
 
 Deliberate differences from Kafka: no offset expiry (``offsets.retention.minutes``) yet; offsets
 of a group stay until OffsetDelete or DeleteGroups removes them.
@@ -27,7 +29,7 @@ of a group stay until OffsetDelete or DeleteGroups removes them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -137,17 +139,30 @@ class OffsetsStore:
             value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, offset
         )
 
-    def complete_txn(self, producer_id: int, commit: bool) -> None:
-        """The producer's marker landed on the offsets partition (spec §5.5)."""
-        by_group = self.pending.pop(producer_id, {})
+    def complete_txn(
+        self, producer_id: int, commit: bool, on_partition: Callable[[str], bool] | None = None
+    ) -> list[str]:
+        """The producer's marker landed on an offsets partition (spec §5.5): only the groups
+        stored there (``on_partition(group)``; all if None) are completed. Returns the groups
+        whose offsets were materialised."""
+        by_group = self.pending.get(producer_id, {})
+        done = {g: o for g, o in by_group.items() if on_partition is None or on_partition(g)}
+        for g in done:
+            del by_group[g]
+        if not by_group:
+            self.pending.pop(producer_id, None)
         if not commit:
-            return
-        for group, offsets in by_group.items():
+            return []
+        for group, offsets in done.items():
             have = self.committed.setdefault(group, {})
             for tp, om in offsets.items():
                 current = have.get(tp)
                 if current is None or current.record_offset < om.record_offset:
                     have[tp] = om
+        return list(done)
+
+    def has_pending_for(self, producer_id: int, group: str) -> bool:
+        return group in self.pending.get(producer_id, {})
 
     def forget_group(self, group: str) -> None:
         self.committed.pop(group, None)

@@ -79,6 +79,19 @@ OFFSETS_TOPIC_CONFIGS = {
 }
 READ_CHUNK = 1 << 20
 E = ErrorCode
+# Verification answers as TxnOffsetCommit reports them: Kafka's group coordinator turns the
+# retriable ones (NOT_ENOUGH_REPLICAS from its partition writer) into COORDINATOR_NOT_AVAILABLE,
+# which clients answer by rediscovering the coordinator and retrying; a fenced producer gets
+# INVALID_PRODUCER_EPOCH, which every client version knows. TRANSACTION_ABORTABLE is translated
+# to INVALID_TXN_STATE below v4 by wire/errors.py.
+TXN_COMMIT_VERIFY_ERRORS = {
+    E.producer_fenced: E.invalid_producer_epoch,
+    E.concurrent_transactions: E.coordinator_not_available,
+    E.coordinator_load_in_progress: E.coordinator_not_available,
+    E.not_coordinator: E.coordinator_not_available,
+    E.network_exception: E.coordinator_not_available,
+    E.not_enough_replicas: E.coordinator_not_available,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +170,8 @@ class GroupCoordinator:
                 if h.attributes & ATTR_CONTROL:
                     records = decode_batch_records(batch)
                     kind = parse_control_record_type(records[0].key) if records else -1
-                    self.offsets.complete_txn(h.producer_id, commit=kind == 1)
+                    if kind in (0, 1):
+                        self._complete_txn(p, h.producer_id, commit=kind == 1)
                 else:
                     for r in decode_batch_records(batch):
                         if r.key is not None:
@@ -192,6 +206,37 @@ class GroupCoordinator:
                     )
         except RecordFormatError as exc:
             log.warning("skipping unreadable %s record at %d: %s", OFFSETS_TOPIC, offset, exc)
+
+    def _complete_txn(self, p: Partition, producer_id: int, commit: bool) -> None:
+        """A marker of ``producer_id`` on offsets partition ``p``: complete the pending offsets
+        of the groups stored there."""
+        n = p.tp.partition
+        topic = self.topics.get(OFFSETS_TOPIC)
+        count = len(topic.partitions) if topic is not None else self.num_partitions
+        for group in self.offsets.complete_txn(
+            producer_id, commit, lambda g: partition_for(g, count) == n
+        ):
+            if group not in self.groups:
+                self.groups[group] = ClassicGroup(group, self.config)
+
+    async def write_txn_marker(
+        self,
+        p: Partition,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> int | ErrorCode:
+        """Write a transaction marker on offsets partition ``p`` (in log order with the group
+        writes) and materialise or drop the producer's pending offsets there (spec §5.5).
+        Raises StorageError."""
+        async with self._write_lock:
+            written = await p.write_marker(
+                producer_id, producer_epoch, commit, coordinator_epoch, self.wall_ms()
+            )
+            if not isinstance(written, ErrorCode):
+                self._complete_txn(p, producer_id, commit)
+        return written
 
     # -- the offsets topic --------------------------------------------------------------------
 
@@ -407,6 +452,83 @@ class GroupCoordinator:
             log.error("group %s: offset commit failed: %s", group_id, exc)
             return E.coordinator_not_available
         return results
+
+    async def txn_commit_offsets(
+        self,
+        transactional_id: str,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        commits: list[CommitRequest],
+        verifier: Callable[[str, int, int, TopicPartition], ErrorCode] | None,
+    ) -> ErrorCode | dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit (spec §4.9): a group-level error, or one code per partition. The
+        offsets are appended as one transactional batch (producer id/epoch, no sequence) and
+        held as pending until the producer's marker lands on the group's partition."""
+        if (err := self._status()) is not E.none:
+            return err
+        if not group_id:
+            return E.invalid_group_id
+        if verifier is None:
+            return E.coordinator_not_available  # no transaction coordinator
+        if (
+            err := self._check_txn_commit(group_id, member_id, instance_id, generation)
+        ) is not E.none:
+            return err
+        results = {c.tp: OffsetsStore.validate(c) for c in commits}
+        ok = [c for c in commits if results[c.tp] is E.none]
+        if not ok:
+            return results
+        records = OffsetsStore.commit_records(group_id, ok, self.wall_ms())
+        try:
+            async with self._write_lock:
+                p = await self._offsets_partition(group_id)
+                now = self.wall_ms()
+                batch = build_batch(
+                    [BatchRecord(i, 0, k, v) for i, (k, v) in enumerate(records)],
+                    base_timestamp=now,
+                    producer_id=producer_id,
+                    producer_epoch=producer_epoch,
+                    transactional=True,
+                )
+                appended = await p.append(
+                    batch,
+                    read_batch_header(batch),
+                    now,
+                    coordinator=True,
+                    verify=lambda: verifier(transactional_id, producer_id, producer_epoch, p.tp),
+                )
+                if isinstance(appended, ErrorCode):
+                    return TXN_COMMIT_VERIFY_ERRORS.get(appended, appended)
+                for i, (k, v) in enumerate(records):
+                    self.replay(k, v, appended[0] + i, producer_id)
+        except StorageError as exc:
+            log.error("group %s: transactional offset commit failed: %s", group_id, exc)
+            return E.coordinator_not_available
+        return results
+
+    def _check_txn_commit(
+        self, group_id: str, member_id: str, instance_id: str | None, generation: int
+    ) -> ErrorCode:
+        """KIP-447 fencing (Kafka's ClassicGroup.validateOffsetCommit, transactional): no
+        REBALANCE_IN_PROGRESS, and requests without group metadata are not checked."""
+        g = self.groups.get(group_id)
+        if g is None or g.state is GroupState.DEAD:
+            if generation >= 0:
+                return E.illegal_generation
+            self.groups[group_id] = ClassicGroup(group_id, self.config)  # a simple group
+            return E.none
+        if generation < 0 and g.state is GroupState.EMPTY:
+            return E.none
+        if generation >= 0 or member_id or instance_id is not None:
+            if (err := g.validate_member(member_id, instance_id)) is not E.none:
+                return err
+            if generation != g.generation:
+                return E.illegal_generation
+        return E.none
 
     async def _append_and_replay(self, group_id: str, records: list[Record]) -> None:
         async with self._write_lock:

@@ -24,4 +24,5 @@ from proxy.handlers import (  # noqa: F401
     offset_fetch,
     produce,
     sync_group,
+    txn_offset_commit,
 )

@@ -11,9 +11,16 @@ of the first partition that has data (it is returned whole, so a consumer can al
 progress); after that a partition's data is returned only if it fits what is left.
 
 Long poll: while fewer than ``min_bytes`` are ready the request waits, up to ``max_wait``,
-for an append to any of its partitions (an event registered with each of them), then reads
-again. read_committed reads stop at the last stable offset; with no transactions yet, that
-is the high watermark. Aborted transactions: [] at read_committed, null otherwise.
+for an append or a transaction marker on any of its partitions (an event registered with each
+of them; markers are what move the LSO past an open transaction), then reads again.
+
+Isolation (spec §5.3): read_uncommitted reads up to the high watermark, read_committed up to
+the last stable offset and never returns a byte at or above it (the read is cut after the last
+whole batch below it). Whole stored batches are returned, aborted data and markers included;
+clients filter. read_committed responses carry the aborted transactions overlapping
+[fetch offset, end of the returned data), built when the response is built (so a long poll
+never answers with a stale list, KAFKA-5376), [] when no data is returned;
+read_uncommitted responses send null.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from kio.schema.errors import ErrorCode
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.partition import Partition
+from wire.records import iter_batches
 
 READ_COMMITTED = 1
 
@@ -40,6 +48,17 @@ class _Slot:
     partition: Partition | None
     error: ErrorCode = ErrorCode.none
     data: bytes = b""
+    upper_bound: int = -1  # the offset just past the returned data
+
+
+def _cut(data: bytes, end: int) -> tuple[bytes, int]:
+    """The whole batches of ``data`` that end below ``end``, and the offset just past them."""
+    size, upper = 0, -1
+    for pos, h in iter_batches(data):
+        if h.last_offset >= end:
+            break
+        size, upper = pos + h.total_size, h.last_offset + 1
+    return data[:size], upper
 
 
 async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool) -> int:
@@ -47,7 +66,7 @@ async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool) -> int:
     first = True
     total = 0
     for s in slots:
-        s.data, s.error = b"", ErrorCode.none
+        s.data, s.error, s.upper_bound = b"", ErrorCode.none, -1
         p = s.partition
         if p is None or p.deleted:
             s.error = ErrorCode.unknown_topic_or_partition
@@ -64,6 +83,7 @@ async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool) -> int:
         except ValueError:  # the log moved (retention) between the check and the read
             s.error = ErrorCode.offset_out_of_range
             continue
+        data, s.upper_bound = _cut(data, end)
         if not data:
             continue
         if not first and len(data) > limit:
@@ -73,6 +93,15 @@ async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool) -> int:
         remaining -= len(data)
         total += len(data)
     return total
+
+
+def _aborted(ctx: RequestContext, s: _Slot) -> tuple[Any, ...]:
+    if s.partition is None or not s.data:
+        return ()
+    return tuple(
+        ctx.b.AbortedTransaction(producer_id=pid, first_offset=first)
+        for pid, first in s.partition.aborted_transactions(s.fetch_offset, s.upper_bound)
+    )
 
 
 @handler(api_key=1, versions=(4, 12))
@@ -131,7 +160,7 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
                 high_watermark=hw,
                 last_stable_offset=lso,
                 log_start_offset=start,
-                aborted_transactions=() if committed else None,
+                aborted_transactions=_aborted(ctx, s) if committed else None,
                 preferred_read_replica=-1,
                 records=s.data,
             )

@@ -6,6 +6,12 @@ Special timestamps: -2 EARLIEST (log start offset), -1 LATEST (high watermark or
 MAX_TIMESTAMP (the record with the largest timestamp). A timestamp >= 0 finds the first
 record whose timestamp is at least that, through the time index; only that one batch is
 decoded. No such record: offset -1, timestamp -1.
+
+Isolation (v2+, spec §5.7): LATEST is the last stable offset at read_committed, the high
+watermark otherwise. Timestamp lookups (and MAX_TIMESTAMP) that land at or above the last
+fetchable offset (LSO at read_committed, high watermark otherwise) answer offset -1,
+timestamp -1 with no error, as Kafka's ReplicaManager.fetchOffset does; EARLIEST is not
+limited.
 """
 
 from __future__ import annotations
@@ -28,15 +34,18 @@ async def _lookup(p: Partition, timestamp: int, committed: bool) -> tuple[int, i
         return -1, p.log_start_offset
     if timestamp == LATEST:
         return -1, p.last_stable_offset if committed else p.high_watermark
+    fetchable = p.last_stable_offset if committed else p.high_watermark
     if timestamp == MAX_TIMESTAMP:
         found = await p.log.max_timestamp()
         if found is None:
             return -1, -1
         max_ts, batch_offset = found
-        return await _first_at_or_after(p, max_ts, exact=True) or (max_ts, batch_offset)
-    if timestamp < 0:
+        hit = await _first_at_or_after(p, max_ts, exact=True) or (max_ts, batch_offset)
+    elif timestamp < 0:
         return ErrorCode.invalid_request
-    return await _first_at_or_after(p, timestamp) or (-1, -1)
+    else:
+        hit = await _first_at_or_after(p, timestamp) or (-1, -1)
+    return hit if hit[1] < fetchable else (-1, -1)
 
 
 async def _first_at_or_after(

@@ -12,13 +12,24 @@ auto-creates topics (only Metadata does, as in Kafka). acks=0 gets no response a
 Idempotent batches (a producer id, not transactional) go through the partition's producer
 state (spec §3.2, ``storage/producer_state.py``): a retried duplicate of one of the last 5
 batches is answered NONE with its original base offset, a stale epoch INVALID_PRODUCER_EPOCH,
-a sequence gap OUT_OF_ORDER_SEQUENCE_NUMBER. Transactional batches are still refused with
-INVALID_RECORD until the transaction coordinator lands.
+a sequence gap OUT_OF_ORDER_SEQUENCE_NUMBER.
+
+Transactional batches (spec §3.2, §4.8): a request carrying one without a transactional id is
+answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, as Kafka's
+``handleProduceRequest`` does (``RequestUtils.hasTransactionalRecords``); a transactional batch
+without a producer id is INVALID_RECORD. Without a transaction coordinator
+(``Broker.txn_verifier`` is None) transactional batches are refused with INVALID_RECORD. With
+one, the first transactional batch of a producer on a partition is verified (KIP-890 part 1)
+inside the partition's append, after the duplicate and epoch checks; its answer is returned
+as is and wire/errors.py rewrites it for Produce (TRANSACTION_ABORTABLE -> INVALID_TXN_STATE
+below v11, PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, retriable coordinator errors ->
+NOT_ENOUGH_REPLICAS). A plain batch of a producer with a transaction open is INVALID_TXN_STATE.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -26,10 +37,56 @@ from kio.schema.errors import ErrorCode
 from proxy.context import RequestContext
 from proxy.dispatch import NO_RESPONSE, CloseConnection
 from proxy.registry import handler
-from storage.api import StorageError
-from wire.records import validate_produce_batch
+from storage.api import StorageError, TopicPartition
+from wire.records import BATCH_HEADER_SIZE, read_batch_header, validate_produce_batch
 
 log = logging.getLogger("kafkad.produce")
+
+
+def _has_transactional_records(req: Any) -> bool:
+    """Kafka's RequestUtils.hasTransactionalRecords: some partition's first batch is
+    transactional."""
+    for t in req.topic_data:
+        for pd in t.partition_data:
+            data = pd.records or b""
+            if len(data) >= BATCH_HEADER_SIZE and read_batch_header(data).is_transactional:
+                return True
+    return False
+
+
+def _refuse_all(ctx: RequestContext, req: Any, code: ErrorCode) -> Any:
+    b = ctx.b
+    return b.ProduceResponse(
+        responses=tuple(
+            b.TopicProduceResponse(
+                name=t.name,
+                partition_responses=tuple(
+                    b.PartitionProduceResponse(
+                        index=pd.index,
+                        error_code=code,
+                        base_offset=-1,
+                        log_append_time=-1,
+                        log_start_offset=-1,
+                        record_errors=(),
+                        error_message=None,
+                    )
+                    for pd in t.partition_data
+                ),
+            )
+            for t in req.topic_data
+        ),
+        throttle_time=0,
+    )
+
+
+def _verify_with(
+    verifier: Callable[[str, int, int, TopicPartition], ErrorCode],
+    txn_id: str,
+    producer_id: int,
+    epoch: int,
+    tp: TopicPartition,
+) -> Callable[[], ErrorCode]:
+    return lambda: verifier(txn_id, producer_id, epoch, tp)
 
 
 @handler(api_key=0, versions=(0, 11), min_served=3)
@@ -37,6 +94,12 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
     b, broker = ctx.b, ctx.broker
     acks = req.acks
     now = broker.now_ms()
+    txn_id = req.transactional_id
+    if txn_id is None and _has_transactional_records(req):
+        if acks == 0:
+            raise CloseConnection("acks=0 transactional produce without a transactional id")
+        return _refuse_all(ctx, req, ErrorCode.transactional_id_authorization_failed)
+    verifier = broker.txn_verifier
     results = []
     for topic_data in req.topic_data:
         topic = broker.topics.get(topic_data.name)
@@ -71,16 +134,24 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
                         ErrorCode.invalid_timestamp,
                         "Timestamp of the batch is too far in the future",
                     )
-                elif checked.header.is_transactional:
-                    # Transactions (AddPartitionsToTxn, markers, LSO) are a later issue.
+                elif checked.header.is_transactional and verifier is None:
                     code, message = (
                         ErrorCode.invalid_record,
-                        "transactional batches are not supported by this broker yet",
+                        "transactional batches need a transaction coordinator",
+                    )
+                elif checked.header.is_transactional and checked.header.producer_id < 0:
+                    code, message = (
+                        ErrorCode.invalid_record,
+                        "transactional batch without a producer id",
                     )
                 else:
+                    verify = None
+                    if checked.header.is_transactional and verifier is not None:
+                        h, tp, v = checked.header, partition.tp, verifier
+                        verify = _verify_with(v, txn_id or "", h.producer_id, h.producer_epoch, tp)
                     try:
                         appended = await partition.append(
-                            bytes(pd.records or b""), checked.header, now
+                            bytes(pd.records or b""), checked.header, now, verify=verify
                         )
                     except StorageError as exc:
                         log.error("append to %s failed: %s", partition.tp, exc)

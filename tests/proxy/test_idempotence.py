@@ -43,10 +43,12 @@ def ibatch(pid: int, epoch: int, seq: int, n: int = 1, *, txn: bool = False, tag
     )
 
 
-async def produce(client: RawClient, topic: str, data: bytes, partition: int = 0) -> Any:
+async def produce(
+    client: RawClient, topic: str, data: bytes, partition: int = 0, txn_id: str | None = None
+) -> Any:
     resp = await client.request(
         pr.ProduceRequest(
-            transactional_id=None,
+            transactional_id=txn_id,
             acks=-1,
             timeout=1000 * MS,
             topic_data=(
@@ -173,7 +175,11 @@ async def test_five_batch_window_and_transactional_refusal() -> None:
             assert (await produce(c, "win", ibatch(pid, 0, 1))).base_offset == 1
             evicted = await produce(c, "win", ibatch(pid, 0, 0))
             assert evicted.error_code == E.out_of_order_sequence_number
+            # without a transactional id in the request (Kafka: handleProduceRequest)
             txn = await produce(c, "win", ibatch(pid, 0, 6, txn=True))
+            assert txn.error_code == E.transactional_id_authorization_failed
+            # with one, but no transaction coordinator on this broker
+            txn = await produce(c, "win", ibatch(pid, 0, 6, txn=True), txn_id="t")
             assert txn.error_code == E.invalid_record
 
 

@@ -1,0 +1,83 @@
+"""TxnOffsetCommit (key 28), v0-4: a transactional producer commits consumer offsets as part
+of its transaction; sent to the *group* coordinator (spec §4.9, KIP-447). v1: nothing new.
+v2: committed leader epoch per partition; COORDINATOR_LOAD_IN_PROGRESS (older versions get
+COORDINATOR_NOT_AVAILABLE, wire/errors.py). v3: flexible; generation id, member id and group
+instance id (KIP-447 zombie fencing). v4: TRANSACTION_ABORTABLE (older versions get
+INVALID_TXN_STATE). v5 (TV2: the broker adds the partition to the transaction itself) is not
+advertised.
+
+Checks (coordinator/group/runtime.py ``txn_commit_offsets``): no transaction coordinator
+(``Broker.txn_verifier`` is None) -> COORDINATOR_NOT_AVAILABLE; empty group id ->
+INVALID_GROUP_ID; unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; KIP-447 group metadata: a
+missing group with generation >= 0 -> ILLEGAL_GENERATION (generation -1 creates an empty
+"simple" group), otherwise with any group metadata set the member must be known
+(UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID) and of the group's generation (ILLEGAL_GENERATION);
+no REBALANCE_IN_PROGRESS. Metadata over 4096 bytes -> OFFSET_METADATA_TOO_LARGE. Then the
+offsets are appended to the group's ``__consumer_offsets`` partition as one transactional
+batch of the producer (epoch checked: INVALID_PRODUCER_EPOCH; the first batch of the
+transaction there is verified against the transaction coordinator: TRANSACTION_ABORTABLE) and
+held as pending until the transaction's marker lands (spec §5.5).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.group.offsets import CommitRequest
+from proxy.context import RequestContext
+from proxy.registry import handler
+from storage.api import TopicPartition
+
+
+@handler(api_key=28, versions=(0, 4))
+async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
+    b, broker = ctx.b, ctx.broker
+    codes: dict[TopicPartition, ErrorCode] = {}
+    commits = []
+    for t in req.topics:
+        known = broker.topics.get(t.name) is not None
+        for p in t.partitions:
+            tp = TopicPartition(t.name, p.partition_index)
+            if not known:
+                codes[tp] = ErrorCode.unknown_topic_or_partition
+                continue
+            commits.append(
+                CommitRequest(
+                    tp,
+                    p.committed_offset,
+                    getattr(p, "committed_leader_epoch", -1),
+                    p.committed_metadata,
+                )
+            )
+    if commits:
+        result = await broker.groups.txn_commit_offsets(
+            req.transactional_id,
+            req.group_id,
+            req.producer_id,
+            req.producer_epoch,
+            getattr(req, "member_id", ""),
+            getattr(req, "group_instance_id", None),
+            getattr(req, "generation_id", -1),
+            commits,
+            broker.txn_verifier,
+        )
+        for c in commits:
+            codes[c.tp] = result if isinstance(result, ErrorCode) else result[c.tp]
+    return b.TxnOffsetCommitResponse(
+        throttle_time=0,
+        topics=tuple(
+            b.TxnOffsetCommitResponseTopic(
+                name=t.name,
+                partitions=tuple(
+                    b.TxnOffsetCommitResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=codes[TopicPartition(t.name, p.partition_index)],
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in req.topics
+        ),
+    )
