@@ -60,6 +60,11 @@ async def put(p: Partition, data: bytes, **kw: object) -> int:
     return got[0]
 
 
+def drop_snapshots(directory: Path) -> None:
+    for s in directory.glob("*.snapshot"):
+        s.unlink()
+
+
 def client_deliver(data: bytes, aborted: list[tuple[int, int]] | None) -> list[int]:
     """What a stock consumer delivers from a fetch response (spec §5.4): offsets of the data
     records it surfaces (``aborted`` None = read_uncommitted)."""
@@ -214,8 +219,7 @@ async def test_restart_rebuilds_lso_and_index(tmp_path: Path, how: str) -> None:
             assert isinstance(store, FileStore)
             store.abandon()
     if how == "kill9-no-snapshots":
-        for s in (tmp_path / "data" / "t-0").glob("*.snapshot"):
-            s.unlink()
+        drop_snapshots(tmp_path / "data" / "t-0")
     async with open_store(url) as store:
         p = await open_partition(store, small)
         assert (p.last_stable_offset, p.producers.ongoing, p.producers.aborted) == live
@@ -342,8 +346,7 @@ async def test_partition_matches_the_model(
                     store.abandon()
                     await store_cm.__aexit__(None, None, None)
                     if lose_snapshots:
-                        for s in Path(tmp, "t-0").glob("*.snapshot"):
-                            s.unlink()
+                        drop_snapshots(Path(tmp, "t-0"))
                     store_cm = open_store(url)
                     store = await store_cm.__aenter__()
                     p = await open_partition(store, cfg)
