@@ -31,12 +31,24 @@ The checks, in order (``APPEND_CHECKS``, the first row that matches decides)::
 "last_seq" is the newest retained batch's last sequence, -1 when none is retained for the
 epoch, so the first batch after a marker that moved the entry to this epoch must be sequence 0.
 
+Transactions (spec §3.2 step 6, §4.10, §5.1-5.2): a plain batch of a producer with a
+transaction open here is INVALID_TXN_STATE; the first transactional batch opens one at its
+base offset (``ongoing``: producer id -> first offset, whose minimum bounds the LSO).
+``check_marker`` refuses a marker whose epoch is below the producer's (INVALID_PRODUCER_EPOCH)
+or whose coordinator epoch is below the last marker's (TRANSACTION_COORDINATOR_FENCED);
+``complete_txn`` applies one: closes the transaction, takes the marker's epoch (a new epoch
+clears the retained batches, the same one keeps them) and coordinator epoch, and for an ABORT
+of a transaction that wrote data here appends (producer id, first offset, marker offset, LSO
+after the abort) to the aborted-transaction index. ``prepare_update(coordinator=True)`` is
+Kafka's AppendOrigin.COORDINATOR (TxnOffsetCommit's batch): epoch checked, no duplicate or
+sequence check.
+
 Replay (``replay``, Kafka's origin "replication"): at start-up the state is rebuilt from a
 snapshot plus the batch headers of the log after it; replay applies the same update with no
 checks, so a state rebuilt from the log equals the state the live checks built. Changing the
-epoch clears the retained batches. Control batches (transaction markers, written by a later
-issue) end the producer's open transaction and move its epoch; their coordinator epoch lives in
-the record body and is set by the marker path, not by header replay.
+epoch clears the retained batches. A control batch is replayed with its marker (commit or
+abort, coordinator epoch), which the caller reads from the control record; other control
+types are ignored.
 
 Expiration (``remove_expired``): entries whose last timestamp is ``producer.id.expiration.ms``
 or more before now and that have no open transaction are dropped (Kafka's
