@@ -204,7 +204,9 @@ class TxnCoordinator:
             try:
                 await self.txn_log.append(transit)
             except StorageError as exc:
-                log.error("%s: writing %s failed: %s", meta.transactional_id, transit.state, exc)
+                log.error(
+                    "%s: writing %s failed: %s", meta.transactional_id, transit.state.name, exc
+                )
                 meta.abandon(transit)
                 return decisions.append_error(E.kafka_storage_error)
             self.cache.apply(transit)
@@ -218,11 +220,11 @@ class TxnCoordinator:
         done = self._completions[tid] = trio.Event()
         self._nursery.start_soon(self._complete, completion, done)
 
-    async def _settle(self, transactional_id: str) -> None:
-        """Wait (bounded) for a running completion of ``transactional_id``."""
+    async def settle(self, transactional_id: str, timeout_s: float = COMPLETION_WAIT_S) -> None:
+        """Wait (at most ``timeout_s``) for a running completion of ``transactional_id``."""
         done = self._completions.get(transactional_id)
         if done is not None:
-            with trio.move_on_after(COMPLETION_WAIT_S):
+            with trio.move_on_after(timeout_s):
                 await done.wait()
 
     async def _complete(self, completion: Completion, done: trio.Event) -> None:
@@ -243,7 +245,7 @@ class TxnCoordinator:
                         self.cache.apply(completion.transit)
                     break
                 except StorageError as exc:
-                    log.error("%s: writing %s failed: %s", tid, completion.transit.state, exc)
+                    log.error("%s: writing %s failed: %s", tid, completion.transit.state.name, exc)
             await trio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_S)
         del self._completions[tid]
@@ -301,7 +303,7 @@ class TxnCoordinator:
         """InitProducerId with a transactional id (the null-id path is the handler's)."""
         if (err := self._status()) is not E.none:
             return InitResult(err)
-        await self._settle(transactional_id)
+        await self.settle(transactional_id)
         fresh: list[int] = []
 
         def new_producer_id() -> int:
@@ -332,7 +334,7 @@ class TxnCoordinator:
             return InitResult(outcome)
         code = await self._execute(outcome)
         if outcome.writes_markers:  # fenced an ongoing transaction: let its abort finish
-            await self._settle(transactional_id)
+            await self.settle(transactional_id)
         if code is not E.none:
             return InitResult(code)
         return InitResult(E.none, outcome.transit.producer_id, outcome.transit.producer_epoch)
@@ -342,7 +344,7 @@ class TxnCoordinator:
     ) -> ErrorCode:
         if (err := self._status()) is not E.none:
             return err
-        await self._settle(transactional_id)
+        await self.settle(transactional_id)
         outcome = decisions.add_partitions_to_txn(
             self.cache.get(transactional_id),
             transactional_id,
@@ -372,7 +374,7 @@ class TxnCoordinator:
         ``COMPLETION_WAIT_S`` with the completion still retrying in the background."""
         if (err := self._status()) is not E.none:
             return err
-        await self._settle(transactional_id)
+        await self.settle(transactional_id)
         outcome = decisions.end_txn(
             self.cache.get(transactional_id),
             transactional_id,
@@ -385,7 +387,7 @@ class TxnCoordinator:
             return outcome
         code = await self._execute(outcome)
         if code is E.none:
-            await self._settle(transactional_id)
+            await self.settle(transactional_id)
         return code
 
     def verify_partition(
