@@ -19,11 +19,12 @@ keeps one ``TxnCache`` for all partitions of ``__transaction_state`` (``txn_log.
   the coordinator's own nursery (so no request cancellation can interrupt it) writes a marker
   to every partition through the injected marker writer (``Broker.write_txn_marker``'s
   signature), acts on each result per ``lifecycle.marker_action``, then appends Complete*.
-  EndTxn (and the fencing InitProducerId) wait for that task up to ``COMPLETION_WAIT_S``
-  before answering, so a client normally never sees the CONCURRENT_TRANSACTIONS window
-  (franz-go's kfake does the same); if a marker keeps failing the task keeps retrying in the
-  background with a capped backoff and the request is answered anyway (the decision is
-  durable). Any request for an id whose completion is running first waits for it the same way.
+  EndTxn (and the fencing InitProducerId) wait for that task up to
+  ``TxnConfig.completion_wait_ms`` (5 s) before answering, so a client normally never sees
+  the CONCURRENT_TRANSACTIONS window (franz-go's kfake does the same); if a marker keeps
+  failing the task keeps retrying in the background with a capped backoff and the request is
+  answered anyway (the decision is durable). Any request for an id whose completion is
+  running first waits for it the same way.
 * Startup (``run``): replay the whole topic into the cache (requests get
   COORDINATOR_LOAD_IN_PROGRESS until then), then re-drive every PrepareCommit/PrepareAbort left
   behind (``lifecycle.transactions_to_complete``): markers again (they are idempotent), then
@@ -81,7 +82,6 @@ MarkerWriter: TypeAlias = Callable[[TopicPartition, int, int, bool, int], Awaita
 """``Broker.write_txn_marker(tp, producer_id, producer_epoch, commit, coordinator_epoch)``."""
 
 COORDINATOR_EPOCH: Final = 0
-COMPLETION_WAIT_S: Final = 5.0
 RETRY_MIN_S: Final = 0.05
 RETRY_MAX_S: Final = 5.0
 
@@ -93,6 +93,7 @@ class TxnConfig:
     id_expiration_ms: int = 604_800_000
     abort_interval_ms: int = 10_000
     expire_interval_ms: int = 3_600_000
+    completion_wait_ms: int = 5_000  # kafkad's own: how long EndTxn waits for the markers
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> TxnConfig:
@@ -220,10 +221,13 @@ class TxnCoordinator:
         done = self._completions[tid] = trio.Event()
         self._nursery.start_soon(self._complete, completion, done)
 
-    async def settle(self, transactional_id: str, timeout_s: float = COMPLETION_WAIT_S) -> None:
-        """Wait (at most ``timeout_s``) for a running completion of ``transactional_id``."""
+    async def settle(self, transactional_id: str, timeout_s: float | None = None) -> None:
+        """Wait (at most ``timeout_s``, default ``completion_wait_ms``) for a running
+        completion of ``transactional_id``."""
         done = self._completions.get(transactional_id)
         if done is not None:
+            if timeout_s is None:
+                timeout_s = self.config.completion_wait_ms / 1000
             with trio.move_on_after(timeout_s):
                 await done.wait()
 
@@ -371,7 +375,7 @@ class TxnCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool
     ) -> ErrorCode:
         """EndTxn: answered once the markers are written and Complete* is durable, or after
-        ``COMPLETION_WAIT_S`` with the completion still retrying in the background."""
+        ``TxnConfig.completion_wait_ms`` with the completion still retrying in the background."""
         if (err := self._status()) is not E.none:
             return err
         await self.settle(transactional_id)

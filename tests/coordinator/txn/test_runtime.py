@@ -264,10 +264,15 @@ async def test_kill_between_prepare_and_complete_redrives_markers(
 
 
 async def test_kill_and_restart_on_disk(tmp_path: Path) -> None:
-    """The same on the file store (real clock, events only: no timing)."""
+    """The same on the file store, on the real clock (its reads run in threads, which the mock
+    clock does not wait for); EndTxn gives up waiting for the stuck marker after 10 ms."""
     url = f"file://{tmp_path}"
+    config = TxnConfig(num_partitions=3, completion_wait_ms=10)
     with trio.fail_after(30):
-        async with open_store(url) as disk, coordinator(disk, FakeMarkers(block=True)) as coord:
+        async with (
+            open_store(url) as disk,
+            coordinator(disk, FakeMarkers(block=True), config) as coord,
+        ):
             pid, epoch = await init(coord)
             await coord.add_partitions("tx", pid, epoch, [T0])
             await coord.add_offsets("tx", pid, epoch, 3)
