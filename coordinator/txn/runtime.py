@@ -410,10 +410,10 @@ class TxnCoordinator:
 
     def describe(self, transactional_id: str) -> TxnMetadata | ErrorCode:
         """DescribeTransactions for one id (its partitions: those still lacking markers)."""
-        if (err := self._status()) is not E.none:
-            return err
         if not transactional_id:
             return E.invalid_request
+        if (err := self._status()) is not E.none:
+            return err
         meta = self.cache.get(transactional_id)
         if meta is None or meta.state is S.DEAD:
             return E.transactional_id_not_found

@@ -4,7 +4,8 @@ Per transactional id: its state name ("Ongoing", "PrepareCommit", ...), timeout,
 (-1 if no transaction is open), producer id and epoch, and its partitions; while a commit or
 abort is being completed, only the partitions still lacking a marker. "" is INVALID_REQUEST,
 an unknown id TRANSACTIONAL_ID_NOT_FOUND, and COORDINATOR_LOAD_IN_PROGRESS while the
-coordinator loads. There are no ACLs, so no TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+coordinator loads. An entry with an error carries zeros and "" otherwise (Kafka leaves the
+generated defaults). There are no ACLs, so no TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ async def describe_transactions(ctx: RequestContext, req: Any) -> Any:
                     transactional_id=tid,
                     transaction_state="",
                     transaction_timeout=0,
-                    transaction_start_time=_MINUS_ONE_MS,
-                    producer_id=-1,
-                    producer_epoch=-1,
+                    transaction_start_time=_start_time(0),
+                    producer_id=0,
+                    producer_epoch=0,
                     topics=(),
                 )
             )
