@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.group.runtime import OFFSETS_TOPIC, GroupCoordinator
 from coordinator.producer_ids import ProducerIdManager
+from coordinator.txn.runtime import TxnConfig, TxnCoordinator
 from proxy.config import BrokerConfig
 from storage.api import StorageError, Store, TopicPartition
 from storage.topics import TopicManager
@@ -69,10 +70,20 @@ class Broker:
         self.shutting_down = trio.Event()
         self.groups = GroupCoordinator(self.topics, config.values or {}, self.now_ms)
         self.producer_ids = ProducerIdManager(store)
+        self.txns = TxnCoordinator(
+            self.topics,
+            TxnConfig.from_values(config.values or {}),
+            self.producer_ids,
+            write_marker=self.write_txn_marker,
+            now_ms=self.now_ms,
+        )
         # KIP-890 part 1: (transactional id, producer id, epoch, tp) -> NONE if tp is in that
-        # producer's ongoing transaction. None: no transaction coordinator, so Produce refuses
-        # transactional batches and TxnOffsetCommit answers COORDINATOR_NOT_AVAILABLE.
-        self.txn_verifier: Callable[[str, int, int, TopicPartition], ErrorCode] | None = None
+        # producer's ongoing transaction. None would mean no transaction coordinator: Produce
+        # then refuses transactional batches and TxnOffsetCommit answers COORDINATOR_NOT_AVAILABLE.
+        self.txn_verifier: Callable[[str, int, int, TopicPartition], ErrorCode] | None = (
+            self.txns.verify_partition
+        )
+        self.txn_verifier = self.txns.verify_partition
 
     async def write_txn_marker(
         self,

@@ -40,7 +40,12 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "group.max.session.timeout.ms": (int, "1800000"),
     "group.max.size": (int, "2147483647"),
     "offsets.topic.num.partitions": (int, "50"),
+    # The transaction coordinator (coordinator/txn/runtime.py, spec eos.md §4.12).
     "transaction.state.log.num.partitions": (int, "50"),
+    "transaction.max.timeout.ms": (int, "900000"),
+    "transactional.id.expiration.ms": (int, "604800000"),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, "10000"),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (int, "3600000"),
     "socket.request.max.bytes": (int, "104857600"),
     "connections.max.idle.ms": (int, "600000"),
     "message.max.bytes": (int, "1048588"),
@@ -139,8 +144,16 @@ def resolve_values(
             raise ConfigError(f"{name}={value!r}: {exc}") from None
     if resolved["num.partitions"] < 1:
         raise ConfigError("num.partitions must be >= 1")
-    if resolved["offsets.topic.num.partitions"] < 1:
-        raise ConfigError("offsets.topic.num.partitions must be >= 1")
+    for name in (
+        "offsets.topic.num.partitions",
+        "transaction.state.log.num.partitions",
+        "transaction.max.timeout.ms",
+        "transactional.id.expiration.ms",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+    ):
+        if resolved[name] < 1:
+            raise ConfigError(f"{name} must be >= 1")
     try:
         parse_spec(resolved["kafkad.fault.injection"])
     except ValueError as exc:

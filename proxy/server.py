@@ -59,6 +59,7 @@ class Server:
             async with trio.open_nursery() as background:
                 background.start_soon(broker.retention_loop)
                 background.start_soon(broker.groups.run)
+                background.start_soon(broker.txns.run)
                 background.start_soon(broker.producer_expiration_loop)
                 async with trio.open_nursery() as conns:
                     accept_scope = trio.CancelScope()

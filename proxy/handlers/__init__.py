@@ -1,6 +1,8 @@
 """One module per API key; importing this package registers them all."""
 
 from proxy.handlers import (  # noqa: F401
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
     create_partitions,
     create_topics,
@@ -10,6 +12,8 @@ from proxy.handlers import (  # noqa: F401
     describe_configs,
     describe_groups,
     describe_producers,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -18,6 +22,7 @@ from proxy.handlers import (  # noqa: F401
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,

@@ -2,9 +2,10 @@
 message. v3: flexible. v4: batched ``coordinator_keys`` answered in ``coordinators`` (KIP-699).
 v5 (TRANSACTION_ABORTABLE) and v6 (share groups) are not advertised.
 
-kafkad is a single broker, so this broker coordinates every group. Transaction coordinators
-are not served yet: key type TRANSACTION answers COORDINATOR_NOT_AVAILABLE with a message
-saying so (retriable: a transactional client keeps asking until it times out).
+kafkad is a single broker, so this broker coordinates every group (key type GROUP) and every
+transactional id (key type TRANSACTION; the id's ``__transaction_state`` partition is internal
+to the coordinator, which creates the topic on its first write). Other key types (SHARE, v6):
+INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -21,16 +22,8 @@ GROUP, TRANSACTION = 0, 1
 
 def _answer(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
     broker = ctx.broker
-    if key_type == GROUP:
+    if key_type in (GROUP, TRANSACTION):
         return ErrorCode.none, None, broker.node_id, broker.advertised_host, broker.advertised_port
-    if key_type == TRANSACTION:
-        return (
-            ErrorCode.coordinator_not_available,
-            "kafkad does not serve transactions yet",
-            -1,
-            "",
-            -1,
-        )
     return ErrorCode.invalid_request, f"Unsupported key type {key_type}", -1, "", -1
 
 

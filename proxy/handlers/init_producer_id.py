@@ -1,4 +1,4 @@
-"""InitProducerId (key 22), v0-5, idempotent producers only (a null transactional id).
+"""InitProducerId (key 22), v0-5.
 
 v0: transactional id + transaction timeout (aiokafka speaks only v0). v1: same (throttling).
 v2: flexible. v3: ProducerId/ProducerEpoch in the request (KIP-360: -1/-1 is a fresh start; a
@@ -14,12 +14,14 @@ current (id, epoch) gets a fresh id at epoch 0, exactly as Kafka does; the only 
 ProducerId and ProducerEpoch are both -1 or both set (else INVALID_REQUEST). The partitions
 accept the new id with any first sequence (it is unknown to them).
 
-Deviation until the transaction coordinator lands (a later issue): a non-null transactional id
-is answered with COORDINATOR_NOT_AVAILABLE (an empty one, as in Kafka, with INVALID_REQUEST).
+A transactional id goes to the transaction coordinator (``Broker.txns``, spec §4.4 steps 2-8):
+"" is INVALID_REQUEST, a bad timeout INVALID_TRANSACTION_TIMEOUT, an ongoing transaction of an
+older instance is fenced and aborted (CONCURRENT_TRANSACTIONS, the retry gets the new epoch).
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 from typing import Any
 
@@ -30,6 +32,7 @@ from proxy.registry import handler
 from storage.api import StorageError
 
 log = logging.getLogger("kafkad.init_producer_id")
+_MS = datetime.timedelta(milliseconds=1)
 
 
 @handler(api_key=22, versions=(0, 5))
@@ -46,9 +49,11 @@ async def init_producer_id(ctx: RequestContext, req: Any) -> Any:
     if (producer_id == -1) != (producer_epoch == -1):
         return reply(ErrorCode.invalid_request)
     if req.transactional_id is not None:
-        if req.transactional_id == "":
-            return reply(ErrorCode.invalid_request)
-        return reply(ErrorCode.coordinator_not_available)
+        timeout_ms = int(req.transaction_timeout // _MS)
+        result = await ctx.broker.txns.init_producer_id(
+            req.transactional_id, timeout_ms, producer_id, producer_epoch
+        )
+        return reply(result.error, result.producer_id, result.producer_epoch)
     try:
         pid = await ctx.broker.producer_ids.generate_producer_id()
     except StorageError as exc:

@@ -359,8 +359,8 @@ async def test_txn_offset_commit_pending_until_the_marker() -> None:
         async with running_broker() as (server, port), connect(port) as c:
             assert await create(c, "in") == E.none
             b = server.broker
-            # no transaction coordinator on this broker
-            assert await txn_code(c, txn_commit("g", 5)) is E.coordinator_not_available
+            # a transactional id the coordinator does not know fails verification
+            assert await txn_code(c, txn_commit("g", 5)) is E.invalid_producer_id_mapping
             v = install(b)
             # not in the transaction (creates __consumer_offsets on the way)
             assert await txn_code(c, txn_commit("g", 5)) is E.invalid_txn_state

@@ -1,0 +1,449 @@
+"""The transaction coordinator's async runtime: the log, the markers, the timers.
+
+Theory of operation
+-------------------
+Every decision is made by the pure core (``decisions``, ``lifecycle``); this module feeds it
+the time, makes its writes durable and writes the markers. kafkad is one broker, so it
+coordinates every transactional id (FindCoordinator(TRANSACTION) answers this broker) and
+keeps one ``TxnCache`` for all partitions of ``__transaction_state`` (``txn_log.py``).
+
+* Writes: a decision that returns ``Write`` has already set the id's pending state (no await
+  between the decision and that effect, so it is atomic under trio). The runtime appends the
+  transit's record, then applies it (``TxnCache.apply``) or, if the append failed, abandons it
+  and answers ``decisions.append_error``. Append + apply/abandon run shielded from
+  cancellation: a request cancelled mid-append (connection closed, shutdown) must not leave
+  the id pending forever. One pending change per id; every other request for it gets
+  CONCURRENT_TRANSACTIONS from the decisions.
+* Completion: once a PrepareCommit/PrepareAbort is durable the outcome is final.
+  ``lifecycle.begin_completion`` gives the markers and the pending Complete transit; a task in
+  the coordinator's own nursery (so no request cancellation can interrupt it) writes a marker
+  to every partition through the injected marker writer (``Broker.write_txn_marker``'s
+  signature), acts on each result per ``lifecycle.marker_action``, then appends Complete*.
+  EndTxn (and the fencing InitProducerId) wait for that task up to
+  ``TxnConfig.completion_wait_ms`` (5 s) before answering, so a client normally never sees
+  the CONCURRENT_TRANSACTIONS window (franz-go's kfake does the same); if a marker keeps
+  failing the task keeps retrying in the background with a capped backoff and the request is
+  answered anyway (the decision is durable). Any request for an id whose completion is
+  running first waits for it the same way.
+* Startup (``run``): replay the whole topic into the cache (requests get
+  COORDINATOR_LOAD_IN_PROGRESS until then), then re-drive every PrepareCommit/PrepareAbort left
+  behind (``lifecycle.transactions_to_complete``): markers again (they are idempotent), then
+  Complete*.
+* Timers on trio's clock (MockClock in tests): every
+  ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` abort transactions older
+  than their timeout with the epoch bumped (the fenced producer sees PRODUCER_FENCED /
+  INVALID_PRODUCER_EPOCH), and every
+  ``transaction.remove.expired.transaction.cleanup.interval.ms`` tombstone ids resting longer
+  than ``transactional.id.expiration.ms``. Record timestamps come from ``now_ms`` (wall clock
+  in the broker; tests pass a MockClock-driven one).
+
+Deliberate differences from Kafka:
+* markers are written one partition after the other, in process, with no leader grouping;
+* the coordinator epoch sent with markers is a constant (``COORDINATOR_EPOCH`` = 0, the leader
+  epoch of every ``__transaction_state`` partition on a single node);
+* STOP (INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED from a partition): Kafka stops
+  sending because a newer coordinator owns the id and will finish it. Here there is no other
+  coordinator, so waiting would leave the id stuck in Prepare* forever: the answering partition
+  is settled (a newer epoch has closed the producer's transaction there), the remaining ones
+  still get their markers, and the transaction completes. BUG codes (and a refusing writer)
+  drop the partition with an error in the log. UNKNOWN_TOPIC_OR_PARTITION for a partition
+  that no longer exists (deleted topic; ``__consumer_offsets`` never created because the
+  transaction added offsets but never committed any) drops it, as Kafka does when no leader
+  can be found; an exception from the writer is retried.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from coordinator.producer_ids import ProducerIdManager
+from coordinator.txn import decisions, lifecycle
+from coordinator.txn.decisions import Write
+from coordinator.txn.lifecycle import Completion, MarkerAction
+from coordinator.txn.metadata import TP, TxnCache, TxnMetadata
+from coordinator.txn.state import TxnState
+from coordinator.txn.txn_log import TxnLog
+from storage.api import StorageError, TopicPartition
+from storage.topics import TopicManager
+
+__all__ = ["COORDINATOR_EPOCH", "InitResult", "MarkerWriter", "TxnConfig", "TxnCoordinator"]
+
+log = logging.getLogger("kafkad.txn")
+E = ErrorCode
+S = TxnState
+
+MarkerWriter: TypeAlias = Callable[[TopicPartition, int, int, bool, int], Awaitable[ErrorCode]]
+"""``Broker.write_txn_marker(tp, producer_id, producer_epoch, commit, coordinator_epoch)``."""
+
+COORDINATOR_EPOCH: Final = 0
+RETRY_MIN_S: Final = 0.05
+RETRY_MAX_S: Final = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class TxnConfig:
+    max_timeout_ms: int = 900_000
+    num_partitions: int = 50
+    id_expiration_ms: int = 604_800_000
+    abort_interval_ms: int = 10_000
+    expire_interval_ms: int = 3_600_000
+    completion_wait_ms: int = 5_000  # kafkad's own: how long EndTxn waits for the markers
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> TxnConfig:
+        return cls(
+            max_timeout_ms=values["transaction.max.timeout.ms"],
+            num_partitions=values["transaction.state.log.num.partitions"],
+            id_expiration_ms=values["transactional.id.expiration.ms"],
+            abort_interval_ms=values["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+            expire_interval_ms=values["transaction.remove.expired.transaction.cleanup.interval.ms"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class InitResult:
+    error: ErrorCode
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+class _NeedProducerId(Exception):
+    """The decision wants a fresh producer id: allocate one (async) and decide again."""
+
+
+class TxnCoordinator:
+    def __init__(
+        self,
+        topics: TopicManager,
+        config: TxnConfig,
+        producer_ids: ProducerIdManager,
+        write_marker: MarkerWriter | None,
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.topics = topics
+        self.config = config
+        self.producer_ids = producer_ids
+        self.write_marker = write_marker
+        self.now_ms = now_ms
+        self.cache = TxnCache()
+        self.txn_log = TxnLog(topics, config.num_partitions, now_ms)
+        self.loaded = trio.Event()
+        self._completions: dict[str, trio.Event] = {}
+        self._nursery: trio.Nursery | None = None
+
+    # -- background ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Load the log, re-drive unfinished transactions, then run the timers until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            await self.load()
+            nursery.start_soon(self._every, self.config.abort_interval_ms, self.abort_timed_out)
+            nursery.start_soon(self._every, self.config.expire_interval_ms, self.expire_ids)
+
+    async def load(self) -> None:
+        async for transit in self.txn_log.replay():
+            self.cache.apply(transit)
+        completions = lifecycle.transactions_to_complete(self.cache, self.now_ms())
+        log.info(
+            "loaded %d transactional id(s); completing %d transaction(s)",
+            len(self.cache),
+            len(completions),
+        )
+        for completion in completions:
+            self._start_completion(completion)
+        self.loaded.set()
+
+    @staticmethod
+    async def _every(interval_ms: int, job: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await trio.sleep(interval_ms / 1000)
+            await job()
+
+    async def abort_timed_out(self) -> None:
+        """Fence and abort every Ongoing transaction older than its timeout."""
+        for meta in lifecycle.expired_transactions(self.cache, self.now_ms()):
+            now = self.now_ms()
+            tid = meta.transactional_id
+            # re-check: earlier iterations awaited, the id may have moved on
+            if self.cache.get(tid) is not meta or not lifecycle.expired_transactions(
+                {tid: meta}, now
+            ):
+                continue
+            write = lifecycle.abort_timed_out(meta, now)
+            if write is not None:
+                log.info("%s: transaction timed out, aborting with a bumped epoch", tid)
+                await self._execute(write)
+
+    async def expire_ids(self) -> None:
+        """Tombstone every transactional id idle longer than transactional.id.expiration.ms."""
+        expiration = self.config.id_expiration_ms
+        for meta in lifecycle.expired_transactional_ids(self.cache, self.now_ms(), expiration):
+            now, tid = self.now_ms(), meta.transactional_id
+            if self.cache.get(tid) is not meta or not lifecycle.expired_transactional_ids(
+                {tid: meta}, now, expiration
+            ):
+                continue
+            log.info("%s: transactional id expired", tid)
+            await self._execute(lifecycle.expire_transactional_id(meta))
+
+    # -- writes --------------------------------------------------------------------------------
+
+    async def _execute(self, write: Write) -> ErrorCode:
+        """Append, then apply (or abandon); start the markers of a durable Prepare*."""
+        if write.created is not None:
+            self.cache.put_if_absent(write.created)
+        transit = write.transit
+        meta = self.cache[transit.transactional_id]
+        with trio.CancelScope(shield=True):
+            try:
+                await self.txn_log.append(transit)
+            except StorageError as exc:
+                log.error(
+                    "%s: writing %s failed: %s", meta.transactional_id, transit.state.name, exc
+                )
+                meta.abandon(transit)
+                return decisions.append_error(E.kafka_storage_error)
+            self.cache.apply(transit)
+        if write.writes_markers:
+            self._start_completion(lifecycle.begin_completion(meta, self.now_ms()))
+        return write.reply
+
+    def _start_completion(self, completion: Completion) -> None:
+        assert self._nursery is not None, "TxnCoordinator.run is not running"
+        tid = completion.markers.transactional_id
+        done = self._completions[tid] = trio.Event()
+        self._nursery.start_soon(self._complete, completion, done)
+
+    async def settle(self, transactional_id: str, timeout_s: float | None = None) -> None:
+        """Wait (at most ``timeout_s``, default ``completion_wait_ms``) for a running
+        completion of ``transactional_id``."""
+        done = self._completions.get(transactional_id)
+        if done is not None:
+            if timeout_s is None:
+                timeout_s = self.config.completion_wait_ms / 1000
+            with trio.move_on_after(timeout_s):
+                await done.wait()
+
+    async def _complete(self, completion: Completion, done: trio.Event) -> None:
+        markers = completion.markers
+        tid = markers.transactional_id
+        meta = self.cache[tid]
+        pending = set(markers.partitions)
+        delay = RETRY_MIN_S
+        while True:
+            for tp in sorted(pending):
+                if self._marker_settled(tid, tp, await self._write_marker(tp, markers)):
+                    pending.discard(tp)
+                    meta.remove_partition(tp)
+            if not pending:
+                try:
+                    with trio.CancelScope(shield=True):
+                        await self.txn_log.append(completion.transit)
+                        self.cache.apply(completion.transit)
+                    break
+                except StorageError as exc:
+                    log.error("%s: writing %s failed: %s", tid, completion.transit.state.name, exc)
+            await trio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_S)
+        del self._completions[tid]
+        done.set()
+
+    async def _write_marker(self, tp: TP, markers: lifecycle.Markers) -> ErrorCode | None:
+        """The writer's answer; None if it raised (retried)."""
+        if self.write_marker is None:
+            return E.unknown_server_error
+        try:
+            return await self.write_marker(
+                TopicPartition(*tp),
+                markers.producer_id,
+                markers.producer_epoch,
+                markers.commit,
+                COORDINATOR_EPOCH,
+            )
+        except StorageError:
+            return E.kafka_storage_error
+        except Exception:
+            log.exception("%s: marker for %s raised", markers.transactional_id, tp)
+            return None
+
+    def _marker_settled(self, tid: str, tp: TP, code: ErrorCode | None) -> bool:
+        """Whether ``tp`` needs no further marker (see the module docstring)."""
+        if code is None:
+            return False
+        action = lifecycle.marker_action(code)
+        if action is MarkerAction.RETRY:
+            if code is E.unknown_topic_or_partition and self.topics.partition(*tp) is None:
+                log.warning("%s: %s no longer exists; no marker", tid, tp)
+                return True
+            log.info("%s: marker for %s: %s, retrying", tid, tp, code.name)
+            return False
+        if action is MarkerAction.STOP:
+            log.warning("%s: marker for %s: %s; a newer epoch owns it", tid, tp, code.name)
+        elif action is MarkerAction.DROP:
+            log.warning("%s: marker for %s dropped: %s", tid, tp, code.name)
+        elif action is MarkerAction.BUG:
+            log.error("%s: marker for %s failed with %s; dropped", tid, tp, code.name)
+        return True
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def _status(self) -> ErrorCode:
+        return E.none if self.loaded.is_set() else E.coordinator_load_in_progress
+
+    async def init_producer_id(
+        self,
+        transactional_id: str,
+        txn_timeout_ms: int,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> InitResult:
+        """InitProducerId with a transactional id (the null-id path is the handler's)."""
+        if (err := self._status()) is not E.none:
+            return InitResult(err)
+        await self.settle(transactional_id)
+        fresh: list[int] = []
+
+        def new_producer_id() -> int:
+            if not fresh:
+                raise _NeedProducerId
+            return fresh.pop()
+
+        while True:
+            try:
+                outcome = decisions.init_producer_id(
+                    self.cache.get(transactional_id),
+                    transactional_id,
+                    txn_timeout_ms,
+                    producer_id=producer_id,
+                    producer_epoch=producer_epoch,
+                    max_timeout_ms=self.config.max_timeout_ms,
+                    new_producer_id=new_producer_id,
+                    now_ms=self.now_ms(),
+                )
+                break
+            except _NeedProducerId:
+                try:
+                    fresh.append(await self.producer_ids.generate_producer_id())
+                except StorageError as exc:
+                    log.error("cannot reserve producer ids: %s", exc)
+                    return InitResult(E.coordinator_not_available)
+        if isinstance(outcome, ErrorCode):
+            return InitResult(outcome)
+        code = await self._execute(outcome)
+        if outcome.writes_markers:  # fenced an ongoing transaction: let its abort finish
+            await self.settle(transactional_id)
+        if code is not E.none:
+            return InitResult(code)
+        return InitResult(E.none, outcome.transit.producer_id, outcome.transit.producer_epoch)
+
+    async def add_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TP]
+    ) -> ErrorCode:
+        if (err := self._status()) is not E.none:
+            return err
+        await self.settle(transactional_id)
+        outcome = decisions.add_partitions_to_txn(
+            self.cache.get(transactional_id),
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            partitions,
+            self.now_ms(),
+        )
+        return outcome if isinstance(outcome, ErrorCode) else await self._execute(outcome)
+
+    async def add_offsets(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, offsets_partition: int
+    ) -> ErrorCode:
+        """AddOffsetsToTxn: ``offsets_partition`` is the group's ``__consumer_offsets``
+        partition."""
+        return await self.add_partitions(
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            [(decisions.OFFSETS_TOPIC, offsets_partition)],
+        )
+
+    async def end_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool
+    ) -> ErrorCode:
+        """EndTxn: answered once the markers are written and Complete* is durable, or after
+        ``TxnConfig.completion_wait_ms`` with the completion still retrying in the background."""
+        if (err := self._status()) is not E.none:
+            return err
+        await self.settle(transactional_id)
+        outcome = decisions.end_txn(
+            self.cache.get(transactional_id),
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            committed,
+            self.now_ms(),
+        )
+        if isinstance(outcome, ErrorCode):
+            return outcome
+        code = await self._execute(outcome)
+        if code is E.none:
+            await self.settle(transactional_id)
+        return code
+
+    def verify_partition(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition
+    ) -> ErrorCode:
+        """KIP-890 part 1: NONE if ``tp`` is in the producer's ongoing transaction."""
+        if (err := self._status()) is not E.none:
+            return err
+        key = (tp.topic, tp.partition)
+        result = decisions.verify_partitions(
+            self.cache.get(transactional_id), transactional_id, producer_id, producer_epoch, [key]
+        )
+        return result if isinstance(result, ErrorCode) else result[key]
+
+    # -- admin ---------------------------------------------------------------------------------
+
+    def describe(self, transactional_id: str) -> TxnMetadata | ErrorCode:
+        """DescribeTransactions for one id (its partitions: those still lacking markers)."""
+        if not transactional_id:
+            return E.invalid_request
+        if (err := self._status()) is not E.none:
+            return err
+        meta = self.cache.get(transactional_id)
+        if meta is None or meta.state is S.DEAD:
+            return E.transactional_id_not_found
+        return meta
+
+    def list_transactions(
+        self, state_filters: Iterable[str], producer_id_filters: Iterable[int], duration_ms: int
+    ) -> tuple[ErrorCode, list[str], list[TxnMetadata]]:
+        """ListTransactions: (error, unknown state filters, matching ids). A duration filter
+        < 0 is off; otherwise only transactions running longer than it (now - start >
+        duration, as Kafka compares, so resting ids with start -1 always match)."""
+        names = list(state_filters)
+        unknown: list[str] = []
+        states: set[TxnState] = set()
+        for name in names:
+            state = TxnState.from_kafka_name(name)
+            if state is None:
+                unknown.append(name)
+            else:
+                states.add(state)
+        if (err := self._status()) is not E.none:
+            return err, unknown, []
+        pids = set(producer_id_filters)
+        now = self.now_ms()
+        found = [
+            meta
+            for meta in self.cache.values()
+            if meta.state is not S.DEAD
+            and (not pids or meta.producer_id in pids)
+            and (not names or meta.state in states)
+            and (duration_ms < 0 or now - meta.txn_start_timestamp > duration_ms)
+        ]
+        return E.none, unknown, sorted(found, key=lambda m: m.transactional_id)

@@ -1,0 +1,101 @@
+"""``__transaction_state`` on disk: lazy creation, one-record appends, and replay at startup.
+
+Theory of operation
+-------------------
+The transaction coordinator's durable state is the internal topic ``__transaction_state``
+(``transaction.state.log.num.partitions`` partitions, default 50). A transactional id lives on
+partition ``log_format.partition_for(id, n)`` where ``n`` is the partition count of the topic
+as it exists (or the configured count before it exists), exactly as Kafka places it.
+
+* Creation is lazy: the topic appears with the first append (an InitProducerId), so a broker
+  that never sees a transaction never creates 50 partitions and starts fast. It is created with
+  ``retention.ms=-1``/``retention.bytes=-1``: until the log cleaner exists, time and size
+  retention must never delete the only copy of the coordinator's state (Kafka compacts it).
+* Each transit is one record (key and value from ``log_format.encode``, a tombstone for an
+  expired id) in its own uncompressed batch with no producer id, appended through
+  ``Partition.append`` (so the file backend's durability setting applies). ``append`` returns
+  only once the batch is in the log; it raises ``StorageError`` otherwise.
+* ``replay`` reads every partition from its log start in offset order and yields the decoded
+  transits; a record that does not decode is skipped with a warning (Kafka skips unknown key
+  versions the same way), so one bad record cannot keep the coordinator from starting.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Final
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.txn.log_format import LogFormatError, decode, encode, partition_for
+from coordinator.txn.metadata import TxnTransit
+from storage.api import StorageError
+from storage.partition import Partition
+from storage.topics import TopicManager
+from wire.batch import ATTR_CONTROL, RecordBatchError, iter_batches
+from wire.records import Record, build_batch, decode_batch_records, read_batch_header
+
+__all__ = ["TXN_TOPIC", "TXN_TOPIC_CONFIGS", "TxnLog"]
+
+log = logging.getLogger("kafkad.txn")
+
+TXN_TOPIC: Final = "__transaction_state"
+TXN_TOPIC_CONFIGS: Final[Mapping[str, str]] = {
+    "retention.ms": "-1",
+    "retention.bytes": "-1",
+    "segment.bytes": "104857600",
+}
+READ_CHUNK: Final = 1 << 20
+
+
+class TxnLog:
+    def __init__(self, topics: TopicManager, num_partitions: int, wall_ms: Callable[[], int]):
+        self.topics = topics
+        self.num_partitions = num_partitions
+        self.wall_ms = wall_ms
+
+    async def _partition(self, transactional_id: str) -> Partition:
+        topic = self.topics.get(TXN_TOPIC)
+        if topic is None:
+            topic = await self.topics.create(TXN_TOPIC, self.num_partitions, TXN_TOPIC_CONFIGS)
+            log.info("created %s with %d partitions", TXN_TOPIC, self.num_partitions)
+        return topic.partitions[partition_for(transactional_id, len(topic.partitions))]
+
+    async def append(self, transit: TxnTransit) -> None:
+        """Append the record of ``transit``; raises StorageError if it is not in the log."""
+        p = await self._partition(transit.transactional_id)
+        key, value = encode(transit)
+        now = self.wall_ms()
+        batch = build_batch([Record(0, 0, key, value)], base_timestamp=now)
+        appended = await p.append(batch, read_batch_header(batch), now)
+        if isinstance(appended, ErrorCode):  # only producer-id batches are refused; ours has none
+            raise StorageError(f"append to {p.tp} refused: {appended.name}")
+
+    async def replay(self) -> AsyncIterator[TxnTransit]:
+        """Every record of every partition, in offset order per partition."""
+        topic = self.topics.get(TXN_TOPIC)
+        if topic is None:
+            return
+        for p in topic.partitions:
+            offset = p.log_start_offset
+            while offset < p.high_watermark:
+                data = await p.read(offset, READ_CHUNK)
+                if not data:
+                    break
+                for pos, h in iter_batches(data):
+                    if h.last_offset >= offset and not h.attributes & ATTR_CONTROL:
+                        try:
+                            records = decode_batch_records(data[pos : pos + h.total_size])
+                        except RecordBatchError as exc:
+                            log.warning("%s: skipping batch at %d: %s", p.tp, h.base_offset, exc)
+                            records = []
+                        for r in records:
+                            at = h.base_offset + r.offset_delta
+                            if at < offset or r.key is None:
+                                continue
+                            try:
+                                yield decode(r.key, r.value)
+                            except LogFormatError as exc:
+                                log.warning("%s: skipping record at %d: %s", p.tp, at, exc)
+                    offset = max(offset, h.last_offset + 1)

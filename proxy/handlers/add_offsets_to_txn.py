@@ -1,0 +1,36 @@
+"""AddOffsetsToTxn (key 25), v0-4 (spec eos.md §4.6).
+
+v0: transactional id, producer id, epoch, group id. v1: same (throttling). v2: may answer
+PRODUCER_FENCED (older versions get INVALID_PRODUCER_EPOCH). v3: flexible. v4: may answer
+TRANSACTION_ABORTABLE (older versions get INVALID_TXN_STATE, ``wire/errors.py``).
+
+Adds the group's ``__consumer_offsets`` partition to the transaction, so its commit or abort
+marker materialises or drops the offsets TxnOffsetCommit leaves pending there. The partition
+is the group coordinator's: ``partition_for(group, n)`` over the partition count of
+``__consumer_offsets`` as it exists, or ``offsets.topic.num.partitions`` before it does (the
+group coordinator creates it on its first write).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator.group.records import partition_for
+from coordinator.group.runtime import OFFSETS_TOPIC
+from proxy.context import RequestContext
+from proxy.registry import handler
+
+
+@handler(api_key=25, versions=(0, 4))
+async def add_offsets_to_txn(ctx: RequestContext, req: Any) -> Any:
+    broker = ctx.broker
+    topic = broker.topics.get(OFFSETS_TOPIC)
+    n = (
+        len(topic.partitions)
+        if topic is not None
+        else broker.config.get("offsets.topic.num.partitions")
+    )
+    code = await broker.txns.add_offsets(
+        req.transactional_id, req.producer_id, req.producer_epoch, partition_for(req.group_id, n)
+    )
+    return ctx.b.AddOffsetsToTxnResponse(throttle_time=0, error_code=code)

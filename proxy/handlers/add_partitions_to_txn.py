@@ -1,0 +1,57 @@
+"""AddPartitionsToTxn (key 24), v0-3 (spec eos.md §4.5).
+
+v0: one transaction (id, producer id, epoch, topics with partitions); one error code per
+partition. v1: same (throttling). v2: may answer PRODUCER_FENCED (older versions get
+INVALID_PRODUCER_EPOCH, ``wire/errors.py``). v3: flexible. v4-5 (KIP-890: batched
+broker-to-coordinator form with VerifyOnly; v5 TRANSACTION_ABORTABLE) are not advertised:
+kafkad's partitions verify in process (``TxnCoordinator.verify_partition``) and no client
+sends them.
+
+Per partition a topic or partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION, and then
+nothing is added: every other partition gets OPERATION_NOT_ATTEMPTED
+(``decisions.partition_errors``). Otherwise the coordinator's single answer is repeated for
+every requested partition. There are no ACLs, so no *_AUTHORIZATION_FAILED.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.txn.decisions import partition_errors
+from coordinator.txn.metadata import TP
+from proxy.context import RequestContext
+from proxy.registry import handler
+
+
+@handler(api_key=24, versions=(0, 3))
+async def add_partitions_to_txn(ctx: RequestContext, req: Any) -> Any:
+    b, broker = ctx.b, ctx.broker
+    wanted: list[TP] = [(t.name, int(p)) for t in req.v3_and_below_topics for p in t.partitions]
+    missing = {
+        tp: ErrorCode.unknown_topic_or_partition
+        for tp in wanted
+        if (p := broker.topics.partition(*tp)) is None or p.deleted
+    }
+    results = partition_errors(wanted, missing)
+    if results is None:
+        code = await broker.txns.add_partitions(
+            req.v3_and_below_transactional_id,
+            req.v3_and_below_producer_id,
+            req.v3_and_below_producer_epoch,
+            wanted,
+        )
+        results = dict.fromkeys(wanted, code)
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, index), code in results.items():
+        by_topic.setdefault(topic, []).append(
+            b.AddPartitionsToTxnPartitionResult(partition_index=index, partition_error_code=code)
+        )
+    return b.AddPartitionsToTxnResponse(
+        throttle_time=0,
+        results_by_topic_v3_and_below=tuple(
+            b.AddPartitionsToTxnTopicResult(name=name, results_by_partition=tuple(parts))
+            for name, parts in by_topic.items()
+        ),
+    )

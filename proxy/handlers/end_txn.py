@@ -1,0 +1,26 @@
+"""EndTxn (key 26), v0-4 (spec eos.md §4.7, transaction version 1).
+
+v0: transactional id, producer id, epoch, committed. v1: same (throttling). v2: may answer
+PRODUCER_FENCED (older versions get INVALID_PRODUCER_EPOCH). v3: flexible. v4: may answer
+TRANSACTION_ABORTABLE (older versions get INVALID_TXN_STATE, ``wire/errors.py``). v5
+(transactions v2: the epoch is bumped every transaction, new id/epoch in the response) is not
+advertised, and ``transaction.version`` is not offered in ApiVersions.
+
+The answer waits for the markers and the Complete record when they finish promptly, so the
+next AddPartitionsToTxn does not meet CONCURRENT_TRANSACTIONS (``coordinator/txn/runtime.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy.context import RequestContext
+from proxy.registry import handler
+
+
+@handler(api_key=26, versions=(0, 4))
+async def end_txn(ctx: RequestContext, req: Any) -> Any:
+    code = await ctx.broker.txns.end_txn(
+        req.transactional_id, req.producer_id, req.producer_epoch, req.committed
+    )
+    return ctx.b.EndTxnResponse(throttle_time=0, error_code=code)
