@@ -5,10 +5,15 @@
 Subscribes, and for each record commits its offset synchronously and only then prints
 ``{"ev": "rec", "p": partition, "o": offset, "v": value}``; prints ``{"ev": "start"}`` when the
 consumer exists. SIGTERM: close the consumer (leaving the group unless static) and exit 0.
+
+A commit can fail when the member lost its partitions (its session expired, e.g. on a starved
+machine, and the group rebalanced without it): the record is then not printed, the consumer
+seeks back to it and keeps polling, which rejoins the group, as a real application would.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
@@ -27,7 +32,7 @@ def _stop(*_: object) -> None:
 
 
 def run_confluent(bs: str, topic: str, group: str, instance: str | None) -> None:
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     conf = {
         "bootstrap.servers": bs,
@@ -46,13 +51,20 @@ def run_confluent(bs: str, topic: str, group: str, instance: str | None) -> None
         m = c.poll(0.1)
         if m is None or m.error():
             continue
-        c.commit(m, asynchronous=False)
+        try:
+            c.commit(m, asynchronous=False)
+        except KafkaException:
+            # if no longer assigned, the next owner starts at the committed offset
+            with contextlib.suppress(KafkaException):
+                c.seek(TopicPartition(m.topic(), m.partition(), m.offset()))
+            continue
         emit(ev="rec", p=m.partition(), o=m.offset(), v=m.value().decode())
     c.close()
 
 
 def run_kafka_python(bs: str, topic: str, group: str, instance: str | None) -> None:
     from kafka import KafkaConsumer, OffsetAndMetadata
+    from kafka.errors import CommitFailedError, IllegalStateError
 
     kw: dict[str, object] = {}
     if instance:
@@ -71,7 +83,12 @@ def run_kafka_python(bs: str, topic: str, group: str, instance: str | None) -> N
     while not stop:
         for tp, msgs in c.poll(timeout_ms=100).items():
             for m in msgs:
-                c.commit({tp: OffsetAndMetadata(m.offset + 1, "", -1)})
+                try:
+                    c.commit({tp: OffsetAndMetadata(m.offset + 1, "", -1)})
+                except CommitFailedError:
+                    with contextlib.suppress(IllegalStateError):  # no longer assigned
+                        c.seek(tp, m.offset)
+                    break
                 emit(ev="rec", p=m.partition, o=m.offset, v=m.value.decode())
     c.close()
 
@@ -79,7 +96,8 @@ def run_kafka_python(bs: str, topic: str, group: str, instance: str | None) -> N
 def run_aiokafka(bs: str, topic: str, group: str, instance: str | None) -> None:
     import asyncio
 
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.errors import CommitFailedError, IllegalStateError
     from aiokafka.structs import OffsetAndMetadata
 
     async def main() -> None:
@@ -100,13 +118,12 @@ def run_aiokafka(bs: str, topic: str, group: str, instance: str | None) -> None:
                 batches = await c.getmany(timeout_ms=100)
                 for tp, msgs in batches.items():
                     for m in msgs:
-                        await c.commit(
-                            {
-                                TopicPartition(tp.topic, tp.partition): OffsetAndMetadata(
-                                    m.offset + 1, ""
-                                )
-                            }
-                        )
+                        try:
+                            await c.commit({tp: OffsetAndMetadata(m.offset + 1, "")})
+                        except CommitFailedError:
+                            with contextlib.suppress(IllegalStateError):  # no longer assigned
+                                c.seek(tp, m.offset)
+                            break
                         emit(ev="rec", p=m.partition, o=m.offset, v=m.value.decode())
         finally:
             await c.stop()
