@@ -17,17 +17,20 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coordinator.group.offsets import CommitRequest
+from proxy.broker import Broker
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.api import TopicPartition
 
 
-@handler(api_key=8, versions=(2, 9))
-async def offset_commit(ctx: RequestContext, req: Any) -> Any:
-    b, broker = ctx.b, ctx.broker
+def parse_commits(
+    broker: Broker, topics: Any
+) -> tuple[dict[TopicPartition, ErrorCode], list[CommitRequest]]:
+    """The offsets of an OffsetCommit or TxnOffsetCommit request: unknown topics answered
+    UNKNOWN_TOPIC_OR_PARTITION at once, the rest to commit."""
     codes: dict[TopicPartition, ErrorCode] = {}
     commits = []
-    for t in req.topics:
+    for t in topics:
         known = broker.topics.get(t.name) is not None
         for p in t.partitions:
             tp = TopicPartition(t.name, p.partition_index)
@@ -42,6 +45,13 @@ async def offset_commit(ctx: RequestContext, req: Any) -> Any:
                     p.committed_metadata,
                 )
             )
+    return codes, commits
+
+
+@handler(api_key=8, versions=(2, 9))
+async def offset_commit(ctx: RequestContext, req: Any) -> Any:
+    b, broker = ctx.b, ctx.broker
+    codes, commits = parse_commits(broker, req.topics)
     if commits:
         result = await broker.groups.commit_offsets(
             req.group_id,

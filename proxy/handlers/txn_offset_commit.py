@@ -25,8 +25,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.group.offsets import CommitRequest
 from proxy.context import RequestContext
+from proxy.handlers.offset_commit import parse_commits
 from proxy.registry import handler
 from storage.api import TopicPartition
 
@@ -34,23 +34,7 @@ from storage.api import TopicPartition
 @handler(api_key=28, versions=(0, 4))
 async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
     b, broker = ctx.b, ctx.broker
-    codes: dict[TopicPartition, ErrorCode] = {}
-    commits = []
-    for t in req.topics:
-        known = broker.topics.get(t.name) is not None
-        for p in t.partitions:
-            tp = TopicPartition(t.name, p.partition_index)
-            if not known:
-                codes[tp] = ErrorCode.unknown_topic_or_partition
-                continue
-            commits.append(
-                CommitRequest(
-                    tp,
-                    p.committed_offset,
-                    getattr(p, "committed_leader_epoch", -1),
-                    p.committed_metadata,
-                )
-            )
+    codes, commits = parse_commits(broker, req.topics)
     if commits:
         result = await broker.groups.txn_commit_offsets(
             req.transactional_id,
