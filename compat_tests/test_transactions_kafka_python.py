@@ -25,6 +25,7 @@ from kafka.structs import OffsetAndMetadata
 
 from compat_tests._support import EXTERNAL, topic_name
 from compat_tests.txn_support import (
+    by_partition,
     check_vanished_transaction_is_aborted,
     committed_values,
     create,
@@ -81,13 +82,6 @@ def own_read(bs: str, tps: list[tuple[str, int]]) -> list[ConsumerRecord]:
 
 def own_values(bs: str, topic: str) -> list[bytes]:
     return [r.value for r in own_read(bs, [(topic, 0)])]
-
-
-def by_partition(recs: list[tuple[str, int, bytes]]) -> dict[tuple[str, int], list[bytes]]:
-    out: dict[tuple[str, int], list[bytes]] = {}
-    for t, p, v in recs:
-        out.setdefault((t, p), []).append(v)
-    return out
 
 
 def test_commit_across_partitions_and_abort_hidden(bootstrap: str, producers) -> None:

@@ -83,6 +83,14 @@ def values(recs: list[tuple[str, int, bytes]]) -> list[bytes]:
     return [v for _, _, v in recs]
 
 
+def by_partition(recs: list[tuple[str, int, bytes]]) -> dict[tuple[str, int], list[bytes]]:
+    """Values per (topic, partition), in the order read."""
+    out: dict[tuple[str, int], list[bytes]] = {}
+    for t, p, v in recs:
+        out.setdefault((t, p), []).append(v)
+    return out
+
+
 def committed_values(bs: str, topic: str, partition: int = 0) -> list[bytes]:
     return values(read_all(bs, [(topic, partition)], "read_committed"))
 
