@@ -9,74 +9,22 @@ that kill the broker are skipped then).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests._support import EXTERNAL, topic_name
 from compat_tests.conftest import BrokerProcess
+from compat_tests.txn_support import create, plain_producer, read_all, values
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def create(bs: str, name: str, partitions: int) -> str:
-    admin = AdminClient({"bootstrap.servers": bs})  # kept alive until the result is in
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
-    return name
 
 
 def txn_producer(bs: str, tid: str) -> Producer:
     p = Producer({"bootstrap.servers": bs, "transactional.id": tid, "linger.ms": 5})
     p.init_transactions(30)
     return p
-
-
-def plain_producer(bs: str) -> Producer:
-    return Producer({"bootstrap.servers": bs, "linger.ms": 0})
-
-
-def read_all(bs: str, tps: list[tuple[str, int]], isolation: str) -> list[tuple[str, int, bytes]]:
-    """Everything readable at this isolation level now: reads each partition up to the end the
-    broker reports for that level (the LSO for read_committed, the high watermark otherwise)."""
-    c = Consumer(
-        {
-            "bootstrap.servers": bs,
-            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    try:
-        parts = [TopicPartition(t, p, 0) for t, p in tps]
-        ends = {
-            (t, p): c.get_watermark_offsets(TopicPartition(t, p), 10, cached=False)[1]
-            for t, p in tps
-        }
-        c.assign(parts)
-        out: list[tuple[str, int, bytes]] = []
-        pending = {tp for tp, end in ends.items() if end > 0}
-        for _ in range(400):
-            if not pending:
-                break
-            for m in c.consume(100, 0.1):
-                if m.error() is None:
-                    out.append((m.topic(), m.partition(), m.value()))
-            for t, p in list(pending):
-                (pos,) = c.position([TopicPartition(t, p)])
-                if pos.offset >= ends[(t, p)]:
-                    pending.discard((t, p))
-        assert not pending, f"could not read up to {ends}: still {pending}"
-        return out
-    finally:
-        c.close()
-
-
-def values(recs: list[tuple[str, int, bytes]]) -> list[bytes]:
-    return [v for _, _, v in recs]
 
 
 def test_commit_is_atomic_across_partitions_and_abort_is_invisible(bootstrap: str) -> None:
