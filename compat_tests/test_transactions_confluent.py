@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -227,15 +228,24 @@ SETTINGS = {
 }
 
 
-@pytest.fixture(scope="module")
-def fast(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextmanager
+def txn_test_broker(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[str]:
+    """KAFKAD_BOOTSTRAP, or a kafkad subprocess with SETTINGS, for one module's tests."""
     if EXTERNAL:
         yield EXTERNAL
         return
-    b = _spawn(tmp_path_factory.mktemp("kafkad-txn-confluent"), "txn-confluent", SETTINGS)
-    yield b.bootstrap
-    b.stop()
-    _LIVE.remove(b)
+    b = _spawn(tmp_path_factory.mktemp(f"kafkad-{name}"), name, SETTINGS)
+    try:
+        yield b.bootstrap
+    finally:
+        b.stop()
+        _LIVE.remove(b)
+
+
+@pytest.fixture(scope="module")
+def fast(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with txn_test_broker(tmp_path_factory, "txn-confluent") as bs:
+        yield bs
 
 
 def lso(bs: str, topic: str, partition: int = 0) -> int:

@@ -27,17 +27,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from compat_tests._support import EXTERNAL, topic_name, wait_for
-from compat_tests.conftest import _LIVE, _spawn
-from compat_tests.test_transactions_confluent import create, plain_producer, read_all, values
+from compat_tests.test_transactions_confluent import (
+    committed_offset,
+    create,
+    lso,
+    plain_producer,
+    read_all,
+    txn_test_broker,
+    values,
+)
 
 DRIVER = Path(__file__).parent / "kafkajs" / "txn_driver.js"
-SETTINGS = {
-    "group.initial.rebalance.delay.ms": "0",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
-}
 CALL_TIMEOUT_S = 30.0
 pytestmark = pytest.mark.timeout(120)
 
@@ -115,13 +117,8 @@ class Driver:
 
 @pytest.fixture(scope="module")
 def bs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if EXTERNAL:
-        yield EXTERNAL
-        return
-    b = _spawn(tmp_path_factory.mktemp("kafkad-txn-js"), "txn-js", SETTINGS)
-    yield b.bootstrap
-    b.stop()
-    _LIVE.remove(b)
+    with txn_test_broker(tmp_path_factory, "txn-js") as bootstrap:
+        yield bootstrap
 
 
 @pytest.fixture
@@ -249,15 +246,6 @@ def test_consume_transform_produce_with_send_offsets(bs: str, js: Driver) -> Non
     ]
 
 
-def committed_offset(bs: str, group: str, topic: str) -> int:
-    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
-    try:
-        (tp,) = c.committed([TopicPartition(topic, 0)], 10)
-        return int(tp.offset)
-    finally:
-        c.close()
-
-
 def test_a_new_instance_fences_the_zombie(bs: str, js: Driver) -> None:
     t = create(bs, topic_name("kjs-zombie"), 2)
     src = create(bs, topic_name("kjs-zsrc"), 1)
@@ -307,16 +295,6 @@ def test_a_stalled_producers_transaction_is_aborted_by_the_timeout(bs: str, js: 
     )
     assert js.fails("commit", name="p") == "INVALID_PRODUCER_EPOCH"
     assert values(read_all(bs, [(t, 0)], "read_committed")) == [b"after"]
-
-
-def lso(bs: str, topic: str) -> int:
-    c = Consumer(
-        {"bootstrap.servers": bs, "group.id": "kjs-lso", "isolation.level": "read_committed"}
-    )
-    try:
-        return int(c.get_watermark_offsets(TopicPartition(topic, 0), 10, cached=False)[1])
-    finally:
-        c.close()
 
 
 def test_200_back_to_back_transactions(bs: str, js: Driver) -> None:
