@@ -76,7 +76,7 @@ def store() -> MemoryStore:
 
 @asynccontextmanager
 async def coordinator(
-    store: Store, markers: Any, config: TxnConfig = CONFIG
+    store: Store, markers: Any, config: TxnConfig = CONFIG, crash_point: Any = None
 ) -> AsyncIterator[TxnCoordinator]:
     """A running coordinator over ``store``; leaving the block is a kill (nothing is completed
     beyond what was already appended)."""
@@ -86,7 +86,7 @@ async def coordinator(
         await topics.create("t", 2, {})
     ids = ProducerIdManager(store)
     await ids.load()
-    coord = TxnCoordinator(topics, config, ids, markers, now_ms)
+    coord = TxnCoordinator(topics, config, ids, markers, now_ms, crash_point)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(coord.run)
         await coord.loaded.wait()
@@ -261,6 +261,25 @@ async def test_kill_between_prepare_and_complete_redrives_markers(
         assert coord.cache["tx"].state is S.COMPLETE_COMMIT
         assert durable(await replayed(coord)) == durable(coord.cache)
         assert await coord.add_partitions("tx", pid, epoch, [T0]) is E.none
+
+
+async def test_crash_points_are_called_after_prepare_and_after_the_first_marker(
+    store: Store, autojump_clock
+) -> None:
+    markers = FakeMarkers()
+    seen: list[tuple[str, int]] = []  # (point, markers written so far)
+
+    def crash_point(point: str) -> None:
+        seen.append((point, len(markers.calls)))
+
+    async with coordinator(store, markers, crash_point=crash_point) as coord:
+        pid, epoch = await init(coord)
+        await coord.add_partitions("tx", pid, epoch, [T0, T1])
+        assert await coord.end_txn("tx", pid, epoch, True) is E.none
+        assert seen == [("txn_after_prepare", 0), ("txn_after_first_marker", 1)]
+        await coord.add_partitions("tx", pid, epoch, [T0])  # one partition: no "first of several"
+        assert await coord.end_txn("tx", pid, epoch, False) is E.none
+        assert seen[2:] == [("txn_after_prepare", 2)]
 
 
 async def test_kill_and_restart_on_disk(tmp_path: Path) -> None:
