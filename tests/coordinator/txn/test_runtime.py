@@ -306,6 +306,24 @@ async def test_kill_and_restart_on_disk(tmp_path: Path) -> None:
             assert durable(coord.cache) == live
 
 
+async def test_concurrent_first_inits_create_the_log_once(tmp_path: Path) -> None:
+    """Regression: two InitProducerIds racing on a broker that has no __transaction_state yet
+    both created it; the second failed with "already exists" (found by bench/throughput.py
+    --transactions with two clients)."""
+    with trio.fail_after(30):
+        async with open_store(f"file://{tmp_path}") as disk, coordinator(disk, None) as coord:
+            results: dict[str, int] = {}
+
+            async def one(tid: str) -> None:
+                results[tid] = (await init(coord, tid))[0]
+
+            async with trio.open_nursery() as nursery:
+                for tid in ("a", "b", "c"):
+                    nursery.start_soon(one, tid)
+            assert len(set(results.values())) == 3
+            assert len(coord.topics.get(TXN_TOPIC).partitions) == 3  # type: ignore[union-attr]
+
+
 async def test_requests_wait_for_the_load(store: Store, autojump_clock) -> None:
     topics = TopicManager(store, LogConfig(), VALUES)
     ids = ProducerIdManager(store)
