@@ -117,13 +117,13 @@ class Crashes:
         return self.kills + self.crashes
 
 
-def retrying(fn: Callable[[], T]) -> T:
+def retrying(fn: Callable[..., T], *args: object) -> T:
     """``fn`` again while it fails with a retriable error (librdkafka's transactional calls may
     be repeated after one)."""
     deadline = time.monotonic() + OP_TIMEOUT_S
     while True:
         try:
-            return fn()
+            return fn(*args)
         except KafkaException as exc:
             if not exc.args[0].retriable() or time.monotonic() > deadline:
                 raise
@@ -142,7 +142,7 @@ def new_producer(bs: str, tid: str) -> Producer:
             **DEBUG,
         }
     )
-    retrying(lambda: p.init_transactions(OP_TIMEOUT_S))
+    retrying(p.init_transactions, OP_TIMEOUT_S)
     return p
 
 
@@ -220,14 +220,14 @@ def test_transactions_survive_crashes(crashing: Crashes) -> None:
                         raise Abandoned
                     offsets = [TopicPartition(src, 0, n + 1)]
                     meta = consumer.consumer_group_metadata()
-                    retrying(lambda: p.send_offsets_to_transaction(offsets, meta, OP_TIMEOUT_S))
+                    retrying(p.send_offsets_to_transaction, offsets, meta, OP_TIMEOUT_S)
                 step(f"end {n}")
                 if txn.abort:
-                    retrying(lambda: p.abort_transaction(OP_TIMEOUT_S))
+                    retrying(p.abort_transaction, OP_TIMEOUT_S)
                     txn.outcome = "abort"
                 else:
                     asked_commit = True
-                    retrying(lambda: p.commit_transaction(OP_TIMEOUT_S))
+                    retrying(p.commit_transaction, OP_TIMEOUT_S)
                     txn.outcome = "commit"
             except Abandoned:
                 txn.outcome = "abort"
@@ -238,7 +238,7 @@ def test_transactions_survive_crashes(crashing: Crashes) -> None:
                 recovered = False
                 if err.txn_requires_abort() and not err.fatal():
                     try:
-                        retrying(lambda: p.abort_transaction(OP_TIMEOUT_S))
+                        retrying(p.abort_transaction, OP_TIMEOUT_S)
                         recovered = True
                     except KafkaException as again:
                         history.append(f"txn {n}: abort failed: {again.args[0].name()}")

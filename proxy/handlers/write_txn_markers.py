@@ -24,10 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from storage.api import TopicPartition
-
 from proxy.context import RequestContext
 from proxy.registry import handler
+from storage.api import TopicPartition
 
 
 @handler(api_key=27, versions=(1, 1))
@@ -46,7 +45,11 @@ async def write_txn_markers(ctx: RequestContext, req: Any) -> Any:
                     marker.transaction_result,
                     marker.coordinator_epoch,
                 )
-                parts.append(b.WritableTxnMarkerPartitionResult(partition_index=index, error_code=code))
+                parts.append(
+                    b.WritableTxnMarkerPartitionResult(partition_index=index, error_code=code)
+                )
             topics.append(b.WritableTxnMarkerTopicResult(name=t.name, partitions=tuple(parts)))
-        results.append(b.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=tuple(topics)))
+        results.append(
+            b.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=tuple(topics))
+        )
     return b.WriteTxnMarkersResponse(markers=tuple(results))
