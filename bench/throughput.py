@@ -16,6 +16,14 @@ With ``--idempotent`` a fourth phase, ``produce idempotent`` (acks=all and
 duplicate checks), runs after the plain ones into its own topic C, so idempotent and plain
 produce are measured in the same run, on the same broker, with the same load.
 
+With ``--transactions`` three more phases run after those, with a transactional producer
+(``transactional.id`` per worker, acks=all): ``txn 5/txn`` and ``txn 1000/txn`` (records per
+transaction, ``--txn-sizes``) each write ``--txn-records`` records as back-to-back
+transactions (begin, produce, commit) into a fresh topic and report transactions per second
+too; then ``consume read_committed`` reads the topic of the largest transactions the way the
+``consume`` phase does, with ``isolation.level=read_committed`` (the LSO, the aborted-index
+lookups and the markers on the fetch path), until every partition's position reaches its end.
+
 The load comes from ``--clients`` worker processes (confluent-kafka, librdkafka 2.x,
 ``produce_batch``), all started before the clock and released together by a barrier.
 A phase's time is first start to last finish (producers: until ``flush`` returned,
@@ -393,10 +401,14 @@ def consume_worker(
 ) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
+    # a transactional topic: the markers take offsets too, so the positions to reach are the
+    # partitions' end offsets, not the record counts
+    ends: dict[int, int] | None = cfg.pop("bench.end.offsets", None)
     consumer = Consumer(cfg)
     consumer.list_topics(topic, timeout=10)
     want = {p: n for p, n in counts.items() if n > 0}
     total_want = sum(want.values())
+    reach = {p: ends[p] for p in want} if ends is not None else want
     tps = [TopicPartition(topic, p, 0) for p in want]
     got: dict[int, int] = dict.fromkeys(want, 0)
     errors: list[str] = []
@@ -414,7 +426,9 @@ def consume_worker(
     consume = consumer.consume
     while True:
         # never ask for more than is left: consume() waits out its timeout for the rest
-        msgs = consume(num_messages=max(1, min(10_000, total_want - received)), timeout=0.5)
+        # (past the last record only a marker may be left to step over: poll briefly)
+        wait = 0.5 if received < total_want else 0.01
+        msgs = consume(num_messages=max(1, min(10_000, total_want - received)), timeout=wait)
         if msgs:
             received += len(msgs)
             last = msgs[-1]
@@ -426,13 +440,13 @@ def consume_worker(
                 bad_size += 1
         if received >= total_want:
             got = {tp.partition: max(0, tp.offset) for tp in consumer.position(tps)}
-            if all(got[p] >= n for p, n in want.items()):
+            if all(got[p] >= n for p, n in reach.items()):
                 break
         if time.monotonic() > deadline:
             got = {tp.partition: max(0, tp.offset) for tp in consumer.position(tps)}
             timed_out = True
             break
-    total = sum(got.values())
+    total = sum(got.values()) if ends is None else received
     t1 = time.monotonic()
     cpu = _client_cpu() - cpu0
     consumer.close()
@@ -447,6 +461,93 @@ def consume_worker(
             "bad_size_batches": bad_size,
             "timed_out": timed_out,
             "cpu": cpu,
+        }
+    )
+
+
+def txn_produce_worker(
+    cfg: dict[str, Any],
+    topic: str,
+    counts: dict[int, int],
+    size: int,
+    deadline_s: float,
+    barrier: Any,
+    out: Any,
+) -> None:
+    """Back-to-back transactions of ``bench.records.per.txn`` records, dealt round-robin over
+    this worker's partitions; a failed transaction is aborted and its records not counted."""
+    from confluent_kafka import KafkaException, Producer
+
+    per_txn = int(cfg.pop("bench.records.per.txn"))
+    client_errors: list[str] = []
+
+    def on_client_error(err: Any) -> None:
+        if len(client_errors) < 10:
+            client_errors.append(str(err))
+
+    producer = Producer(
+        {**cfg, "transactional.id": f"bench-{uuid.uuid4().hex[:12]}", "error_cb": on_client_error}
+    )
+    producer.list_topics(topic, timeout=10)
+    producer.init_transactions(30)
+    payload = os.urandom(size)
+    plan = dict(counts)
+    written = dict.fromkeys(plan, 0)
+    errors: list[str] = []
+    txns = failed_txns = 0
+    barrier.wait()
+    cpu0 = _client_cpu()
+    t0 = time.monotonic()
+    deadline = t0 + deadline_s
+    timed_out = False
+    while plan:
+        if time.monotonic() > deadline:
+            timed_out = True
+            break
+        taken: dict[int, int] = {}
+        producer.begin_transaction()
+        parts = list(plan)
+        for i in range(min(per_txn, sum(plan.values()))):
+            part = parts[i % len(parts)]
+            if plan.get(part, 0) <= taken.get(part, 0):
+                part = next(p for p in parts if plan[p] > taken.get(p, 0))
+            while True:
+                try:
+                    producer.produce(topic, payload, partition=part)
+                    break
+                except BufferError:
+                    producer.poll(0.005)
+            taken[part] = taken.get(part, 0) + 1
+        try:
+            producer.commit_transaction(max(1.0, deadline - time.monotonic() + 30))
+        except KafkaException as exc:
+            failed_txns += 1
+            if len(errors) < 10:
+                errors.append(str(exc))
+            try:
+                producer.abort_transaction(30)
+            except KafkaException:
+                timed_out = True
+                break
+            continue
+        txns += 1
+        for part, n in taken.items():
+            written[part] += n
+            plan[part] -= n
+            if plan[part] <= 0:
+                del plan[part]
+    t1 = time.monotonic()
+    out.put(
+        {
+            "t0": t0,
+            "t1": t1,
+            "records": sum(written.values()),
+            "per_partition": written,
+            "transactions": txns,
+            "errors": failed_txns,
+            "error_samples": errors + client_errors,
+            "timed_out": timed_out,
+            "cpu": _client_cpu() - cpu0,
         }
     )
 
@@ -544,7 +645,7 @@ def run_phase(
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(len(plans) + 1)
     out = ctx.Queue()
-    if kind == "produce":
+    if kind in ("produce", "txn"):
         cfg: dict[str, Any] = {
             "bootstrap.servers": broker.bootstrap,
             "acks": acks,
@@ -558,6 +659,19 @@ def run_phase(
             "message.timeout.ms": int(timeout * 1000) + 30_000,
         }
         target = produce_worker
+        if kind == "txn":
+            target = txn_produce_worker
+            # message.timeout.ms must not exceed transaction.timeout.ms
+            txn_timeout = cfg["message.timeout.ms"]
+            cfg.update(
+                {
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "linger.ms": 1,
+                    "transaction.timeout.ms": txn_timeout,
+                }
+            )
+            del cfg["delivery.report.only.error"]
     else:
         cfg = {
             "bootstrap.servers": broker.bootstrap,
@@ -623,6 +737,11 @@ def run_phase(
     }
     if kind == "consume":
         res["bad_size_batches"] = sum(r["bad_size_batches"] for r in reports)
+    if kind == "txn":
+        txns = sum(r["transactions"] for r in reports)
+        res["transactions"] = txns
+        res["txns_per_s"] = txns / elapsed if elapsed > 0 else 0.0
+        res["per_partition"] = {p: n for r in reports for p, n in r["per_partition"].items()}
     return res
 
 
@@ -698,11 +817,54 @@ def bench_broker_size(broker: Broker, size: int, args: argparse.Namespace) -> li
     print_profile(rows[-1])
     if not broker.alive():
         raise RuntimeError(f"{broker.name} died during consume; see {broker.log_path}")
+    if args.transactions:
+        rows.extend(txn_phases(broker, size, args, topics))
     if not args.keep_topics:
         err = delete_topics(broker.bootstrap, list(topics.values()))
         if err is not None:
             print(f"  WARNING: could not delete the topics on {broker.name}: {err}", flush=True)
             rows[-1]["delete_topics_error"] = err
+    return rows
+
+
+def txn_phases(
+    broker: Broker, size: int, args: argparse.Namespace, topics: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The --transactions phases: one transactional produce phase per --txn-sizes entry,
+    then a read_committed consume of the topic the largest transactions wrote."""
+    rows: list[dict[str, Any]] = []
+    plans = split_partitions(args.partitions, args.clients, args.txn_records)
+    last: tuple[str, dict[int, int]] | None = None
+    for per_txn in sorted(args.txn_sizes):
+        phase = f"txn {per_txn}/txn"
+        topic = topics[phase] = create_topic(broker.bootstrap, args.partitions)
+        overrides = {**args.producer_set, "bench.records.per.txn": per_txn}
+        res = run_phase(broker, "txn", topic, plans, size, "all", args.phase_timeout, overrides)
+        rows.append({"broker": broker.name, "size": size, "phase": phase, **res})
+        print_row(rows[-1])
+        if "failed" not in res:
+            last = (topic, res["per_partition"])
+        if not broker.alive():
+            raise RuntimeError(f"{broker.name} died during {phase}; see {broker.log_path}")
+    if last is None:
+        return rows
+    topic, per_partition = last
+    ends = high_watermarks(broker.bootstrap, topic, args.partitions)
+    consume_plans = [
+        {p: per_partition.get(p, 0) for p in plan} for plan in plans
+    ]  # same partition -> client deal as the writers
+    overrides = {
+        **args.consumer_set,
+        "isolation.level": "read_committed",
+        "bench.end.offsets": dict(enumerate(ends)),
+    }
+    res = run_phase(
+        broker, "consume", topic, consume_plans, size, "all", args.phase_timeout, overrides
+    )
+    rows.append({"broker": broker.name, "size": size, "phase": "consume read_committed", **res})
+    print_row(rows[-1])
+    if not broker.alive():
+        raise RuntimeError(f"{broker.name} died during consume read_committed")
     return rows
 
 
@@ -810,6 +972,8 @@ def print_row(r: dict[str, Any]) -> None:
     flag = "" if r["complete"] else f"  INCOMPLETE {r['records']}/{r['records_wanted']}"
     if r.get("errors"):
         flag += f"  errors={r['errors']} {r['error_samples'][:2]}"
+    if r.get("transactions") is not None:
+        flag += f"  {r['transactions']} txns, {r['txns_per_s']:,.1f} txn/s"
     hw = r.get("high_watermark_total")
     if hw is not None and hw != r["records_wanted"]:
         flag += f"  (high watermarks sum to {hw})"
@@ -832,7 +996,13 @@ def summarize(rows: list[dict[str, Any]], brokers: list[Broker]) -> list[dict[st
     sizes = sorted({r["size"] for r in rows})
     phases = [
         p
-        for p in (*(f"produce acks={a}" for a in ("1", "all")), "produce idempotent", "consume")
+        for p in (
+            *(f"produce acks={a}" for a in ("1", "all")),
+            "produce idempotent",
+            "consume",
+            *sorted({r["phase"] for r in rows if r["phase"].startswith("txn ")}, key=len),
+            "consume read_committed",
+        )
         if any(r["phase"] == p for r in rows)
     ]
     for size in sizes:
@@ -860,6 +1030,7 @@ def summarize(rows: list[dict[str, Any]], brokers: list[Broker]) -> list[dict[st
                         ),
                         "broker_cores": _median_or_none([r.get("broker_cores") for r in ok]),
                         "client_cores": _median_or_none([r.get("client_cores") for r in ok]),
+                        "txns_per_s": _median_or_none([r.get("txns_per_s") for r in ok]),
                         "runs": len(ok),
                         "all_complete": all(r["complete"] for r in ok),
                     }
@@ -955,6 +1126,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "next to the plain produce phases",
     )
     p.add_argument(
+        "--transactions",
+        action="store_true",
+        help="also run the transactional phases: 'txn K/txn' per --txn-sizes entry "
+        "(transactional producer, back-to-back transactions of K records) and "
+        "'consume read_committed' over the topic of the largest transactions",
+    )
+    p.add_argument(
+        "--txn-sizes", default="5,1000", help="records per transaction of the txn phases"
+    )
+    p.add_argument(
+        "--txn-records",
+        type=int,
+        default=20_000,
+        help="records per txn phase (default 20,000: 4,000 transactions of 5)",
+    )
+    p.add_argument(
         "--clients",
         type=int,
         default=max(1, min(4, ncpu // 2)),
@@ -997,6 +1184,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             p.error(f"--{key.replace('_', '-')} takes NAME=VALUE")
         setattr(args, key, {k.strip(): v.strip() for k, sep, v in pairs})
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
+    args.txn_sizes = [int(s) for s in args.txn_sizes.split(",") if s]
+    if any(k <= 0 for k in args.txn_sizes) or args.txn_records <= 0:
+        p.error("--txn-sizes and --txn-records take positive numbers")
     args.acks = [a.strip() for a in args.acks.split(",") if a.strip()]
     if not args.acks or any(a not in ("1", "all", "-1", "0") for a in args.acks):
         p.error("--acks takes a list of 1, all, -1, 0")
@@ -1076,6 +1266,7 @@ def main(argv: list[str] | None = None) -> int:
                     "records": min(records_for(args, args.sizes[0]), 50_000),
                     "acks": args.acks[:1],
                     "idempotent": False,
+                    "transactions": False,
                 }
             )
             warm.profile = False

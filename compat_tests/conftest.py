@@ -58,6 +58,10 @@ class BrokerProcess:
         assert self._proc is not None
         return self._proc.pid
 
+    def exited(self) -> bool:
+        """Whether the process has ended on its own (a crash, an injected crash point)."""
+        return self._proc is not None and self._proc.poll() is not None
+
     def start(self, port: int = 0) -> None:
         assert self._proc is None, "already running"
         args = [sys.executable, "-m", "proxy.cli", "serve", "--listen", f"127.0.0.1:{port}"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from coordinator.group.runtime import OFFSETS_TOPIC, GroupCoordinator
 from coordinator.producer_ids import ProducerIdManager
 from coordinator.txn.runtime import TxnConfig, TxnCoordinator
 from proxy.config import BrokerConfig
+from proxy.fault_injection import CRASH_EXIT_CODE, injector_from_config
 from storage.api import StorageError, Store, TopicPartition
 from storage.topics import TopicManager
 
@@ -70,12 +72,15 @@ class Broker:
         self.shutting_down = trio.Event()
         self.groups = GroupCoordinator(self.topics, config.values or {}, self.now_ms)
         self.producer_ids = ProducerIdManager(store)
+        # kafkad.fault.injection: the dispatcher's request faults and the crash points
+        self.faults = injector_from_config((config.values or {}).get("kafkad.fault.injection", ""))
         self.txns = TxnCoordinator(
             self.topics,
             TxnConfig.from_values(config.values or {}),
             self.producer_ids,
             write_marker=self.write_txn_marker,
             now_ms=self.now_ms,
+            crash_point=self.crash_point,
         )
         # KIP-890 part 1: (transactional id, producer id, epoch, tp) -> NONE if tp is in that
         # producer's ongoing transaction. None would mean no transaction coordinator: Produce
@@ -84,6 +89,13 @@ class Broker:
             self.txns.verify_partition
         )
         self.txn_verifier = self.txns.verify_partition
+
+    def crash_point(self, point: str) -> None:
+        """Exit the process at once if the fault-injection spec says so (a kill -9 at a chosen
+        moment: no cleanup, no snapshots, nothing flushed)."""
+        if self.faults is not None and self.faults.crash_here(point):
+            log.critical("fault injection: crashing at %s", point)
+            os._exit(CRASH_EXIT_CODE)
 
     async def write_txn_marker(
         self,

@@ -24,7 +24,7 @@ from kio.schema.errors import ErrorCode
 from proxy.broker import Broker
 from proxy.context import RequestContext
 from proxy.error_replies import error_reply
-from proxy.fault_injection import Fault, injector_from_config
+from proxy.fault_injection import Fault
 from proxy.registry import REGISTRY, advertised, served
 from storage.api import StorageError
 from wire.codec import (
@@ -52,8 +52,7 @@ class Dispatcher:
         self.broker = broker
         self.advertised = advertised()
         self.served = served()
-        values = broker.config.values or {}
-        self.faults = injector_from_config(values.get("kafkad.fault.injection", ""))
+        self.faults = broker.faults
 
     async def handle(self, frame: bytes, peer: str = "") -> bytes | None:
         try:

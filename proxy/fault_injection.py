@@ -23,6 +23,19 @@ rule ``APIS:ACTION[@PROBABILITY]`` (probability 0..1, default 1):
   - ``drop_after``: handle the request, then close the connection without answering (the
     write happened, the client never hears of it: the case idempotent producers exist for).
 
+A ``crash=POINT[@PROBABILITY]`` item makes the broker process exit at once (``os._exit``
+with ``CRASH_EXIT_CODE``, no cleanup, nothing flushed: a ``kill -9`` at a chosen moment) when
+the transaction coordinator reaches POINT, for the crash tests of the transaction machinery:
+
+* ``txn_after_prepare``: right after a PrepareCommit/PrepareAbort record is durable, before any
+  marker (the outcome is decided, no partition knows it yet);
+* ``txn_after_first_marker``: right after the first marker of a completion that has several
+  partitions (some partitions have their marker, others not).
+
+Crash draws come from their own generator (seeded from ``seed`` too), so adding a crash item
+leaves the request faults' draws unchanged. A restarted broker with the same spec draws the
+same sequence again: give each restart its own seed, or it may crash at the same spot forever.
+
 Each rule that matches a request draws once from the seeded generator, in spec order. Delays
 add up; the first ``error`` that fires wins; a firing ``drop`` beats everything else. The draws
 are per broker, so with several connections the interleaving of their requests decides which
@@ -44,6 +57,8 @@ from kio.schema.index import api_key_map
 
 API_VERSIONS_KEY = 18
 ACTIONS = ("error", "delay", "drop", "drop_after")
+CRASH_POINTS = ("txn_after_prepare", "txn_after_first_marker")
+CRASH_EXIT_CODE = 86
 
 
 def _api_names() -> Mapping[str, int]:
@@ -66,9 +81,16 @@ class Rule:
 
 
 @dataclass(frozen=True, slots=True)
+class CrashRule:
+    point: str  # one of CRASH_POINTS
+    probability: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class FaultSpec:
     seed: int
     rules: tuple[Rule, ...]
+    crashes: tuple[CrashRule, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +112,7 @@ NO_FAULT = Fault()
 
 def parse_spec(text: str) -> FaultSpec | None:
     """The spec of ``kafkad.fault.injection``; None for an empty one; ValueError if malformed."""
-    seed, rules = 0, []
+    seed, rules, crashes = 0, [], []
     names = _api_names()
     for raw in text.split(";"):
         item = raw.strip()
@@ -98,6 +120,9 @@ def parse_spec(text: str) -> FaultSpec | None:
             continue
         if item.startswith("seed="):
             seed = int(item[5:])
+            continue
+        if item.startswith("crash="):
+            crashes.append(_crash_rule(item))
             continue
         apis, sep, rest = item.partition(":")
         if not sep:
@@ -107,7 +132,20 @@ def parse_spec(text: str) -> FaultSpec | None:
         if not 0.0 <= probability <= 1.0:
             raise ValueError(f"fault rule {item!r}: probability must be within 0..1")
         rules.append(_rule(item, apis.strip(), action_text.strip(), probability, names))
-    return FaultSpec(seed, tuple(rules)) if rules else None
+    if not rules and not crashes:
+        return None
+    return FaultSpec(seed, tuple(rules), tuple(crashes))
+
+
+def _crash_rule(item: str) -> CrashRule:
+    point, at, prob_text = item[len("crash=") :].partition("@")
+    point = point.strip().lower()
+    if point not in CRASH_POINTS:
+        raise ValueError(f"fault rule {item!r}: crash point must be one of {CRASH_POINTS}")
+    probability = float(prob_text) if at else 1.0
+    if not 0.0 <= probability <= 1.0:
+        raise ValueError(f"fault rule {item!r}: probability must be within 0..1")
+    return CrashRule(point, probability)
 
 
 def _rule(
@@ -150,7 +188,17 @@ class FaultInjector:
     def __init__(self, spec: FaultSpec) -> None:
         self.spec = spec
         self._rng = random.Random(spec.seed)
+        self._crash_rng = random.Random(spec.seed + 1)
         self.injected = 0  # requests that got a fault (tests, logs)
+
+    def crash_here(self, point: str) -> bool:
+        """Whether the broker must exit now at crash point ``point`` (one draw per matching
+        crash rule, in spec order)."""
+        hit = False
+        for rule in self.spec.crashes:
+            if rule.point == point and self._crash_rng.random() < rule.probability:
+                hit = True
+        return hit
 
     def decide(self, api_key: int) -> Fault:
         error: ErrorCode | None = None

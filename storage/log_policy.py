@@ -51,15 +51,34 @@ def should_roll(
     )
 
 
+def segments_below(bases: Sequence[int], offset: int) -> int:
+    """How many leading segments (base offsets ``bases``, oldest first) end at or below
+    ``offset``: segment i qualifies when segment i + 1 starts at or below it."""
+    n = 0
+    while n + 1 < len(bases) and bases[n + 1] <= offset:
+        n += 1
+    return n
+
+
 def segment_expired(cfg: LogConfig, roll_basis_ms: int | None, now_ms: int) -> bool:
     """The active segment is over ``segment_ms`` old (retention rolls it before deleting)."""
     return roll_basis_ms is not None and now_ms - roll_basis_ms > cfg.segment_ms
 
 
 def retention_deletable(
-    cfg: LogConfig, segments: Sequence[tuple[int, int]], total_size: int, now_ms: int
+    cfg: LogConfig,
+    segments: Sequence[tuple[int, int]],
+    total_size: int,
+    now_ms: int,
+    stable: int | None = None,
 ) -> int:
     """How many of the oldest segments retention deletes.
+
+    ``stable``: how many leading segments lie entirely below the last stable offset (their
+    successor's base offset is at or below it); retention never deletes past them, so an open
+    transaction's first offset, its data and anything after it stay (issue 5: a segment at or
+    past the LSO is never deleted; Kafka bounds deletion by the high watermark, which the LSO
+    never exceeds). None: no bound.
 
     ``segments`` are (size in bytes, largest timestamp) oldest first; the last one is the active
     segment and is never deleted. Time first: leading segments whose largest timestamp is more
@@ -67,6 +86,8 @@ def retention_deletable(
     still be at least ``retention_bytes``, that segment goes (Kafka's ``diff - size >= 0``).
     """
     candidates = segments[:-1]
+    if stable is not None:
+        candidates = candidates[:stable]
     n = 0
     if cfg.retention_ms >= 0:
         while n < len(candidates) and now_ms - candidates[n][1] > cfg.retention_ms:

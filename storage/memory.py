@@ -26,7 +26,7 @@ from storage.api import (
 )
 from storage.api import TopicPartition as TP
 from storage.clock import wall_clock_ms
-from storage.log_policy import retention_deletable, segment_expired, should_roll
+from storage.log_policy import retention_deletable, segment_expired, segments_below, should_roll
 from wire.records import BATCH_HEADER_SIZE, iter_batches
 
 _BASE = struct.Struct(">q")
@@ -171,13 +171,16 @@ class MemoryLog:
             n += 1
         self._delete_oldest(n)
 
-    async def apply_retention(self, now_ms: int) -> int:
+    async def apply_retention(self, now_ms: int, upper_bound: int | None = None) -> int:
         self._check_open()
         active = self._segments[-1]
         if active.size and segment_expired(self.config, active.roll_basis_ms, now_ms):
             self._roll()
         aged = [(s.size, s.max_ts if s.max_ts >= 0 else s.last_append_ms) for s in self._segments]
-        n = retention_deletable(self.config, aged, self._size, now_ms)
+        stable = None
+        if upper_bound is not None:
+            stable = segments_below([s.base for s in self._segments], upper_bound)
+        n = retention_deletable(self.config, aged, self._size, now_ms, stable)
         self._delete_oldest(n)
         return n
 

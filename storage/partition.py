@@ -304,8 +304,10 @@ class Partition:
             self.producers.truncate_aborted(self.log.log_start_offset)
 
     async def apply_retention(self, now_ms: int) -> int:
-        """Retention on the log, then forget aborted transactions below the new log start."""
-        deleted = await self.log.apply_retention(now_ms)
+        """Retention on the log, never past the last stable offset (a segment holding or
+        following an open transaction's first offset stays), then forget aborted transactions
+        below the new log start."""
+        deleted = await self.log.apply_retention(now_ms, upper_bound=self.last_stable_offset)
         self.producers.truncate_aborted(self.log.log_start_offset)
         return deleted
 

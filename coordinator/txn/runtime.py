@@ -23,7 +23,10 @@ keeps one ``TxnCache`` for all partitions of ``__transaction_state`` (``txn_log.
   ``TxnConfig.completion_wait_ms`` (5 s) before answering, so a client normally never sees
   the CONCURRENT_TRANSACTIONS window (franz-go's kfake does the same); if a marker keeps
   failing the task keeps retrying in the background with a capped backoff and the request is
-  answered anyway (the decision is durable). Any request for an id whose completion is
+  answered anyway (the decision is durable). The optional ``crash_point`` hook is called
+  after a durable Prepare* (``"txn_after_prepare"``) and after the first of several markers
+  (``"txn_after_first_marker"``): the broker's fault injection may end the process there.
+  Any request for an id whose completion is
   running first waits for it the same way.
 * Startup (``run``): replay the whole topic into the cache (requests get
   COORDINATOR_LOAD_IN_PROGRESS until then), then re-drive every PrepareCommit/PrepareAbort left
@@ -125,8 +128,10 @@ class TxnCoordinator:
         producer_ids: ProducerIdManager,
         write_marker: MarkerWriter | None,
         now_ms: Callable[[], int],
+        crash_point: Callable[[str], None] | None = None,
     ) -> None:
         self.topics = topics
+        self.crash_point = crash_point or (lambda point: None)
         self.config = config
         self.producer_ids = producer_ids
         self.write_marker = write_marker
@@ -212,6 +217,7 @@ class TxnCoordinator:
                 return decisions.append_error(E.kafka_storage_error)
             self.cache.apply(transit)
         if write.writes_markers:
+            self.crash_point("txn_after_prepare")
             self._start_completion(lifecycle.begin_completion(meta, self.now_ms()))
         return write.reply
 
@@ -242,6 +248,8 @@ class TxnCoordinator:
                 if self._marker_settled(tid, tp, await self._write_marker(tp, markers)):
                     pending.discard(tp)
                     meta.remove_partition(tp)
+                    if len(pending) == len(markers.partitions) - 1 and pending:
+                        self.crash_point("txn_after_first_marker")
             if not pending:
                 try:
                     with trio.CancelScope(shield=True):

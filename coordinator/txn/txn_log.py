@@ -26,6 +26,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Final
 
+import trio
 from kio.schema.errors import ErrorCode
 
 from coordinator.txn.log_format import LogFormatError, decode, encode, partition_for
@@ -54,12 +55,18 @@ class TxnLog:
         self.topics = topics
         self.num_partitions = num_partitions
         self.wall_ms = wall_ms
+        self._creating = trio.Lock()  # appends for different ids may race to create the topic
 
     async def _partition(self, transactional_id: str) -> Partition:
         topic = self.topics.get(TXN_TOPIC)
         if topic is None:
-            topic = await self.topics.create(TXN_TOPIC, self.num_partitions, TXN_TOPIC_CONFIGS)
-            log.info("created %s with %d partitions", TXN_TOPIC, self.num_partitions)
+            async with self._creating:
+                topic = self.topics.get(TXN_TOPIC)
+                if topic is None:
+                    topic = await self.topics.create(
+                        TXN_TOPIC, self.num_partitions, TXN_TOPIC_CONFIGS
+                    )
+                    log.info("created %s with %d partitions", TXN_TOPIC, self.num_partitions)
         return topic.partitions[partition_for(transactional_id, len(topic.partitions))]
 
     async def append(self, transit: TxnTransit) -> None:

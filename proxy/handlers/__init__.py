@@ -30,4 +30,5 @@ from proxy.handlers import (  # noqa: F401
     produce,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )

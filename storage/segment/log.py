@@ -41,7 +41,7 @@ from pathlib import Path
 import trio
 
 from storage.api import LogConfig, StorageError, TimestampLookup, TopicPartition
-from storage.log_policy import retention_deletable, segment_expired, should_roll
+from storage.log_policy import retention_deletable, segment_expired, segments_below, should_roll
 from storage.segment import osio, scan
 from storage.segment.commit import GroupCommit, SyncSnapshot
 from storage.segment.files import (
@@ -371,14 +371,15 @@ class FileLog:
                 n += 1
             await self._delete_oldest(n)
 
-    async def apply_retention(self, now_ms: int) -> int:
+    async def apply_retention(self, now_ms: int, upper_bound: int | None = None) -> int:
         self.check_usable()
         async with self._admin:
             active = self._segments[-1]
             if active.size and segment_expired(self.config, active.roll_basis_ms, now_ms):
                 self._roll()
             aged = [(s.size, _retention_timestamp(s)) for s in self._segments]
-            n = retention_deletable(self.config, aged, self._size, now_ms)
+            stable = None if upper_bound is None else segments_below(self._bases, upper_bound)
+            n = retention_deletable(self.config, aged, self._size, now_ms, stable)
             await self._delete_oldest(n)
             return n
 

@@ -15,7 +15,7 @@ from kio.schema.produce.v9 import request as pr
 
 from proxy.config import ConfigError, resolve_values
 from proxy.error_replies import ECHOES, error_reply
-from proxy.fault_injection import NO_FAULT, Fault, FaultInjector, parse_spec
+from proxy.fault_injection import NO_FAULT, CrashRule, Fault, FaultInjector, parse_spec
 from proxy.registry import served
 from tests.proxy.harness import connect, encode_request, running_broker
 from tests.proxy.test_broker_requests import MS, batch, create, fetch_request, produce
@@ -62,6 +62,27 @@ def test_bad_specs_are_refused_at_startup(bad: str) -> None:
         parse_spec(bad)
     with pytest.raises(ConfigError, match=r"kafkad\.fault\.injection"):
         resolve_values({}, {}, {"kafkad.fault.injection": bad})
+
+
+def test_crash_points() -> None:
+    spec = parse_spec("seed=3; crash=txn_after_prepare@0.5; crash=TXN_AFTER_FIRST_MARKER")
+    assert spec is not None and not spec.rules
+    assert spec.crashes == (
+        CrashRule("txn_after_prepare", 0.5),
+        CrashRule("txn_after_first_marker", 1.0),
+    )
+    one, two = FaultInjector(spec), FaultInjector(spec)
+    series = [one.crash_here("txn_after_prepare") for _ in range(200)]
+    assert series == [two.crash_here("txn_after_prepare") for _ in range(200)]  # seeded
+    assert 60 < sum(series) < 140  # about half
+    assert FaultInjector(spec).crash_here("txn_after_first_marker")
+    # the request faults' draws do not move when a crash item is added
+    plain = FaultInjector(parse_spec("seed=3; produce:drop@0.5") or spec)
+    mixed = FaultInjector(parse_spec("seed=3; produce:drop@0.5; crash=txn_after_prepare") or spec)
+    mixed.crash_here("txn_after_prepare")
+    assert [plain.decide(0) for _ in range(20)] == [mixed.decide(0) for _ in range(20)]
+    with pytest.raises(ValueError, match="crash point"):
+        parse_spec("crash=somewhere")
 
 
 def test_off_by_default() -> None:

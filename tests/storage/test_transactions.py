@@ -244,6 +244,26 @@ async def test_retention_drops_index_entries(url: str) -> None:
         assert p.producers.aborted == []
 
 
+async def test_retention_never_deletes_at_or_past_the_lso(url: str) -> None:
+    """Issue 5 item 6: with retention.bytes=0 every closed segment is due, but only segments
+    that end at or below the LSO go; the open transaction's segment and everything after it
+    stay until the transaction ends."""
+    async with open_store(url) as store:
+        p = await open_partition(store, LogConfig(segment_bytes=150, retention_bytes=0))
+        for _ in range(3):
+            await put(p, batch())
+        first = await put(p, batch(7, 0, 0, txn=True))  # P7 opens here
+        for _ in range(4):
+            await put(p, batch())
+        assert (first, p.last_stable_offset, p.high_watermark) == (3, 3, 8)
+        assert await p.apply_retention(NOW) > 0  # the segments below the LSO
+        assert 0 < p.log_start_offset <= first  # the open transaction's data is all there
+        assert await p.apply_retention(NOW) == 0
+        assert await p.write_marker(7, 0, True, 0, NOW) == 8
+        await p.apply_retention(NOW)
+        assert p.log_start_offset > first  # resolved: now it may go
+
+
 async def test_verify_runs_only_for_the_first_batch_and_after_the_epoch_check(url: str) -> None:
     calls: list[int] = []
 

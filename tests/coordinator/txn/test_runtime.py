@@ -76,7 +76,7 @@ def store() -> MemoryStore:
 
 @asynccontextmanager
 async def coordinator(
-    store: Store, markers: Any, config: TxnConfig = CONFIG
+    store: Store, markers: Any, config: TxnConfig = CONFIG, crash_point: Any = None
 ) -> AsyncIterator[TxnCoordinator]:
     """A running coordinator over ``store``; leaving the block is a kill (nothing is completed
     beyond what was already appended)."""
@@ -86,7 +86,7 @@ async def coordinator(
         await topics.create("t", 2, {})
     ids = ProducerIdManager(store)
     await ids.load()
-    coord = TxnCoordinator(topics, config, ids, markers, now_ms)
+    coord = TxnCoordinator(topics, config, ids, markers, now_ms, crash_point)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(coord.run)
         await coord.loaded.wait()
@@ -263,6 +263,25 @@ async def test_kill_between_prepare_and_complete_redrives_markers(
         assert await coord.add_partitions("tx", pid, epoch, [T0]) is E.none
 
 
+async def test_crash_points_are_called_after_prepare_and_after_the_first_marker(
+    store: Store, autojump_clock
+) -> None:
+    markers = FakeMarkers()
+    seen: list[tuple[str, int]] = []  # (point, markers written so far)
+
+    def crash_point(point: str) -> None:
+        seen.append((point, len(markers.calls)))
+
+    async with coordinator(store, markers, crash_point=crash_point) as coord:
+        pid, epoch = await init(coord)
+        await coord.add_partitions("tx", pid, epoch, [T0, T1])
+        assert await coord.end_txn("tx", pid, epoch, True) is E.none
+        assert seen == [("txn_after_prepare", 0), ("txn_after_first_marker", 1)]
+        await coord.add_partitions("tx", pid, epoch, [T0])  # one partition: no "first of several"
+        assert await coord.end_txn("tx", pid, epoch, False) is E.none
+        assert seen[2:] == [("txn_after_prepare", 2)]
+
+
 async def test_kill_and_restart_on_disk(tmp_path: Path) -> None:
     """The same on the file store, on the real clock (its reads run in threads, which the mock
     clock does not wait for); EndTxn gives up waiting for the stuck marker after 10 ms."""
@@ -285,6 +304,24 @@ async def test_kill_and_restart_on_disk(tmp_path: Path) -> None:
             live = durable(coord.cache)
         async with open_store(url) as disk, coordinator(disk, FakeMarkers()) as coord:
             assert durable(coord.cache) == live
+
+
+async def test_concurrent_first_inits_create_the_log_once(tmp_path: Path) -> None:
+    """Regression: two InitProducerIds racing on a broker that has no __transaction_state yet
+    both created it; the second failed with "already exists" (found by bench/throughput.py
+    --transactions with two clients)."""
+    with trio.fail_after(30):
+        async with open_store(f"file://{tmp_path}") as disk, coordinator(disk, None) as coord:
+            results: dict[str, int] = {}
+
+            async def one(tid: str) -> None:
+                results[tid] = (await init(coord, tid))[0]
+
+            async with trio.open_nursery() as nursery:
+                for tid in ("a", "b", "c"):
+                    nursery.start_soon(one, tid)
+            assert len(set(results.values())) == 3
+            assert len(coord.topics.get(TXN_TOPIC).partitions) == 3  # type: ignore[union-attr]
 
 
 async def test_requests_wait_for_the_load(store: Store, autojump_clock) -> None:

@@ -1,0 +1,55 @@
+"""WriteTxnMarkers (key 27), v1 only (flexible; v0 was removed in Kafka 4.0): write COMMIT or
+ABORT markers for a producer on the listed partitions (spec eos.md §4.10, §4.11).
+
+kafkad's own transaction coordinator writes its markers in process (``Broker.write_txn_marker``),
+so over the wire this API serves the admin abort path, KIP-664's ``Admin.abortTransaction``:
+an operator clears a hanging transaction by sending ABORT for (producer id, epoch,
+coordinator epoch from DescribeProducers) straight to the partition leader. Each (marker,
+partition) goes through ``Broker.write_txn_marker``, one after the other in request order, and
+is answered with its own error code:
+
+* NONE: written (a marker for a producer with nothing open there is legal and only moves its
+  epoch and coordinator epoch; on ``__consumer_offsets`` the producer's pending offsets are
+  materialised or dropped);
+* UNKNOWN_TOPIC_OR_PARTITION: no such topic or partition;
+* INVALID_PRODUCER_EPOCH: the marker's epoch is below the producer's;
+* TRANSACTION_COORDINATOR_FENCED: the coordinator epoch is below the last marker's;
+* KAFKA_STORAGE_ERROR: the append failed.
+
+There are no ACLs (Kafka requires CLUSTER_ACTION). The transaction coordinator is not told: a
+transaction aborted this way on a partition stays as it is at the coordinator, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy.context import RequestContext
+from proxy.registry import handler
+from storage.api import TopicPartition
+
+
+@handler(api_key=27, versions=(1, 1))
+async def write_txn_markers(ctx: RequestContext, req: Any) -> Any:
+    b, broker = ctx.b, ctx.broker
+    results = []
+    for marker in req.markers:
+        topics = []
+        for t in marker.topics:
+            parts = []
+            for index in t.partition_indexes:
+                code = await broker.write_txn_marker(
+                    TopicPartition(t.name, index),
+                    marker.producer_id,
+                    marker.producer_epoch,
+                    marker.transaction_result,
+                    marker.coordinator_epoch,
+                )
+                parts.append(
+                    b.WritableTxnMarkerPartitionResult(partition_index=index, error_code=code)
+                )
+            topics.append(b.WritableTxnMarkerTopicResult(name=t.name, partitions=tuple(parts)))
+        results.append(
+            b.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=tuple(topics))
+        )
+    return b.WriteTxnMarkersResponse(markers=tuple(results))
