@@ -168,7 +168,22 @@ def report(client: str, what: str, seconds: float) -> None:
     print(f"\n[rebalance] {client}: {what}: {seconds * 1000:.0f} ms", file=sys.stderr)
 
 
-@pytest.mark.parametrize("client", CLIENTS)
+SPLIT_CLIENTS = [
+    pytest.param(
+        c,
+        marks=pytest.mark.xfail(
+            strict=False,
+            reason="quarantined flake (issue 3 open): about 1 run in 4, a kafka-python member's "
+            "session expires during the first join and the group never reaches 2 stable members",
+        ),
+    )
+    if c == "kafka-python"
+    else c
+    for c in CLIENTS
+]
+
+
+@pytest.mark.parametrize("client", SPLIT_CLIENTS)
 def test_split_then_third_member_joins(client: str, gbroker: BrokerProcess, members) -> None:
     bs, group = gbroker.bootstrap, topic_name("g")
     topic = setup_topic(bs)
