@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 import pytest
 import trio
@@ -55,10 +56,12 @@ async def create(client: RawClient, name: str, partitions: int = 1, **configs: s
     return ErrorCode(resp.topics[0].error_code)
 
 
-async def produce(client: RawClient, topic: str, data: bytes, partition: int = 0) -> object:
+async def produce(
+    client: RawClient, topic: str, data: bytes, partition: int = 0, txn_id: str | None = None
+) -> Any:
     resp = await client.request(
         pr.ProduceRequest(
-            transactional_id=None,
+            transactional_id=txn_id,
             acks=-1,
             timeout=1000 * MS,
             topic_data=(

@@ -12,12 +12,11 @@ import pytest
 import trio
 from kio.schema.describe_producers.v0 import request as dp
 from kio.schema.errors import ErrorCode
-from kio.schema.produce.v9 import request as pr
 
 from coordinator.producer_ids import ProducerIdManager
 from storage.backends import open_store
 from tests.proxy.harness import RawClient, connect, running_broker
-from tests.proxy.test_broker_requests import create
+from tests.proxy.test_broker_requests import create, produce
 from wire.records import Record, build_batch
 
 MS = datetime.timedelta(milliseconds=1)
@@ -41,25 +40,6 @@ def ibatch(pid: int, epoch: int, seq: int, n: int = 1, *, txn: bool = False, tag
         base_sequence=seq,
         transactional=txn,
     )
-
-
-async def produce(
-    client: RawClient, topic: str, data: bytes, partition: int = 0, txn_id: str | None = None
-) -> Any:
-    resp = await client.request(
-        pr.ProduceRequest(
-            transactional_id=txn_id,
-            acks=-1,
-            timeout=1000 * MS,
-            topic_data=(
-                pr.TopicProduceData(
-                    name=topic,
-                    partition_data=(pr.PartitionProduceData(index=partition, records=data),),
-                ),
-            ),
-        )
-    )
-    return resp.responses[0].partition_responses[0]
 
 
 def init_request(version: int, txn_id: str | None = None, pid: int = -1, epoch: int = -1) -> Any:
