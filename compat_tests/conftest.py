@@ -66,6 +66,8 @@ class BrokerProcess:
         assert self._proc is None, "already running"
         args = [sys.executable, "-m", "proxy.cli", "serve", "--listen", f"127.0.0.1:{port}"]
         args += ["--data-dir", str(self.data_dir)]
+        if level := os.environ.get("KAFKAD_TEST_LOG_LEVEL"):  # e.g. DEBUG, to chase a flake
+            args += ["--log-level", level]
         for name, value in self.settings.items():
             args += ["--set", f"{name}={value}"]
         self._log_file = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,12 +61,27 @@ class Member:
             args,
             cwd=REPO,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
+        self.stderr_tail: deque[str] = deque(maxlen=40)
+        self.ended_by_test = False
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr_tail.append(line)
+
+    def died_on_its_own(self) -> str | None:
+        """The exit code and last stderr lines of a member that ended without being told to."""
+        rc = self.proc.poll()
+        if rc is None or self.ended_by_test:
+            return None
+        return f"member exited with {rc}:\n" + "".join(self.stderr_tail)
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -91,6 +106,7 @@ class Member:
         return self.records[0][3] - self.start_at
 
     def stop(self) -> None:
+        self.ended_by_test = True
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -101,14 +117,16 @@ class Member:
         self._close()
 
     def kill9(self) -> None:
+        self.ended_by_test = True
         self.proc.kill()
         self.proc.wait()
         self._close()
 
     def _close(self) -> None:
         self.reader.join(5)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
 
 
 @pytest.fixture(scope="module")
@@ -125,8 +143,10 @@ def gbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
 def members() -> Iterator[list[Member]]:
     live: list[Member] = []
     yield live
+    died = [d for m in live if (d := m.died_on_its_own())]
     for m in live:
         m.kill9()
+    assert not died, "a group member died on its own:\n" + "\n".join(died)
 
 
 def setup_topic(bs: str) -> str:
@@ -168,22 +188,7 @@ def report(client: str, what: str, seconds: float) -> None:
     print(f"\n[rebalance] {client}: {what}: {seconds * 1000:.0f} ms", file=sys.stderr)
 
 
-SPLIT_CLIENTS = [
-    pytest.param(
-        c,
-        marks=pytest.mark.xfail(
-            strict=False,
-            reason="quarantined flake (issue 3 open): about 1 run in 4, a kafka-python member's "
-            "session expires during the first join and the group never reaches 2 stable members",
-        ),
-    )
-    if c == "kafka-python"
-    else c
-    for c in CLIENTS
-]
-
-
-@pytest.mark.parametrize("client", SPLIT_CLIENTS)
+@pytest.mark.parametrize("client", CLIENTS)
 def test_split_then_third_member_joins(client: str, gbroker: BrokerProcess, members) -> None:
     bs, group = gbroker.bootstrap, topic_name("g")
     topic = setup_topic(bs)

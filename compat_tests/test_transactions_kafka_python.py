@@ -162,7 +162,8 @@ def test_consume_transform_produce_with_group_metadata(bootstrap: str, producers
         deadline = time.monotonic() + 20
         while len(taken) < 10:
             assert time.monotonic() < deadline, f"consumed only {taken}"
-            for recs in consumer.poll(timeout_ms=200).values():
+            # a long poll: see group_consumer.py on kafka-python losing a rejoin at short ones
+            for recs in consumer.poll(timeout_ms=1000).values():
                 taken += [r.value for r in recs]
         meta = consumer.group_metadata()
         assert meta.generation_id > 0 and meta.member_id, meta  # a real member of the group

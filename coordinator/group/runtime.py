@@ -330,11 +330,13 @@ class GroupCoordinator:
             g = self.groups[group_id] = ClassicGroup(group_id, self.config)
         self._mailbox.pop((group_id, req.member_id, "join"), None)
         outcome = g.join(req, self.now_ms())
+        log.debug("group %s: join %r -> %s (%s)", group_id, req.member_id, _brief(outcome), g.state)
         await self._after(g)
         if isinstance(outcome, JoinResult):
             return outcome
         result = await self._await((group_id, outcome[1], "join"))
         assert isinstance(result, JoinResult)
+        log.debug("group %s: join of %s answered %s", group_id, outcome[1], _brief(result))
         return result
 
     async def sync(
@@ -359,6 +361,14 @@ class GroupCoordinator:
         outcome = g.sync(
             member_id, instance_id, generation, protocol_type, protocol_name, self.now_ms()
         )
+        log.debug(
+            "group %s: sync %s gen %d -> %s (%s)",
+            group_id,
+            member_id,
+            generation,
+            _brief(outcome),
+            g.state,
+        )
         if outcome is Act.PERSIST_ASSIGNMENT:
             gen = g.generation
             value = encode_group_metadata_value(g.assignment_value(assignments, self.wall_ms()))
@@ -374,6 +384,7 @@ class GroupCoordinator:
             return outcome
         result = await self._await(key)
         assert isinstance(result, SyncResult)
+        log.debug("group %s: sync of %s answered %s", group_id, member_id, _brief(result))
         return result
 
     async def heartbeat(
@@ -387,6 +398,7 @@ class GroupCoordinator:
         if g is None:
             return E.unknown_member_id
         code = g.heartbeat(member_id, instance_id, generation, self.now_ms())
+        log.debug("group %s: heartbeat %s gen %d -> %s", group_id, member_id, generation, code.name)
         await self._after(g)
         return code
 
@@ -401,6 +413,7 @@ class GroupCoordinator:
         if g is None:
             return E.unknown_member_id
         codes = [g.leave(mid, iid, self.now_ms()) for mid, iid in members]
+        log.debug("group %s: leave -> %s", group_id, [c.name for c in codes])
         await self._after(g)
         return codes
 
@@ -440,6 +453,9 @@ class GroupCoordinator:
         if not group_id:
             return E.invalid_group_id
         if (err := self._check_commit(group_id, member_id, instance_id, generation)) is not E.none:
+            log.debug(
+                "group %s: commit by %s gen %d -> %s", group_id, member_id, generation, err.name
+            )
             return err
         results = {c.tp: OffsetsStore.validate(c) for c in commits}
         ok = [c for c in commits if results[c.tp] is E.none]
@@ -604,3 +620,14 @@ class GroupCoordinator:
             return E.coordinator_not_available
         g.state = GroupState.DEAD
         return E.none
+
+
+def _brief(outcome: object) -> str:
+    """A short form of a join/sync decision for DEBUG logs."""
+    if isinstance(outcome, JoinResult):
+        return f"{outcome.error.name} gen {outcome.generation} leader {outcome.leader}"
+    if isinstance(outcome, SyncResult):
+        return outcome.error.name
+    if isinstance(outcome, tuple):
+        return f"{outcome[0].name} {outcome[1]}"
+    return str(getattr(outcome, "name", outcome))
