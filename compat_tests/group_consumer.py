@@ -129,6 +129,8 @@ def run_aiokafka(bs: str, topic: str, group: str, instance: str | None) -> None:
                     for m in msgs:
                         try:
                             await c.commit({tp: OffsetAndMetadata(m.offset + 1, "")})
+                        except IllegalStateError:
+                            break  # revoked since getmany(): the next owner resumes from here
                         except CommitFailedError:
                             with contextlib.suppress(IllegalStateError):  # no longer assigned
                                 c.seek(tp, m.offset)

@@ -272,6 +272,8 @@ def test_committed_offsets_survive_restart(client: str, tmp_path: Path, members)
         wait_consumed([second], b)
         assert not set(second.values()) & set(a), "resumed before the committed offsets"
     finally:
+        for m in members:  # before their broker goes: some clients exit when it is gone
+            m.stop()
         broker.stop()
         _LIVE.remove(broker)
 
