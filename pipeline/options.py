@@ -44,7 +44,15 @@ SOURCE_KEYS = {
     "fetchoffset.retryintervalms",
     "path",  # load(path) hands it over; refused if non-empty
 }
-SINK_KEYS = {"topic", "transactionalidprefix", "markertopic", "checkpointlocation", "path"}
+# checkpointLocation, queryName, path: handed over by Spark itself.
+SINK_KEYS = {
+    "topic",
+    "transactionalidprefix",
+    "markertopic",
+    "checkpointlocation",
+    "queryname",
+    "path",
+}
 UNSUPPORTED = {
     "startingtimestamp",
     "endingtimestamp",
@@ -134,7 +142,7 @@ def _split(options: Mapping[str, str], known: set[str]) -> tuple[dict[str, str],
         elif key in UNSUPPORTED:
             raise OptionError(f"option {raw_key!r} is not supported by the kafkad data source")
         elif key not in known:
-            hint = ", ".join(sorted(known - {"path", "checkpointlocation"}))
+            hint = ", ".join(sorted(known - {"path", "checkpointlocation", "queryname"}))
             raise OptionError(f"unknown option {raw_key!r} (known: {hint}, and kafka.*)")
         else:
             plain[key] = value
