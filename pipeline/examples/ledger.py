@@ -301,6 +301,13 @@ def main(argv: list[str] | None = None) -> int:
                 max_offsets_per_trigger=args.max_offsets_per_trigger,
             )
             q.awaitTermination()
+            for progress in q.recentProgress:
+                if progress["numInputRows"]:
+                    ms = progress["durationMs"]
+                    print(
+                        f"batch {progress['batchId']}: {progress['numInputRows']} rows in"
+                        f" {ms.get('triggerExecution', 0)} ms (addBatch {ms.get('addBatch', 0)})"
+                    )
         print(f"{args.command} done in {time.monotonic() - started:.1f}s", flush=True)
     if args.command in ("check", "demo"):
         report = check_topics(args.bootstrap, args.input, args.output)
