@@ -1,0 +1,1 @@
+"""Example jobs on the kafkad data source (see pipeline/README.md)."""

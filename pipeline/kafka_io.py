@@ -1,0 +1,227 @@
+"""The connector's Kafka side, through confluent-kafka (librdkafka): metadata and offsets for
+the driver, range reads and transactional writes for the tasks. No Spark here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+
+from pipeline import markers
+from pipeline.options import OptionError, ReadOptions, Subscription, WriteOptions
+from pipeline.planning import TP, OffsetRange, Positions
+
+T = TypeVar("T")
+REQUEST_TIMEOUT_S = 30.0
+CHUNK = 10_000  # messages per consume() call / rows per Arrow batch
+
+
+def consumer_config(opts: ReadOptions) -> dict[str, Any]:
+    return {
+        **opts.client,
+        "bootstrap.servers": opts.bootstrap_servers,
+        "group.id": opts.group_id or f"{opts.group_id_prefix}-{uuid.uuid4()}",
+        "isolation.level": opts.isolation_level,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": False,
+    }
+
+
+def check_client_config(config: dict[str, Any], kind: Callable[[dict[str, Any]], object]) -> None:
+    """librdkafka refuses unknown or invalid properties at construction: fail fast on the
+    driver, naming the option as the job spelled it."""
+    try:
+        kind(config)
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise OptionError(f"a kafka.* option is invalid: {exc}") from None
+
+
+class Offsets:
+    """Driver side of the source: the partitions a subscription covers and their bounds."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self._opts = opts
+        config: dict[str, str | int | float | bool] = {
+            **opts.client,
+            "bootstrap.servers": opts.bootstrap_servers,
+        }
+        for owned in ("group.id", "isolation.level", "enable.auto.commit"):
+            config.pop(owned, None)
+        self._admin = AdminClient(config)
+
+    def partitions(self) -> list[TP]:
+        sub: Subscription = self._opts.subscription
+        meta = self._admin.list_topics(timeout=REQUEST_TIMEOUT_S)
+        found = sorted(
+            (name, p)
+            for name, topic in meta.topics.items()
+            if topic.error is None and sub.matches(name)
+            for p in topic.partitions
+        )
+        if sub.kind == "assign":
+            missing = set(sub.assigned) - set(found)
+            if missing:
+                raise OptionError(f"option 'assign': no such partitions {sorted(missing)}")
+            return list(sub.assigned)
+        return found
+
+    def bounds(self, tps: Iterable[TP], which: str) -> Positions:
+        """earliest, or latest: the last stable offset at read_committed, else the high
+        watermark."""
+        tps = list(tps)
+        if not tps:
+            return {}
+        spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        level = (
+            IsolationLevel.READ_COMMITTED
+            if self._opts.isolation_level == "read_committed"
+            else IsolationLevel.READ_UNCOMMITTED
+        )
+        futures = self._admin.list_offsets(
+            {TopicPartition(t, p): spec for t, p in tps},
+            isolation_level=level,
+            request_timeout=REQUEST_TIMEOUT_S,
+        )
+        return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+
+def read_range(opts: ReadOptions, r: OffsetRange) -> Iterator[list[Message]]:
+    """The records of [from_offset, until_offset) in chunks. Offsets that are transaction
+    markers or (at read_committed) aborted records are skipped by the client; the range is
+    done when the client's position reaches its end."""
+    consumer = Consumer(consumer_config(opts))
+    tp = TopicPartition(r.topic, r.partition, r.from_offset)
+    try:
+        consumer.assign([tp])
+        position = r.from_offset
+        idle_deadline = time.monotonic() + opts.poll_timeout_ms / 1000
+        while position < r.until_offset:
+            msgs = consumer.consume(min(CHUNK, r.until_offset - position), 0.2)
+            chunk = []
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    raise KafkaException(err)
+                offset = m.offset() or 0
+                if offset < r.until_offset:
+                    chunk.append(m)
+                position = max(position, offset + 1)
+            if chunk:
+                yield chunk
+            if position < r.until_offset:
+                (pos,) = consumer.position([TopicPartition(r.topic, r.partition)])
+                if pos.offset is not None and pos.offset > position:
+                    position = pos.offset
+            if msgs or position >= r.until_offset:
+                idle_deadline = time.monotonic() + opts.poll_timeout_ms / 1000
+            elif time.monotonic() > idle_deadline:
+                raise TimeoutError(
+                    f"{r.topic}-{r.partition}: no progress at offset {position} of"
+                    f" [{r.from_offset}, {r.until_offset}) in {opts.poll_timeout_ms} ms"
+                )
+    finally:
+        consumer.close()
+
+
+def _retry(what: str, call: Callable[[], T], attempts: int = 20) -> T:
+    """Retries what librdkafka calls retriable (e.g. CONCURRENT_TRANSACTIONS while a previous
+    incarnation's transaction is being completed)."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except KafkaException as exc:
+            err: KafkaError = exc.args[0]
+            if not err.retriable() or attempt == attempts - 1:
+                raise
+            time.sleep(min(0.05 * 2**attempt, 1.0))
+    raise AssertionError(what)
+
+
+class TxnTask:
+    """One sink task's transactional producer and its marker.
+
+    `open()` fences any earlier incarnation of the transactional id (InitProducerId aborts or
+    completes its transaction) and only then reads the marker, so what it reads is final.
+    """
+
+    def __init__(self, opts: WriteOptions, query_id: str, task_partition: int) -> None:
+        self.opts = opts
+        self.query_id = query_id
+        assert opts.marker_topic is not None
+        self.marker_tp = TopicPartition(opts.marker_topic, 0)
+        txn_id = markers.transactional_id(opts.transactional_id_prefix, query_id, task_partition)
+        group = markers.marker_group(opts.transactional_id_prefix, query_id, task_partition)
+        self.producer = Producer(
+            {
+                "linger.ms": 5,
+                **opts.client,
+                "bootstrap.servers": opts.bootstrap_servers,
+                "transactional.id": txn_id,
+            }
+        )
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": opts.bootstrap_servers,
+                "group.id": group,
+                "isolation.level": "read_committed",  # OffsetFetch with RequireStable
+                "enable.auto.commit": False,
+            }
+        )
+
+    def open(self) -> int | None:
+        """Fence earlier incarnations; return the micro-batch of the committed marker."""
+        _retry("init_transactions", lambda: self.producer.init_transactions(REQUEST_TIMEOUT_S))
+        (got,) = _retry(
+            "committed", lambda: self.consumer.committed([self.marker_tp], REQUEST_TIMEOUT_S)
+        )
+        if got.error is not None:
+            raise KafkaException(got.error)
+        return markers.decode(got.offset, getattr(got, "metadata", None), self.query_id)
+
+    def begin(self) -> None:
+        self.producer.begin_transaction()
+
+    def produce(self, topic: str, value: Any, key: Any, partition: int, headers: Any) -> None:
+        while True:
+            try:
+                self.producer.produce(topic, value, key, partition, headers=headers)
+                return
+            except BufferError:
+                self.producer.poll(0.05)  # the local queue is full: let deliveries drain
+
+    def commit(self, batch_id: int) -> None:
+        """The marker joins the transaction, then everything commits at once."""
+        offset, meta = markers.encode(self.query_id, batch_id)
+        mark = TopicPartition(self.marker_tp.topic, 0, offset, metadata=meta)
+        try:
+            self.producer.send_offsets_to_transaction(
+                [mark], self.consumer.consumer_group_metadata(), REQUEST_TIMEOUT_S
+            )
+            _retry("commit", lambda: self.producer.commit_transaction(REQUEST_TIMEOUT_S))
+        except KafkaException as exc:
+            if exc.args[0].txn_requires_abort():
+                self.abort()
+            raise
+
+    def abort(self) -> None:
+        # Fenced or fatal: the next incarnation's InitProducerId aborts it.
+        with contextlib.suppress(KafkaException):
+            self.producer.abort_transaction(REQUEST_TIMEOUT_S)
+
+    def close(self) -> None:
+        self.consumer.close()

@@ -1,0 +1,168 @@
+"""The `kafkad` data source's writers: an exactly-once streaming sink and batch writes.
+
+Theory of operation. Spark runs a micro-batch as one task per partition of the data being
+written; each task calls `write` with its rows. A task with rows:
+
+1. creates a transactional producer with the transactional id `<prefix><query id>-<task
+   partition>` and calls InitProducerId (`init_transactions`): this fences any earlier
+   incarnation of the same task (a zombie, or the run before a crash) and aborts or finishes
+   its open transaction;
+2. reads its marker (`pipeline.markers`): the micro-batch id its last committed transaction
+   recorded. If it is this batch or a later one the batch is a replay of one this task already
+   committed: it writes nothing;
+3. otherwise it begins a transaction, produces its rows, adds the marker (the batch id, via
+   `send_offsets_to_transaction` to its marker group) and commits: rows and marker become
+   visible together or not at all.
+
+The driver's `commit` (called once all tasks succeeded, before Spark records the batch as done
+in its checkpoint) has nothing left to make durable; it only checks and may run any number of
+times. If the driver dies before Spark records the batch, the restarted query replays it with
+the same id and the same input offsets, and every task that had committed skips (step 2).
+
+Guarantee (what a read_committed consumer of the output sees):
+- every input row of every micro-batch is reflected in the output exactly once, across
+  crashes of the driver, executors or tasks and restarts from the checkpoint, provided the
+  transformation is deterministic: a replayed batch must assign the same rows to the same
+  task partitions (the same input gives the same partitioning for map-only and shuffled plans
+  alike; nondeterministic functions such as rand() or current_timestamp() in the plan break
+  this, as would changing the query between runs of one checkpoint);
+- atomicity is per task, not per micro-batch: while a batch is being written, the consumer
+  may see the outputs of the tasks that have committed and not yet those of the others;
+  each task's rows appear all at once, in the order the task wrote them per output partition;
+- a read_uncommitted consumer may also see rows of transactions that were later aborted.
+Two queries, or two sinks of one query, must not share a transactionalIdPrefix.
+
+Batch writes (`df.write.format("kafkad")`) run the same steps with a fresh job id in place of
+the query id and batch 0: each task's rows appear once even if Spark retries the task; a job
+run twice writes twice.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+from pipeline import markers
+from pipeline.kafka_io import TxnTask
+from pipeline.options import WriteOptions
+
+QUERY_ID = "sql.streaming.queryId"  # Spark's local properties of a streaming query's tasks
+BATCH_ID = "streaming.sql.batchId"
+
+
+@dataclass
+class TaskOutcome(WriterCommitMessage):
+    task_partition: int
+    rows: int
+    skipped: bool  # a replay: this task had committed this batch already
+
+
+def produce_batch(task: TxnTask, opts: WriteOptions, batch: pa.RecordBatch) -> int:
+    names = batch.schema.names
+    n: int = batch.num_rows
+    values = batch.column("value").to_pylist()
+    keys = batch.column("key").to_pylist() if "key" in names else [None] * n
+    partitions = batch.column("partition").to_pylist() if "partition" in names else [None] * n
+    headers = batch.column("headers").to_pylist() if "headers" in names else [None] * n
+    if opts.topic is not None:
+        topics: list[str | None] = [opts.topic] * n
+    else:
+        topics = batch.column("topic").to_pylist()
+    for i in range(n):
+        topic = topics[i]
+        if topic is None:
+            raise ValueError("a row has a null topic and option 'topic' is not set")
+        part = partitions[i]
+        hs = headers[i]
+        task.produce(
+            topic,
+            values[i],
+            keys[i],
+            -1 if part is None else part,
+            None if not hs else [(h["key"], h["value"]) for h in hs],
+        )
+    task.producer.poll(0)
+    return n
+
+
+def write_task(
+    opts: WriteOptions, query_id: str, batch_id: int, batches: Iterator[pa.RecordBatch]
+) -> TaskOutcome:
+    ctx = TaskContext.get()
+    assert ctx is not None, "called outside a Spark task"
+    part = int(ctx.partitionId())
+    rest = iter(batches)
+    first = next((b for b in rest if b.num_rows), None)
+    if first is None:
+        return TaskOutcome(part, 0, skipped=False)  # nothing to write: no transaction
+    task = TxnTask(opts, query_id, part)
+    try:
+        if markers.decide(task.open(), batch_id) is markers.Decision.SKIP:
+            for _ in rest:  # let Spark finish sending the input
+                pass
+            return TaskOutcome(part, 0, skipped=True)
+        task.begin()
+        rows = 0
+        try:
+            for batch in itertools.chain([first], rest):
+                rows += produce_batch(task, opts, batch)
+            task.commit(batch_id)
+        except BaseException:
+            task.abort()
+            raise
+        return TaskOutcome(part, rows, skipped=False)
+    finally:
+        task.close()
+
+
+def _check(messages: list[WriterCommitMessage | None]) -> None:
+    missing = sum(1 for m in messages if not isinstance(m, TaskOutcome))
+    if missing:
+        raise RuntimeError(f"{missing} of {len(messages)} sink tasks reported no outcome")
+
+
+class KafkaStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, opts: WriteOptions) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskOutcome:
+        ctx = TaskContext.get()
+        assert ctx is not None, "called outside a Spark task"
+        query_id = ctx.getLocalProperty(QUERY_ID)
+        batch_id = ctx.getLocalProperty(BATCH_ID)
+        if query_id is None or batch_id is None:
+            raise RuntimeError("the kafkad stream writer runs only in a streaming query")
+        return write_task(self.opts, query_id, int(batch_id), iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Idempotent: every task committed its own transaction (or found it committed)."""
+        _check(messages)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to undo: a failed task aborted its transaction, or the replay's
+        InitProducerId will; committed tasks stay committed and the replay skips them."""
+
+
+class KafkaBatchWriter(DataSourceArrowWriter):
+    def __init__(self, opts: WriteOptions) -> None:
+        self.opts = opts
+        self.job_id = f"batch-{uuid.uuid4()}"  # made once on the driver, shipped to the tasks
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskOutcome:
+        return write_task(self.opts, self.job_id, 0, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        _check(messages)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Tasks that committed stay committed (Kafka has no cross-transaction rollback)."""
