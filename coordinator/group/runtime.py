@@ -18,9 +18,10 @@ park, and reads and writes ``__consumer_offsets``.
   apply in log order. Offset records are applied through ``OffsetsStore.replay``, the same code
   that rebuilds the store at startup.
 * ``__consumer_offsets`` is created on first write (``offsets.topic.num.partitions``
-  partitions, ``retention.ms=-1``/``retention.bytes=-1``: until the log cleaner arrives,
-  time/size retention must never delete it). At startup it is replayed by the background task;
-  until that finishes, group APIs answer COORDINATOR_LOAD_IN_PROGRESS.
+  partitions, ``cleanup.policy=compact``, ``segment.bytes=offsets.topic.segment.bytes``, as
+  in Kafka): the log cleaner keeps the latest record per key, so the replay stays short. At
+  startup it is replayed by the background task; until that finishes, group APIs answer
+  COORDINATOR_LOAD_IN_PROGRESS.
 """
 
 from __future__ import annotations
@@ -73,9 +74,8 @@ log = logging.getLogger("kafkad.group")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_CONFIGS = {
-    "retention.ms": "-1",
-    "retention.bytes": "-1",
-    "segment.bytes": "104857600",
+    "cleanup.policy": "compact",
+    "segment.bytes": "104857600",  # offsets.topic.segment.bytes
 }
 READ_CHUNK = 1 << 20
 E = ErrorCode
@@ -110,6 +110,10 @@ class GroupCoordinator:
     ) -> None:
         self.topics = topics
         self.num_partitions: int = values["offsets.topic.num.partitions"]
+        self.topic_configs = {
+            **OFFSETS_TOPIC_CONFIGS,
+            "segment.bytes": str(values.get("offsets.topic.segment.bytes", 104857600)),
+        }
         self.config = GroupConfig(
             initial_rebalance_delay_ms=values["group.initial.rebalance.delay.ms"],
             min_session_timeout_ms=values["group.min.session.timeout.ms"],
@@ -243,9 +247,7 @@ class GroupCoordinator:
     async def _offsets_partition(self, group_id: str) -> Partition:
         topic = self.topics.get(OFFSETS_TOPIC)
         if topic is None:
-            topic = await self.topics.create(
-                OFFSETS_TOPIC, self.num_partitions, OFFSETS_TOPIC_CONFIGS
-            )
+            topic = await self.topics.create(OFFSETS_TOPIC, self.num_partitions, self.topic_configs)
             log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
         return topic.partitions[partition_for(group_id, len(topic.partitions))]
 

@@ -9,8 +9,9 @@ as it exists (or the configured count before it exists), exactly as Kafka places
 
 * Creation is lazy: the topic appears with the first append (an InitProducerId), so a broker
   that never sees a transaction never creates 50 partitions and starts fast. It is created with
-  ``retention.ms=-1``/``retention.bytes=-1``: until the log cleaner exists, time and size
-  retention must never delete the only copy of the coordinator's state (Kafka compacts it).
+  ``cleanup.policy=compact`` (and Kafka's 100 MiB segments): the log cleaner keeps the latest
+  record per transactional id and, after ``delete.retention.ms``, drops expired ids'
+  tombstones; time and size retention never apply.
 * Each transit is one record (key and value from ``log_format.encode``, a tombstone for an
   expired id) in its own uncompressed batch with no producer id, appended through
   ``Partition.append`` (so the file backend's durability setting applies). ``append`` returns
@@ -43,8 +44,7 @@ log = logging.getLogger("kafkad.txn")
 
 TXN_TOPIC: Final = "__transaction_state"
 TXN_TOPIC_CONFIGS: Final[Mapping[str, str]] = {
-    "retention.ms": "-1",
-    "retention.bytes": "-1",
+    "cleanup.policy": "compact",
     "segment.bytes": "104857600",
 }
 READ_CHUNK: Final = 1 << 20

@@ -166,7 +166,9 @@ class Segment:
         return seg, next_offset
 
     @classmethod
-    def open_recovered(cls, directory: Path, base: int, interval: int) -> tuple[Segment, int, str]:
+    def open_recovered(
+        cls, directory: Path, base: int, interval: int, *, gaps: bool = False
+    ) -> tuple[Segment, int, str]:
         """Validate every batch, truncate the file after the last good one, rebuild the
         indexes. Returns the segment (active), its next offset, and why it was truncated
         ("" if it was not)."""
@@ -175,7 +177,7 @@ class Segment:
         seg._handle = FileHandle(fd)
         try:
             file_size = os.fstat(fd).st_size
-            rec = scan.recover(fd, base, file_size, interval)
+            rec = scan.recover(fd, base, file_size, interval, gaps=gaps)
             if rec.size < file_size:
                 os.ftruncate(fd, rec.size)
                 os.fsync(fd)
