@@ -301,7 +301,7 @@ class Partition:
                 for pos, h in iter_batches(chunk):
                     if h.last_offset >= position:
                         marker = None
-                        if h.is_control and h.producer_id >= 0:
+                        if h.is_control and h.producer_id >= 0 and h.records_count:
                             marker = _read_marker(self.tp, chunk[pos : pos + h.total_size])
                         self.producers.replay(h, marker)
                     position = max(position, h.last_offset + 1)

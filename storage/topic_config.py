@@ -11,7 +11,7 @@ and never recompresses).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -174,3 +174,51 @@ def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig
     if "flush.messages" in o:
         changes["flush_every_append"] = int(o["flush.messages"]) == 1
     return replace(base, **changes)
+
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+LIST_CONFIGS = frozenset({"cleanup.policy"})
+
+
+def incremental_overrides(
+    current: Mapping[str, str],
+    ops: Sequence[tuple[str, int, str | None]],
+    broker_values: Mapping[str, Any],
+) -> dict[str, str] | tuple[str, str]:
+    """IncrementalAlterConfigs on a topic (Kafka's ``ConfigAdminManager`` +
+    ``prepareIncrementalConfigs``): the new overrides, or (error name, message) with error
+    name ``invalid_request`` or ``invalid_config``. ``ops`` are (name, operation, value):
+    SET replaces, DELETE removes the override (back to the default), APPEND/SUBTRACT add or
+    remove items of a list config (starting from the current effective value)."""
+    names = [name for name, _, _ in ops]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        return "invalid_request", f"Error due to duplicate config keys : {', '.join(dup)}"
+    out = dict(current)
+    effective = effective_configs(current, broker_values)
+    for name, op, value in ops:
+        if op not in (SET, DELETE, APPEND, SUBTRACT):
+            return "invalid_request", f"Unknown operation type {op} for config {name}"
+        if name not in TOPIC_CONFIGS:
+            return "invalid_config", f"Unknown topic config name: {name}"
+        if op == DELETE:
+            out.pop(name, None)
+            continue
+        if value is None:
+            return "invalid_request", f"Null value not supported for : {name}"
+        if op == SET:
+            out[name] = value
+            continue
+        if name not in LIST_CONFIGS:
+            kind = "append" if op == APPEND else "subtract"
+            return "invalid_config", f"Config value {kind} is not allowed for config key: {name}"
+        items = [x for x in effective[name][0].split(",") if x]
+        given = [x.strip() for x in value.split(",") if x.strip()]
+        if op == APPEND:
+            items += [x for x in given if x not in items]
+        else:
+            items = [x for x in items if x not in given]
+        if not items:
+            return "invalid_config", f"Invalid value {value} for configuration {name}"
+        out[name] = ",".join(items)
+    return out

@@ -213,13 +213,14 @@ class TopicManager:
             topic.partitions.append(await self._open_partition(meta, i))
         topic.meta = meta
 
-    def check_alter(self, name: str, overrides: Mapping[str, str]) -> TopicError | None:
+    def check_alter(self, name: str, overrides: Mapping[str, str | None]) -> TopicError | None:
         """Everything AlterConfigs/IncrementalAlterConfigs check for a topic's new overrides."""
         if name not in self._topics:
             return TopicError(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist")
         if (msg := validate_overrides(overrides)) is not None:
             return TopicError(ErrorCode.invalid_config, msg)
-        if (msg := check_combination(overrides, self.broker_values)) is not None:
+        given = {k: v for k, v in overrides.items() if v is not None}
+        if (msg := check_combination(given, self.broker_values)) is not None:
             return TopicError(ErrorCode.invalid_config, msg)
         return None
 

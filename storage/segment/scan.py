@@ -124,9 +124,7 @@ class Recovered:
     reason: str | None  # why the walk stopped before the end of the file, if it did
 
 
-def recover(
-    fd: int, base: int, file_size: int, interval: int, *, gaps: bool = False
-) -> Recovered:
+def recover(fd: int, base: int, file_size: int, interval: int, *, gaps: bool = False) -> Recovered:
     """Validate every batch of a segment; stop at the first torn or corrupt one. ``gaps``:
     offsets may jump forward (a rolled segment the cleaner rewrote; never the active one)."""
     indexes = IndexWriter(interval)
@@ -153,9 +151,7 @@ def recover(
         if not crc_ok(buf, at, h):
             reason = f"CRC mismatch at {pos} (offset {h.base_offset})"
             break
-        if h.last_offset_delta < 0 or (
-            h.base_offset < expect if gaps else h.base_offset != expect
-        ):
+        if h.last_offset_delta < 0 or (h.base_offset < expect if gaps else h.base_offset != expect):
             reason = f"offset {h.base_offset} at {pos}, expected {expect}"
             break
         if first_ts is None:
