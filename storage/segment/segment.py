@@ -269,7 +269,7 @@ class Segment:
             jump = max(idx.entry(i)[1], start) if i >= 0 else start
             stop = scan.cut(fd, jump, end, limit)
         if stop <= start:
-            return b"", False
+            return b"", stop == end  # at the end: an empty (cleaned) segment
         return scan.read_exact(fd, start, stop - start), stop == end
 
     # -- appends (event loop) ----------------------------------------------------------------
@@ -337,6 +337,6 @@ def read_segments(
         if data:
             parts.append(data)
             budget -= len(data)
-        if not at_end or budget < BATCH_HEADER_SIZE or (not data and parts):
+        if not at_end or budget < BATCH_HEADER_SIZE:
             break
     return parts[0] if len(parts) == 1 else b"".join(parts)
