@@ -9,7 +9,8 @@ as it exists (or the configured count before it exists), exactly as Kafka places
 
 * Creation is lazy: the topic appears with the first append (an InitProducerId), so a broker
   that never sees a transaction never creates 50 partitions and starts fast. It is created with
-  ``cleanup.policy=compact`` (and Kafka's 100 MiB segments): the log cleaner keeps the latest
+  ``cleanup.policy=compact`` and 1 MiB segments (Kafka: 100 MiB; the active segment, which the
+  cleaner never touches, is replayed whole at startup): the log cleaner keeps the latest
   record per transactional id and, after ``delete.retention.ms``, drops expired ids'
   tombstones; time and size retention never apply.
 * Each transit is one record (key and value from ``log_format.encode``, a tombstone for an
@@ -45,7 +46,7 @@ log = logging.getLogger("kafkad.txn")
 TXN_TOPIC: Final = "__transaction_state"
 TXN_TOPIC_CONFIGS: Final[Mapping[str, str]] = {
     "cleanup.policy": "compact",
-    "segment.bytes": "104857600",
+    "segment.bytes": "1048576",  # Kafka: 100 MiB (see above)
 }
 READ_CHUNK: Final = 1 << 20
 

@@ -53,18 +53,33 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from storage.producer_state import AbortedTxn
-from wire.records import ATTR_DELETE_HORIZON, BatchHeader, Record, parse_control_record_type
+from wire.records import ATTR_DELETE_HORIZON, BatchHeader, parse_control_record_type
 
 ABORT, COMMIT = 0, 1
 
 
 @dataclass(slots=True)
+class RecordView:
+    """What the cleaner needs of a record, and where it lies in its batch's uncompressed
+    payload (so a kept record is copied, not re-encoded)."""
+
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    tombstone: bool  # null value
+    start: int
+    end: int
+
+
+@dataclass(slots=True)
 class Batch:
-    """One stored batch, parsed: its header, its records (decoded), its exact bytes."""
+    """One stored batch, parsed: its header, its records, its exact bytes, and its records'
+    uncompressed bytes."""
 
     header: BatchHeader
-    records: list[Record]
+    records: list[RecordView]
     raw: bytes
+    payload: bytes
 
     @property
     def control_type(self) -> int:
@@ -78,7 +93,7 @@ class Batch:
         h = self.header
         return h.base_timestamp if h.attributes & ATTR_DELETE_HORIZON else None
 
-    def record_timestamp(self, r: Record) -> int:
+    def record_timestamp(self, r: RecordView) -> int:
         h = self.header
         return h.max_timestamp if h.log_append_time else h.base_timestamp + r.timestamp_delta
 
@@ -178,7 +193,7 @@ class Action(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class Decision:
     action: Action
-    records: list[Record] = field(default_factory=list)
+    records: list[RecordView] = field(default_factory=list)
     horizon: int | None = None  # the delete horizon the rewritten batch carries
 
 
@@ -200,7 +215,7 @@ def _last_of_producer(b: Batch, active: Mapping[int, LastRecord]) -> bool:
     return b.header.is_control and b.header.producer_epoch == last.producer_epoch
 
 
-def _keep_record(b: Batch, r: Record, ctx: CleanContext) -> bool:
+def _keep_record(b: Batch, r: RecordView, ctx: CleanContext) -> bool:
     offset = b.header.base_offset + r.offset_delta
     if offset >= ctx.map_end:
         return True
@@ -209,7 +224,7 @@ def _keep_record(b: Batch, r: Record, ctx: CleanContext) -> bool:
     if offset < ctx.key_map.get(r.key, -1):
         return False
     horizon = b.delete_horizon
-    return r.value is not None or horizon is None or ctx.now_ms < horizon
+    return not r.tombstone or horizon is None or ctx.now_ms < horizon
 
 
 def decide_batch(b: Batch, tracker: TxnTracker, ctx: CleanContext) -> Decision:
@@ -231,7 +246,7 @@ def decide_batch(b: Batch, tracker: TxnTracker, ctx: CleanContext) -> Decision:
                 return Decision(Action.KEEP)  # already an empty header
             return Decision(Action.REWRITE, [], None)
         return Decision(Action.DELETE)
-    tombstones = not h.is_control and any(r.value is None for r in kept)
+    tombstones = not h.is_control and any(r.tombstone for r in kept)
     empty_txn_marker = h.is_control and discardable
     if (tombstones or empty_txn_marker) and horizon is None:
         return Decision(Action.REWRITE, kept, ctx.now_ms + ctx.delete_retention_ms)
