@@ -2,7 +2,10 @@
 Kafka), validation of overrides, and the effective ``LogConfig`` of a topic.
 
 ``cleanup.policy`` is a list: ``delete``, ``compact`` or both (``compact,delete``); the log
-cleaner (``storage/cleaner/``) compacts, retention deletes only where ``delete`` is listed.
+cleaner (``storage/cleaner/``) compacts, retention deletes only where ``delete`` is listed. A
+compacted topic rolls its active segment at least every ``max.compaction.lag.ms`` (Kafka's
+``maxSegmentMs``). Changes made with AlterConfigs/IncrementalAlterConfigs reach the open
+partitions at once (``TopicManager.alter_configs``).
 
 Deliberate deviation from Kafka (refused with INVALID_CONFIG rather than accepted and
 ignored): ``compression.type`` other than ``producer`` (kafkad stores batches exactly as sent
@@ -173,7 +176,12 @@ def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig
             changes[attr] = int(o[cfg])
     if "flush.messages" in o:
         changes["flush_every_append"] = int(o["flush.messages"]) == 1
-    return replace(base, **changes)
+    cfg = replace(base, **changes)
+    if cfg.compact and cfg.max_compaction_lag_ms < cfg.segment_ms:
+        # Kafka's LogConfig.maxSegmentMs (KIP-354): a compacted log rolls at the latest when
+        # max.compaction.lag.ms is reached, so its records become cleanable in time
+        cfg = replace(cfg, segment_ms=cfg.max_compaction_lag_ms)
+    return cfg
 
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3

@@ -217,3 +217,12 @@ async def test_throttle_bounds_the_io_rate(autojump_clock: object) -> None:
     before = trio.current_time()
     await unbounded.spent(10**9)
     assert trio.current_time() == before
+
+
+def test_max_compaction_lag_caps_the_roll_time() -> None:
+    from storage.topic_config import topic_log_config
+
+    cfg = topic_log_config(LogConfig(), {"cleanup.policy": "compact", "max.compaction.lag.ms": "5"})
+    assert cfg.segment_ms == 5 and cfg.compact and not cfg.delete
+    cfg = topic_log_config(LogConfig(), {"max.compaction.lag.ms": "5"})
+    assert cfg.segment_ms == LogConfig().segment_ms  # not compacted: segment.ms alone
