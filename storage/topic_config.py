@@ -176,12 +176,12 @@ def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig
             changes[attr] = int(o[cfg])
     if "flush.messages" in o:
         changes["flush_every_append"] = int(o["flush.messages"]) == 1
-    cfg = replace(base, **changes)
-    if cfg.compact and cfg.max_compaction_lag_ms < cfg.segment_ms:
+    out = replace(base, **changes)
+    if out.compact and out.max_compaction_lag_ms < out.segment_ms:
         # Kafka's LogConfig.maxSegmentMs (KIP-354): a compacted log rolls at the latest when
         # max.compaction.lag.ms is reached, so its records become cleanable in time
-        cfg = replace(cfg, segment_ms=cfg.max_compaction_lag_ms)
-    return cfg
+        out = replace(out, segment_ms=out.max_compaction_lag_ms)
+    return out
 
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3

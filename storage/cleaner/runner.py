@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import trio
 
-from storage.api import TopicPartition
+from storage.api import PartitionLog, StorageError, TopicPartition
 from storage.cleaner.decide import (
     Action,
     CleanContext,
@@ -116,7 +116,9 @@ async def clean_partition(
     for seg, end in zip(infos[:-1], seg_ends[:-1], strict=True):
         if end <= plan_.first_dirty or seg.base_offset >= plan_.upper:
             continue
-        data = await plog.read_segment(seg.base_offset)
+        data = await _read(plog, seg.base_offset)
+        if data is None:
+            return PassResult(p.tp, plan_.first_dirty, read, 0, len(infos), len(infos), False)
         read += len(data)
         await throttle.spent(len(data))
         stop = build_key_map(
@@ -138,8 +140,12 @@ async def clean_partition(
     swapped = 0
     for group in groups:
         out: list[bytes] = []
+        gone = False
         for base in group:
-            data = await plog.read_segment(base)
+            data = await _read(plog, base)
+            if data is None:
+                gone = True
+                break
             read += len(data)
             await throttle.spent(len(data))
             for b in parse_batches(data):
@@ -148,6 +154,9 @@ async def clean_partition(
                     out.append(b.raw)
                 elif d.action is Action.REWRITE:
                     out.append(rebuild(b, d.records, d.horizon))
+        if gone:
+            log.info("%s: segments removed during cleaning; pass stopped", p.tp)
+            break
         cleaned = b"".join(out)
         if sweep.dropped:
             await p.forget_aborted(sweep.dropped)
@@ -169,6 +178,14 @@ async def clean_partition(
     )
 
 
+async def _read(plog: PartitionLog, base: int) -> bytes | None:
+    """A rolled segment's bytes, or None if retention removed it meanwhile."""
+    try:
+        return await plog.read_segment(base)
+    except ValueError:
+        return None
+
+
 class LogCleaner:
     """Checkpoints (first dirty offset per partition) and the choice of what to clean."""
 
@@ -176,13 +193,14 @@ class LogCleaner:
         self.max_map_entries = max(1, dedupe_buffer_size // KEY_MAP_ENTRY_BYTES)
         self.io_rate = io_max_bytes_per_second
         self.checkpoints: dict[TopicPartition, int] = {}
+        self.uncleanable: set[TopicPartition] = set()  # a pass failed unexpectedly (Kafka's)
 
     def plans(self, topics: TopicManager, now_ms: int) -> list[tuple[Partition, CleanPlan]]:
         """The compacted partitions worth cleaning now, dirtiest first."""
         out = []
         for topic in topics:
             for p in topic.partitions:
-                if p.deleted or not p.config.compact:
+                if p.deleted or not p.config.compact or p.tp in self.uncleanable:
                     continue
                 pl = plan(
                     p.log.segment_infos(),
@@ -199,9 +217,22 @@ class LogCleaner:
         return out
 
     async def clean_partition(self, p: Partition, pl: CleanPlan, now_ms: int) -> PassResult:
-        result = await clean_partition(
-            p, pl, now_ms, max_map_entries=self.max_map_entries, throttle=Throttle(self.io_rate)
-        )
+        """One pass. Raises ``StorageError`` (retried next round); any other failure (say a
+        batch that does not parse) marks the partition uncleanable until restart, as Kafka
+        does, and is raised as ``StorageError``."""
+        try:
+            result = await clean_partition(
+                p,
+                pl,
+                now_ms,
+                max_map_entries=self.max_map_entries,
+                throttle=Throttle(self.io_rate),
+            )
+        except StorageError:
+            raise
+        except Exception as exc:
+            self.uncleanable.add(p.tp)
+            raise StorageError(f"{p.tp} marked uncleanable: {exc!r}") from exc
         if result.complete:
             self.checkpoints[p.tp] = result.map_end
         return result
