@@ -28,13 +28,14 @@ def key_values(batch: bytes) -> list[tuple[int, bytes | None, bytes | None]]:
     h = read_batch_header(batch)
     if h.total_size > len(batch) or h.records_count < 0:
         raise RecordBatchError("truncated batch or negative record count")
-    body = batch[BATCH_HEADER_SIZE : h.total_size]
+    body = bytes(batch[BATCH_HEADER_SIZE : h.total_size])
     if h.compression:
         try:
             body = decompress(h.compression, body)
         except CompressionError as exc:
             raise RecordBatchError(str(exc)) from exc
     out: list[tuple[int, bytes | None, bytes | None]] = []
+    append = out.append
     pos, n = 0, len(body)
     try:
         for _ in range(h.records_count):
@@ -47,28 +48,31 @@ def key_values(batch: bytes) -> list[tuple[int, bytes | None, bytes | None]]:
             if length < 1 or end > n:
                 raise RecordBatchError(f"record of {length} bytes at {pos} overruns the batch")
             q += 1  # attributes
-            b = body[q]
-            q = q + 1 if b < 0x80 else _varint(body, q)[1]  # timestamp delta
+            q = q + 1 if body[q] < 0x80 else _varint(body, q)[1]  # timestamp delta
             b = body[q]
             if b < 0x80:
                 delta, q = (b >> 1) ^ -(b & 1), q + 1
             else:
                 delta, q = _varint(body, q)
-            fields: list[bytes | None] = []
-            for _ in range(2):  # key, value
-                b = body[q]
-                if b < 0x80:
-                    size, q = (b >> 1) ^ -(b & 1), q + 1
-                else:
-                    size, q = _varint(body, q)
-                if size < 0:
-                    fields.append(None)
-                else:
-                    if q + size > end:
-                        raise RecordBatchError("field runs past the end of its record")
-                    fields.append(bytes(body[q : q + size]))
-                    q += size
-            out.append((delta, fields[0], fields[1]))
+            b = body[q]
+            if b < 0x80:
+                size, q = (b >> 1) ^ -(b & 1), q + 1
+            else:
+                size, q = _varint(body, q)
+            key = None
+            if size >= 0:
+                key, q = body[q : q + size], q + size
+            b = body[q]
+            if b < 0x80:
+                size, q = (b >> 1) ^ -(b & 1), q + 1
+            else:
+                size, q = _varint(body, q)
+            value = None
+            if size >= 0:
+                value, q = body[q : q + size], q + size
+            if q > end:
+                raise RecordBatchError("a field runs past the end of its record")
+            append((delta, key, value))
             pos = end
     except IndexError as exc:
         raise RecordBatchError("truncated record") from exc

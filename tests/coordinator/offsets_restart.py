@@ -127,7 +127,7 @@ if __name__ == "__main__":
 
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     with tempfile.TemporaryDirectory() as tmp:
-        m = trio.run(run, f"file://{tmp}", count)
+        m = trio.run(run, f"file://{sys.argv[2] if len(sys.argv) > 2 else tmp}", count)
     print(
         f"{m.commits} commits: __consumer_offsets {m.log_bytes_before / 1e6:.1f} MB -> "
         f"{m.log_bytes_after / 1e6:.2f} MB after cleaning ({m.clean_s:.2f} s); restart "
