@@ -54,13 +54,16 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 def scan_records(payload: bytes, count: int) -> list[RecordView]:
     """The records of an uncompressed payload: offset and timestamp deltas, key, whether the
     value is null, and each record's byte range. Values and headers are skipped, not decoded
-    (the cleaner's hot loop: one-byte varints take the fast path)."""
+    (the cleaner's hot loop: short varints take a fast path)."""
     out = []
     pos, n = 0, len(payload)
     for _ in range(count):
         b = payload[pos] if pos < n else 0x80
         if b < 0x80:
             length, body = (b >> 1) ^ -(b & 1), pos + 1
+        elif pos + 1 < n and (b2 := payload[pos + 1]) < 0x80:  # two bytes: most records
+            raw = (b & 0x7F) | (b2 << 7)
+            length, body = (raw >> 1) ^ -(raw & 1), pos + 2
         else:
             length, body = _varint(payload, pos)
         end = body + length
@@ -85,12 +88,10 @@ def scan_records(payload: bytes, count: int) -> list[RecordView]:
         key = None
         if key_len >= 0:
             key, q = payload[q : q + key_len], q + key_len
-        b = payload[q] if q < end else 0x80
-        if b < 0x80:
-            value_len = (b >> 1) ^ -(b & 1)
-        else:
-            value_len, _ = _varint(payload, q)
-        out.append(RecordView(offset_delta, ts_delta, key, value_len < 0, pos, end))
+        if q >= end:
+            raise RecordBatchError(f"record at {pos} ends inside its key")
+        # a null value's length is the varint -1, i.e. the single byte 0x01 (zigzag)
+        out.append(RecordView(offset_delta, ts_delta, key, payload[q] == 1, pos, end))
         pos = end
     if pos != n:
         raise RecordBatchError(f"{n - pos} bytes left after {count} records")
