@@ -21,7 +21,8 @@ A pass (``clean_partition``), in Kafka's order (``Cleaner.doClean``):
       this is safe before the swap and must not come after it (a crash in between would
       leave an entry whose marker is gone: consumers would then skip that producer's later
       committed data);
-   b. swap the group for its cleaned segment (``PartitionLog.replace_segments``, atomic).
+   b. swap the group for its cleaned segment (``PartitionLog.replace_segments``, atomic),
+      unless it is a single segment that stays byte for byte.
    Groups go in ascending order, so a crash between two swaps leaves a log where everything
    removed so far was removed because of a record that is still there.
 3. Every segment read and written goes through the throttle
@@ -140,7 +141,7 @@ async def clean_partition(
     swapped = 0
     for group in groups:
         out: list[bytes] = []
-        gone = False
+        gone, changed = False, len(group) > 1
         for base in group:
             data = await _read(plog, base)
             if data is None:
@@ -152,15 +153,20 @@ async def clean_partition(
                 d = decide_batch(b, sweep, ctx)
                 if d.action is Action.KEEP:
                     out.append(b.raw)
-                elif d.action is Action.REWRITE:
-                    out.append(rebuild(b, d.records, d.horizon))
+                else:
+                    changed = True
+                    if d.action is Action.REWRITE:
+                        out.append(rebuild(b, d.records, d.horizon))
         if gone:
             log.info("%s: segments removed during cleaning; pass stopped", p.tp)
             break
-        cleaned = b"".join(out)
         if sweep.dropped:
             await p.forget_aborted(sweep.dropped)
             sweep.dropped = []
+        if not changed:  # a lone segment that stays byte for byte: nothing to swap
+            swapped += 1
+            continue
+        cleaned = b"".join(out)
         await throttle.spent(len(cleaned))
         if not await plog.replace_segments(group, cleaned):
             log.info("%s: segments changed during cleaning; pass stopped", p.tp)
