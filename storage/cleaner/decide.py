@@ -215,16 +215,23 @@ def _last_of_producer(b: Batch, active: Mapping[int, LastRecord]) -> bool:
     return b.header.is_control and b.header.producer_epoch == last.producer_epoch
 
 
-def _keep_record(b: Batch, r: RecordView, ctx: CleanContext) -> bool:
-    offset = b.header.base_offset + r.offset_delta
-    if offset >= ctx.map_end:
-        return True
-    if r.key is None:
-        return False
-    if offset < ctx.key_map.get(r.key, -1):
-        return False
+def _kept_records(b: Batch, ctx: CleanContext) -> list[RecordView]:
+    """Kafka's ``shouldRetainRecord`` for each record of a data batch: at or past
+    ``map_end`` always; else it needs a key, no later offset for that key in the map, and a
+    value, or a delete horizon not yet passed (the cleaner's inner loop, so inlined)."""
+    base, map_end, key_map = b.header.base_offset, ctx.map_end, ctx.key_map
     horizon = b.delete_horizon
-    return not r.tombstone or horizon is None or ctx.now_ms < horizon
+    keep_tombstones = horizon is None or ctx.now_ms < horizon
+    kept = []
+    for r in b.records:
+        offset = base + r.offset_delta
+        if offset >= map_end or (
+            r.key is not None
+            and offset >= key_map.get(r.key, -1)
+            and (keep_tombstones or not r.tombstone)
+        ):
+            kept.append(r)
+    return kept
 
 
 def decide_batch(b: Batch, tracker: TxnTracker, ctx: CleanContext) -> Decision:
@@ -239,7 +246,7 @@ def decide_batch(b: Batch, tracker: TxnTracker, ctx: CleanContext) -> Decision:
     else:
         discardable = tracker.on_data(h.producer_id, h.is_transactional, h.last_offset)
         drop_all = discardable
-        kept = [] if drop_all else [r for r in b.records if _keep_record(b, r, ctx)]
+        kept = [] if drop_all else _kept_records(b, ctx)
     if not kept:
         if h.producer_id >= 0 and _last_of_producer(b, ctx.active):
             if not b.records:
