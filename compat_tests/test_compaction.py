@@ -208,8 +208,7 @@ def test_stock_clients_read_a_cleaned_compacted_topic(tmp_path: Path) -> None:
         admin = AdminClient({"bootstrap.servers": bs})
         admin.create_topics([NewTopic(topic, 1, 1, config=TOPIC_CONFIGS)])[topic].result(10)
         expected = write_history(bs, topic)
-        before = read_uncommitted(bs, topic)
-        assert (b"k1", b"aborted") in before  # read_uncommitted sees aborted data, as in Kafka
+        before = read_uncommitted(bs, topic)  # the cleaner may already have run
         deadline = time.monotonic() + 60
         ticker = Producer({"bootstrap.servers": bs, "linger.ms": 0})
         while True:  # the cleaner removes superseded values and the aborted transaction
