@@ -1,8 +1,8 @@
 """The broker's shared state: configuration, the store, the topics, and the clock.
 
 One ``Broker`` per process. Handlers reach it through ``RequestContext.broker``; background
-work (retention, producer-id expiration) runs in the server's nursery and is started by
-``proxy/server.py``. ``close`` takes the producer-state snapshots of a clean shutdown.
+work (retention, the log cleaner, producer-id expiration) runs in the server's nursery and is
+started by ``proxy/server.py``. ``close`` takes the producer-state snapshots of a clean shutdown.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from coordinator.txn.runtime import TxnConfig, TxnCoordinator
 from proxy.config import BrokerConfig
 from proxy.fault_injection import CRASH_EXIT_CODE, injector_from_config
 from storage.api import StorageError, Store, TopicPartition
+from storage.cleaner.runner import LogCleaner
 from storage.topics import TopicManager
 
 log = logging.getLogger("kafkad.broker")
@@ -70,6 +71,10 @@ class Broker:
         self.advertised_host = config.advertised_host or config.listen_host
         self.advertised_port = config.advertised_port or config.listen_port
         self.shutting_down = trio.Event()
+        self.cleaner = LogCleaner(
+            dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"),
+            io_max_bytes_per_second=config.get("log.cleaner.io.max.bytes.per.second"),
+        )
         self.groups = GroupCoordinator(self.topics, config.values or {}, self.now_ms)
         self.producer_ids = ProducerIdManager(store)
         # kafkad.fault.injection: the dispatcher's request faults and the crash points
@@ -153,6 +158,30 @@ class Broker:
             deleted = await self.topics.apply_retention(self.now_ms())
             if deleted:
                 log.info("retention deleted %d segment(s)", deleted)
+
+    async def cleaner_loop(self) -> None:
+        """The log cleaner (``storage/cleaner/runner.py``): every ``log.cleaner.backoff.ms``,
+        one pass over each compacted partition worth cleaning. A pass that fails with a
+        storage error is logged and retried at the next round."""
+        interval = self.config.get("log.cleaner.backoff.ms") / 1000
+        while True:
+            await trio.sleep(interval)
+            for p, plan in self.cleaner.plans(self.topics, self.now_ms()):
+                if p.deleted:
+                    continue
+                try:
+                    r = await self.cleaner.clean_partition(p, plan, self.now_ms())
+                except StorageError as exc:
+                    log.error("cleaning %s failed: %s", p.tp, exc)
+                    continue
+                log.info(
+                    "cleaned %s: %d -> %d segment(s), %d bytes read, %d written",
+                    r.tp,
+                    r.segments_before,
+                    r.segments_after,
+                    r.bytes_read,
+                    r.bytes_written,
+                )
 
     async def producer_expiration_loop(self) -> None:
         interval = self.config.get("producer.id.expiration.check.interval.ms") / 1000

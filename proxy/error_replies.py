@@ -131,6 +131,17 @@ def _describe_configs(e: _Echo, req: Any) -> dict[str, Any]:
     }
 
 
+def _alter_configs(e: _Echo, req: Any) -> dict[str, Any]:
+    return {
+        "responses": tuple(
+            e.AlterConfigsResourceResponse(
+                resource_type=r.resource_type, resource_name=r.resource_name
+            )
+            for r in req.resources
+        )
+    }
+
+
 def _fetch(e: _Echo, req: Any) -> dict[str, Any]:
     return {
         "responses": tuple(
@@ -233,7 +244,9 @@ ECHOES: dict[int, Callable[[_Echo, Any], dict[str, Any]]] = {
     19: _create_topics,
     20: _delete_topics,
     32: _describe_configs,
+    33: _alter_configs,
     37: _create_partitions,
+    44: _alter_configs,
 }
 
 

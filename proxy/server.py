@@ -58,6 +58,8 @@ class Server:
             )
             async with trio.open_nursery() as background:
                 background.start_soon(broker.retention_loop)
+                if cfg.get("log.cleaner.enable"):
+                    background.start_soon(broker.cleaner_loop)
                 background.start_soon(broker.groups.run)
                 background.start_soon(broker.txns.run)
                 background.start_soon(broker.producer_expiration_loop)

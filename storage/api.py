@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -68,6 +68,13 @@ class LogConfig:
     segment_index_bytes: int = 10 * 1024 * 1024  # segment.index.bytes
     flush_every_append: bool = False  # broker option: fsync before acknowledging
     file_delete_delay_ms: int = 60_000  # file.delete.delay.ms (files of deleted segments)
+    # the log cleaner (storage/cleaner/): cleanup.policy as two flags, then its knobs
+    compact: bool = False  # cleanup.policy contains "compact"
+    delete: bool = True  # cleanup.policy contains "delete" (time/size retention applies)
+    delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    max_compaction_lag_ms: int = 2**63 - 1  # max.compaction.lag.ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +85,16 @@ class TopicMeta:
     topic_id: uuid.UUID
     partitions: int
     configs: Mapping[str, str] = field(default_factory=dict)  # topic-level overrides only
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """A segment as the log cleaner sees it (``PartitionLog.segment_infos``)."""
+
+    base_offset: int
+    size: int
+    largest_timestamp: int  # -1 if no batch has a timestamp
+    first_batch_timestamp: int  # the first batch's max timestamp, -1 if empty
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +215,28 @@ class PartitionLog(Protocol):
         """Remove the snapshot at ``offset`` (no-op if there is none)."""
         ...
 
+    def update_config(self, config: LogConfig) -> None:
+        """Topic configs were altered: later rolls, retention and cleaning use ``config``."""
+        ...
+
+    def segment_infos(self) -> list[SegmentInfo]:
+        """Every segment, oldest first; the last one is the active segment."""
+        ...
+
+    async def read_segment(self, base_offset: int) -> bytes:
+        """The whole content of a rolled (not active) segment: its batches back to back.
+        ``ValueError`` if there is no such rolled segment. Raises ``StorageError``."""
+        ...
+
+    async def replace_segments(self, bases: Sequence[int], data: bytes) -> bool:
+        """Atomically replace the contiguous rolled segments starting at ``bases`` by one
+        segment at ``bases[0]`` holding ``data`` (whole batches, offsets in place, ascending,
+        within the replaced segments' offset range; may be empty). A crash leaves either the
+        old segments or the new one, never a mix (the file backend's swap protocol,
+        ``storage/segment/swap.py``). Returns False, changing nothing, if those segments are no
+        longer all there (retention removed some meanwhile). Raises ``StorageError``."""
+        ...
+
     async def flush(self) -> None:
         """fsync what was appended."""
         ...
@@ -228,7 +267,8 @@ class Store(Protocol):
 
     async def update_topic(self, meta: TopicMeta) -> None:
         """Persist a changed partition count or config overrides (``ValueError`` for an unknown
-        name or a different topic id). Open logs keep the ``LogConfig`` they were opened with."""
+        name or a different topic id). Open logs keep their ``LogConfig`` until the caller passes
+        the new one to ``PartitionLog.update_config``."""
         ...
 
     async def open_partition(self, tp: TopicPartition, config: LogConfig) -> PartitionLog:

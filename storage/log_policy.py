@@ -81,10 +81,13 @@ def retention_deletable(
     never exceeds). None: no bound.
 
     ``segments`` are (size in bytes, largest timestamp) oldest first; the last one is the active
-    segment and is never deleted. Time first: leading segments whose largest timestamp is more
+    segment and is never deleted. Nothing is deleted unless ``cleanup.policy`` lists
+    ``delete``. Time first: leading segments whose largest timestamp is more
     than ``retention_ms`` old. Then size: while the log minus the next oldest segment would
     still be at least ``retention_bytes``, that segment goes (Kafka's ``diff - size >= 0``).
     """
+    if not cfg.delete:  # cleanup.policy=compact: the cleaner, not retention, shrinks the log
+        return 0
     candidates = segments[:-1]
     if stable is not None:
         candidates = candidates[:stable]

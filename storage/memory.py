@@ -6,19 +6,22 @@ Each partition log keeps segments like the file backend does, each a list of who
 with their base offsets, last offsets and max timestamps, and rolls them by the same rules
 (``log_policy``): retention, ``delete_before`` and ``size_bytes`` then behave exactly as with
 files, which is what the contract suite checks. Nothing is persisted: closing the store loses
-everything, and topics live as long as the store object. ``flush`` is a no-op.
+everything, and topics live as long as the store object. ``flush`` is a no-op. The log
+cleaner's ``replace_segments`` swaps the segment list entry in one step (atomic by
+construction).
 """
 
 from __future__ import annotations
 
 import struct
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from storage.api import (
     LogConfig,
     PartitionLog,
+    SegmentInfo,
     StorageError,
     TimestampLookup,
     TopicMeta,
@@ -190,6 +193,43 @@ class MemoryLog:
             self._size -= sum(s.size for s in self._segments[:n])
             del self._segments[:n]
             self._lso = max(self._lso, self._segments[0].base)
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+
+    def segment_infos(self) -> list[SegmentInfo]:
+        return [
+            SegmentInfo(s.base, s.size, s.max_ts, s.max_tss[0] if s.max_tss else -1)
+            for s in self._segments
+        ]
+
+    def _rolled(self, base: int) -> int:
+        for i, seg in enumerate(self._segments[:-1]):
+            if seg.base == base:
+                return i
+        raise ValueError(f"no rolled segment {base} in {self.tp}")
+
+    async def read_segment(self, base_offset: int) -> bytes:
+        self._check_open()
+        return b"".join(self._segments[self._rolled(base_offset)].batches)
+
+    async def replace_segments(self, bases: Sequence[int], data: bytes) -> bool:
+        self._check_open()
+        try:
+            i = self._rolled(bases[0])
+        except ValueError:
+            return False
+        n = len(bases)
+        old = self._segments[i : i + n]
+        if [s.base for s in old] != list(bases) or i + n >= len(self._segments):
+            return False
+        new = _Segment(bases[0], roll_basis_ms=old[0].roll_basis_ms)
+        new.last_append_ms = max(s.last_append_ms for s in old)
+        for pos, h in iter_batches(data):
+            new.add(data[pos : pos + h.total_size], h.base_offset, h.last_offset, h.max_timestamp)
+        self._segments[i : i + n] = [new]
+        self._size += new.size - sum(s.size for s in old)
+        return True
 
     @property
     def active_segment_base(self) -> int:

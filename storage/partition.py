@@ -34,6 +34,10 @@ transaction). The aborted index is part of the producer snapshot (format version
 rebuilt by the replay from the markers in the log tail (only control records are read, never
 data records); retention drops entries that end below the new log start offset.
 
+Log cleaning (``storage/cleaner/``) changes no offset and reads only below the LSO; when it
+finds an aborted transaction's data gone it calls ``forget_aborted`` before swapping segments,
+so an index entry never outlives its marker. ``update_config`` applies altered topic configs.
+
 Long polls: a Fetch that wants more data registers a ``trio.Event`` with every partition it
 reads; each append sets (and forgets) the events registered with it.
 """
@@ -43,7 +47,7 @@ from __future__ import annotations
 import logging
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import crc32c
 import trio
@@ -297,11 +301,31 @@ class Partition:
                 for pos, h in iter_batches(chunk):
                     if h.last_offset >= position:
                         marker = None
-                        if h.is_control and h.producer_id >= 0:
+                        if h.is_control and h.producer_id >= 0 and h.records_count:
                             marker = _read_marker(self.tp, chunk[pos : pos + h.total_size])
                         self.producers.replay(h, marker)
                     position = max(position, h.last_offset + 1)
             self.producers.truncate_aborted(self.log.log_start_offset)
+
+    def update_config(self, config: LogConfig, log_append_time: bool) -> None:
+        """Altered topic configs reach the open partition and its log."""
+        self.config = config
+        self.log_append_time = log_append_time
+        self.log.update_config(config)
+
+    async def forget_aborted(self, entries: Collection[AbortedTxn]) -> None:
+        """The log cleaner found these aborted transactions' data gone from the log: drop their
+        index entries, then replace every producer snapshot (they still list the entries) by
+        one taken now. The old snapshots go first: a crash in between leaves none, and the
+        replay from the log start only indexes aborts whose data is still there. Raises
+        ``StorageError`` (the entries are then gone from memory only, which is safe)."""
+        gone = set(entries)
+        async with self._lock:
+            self.producers.aborted = [a for a in self.producers.aborted if a not in gone]
+            end = self.log.log_end_offset
+            for old in await self.log.producer_snapshots():
+                await self.log.delete_producer_snapshot(old)
+            await self.log.write_producer_snapshot(end, self._encode_snapshot(end))
 
     async def apply_retention(self, now_ms: int) -> int:
         """Retention on the log, never past the last stable offset (a segment holding or

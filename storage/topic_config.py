@@ -1,15 +1,20 @@
 """Topic-level configs: names, defaults (taken from the broker's ``log.*`` settings, as in
 Kafka), validation of overrides, and the effective ``LogConfig`` of a topic.
 
-Deliberate deviations from Kafka (refused with INVALID_CONFIG rather than accepted and
-ignored): ``cleanup.policy`` other than ``delete`` (no log cleaner yet) and
-``compression.type`` other than ``producer`` (kafkad stores batches exactly as sent and never
-recompresses).
+``cleanup.policy`` is a list: ``delete``, ``compact`` or both (``compact,delete``); the log
+cleaner (``storage/cleaner/``) compacts, retention deletes only where ``delete`` is listed. A
+compacted topic rolls its active segment at least every ``max.compaction.lag.ms`` (Kafka's
+``maxSegmentMs``). Changes made with AlterConfigs/IncrementalAlterConfigs reach the open
+partitions at once (``TopicManager.alter_configs``).
+
+Deliberate deviation from Kafka (refused with INVALID_CONFIG rather than accepted and
+ignored): ``compression.type`` other than ``producer`` (kafkad stores batches exactly as sent
+and never recompresses).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -41,16 +46,29 @@ def _choice(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
+def _policy(v: str) -> str:
+    items = [x.strip() for x in v.split(",")]
+    if not items or any(x not in ("compact", "delete") for x in items):
+        raise ValueError("expected a list of compact and delete")
+    return ",".join(sorted(set(items)))
+
+
+def cleanup_flags(policy: str) -> tuple[bool, bool]:
+    """(compact, delete) of a ``cleanup.policy`` value."""
+    items = {x.strip() for x in policy.split(",")}
+    return "compact" in items, "delete" in items
+
+
 # topic config -> (parser, broker config supplying the default or None, fixed default)
 TOPIC_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str | None, str]] = {
-    "cleanup.policy": (_choice("delete"), None, "delete"),
+    "cleanup.policy": (_policy, "log.cleanup.policy", "delete"),
     "compression.type": (_choice("producer"), "compression.type", "producer"),
-    "delete.retention.ms": (_int, None, "86400000"),
+    "delete.retention.ms": (_int, "log.cleaner.delete.retention.ms", "86400000"),
     "file.delete.delay.ms": (_int, "log.segment.delete.delay.ms", "60000"),
     "flush.messages": (_int, "log.flush.interval.messages", _LONG_MAX),
     "flush.ms": (_int, None, _LONG_MAX),
     "index.interval.bytes": (_int, "log.index.interval.bytes", "4096"),
-    "max.compaction.lag.ms": (_int, None, _LONG_MAX),
+    "max.compaction.lag.ms": (_int, "log.cleaner.max.compaction.lag.ms", _LONG_MAX),
     "max.message.bytes": (_int, "message.max.bytes", "1048588"),
     "message.timestamp.after.max.ms": (_int, None, "3600000"),
     "message.timestamp.before.max.ms": (_int, None, _LONG_MAX),
@@ -59,8 +77,8 @@ TOPIC_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str | None, str]] = {
         "log.message.timestamp.type",
         "CreateTime",
     ),
-    "min.cleanable.dirty.ratio": (_float, None, "0.5"),
-    "min.compaction.lag.ms": (_int, None, "0"),
+    "min.cleanable.dirty.ratio": (_float, "log.cleaner.min.cleanable.ratio", "0.5"),
+    "min.compaction.lag.ms": (_int, "log.cleaner.min.compaction.lag.ms", "0"),
     "min.insync.replicas": (_int, "min.insync.replicas", "1"),
     "preallocate": (_bool, None, "false"),
     "retention.bytes": (_int, "log.retention.bytes", "-1"),
@@ -91,6 +109,14 @@ def validate_overrides(overrides: Mapping[str, str | None]) -> str | None:
             return f"Invalid value {value} for configuration segment.bytes: must be >= 1048576"
         if name == "max.message.bytes" and parsed < 0:
             return f"Invalid value {value} for configuration max.message.bytes"
+        if name == "min.cleanable.dirty.ratio" and not 0.0 <= parsed <= 1.0:
+            return f"Invalid value {value} for configuration {name}: Value must be between 0 and 1"
+        if name in ("delete.retention.ms", "min.compaction.lag.ms") and parsed < 0:
+            return f"Invalid value {value} for configuration {name}: Value must be at least 0"
+        if name == "max.compaction.lag.ms" and parsed < 1:
+            return f"Invalid value {value} for configuration {name}: Value must be at least 1"
+        if name == "segment.ms" and parsed < 1:
+            return f"Invalid value {value} for configuration {name}: Value must be at least 1"
     return None
 
 
@@ -109,10 +135,34 @@ def effective_configs(
     return out
 
 
+def check_combination(overrides: Mapping[str, str], broker_values: Mapping[str, Any]) -> str | None:
+    """Checks across configs (Kafka's LogConfig.validateValues): None or an INVALID_CONFIG
+    message."""
+    eff = {k: v for k, (v, _) in effective_configs(overrides, broker_values).items()}
+    if int(eff["min.compaction.lag.ms"]) > int(eff["max.compaction.lag.ms"]):
+        return (
+            "conflict topic config setting min.compaction.lag.ms "
+            f"({eff['min.compaction.lag.ms']}) > max.compaction.lag.ms "
+            f"({eff['max.compaction.lag.ms']})"
+        )
+    return None
+
+
 def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig:
     """The broker's log defaults with the topic's overrides applied."""
     o = overrides
     changes: dict[str, Any] = {}
+    if "cleanup.policy" in o:
+        changes["compact"], changes["delete"] = cleanup_flags(o["cleanup.policy"])
+    for cfg, attr in (
+        ("delete.retention.ms", "delete_retention_ms"),
+        ("min.compaction.lag.ms", "min_compaction_lag_ms"),
+        ("max.compaction.lag.ms", "max_compaction_lag_ms"),
+    ):
+        if cfg in o:
+            changes[attr] = int(o[cfg])
+    if "min.cleanable.dirty.ratio" in o:
+        changes["min_cleanable_dirty_ratio"] = float(o["min.cleanable.dirty.ratio"])
     for cfg, attr in (
         ("segment.bytes", "segment_bytes"),
         ("segment.ms", "segment_ms"),
@@ -126,4 +176,57 @@ def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig
             changes[attr] = int(o[cfg])
     if "flush.messages" in o:
         changes["flush_every_append"] = int(o["flush.messages"]) == 1
-    return replace(base, **changes)
+    out = replace(base, **changes)
+    if out.compact and out.max_compaction_lag_ms < out.segment_ms:
+        # Kafka's LogConfig.maxSegmentMs (KIP-354): a compacted log rolls at the latest when
+        # max.compaction.lag.ms is reached, so its records become cleanable in time
+        out = replace(out, segment_ms=out.max_compaction_lag_ms)
+    return out
+
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+LIST_CONFIGS = frozenset({"cleanup.policy"})
+
+
+def incremental_overrides(
+    current: Mapping[str, str],
+    ops: Sequence[tuple[str, int, str | None]],
+    broker_values: Mapping[str, Any],
+) -> dict[str, str] | tuple[str, str]:
+    """IncrementalAlterConfigs on a topic (Kafka's ``ConfigAdminManager`` +
+    ``prepareIncrementalConfigs``): the new overrides, or (error name, message) with error
+    name ``invalid_request`` or ``invalid_config``. ``ops`` are (name, operation, value):
+    SET replaces, DELETE removes the override (back to the default), APPEND/SUBTRACT add or
+    remove items of a list config (starting from the current effective value)."""
+    names = [name for name, _, _ in ops]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        return "invalid_request", f"Error due to duplicate config keys : {', '.join(dup)}"
+    out = dict(current)
+    effective = effective_configs(current, broker_values)
+    for name, op, value in ops:
+        if op not in (SET, DELETE, APPEND, SUBTRACT):
+            return "invalid_request", f"Unknown operation type {op} for config {name}"
+        if name not in TOPIC_CONFIGS:
+            return "invalid_config", f"Unknown topic config name: {name}"
+        if op == DELETE:
+            out.pop(name, None)
+            continue
+        if value is None:
+            return "invalid_request", f"Null value not supported for : {name}"
+        if op == SET:
+            out[name] = value
+            continue
+        if name not in LIST_CONFIGS:
+            kind = "append" if op == APPEND else "subtract"
+            return "invalid_config", f"Config value {kind} is not allowed for config key: {name}"
+        items = [x for x in effective[name][0].split(",") if x]
+        given = [x.strip() for x in value.split(",") if x.strip()]
+        if op == APPEND:
+            items += [x for x in given if x not in items]
+        else:
+            items = [x for x in items if x not in given]
+        if not items:
+            return "invalid_config", f"Invalid value {value} for configuration {name}"
+        out[name] = ",".join(items)
+    return out

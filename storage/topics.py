@@ -17,7 +17,12 @@ from kio.schema.errors import ErrorCode
 
 from storage.api import LogConfig, Store, TopicMeta, TopicPartition
 from storage.partition import Partition
-from storage.topic_config import effective_configs, topic_log_config, validate_overrides
+from storage.topic_config import (
+    check_combination,
+    effective_configs,
+    topic_log_config,
+    validate_overrides,
+)
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -78,6 +83,10 @@ class TopicManager:
 
     async def load(self) -> None:
         for meta in self.store.topics():
+            if meta.name in INTERNAL_TOPICS and "cleanup.policy" not in meta.configs:
+                # created before the log cleaner existed (retention.ms=-1): compact it now
+                meta = replace(meta, configs={**meta.configs, "cleanup.policy": "compact"})
+                await self.store.update_topic(meta)
             await self._open(meta)
 
     def _log_config(self, meta: TopicMeta) -> LogConfig:
@@ -162,6 +171,9 @@ class TopicManager:
             )
         if (msg := validate_overrides(configs)) is not None:
             return TopicError(ErrorCode.invalid_config, msg)
+        given = {k: v for k, v in configs.items() if v is not None}
+        if (msg := check_combination(given, self.broker_values)) is not None:
+            return TopicError(ErrorCode.invalid_config, msg)
         return None
 
     async def create(self, name: str, partitions: int, configs: Mapping[str, str]) -> Topic:
@@ -200,6 +212,31 @@ class TopicManager:
         for i in range(len(topic.partitions), total):
             topic.partitions.append(await self._open_partition(meta, i))
         topic.meta = meta
+
+    def check_alter(self, name: str, overrides: Mapping[str, str | None]) -> TopicError | None:
+        """Everything AlterConfigs/IncrementalAlterConfigs check for a topic's new overrides."""
+        if name not in self._topics:
+            return TopicError(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist")
+        if (msg := validate_overrides(overrides)) is not None:
+            return TopicError(ErrorCode.invalid_config, msg)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        if (msg := check_combination(given, self.broker_values)) is not None:
+            return TopicError(ErrorCode.invalid_config, msg)
+        return None
+
+    async def alter_configs(self, name: str, overrides: Mapping[str, str]) -> None:
+        """Replace a topic's overrides (persisted first), then apply them to its open
+        partitions: later appends, rolls, retention and cleaning use them, no restart."""
+        topic = self._topics[name]
+        meta = replace(topic.meta, configs=dict(overrides))
+        await self.store.update_topic(meta)
+        topic.meta = meta
+        topic.settings = {
+            k: v for k, (v, _) in effective_configs(meta.configs, self.broker_values).items()
+        }
+        cfg = self._log_config(meta)
+        for p in topic.partitions:
+            p.update_config(cfg, self._log_append_time(meta))
 
     async def take_snapshots(self) -> None:
         """Producer-state snapshots of every partition (clean shutdown)."""

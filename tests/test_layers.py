@@ -58,4 +58,5 @@ ALLOWED_STORAGE_MODULES = {
     "storage.partition",
     "storage.topics",
     "storage.topic_config",
+    "storage.cleaner.runner",  # the broker runs the log cleaner's loop
 }

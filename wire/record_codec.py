@@ -72,6 +72,8 @@ def write_varint(out: bytearray, value: int) -> None:
 
 def read_varint(buf: bytes | memoryview, pos: int, max_bytes: int = 10) -> tuple[int, int]:
     """A zigzag varint (``max_bytes`` 5) or varlong (10) at ``pos``: (value, next position)."""
+    if pos < len(buf) and (byte := buf[pos]) < 0x80:  # the common one-byte case, fast
+        return (byte >> 1) ^ -(byte & 1), pos + 1
     raw = shift = 0
     for i in range(pos, min(pos + max_bytes, len(buf))):
         byte = buf[i]

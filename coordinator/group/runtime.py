@@ -18,9 +18,11 @@ park, and reads and writes ``__consumer_offsets``.
   apply in log order. Offset records are applied through ``OffsetsStore.replay``, the same code
   that rebuilds the store at startup.
 * ``__consumer_offsets`` is created on first write (``offsets.topic.num.partitions``
-  partitions, ``retention.ms=-1``/``retention.bytes=-1``: until the log cleaner arrives,
-  time/size retention must never delete it). At startup it is replayed by the background task;
-  until that finishes, group APIs answer COORDINATOR_LOAD_IN_PROGRESS.
+  partitions, ``cleanup.policy=compact``, ``segment.bytes=offsets.topic.segment.bytes``, as
+  in Kafka, whose default is 1 MiB here): the log cleaner keeps the latest record per key and
+  the active segment stays small, so the replay stays short. At startup it is replayed by the
+  background task (runs of plain records applied as compaction would leave them, see
+  ``_replay_partition``); until that finishes, group APIs answer COORDINATOR_LOAD_IN_PROGRESS.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from storage.api import StorageError, TopicPartition
 from storage.partition import Partition
 from storage.topics import TopicManager
 from wire.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, iter_batches
+from wire.record_scan import key_values
 from wire.records import (
     Record as BatchRecord,
 )
@@ -73,9 +76,8 @@ log = logging.getLogger("kafkad.group")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_CONFIGS = {
-    "retention.ms": "-1",
-    "retention.bytes": "-1",
-    "segment.bytes": "104857600",
+    "cleanup.policy": "compact",
+    "segment.bytes": "1048576",  # offsets.topic.segment.bytes (Kafka: 100 MiB)
 }
 READ_CHUNK = 1 << 20
 E = ErrorCode
@@ -110,6 +112,10 @@ class GroupCoordinator:
     ) -> None:
         self.topics = topics
         self.num_partitions: int = values["offsets.topic.num.partitions"]
+        self.topic_configs = {
+            **OFFSETS_TOPIC_CONFIGS,
+            "segment.bytes": str(values.get("offsets.topic.segment.bytes", 1048576)),
+        }
         self.config = GroupConfig(
             initial_rebalance_delay_ms=values["group.initial.rebalance.delay.ms"],
             min_session_timeout_ms=values["group.min.session.timeout.ms"],
@@ -158,6 +164,17 @@ class GroupCoordinator:
         self.loaded.set()
 
     async def _replay_partition(self, p: Partition) -> None:
+        """Replay one offsets partition. Runs of plain (non-transactional) records are applied
+        as the log cleaner would leave them: only each key's last record, in the order of those
+        last records (what a compacted log replays to, without decoding superseded records); a
+        transactional batch or a marker first flushes the run, so their order is exact."""
+        run: dict[bytes, tuple[bytes | None, int]] = {}
+
+        def flush() -> None:
+            for key, (value, at) in run.items():
+                self.replay(key, value, at)
+            run.clear()
+
         offset = p.log_start_offset
         while offset < p.high_watermark:
             data = await p.read(offset, READ_CHUNK)
@@ -168,20 +185,23 @@ class GroupCoordinator:
                     continue
                 batch = data[pos : pos + h.total_size]
                 if h.attributes & ATTR_CONTROL:
+                    flush()
                     records = decode_batch_records(batch)
                     kind = parse_control_record_type(records[0].key) if records else -1
                     if kind in (0, 1):
                         self._complete_txn(p, h.producer_id, commit=kind == 1)
+                elif h.attributes & ATTR_TRANSACTIONAL:
+                    flush()
+                    for delta, key, value in key_values(batch):
+                        if key is not None:
+                            self.replay(key, value, h.base_offset + delta, h.producer_id)
                 else:
-                    for r in decode_batch_records(batch):
-                        if r.key is not None:
-                            self.replay(
-                                r.key,
-                                r.value,
-                                h.base_offset + r.offset_delta,
-                                h.producer_id if h.attributes & ATTR_TRANSACTIONAL else -1,
-                            )
+                    for delta, key, value in key_values(batch):
+                        if key is not None:
+                            run.pop(key, None)
+                            run[key] = (value, h.base_offset + delta)
                 offset = h.last_offset + 1
+        flush()
 
     def replay(self, key: bytes, value: bytes | None, offset: int, producer_id: int = -1) -> None:
         """Apply one record of the offsets topic (at load, and live for offset records)."""
@@ -243,9 +263,7 @@ class GroupCoordinator:
     async def _offsets_partition(self, group_id: str) -> Partition:
         topic = self.topics.get(OFFSETS_TOPIC)
         if topic is None:
-            topic = await self.topics.create(
-                OFFSETS_TOPIC, self.num_partitions, OFFSETS_TOPIC_CONFIGS
-            )
+            topic = await self.topics.create(OFFSETS_TOPIC, self.num_partitions, self.topic_configs)
             log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
         return topic.partitions[partition_for(group_id, len(topic.partitions))]
 

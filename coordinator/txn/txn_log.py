@@ -9,8 +9,10 @@ as it exists (or the configured count before it exists), exactly as Kafka places
 
 * Creation is lazy: the topic appears with the first append (an InitProducerId), so a broker
   that never sees a transaction never creates 50 partitions and starts fast. It is created with
-  ``retention.ms=-1``/``retention.bytes=-1``: until the log cleaner exists, time and size
-  retention must never delete the only copy of the coordinator's state (Kafka compacts it).
+  ``cleanup.policy=compact`` and 1 MiB segments (Kafka: 100 MiB; the active segment, which the
+  cleaner never touches, is replayed whole at startup): the log cleaner keeps the latest
+  record per transactional id and, after ``delete.retention.ms``, drops expired ids'
+  tombstones; time and size retention never apply.
 * Each transit is one record (key and value from ``log_format.encode``, a tombstone for an
   expired id) in its own uncompressed batch with no producer id, appended through
   ``Partition.append`` (so the file backend's durability setting applies). ``append`` returns
@@ -43,9 +45,8 @@ log = logging.getLogger("kafkad.txn")
 
 TXN_TOPIC: Final = "__transaction_state"
 TXN_TOPIC_CONFIGS: Final[Mapping[str, str]] = {
-    "retention.ms": "-1",
-    "retention.bytes": "-1",
-    "segment.bytes": "104857600",
+    "cleanup.policy": "compact",
+    "segment.bytes": "1048576",  # Kafka: 100 MiB (see above)
 }
 READ_CHUNK: Final = 1 << 20
 

@@ -3,6 +3,7 @@
 from proxy.handlers import (  # noqa: F401
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_configs,
     api_versions,
     create_partitions,
     create_topics,
@@ -17,6 +18,7 @@ from proxy.handlers import (  # noqa: F401
     fetch,
     find_coordinator,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,

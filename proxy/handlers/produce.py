@@ -7,7 +7,9 @@ an error message. v9: flexible. v10-11: nothing new for a single node.
 Per partition: the batch is validated without decoding records (``wire.records``), its offsets
 assigned in place, and it is appended; a storage failure answers KAFKA_STORAGE_ERROR (never
 UNKNOWN_SERVER_ERROR: clients may then retry a write that happened, spec §3.3). Produce never
-auto-creates topics (only Metadata does, as in Kafka). acks=0 gets no response at all.
+auto-creates topics (only Metadata does, as in Kafka). acks=0 gets no response at all. On a
+compacted topic (``cleanup.policy`` with ``compact``) the records are decoded, and a record
+without a key is INVALID_RECORD, as Kafka's LogValidator refuses it.
 
 Idempotent batches (a producer id, not transactional) go through the partition's producer
 state (spec §3.2, ``storage/producer_state.py``): a retried duplicate of one of the last 5
@@ -38,7 +40,13 @@ from proxy.context import RequestContext
 from proxy.dispatch import NO_RESPONSE, CloseConnection
 from proxy.registry import handler
 from storage.api import StorageError, TopicPartition
-from wire.records import BATCH_HEADER_SIZE, read_batch_header, validate_produce_batch
+from wire.records import (
+    BATCH_HEADER_SIZE,
+    RecordBatchError,
+    decode_batch_records,
+    read_batch_header,
+    validate_produce_batch,
+)
 
 log = logging.getLogger("kafkad.produce")
 
@@ -134,6 +142,12 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
                         ErrorCode.invalid_timestamp,
                         "Timestamp of the batch is too far in the future",
                     )
+                elif topic.settings["cleanup.policy"] != "delete" and _keyless(pd.records):
+                    code, message = (
+                        ErrorCode.invalid_record,
+                        "Compacted topic cannot accept message without key in topic "
+                        f"partition {partition.tp}.",
+                    )
                 elif checked.header.is_transactional and verifier is None:
                     code, message = (
                         ErrorCode.invalid_record,
@@ -188,3 +202,12 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
             raise CloseConnection(f"acks=0 produce failed: {failed}")
         return NO_RESPONSE
     return b.ProduceResponse(responses=tuple(results), throttle_time=0)
+
+
+def _keyless(records: bytes | None) -> bool:
+    """A record without a key (refused on a compacted topic, as Kafka's LogValidator does;
+    the only case where the produce path decodes records)."""
+    try:
+        return any(r.key is None for r in decode_batch_records(records or b""))
+    except RecordBatchError:
+        return True

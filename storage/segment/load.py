@@ -3,6 +3,7 @@ starts and ends. Blocking; the store runs it in a worker thread.
 
 Recovery rules
 --------------
+0. Swaps of cleaned segments are completed or rolled back first (``swap.complete_swaps``).
 1. Strays go first: ``*.tmp`` and ``*.deleted`` files, and index files without their ``.log``.
 2. The segments are the ``<20-digit base offset>.log`` files, in base offset order.
 3. A segment that is not the last is trusted if both its index files pass the sanity checks
@@ -12,10 +13,13 @@ Recovery rules
    marker). After a clean one it is loaded from its index files and its end found by walking
    the headers after the last index entry; if that does not add up, it is recovered.
 5. Recovering validates every batch from position 0 (header, magic, length, CRC-32C, offsets
-   contiguous from the base offset), truncates the file after the last good batch and rebuilds
-   both indexes. If a segment that is not the last had to be truncated, or no longer ends at
-   the next segment's base offset, every later segment is deleted: the log is always a
-   contiguous prefix of what was written, never a log with a hole.
+   contiguous from the base offset; in a segment before the last only ascending, since the
+   cleaner leaves gaps), truncates the file after the last good batch and rebuilds both
+   indexes. If a segment that is not the last had to be truncated, or runs past the next
+   segment's base offset, every later segment is deleted: the log is always a prefix of what
+   was written (minus what the cleaner removed), never a log with a hole. (A segment before
+   the last that ends early at a batch boundary now reads as a cleaned one: such a loss inside
+   a sealed, fsynced segment is no longer detected.)
 6. The log start offset is the larger of the checkpoint (``log-start-offset``, written by
    ``delete_before``) and the first segment's base offset. If it is beyond the recovered end
    (the tail was lost, or a ``delete_before`` reached an end that never got to disk), the log
@@ -42,6 +46,7 @@ from storage.segment.files import (
     write_atomic,
 )
 from storage.segment.segment import Segment
+from storage.segment.swap import complete_swaps
 
 log = logging.getLogger("kafkad.storage")
 
@@ -88,8 +93,8 @@ def _remove_strays(directory: Path) -> list[int]:
 
 def load_partition(directory: Path, interval: int, clean: bool) -> Loaded:
     directory.mkdir(parents=True, exist_ok=True)
+    notes: list[str] = complete_swaps(directory)
     bases = _remove_strays(directory)
-    notes: list[str] = []
     checkpoint = read_checkpoint(directory)
     segments: list[Segment] = []
     next_offset = 0
@@ -108,17 +113,20 @@ def load_partition(directory: Path, interval: int, clean: bool) -> Loaded:
             except (OSError, ValueError, StorageError) as exc:
                 notes.append(f"segment {base}: rebuilding its indexes ({exc})")
         if seg is None:
-            seg, next_offset, reason = Segment.open_recovered(directory, base, interval)
+            seg, next_offset, reason = Segment.open_recovered(
+                directory, base, interval, gaps=not last
+            )
             if reason:
                 notes.append(f"segment {base}: truncated to {seg.size} bytes: {reason}")
-            if not last and (reason or next_offset != limit):
+            if not last and (reason or limit is None or next_offset > limit):
                 notes.append(f"segment {base}: deleting the {len(bases) - i - 1} after it")
                 for later in bases[i + 1 :]:
                     Segment(directory, later, 0).delete_files()
                 segments.append(seg)
                 break
             if not last:
-                assert seg.writer is not None
+                assert seg.writer is not None and limit is not None
+                next_offset = limit  # a cleaned segment may end before the next one's base
                 seg.writer.finish()
                 seg.persist(seg.fd())
                 seg.mark_sealed()

@@ -18,6 +18,10 @@ happens without an ``await`` in between, so concurrent callers see a consistent 
   retention can delete a segment that a slow reader still holds.
 * Retention and ``delete_before`` hold an admin lock (one at a time) and only ever remove
   whole segments from the front; the active segment is never deleted.
+* The log cleaner (``replace_segments``, under the same admin lock) swaps a run of rolled
+  segments for one cleaned segment (``swap.py``): the old segments' fds and index maps are
+  pinned first, the files are swapped in a worker thread, and the segment list is switched
+  without an await, so reads in flight finish on the old files.
 
 Failures: a write that fails is truncated back and raises StorageError; the log stays usable
 (ENOSPC may pass). A failure that leaves the files in doubt (an fsync, a write that cannot be
@@ -35,12 +39,18 @@ from __future__ import annotations
 import logging
 import struct
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import trio
 
-from storage.api import LogConfig, StorageError, TimestampLookup, TopicPartition
+from storage.api import (
+    LogConfig,
+    SegmentInfo,
+    StorageError,
+    TimestampLookup,
+    TopicPartition,
+)
 from storage.log_policy import retention_deletable, segment_expired, segments_below, should_roll
 from storage.segment import osio, scan
 from storage.segment.commit import GroupCommit, SyncSnapshot
@@ -54,6 +64,7 @@ from storage.segment.files import (
 )
 from storage.segment.load import Loaded, write_checkpoint
 from storage.segment.segment import Segment, WriteFailed, read_segments
+from storage.segment.swap import SwapFailed, swap_in
 from wire.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, iter_batches
 
 log = logging.getLogger("kafkad.storage")
@@ -402,6 +413,87 @@ class FileLog:
             await trio.to_thread.run_sync(_delete_files, victims)
         except OSError as exc:
             raise StorageError(f"deleting segments of {self.tp}: {exc}") from exc
+
+    # -- the log cleaner --------------------------------------------------------------------
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+
+    def segment_infos(self) -> list[SegmentInfo]:
+        out = []
+        for seg in self._segments:
+            first = -1
+            if seg.size:
+                try:
+                    ts = seg.first_max_ts()
+                except (OSError, StorageError):
+                    ts = None
+                first = -1 if ts is None else ts
+            out.append(SegmentInfo(seg.base, seg.size, seg.largest_timestamp, first))
+        return out
+
+    def _rolled_index(self, base: int) -> int:
+        i = bisect_right(self._bases, base) - 1
+        if i < 0 or i >= len(self._bases) - 1 or self._bases[i] != base:
+            raise ValueError(f"no rolled segment {base} in {self.tp}")
+        return i
+
+    async def read_segment(self, base_offset: int) -> bytes:
+        self.check_usable()
+        seg = self._segments[self._rolled_index(base_offset)]
+        if (sealing := self._sealing.get(seg)) is not None:
+            await sealing.wait()
+        handle = seg.handle()
+        fd, size = handle.acquire(), seg.size
+        try:
+            return await trio.to_thread.run_sync(scan.read_exact, fd, 0, size)
+        except OSError as exc:
+            raise StorageError(f"reading segment {base_offset} of {self.tp}: {exc}") from exc
+        finally:
+            handle.release()
+
+    async def replace_segments(self, bases: Sequence[int], data: bytes) -> bool:
+        """The swap protocol is ``swap.py``; here: checks, pinning old files, the switch."""
+        self.check_usable()
+        async with self._admin:
+            try:
+                i = self._rolled_index(bases[0])
+            except ValueError:
+                return False
+            n = len(bases)
+            if self._bases[i : i + n] != list(bases) or i + n >= len(self._segments):
+                return False
+            old = self._segments[i : i + n]
+            for seg in old:
+                if (sealing := self._sealing.get(seg)) is not None:
+                    await sealing.wait()
+            if self._segments[i : i + n] != old:
+                return False
+            for seg in old:  # readers keep the old files (fds, index maps) until the switch
+                seg.fd()
+                seg.offsets()
+                seg.times()
+            limit = self._bases[i + n]
+
+            def swap() -> Segment:
+                swap_in(self.directory, bases, data, self.config.index_interval_bytes)
+                return Segment.open_sealed(self.directory, bases[0], len(data), limit)
+
+            try:
+                new = await trio.to_thread.run_sync(swap)
+            except SwapFailed as exc:
+                if exc.committed:
+                    self._fail(str(exc))
+                raise StorageError(str(exc)) from exc
+            except (OSError, ValueError) as exc:
+                self._fail(f"opening cleaned segment {bases[0]}: {exc}")
+                raise StorageError(str(exc)) from exc
+            self._segments[i : i + n] = [new]
+            self._bases[i : i + n] = [new.base]
+            self._size += new.size - sum(seg.size for seg in old)
+            for seg in old:
+                seg.close()
+            return True
 
     # -- closing ---------------------------------------------------------------------------
 

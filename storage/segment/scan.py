@@ -12,7 +12,8 @@ walk jumps over its body). They trust the bytes (CRC is not checked on the read 
 Kafka) but a length that would not advance the walk is reported as corruption.
 
 Recovery reads the whole segment in large chunks and validates every batch: a full header
-(magic 2, sane length), the CRC-32C, and offsets contiguous from the segment's base offset. The
+(magic 2, sane length), the CRC-32C, and offsets contiguous from the segment's base offset (in
+a rolled segment only ascending: the log cleaner leaves gaps). The
 valid prefix is what the segment keeps; its indexes are rebuilt on the way. All functions are
 blocking and take plain fds: the caller decides whether to run them in a worker thread.
 """
@@ -123,8 +124,9 @@ class Recovered:
     reason: str | None  # why the walk stopped before the end of the file, if it did
 
 
-def recover(fd: int, base: int, file_size: int, interval: int) -> Recovered:
-    """Validate every batch of a segment; stop at the first torn or corrupt one."""
+def recover(fd: int, base: int, file_size: int, interval: int, *, gaps: bool = False) -> Recovered:
+    """Validate every batch of a segment; stop at the first torn or corrupt one. ``gaps``:
+    offsets may jump forward (a rolled segment the cleaner rewrote; never the active one)."""
     indexes = IndexWriter(interval)
     pos, expect, first_ts = 0, base, None
     buf, buf_pos, reason = b"", 0, None
@@ -149,7 +151,7 @@ def recover(fd: int, base: int, file_size: int, interval: int) -> Recovered:
         if not crc_ok(buf, at, h):
             reason = f"CRC mismatch at {pos} (offset {h.base_offset})"
             break
-        if h.base_offset != expect or h.last_offset_delta < 0:
+        if h.last_offset_delta < 0 or (h.base_offset < expect if gaps else h.base_offset != expect):
             reason = f"offset {h.base_offset} at {pos}, expected {expect}"
             break
         if first_ts is None:

@@ -166,7 +166,9 @@ class Segment:
         return seg, next_offset
 
     @classmethod
-    def open_recovered(cls, directory: Path, base: int, interval: int) -> tuple[Segment, int, str]:
+    def open_recovered(
+        cls, directory: Path, base: int, interval: int, *, gaps: bool = False
+    ) -> tuple[Segment, int, str]:
         """Validate every batch, truncate the file after the last good one, rebuild the
         indexes. Returns the segment (active), its next offset, and why it was truncated
         ("" if it was not)."""
@@ -175,7 +177,7 @@ class Segment:
         seg._handle = FileHandle(fd)
         try:
             file_size = os.fstat(fd).st_size
-            rec = scan.recover(fd, base, file_size, interval)
+            rec = scan.recover(fd, base, file_size, interval, gaps=gaps)
             if rec.size < file_size:
                 os.ftruncate(fd, rec.size)
                 os.fsync(fd)
@@ -267,7 +269,7 @@ class Segment:
             jump = max(idx.entry(i)[1], start) if i >= 0 else start
             stop = scan.cut(fd, jump, end, limit)
         if stop <= start:
-            return b"", False
+            return b"", stop == end  # at the end: an empty (cleaned) segment
         return scan.read_exact(fd, start, stop - start), stop == end
 
     # -- appends (event loop) ----------------------------------------------------------------
@@ -335,6 +337,6 @@ def read_segments(
         if data:
             parts.append(data)
             budget -= len(data)
-        if not at_end or budget < BATCH_HEADER_SIZE or (not data and parts):
+        if not at_end or budget < BATCH_HEADER_SIZE:
             break
     return parts[0] if len(parts) == 1 else b"".join(parts)

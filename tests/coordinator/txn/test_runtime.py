@@ -118,7 +118,7 @@ async def test_commit_writes_every_marker_then_complete(store: Store, autojump_c
         pid, epoch = await init(coord)
         topic = coord.topics.get(TXN_TOPIC)
         assert topic is not None and len(topic.partitions) == 3
-        assert topic.meta.configs["retention.ms"] == "-1"
+        assert topic.meta.configs["cleanup.policy"] == "compact"
         assert await coord.add_partitions("tx", pid, epoch, [T0, T1]) is E.none
         assert await coord.add_offsets("tx", pid, epoch, 3) is E.none
         assert coord.cache["tx"].state is S.ONGOING

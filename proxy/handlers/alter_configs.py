@@ -1,0 +1,71 @@
+"""AlterConfigs (key 33), v0-2. v1: nothing new for the broker. v2: flexible.
+
+The legacy, non-incremental API: for a TOPIC (2) resource the configs listed become the topic's
+complete set of overrides (every config not listed goes back to its default), validated as
+CreateTopics validates them, then persisted and applied to the open partitions at once
+(``TopicManager.alter_configs``). Errors per resource, in Kafka's order: duplicate resources ->
+INVALID_REQUEST; an unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; an unknown config name, a null
+or bad value -> INVALID_CONFIG. ``validate_only`` checks and changes nothing.
+
+BROKER (4) resources: kafkad's broker configs are static: INVALID_REQUEST ("Cannot update
+these configs dynamically"). Other resource types -> INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from proxy.context import RequestContext
+from proxy.registry import handler
+
+TOPIC, BROKER = 2, 4
+
+
+@handler(api_key=33, versions=(0, 2))
+async def alter_configs(ctx: RequestContext, req: Any) -> Any:
+    b, broker = ctx.b, ctx.broker
+    seen = Counter((r.resource_type, r.resource_name) for r in req.resources)
+    responses = []
+    for res in req.resources:
+        code, message = ErrorCode.none, None
+        if seen[(res.resource_type, res.resource_name)] > 1:
+            code, message = (
+                ErrorCode.invalid_request,
+                f"Error due to duplicate resource {res.resource_name}",
+            )
+        elif res.resource_type == BROKER:
+            names = ", ".join(c.name for c in res.configs)
+            code, message = (
+                ErrorCode.invalid_request,
+                f"Cannot update these configs dynamically: {names}",
+            )
+        elif res.resource_type != TOPIC:
+            code, message = (
+                ErrorCode.invalid_request,
+                f"Unsupported resource type {res.resource_type}",
+            )
+        elif broker.topics.get(res.resource_name) is None:
+            code, message = (
+                ErrorCode.unknown_topic_or_partition,
+                f"Topic {res.resource_name} does not exist",
+            )
+        else:
+            given: dict[str, str | None] = {c.name: c.value for c in res.configs}
+            err = broker.topics.check_alter(res.resource_name, given)
+            if err is not None:
+                code, message = err.code, err.message
+            elif not req.validate_only:
+                new = {k: v for k, v in given.items() if v is not None}
+                await broker.topics.alter_configs(res.resource_name, new)
+        responses.append(
+            b.AlterConfigsResourceResponse(
+                error_code=code,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+            )
+        )
+    return b.AlterConfigsResponse(throttle_time=0, responses=tuple(responses))

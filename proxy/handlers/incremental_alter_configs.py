@@ -1,0 +1,77 @@
+"""IncrementalAlterConfigs (key 44), v0-1. v1: flexible.
+
+TOPIC (2) resources only: each config operation (SET, DELETE, APPEND, SUBTRACT; the last two
+for list configs such as ``cleanup.policy``) is applied to the topic's current overrides, the
+result is validated as CreateTopics validates configs, and then persisted and applied to the
+open partitions at once (``TopicManager.alter_configs``: rolls, retention and the log cleaner
+use the new values without a restart; DescribeConfigs shows them). Per resource, in Kafka's
+order: duplicate resources in one request -> INVALID_REQUEST; a duplicate config name or an
+unknown operation -> INVALID_REQUEST; an unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; an unknown
+config name or a bad value -> INVALID_CONFIG. ``validate_only`` checks and changes nothing.
+
+BROKER (4) resources: kafkad's broker configs are static, so any change is INVALID_REQUEST
+("Cannot update these configs dynamically"), as Kafka answers for read-only broker configs.
+Other resource types (BROKER_LOGGER, CLIENT_METRICS, GROUP) -> INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from proxy.context import RequestContext
+from proxy.registry import handler
+from storage.topic_config import incremental_overrides
+
+TOPIC, BROKER = 2, 4
+
+
+@handler(api_key=44, versions=(0, 1))
+async def incremental_alter_configs(ctx: RequestContext, req: Any) -> Any:
+    b, broker = ctx.b, ctx.broker
+    values = broker.config.values or {}
+    seen = Counter((r.resource_type, r.resource_name) for r in req.resources)
+    responses = []
+    for res in req.resources:
+        code, message = ErrorCode.none, None
+        if seen[(res.resource_type, res.resource_name)] > 1:
+            code, message = (
+                ErrorCode.invalid_request,
+                f"Error due to duplicate resource {res.resource_name}",
+            )
+        elif res.resource_type == BROKER:
+            names = ", ".join(c.name for c in res.configs)
+            code, message = (
+                ErrorCode.invalid_request,
+                f"Cannot update these configs dynamically: {names}",
+            )
+        elif res.resource_type != TOPIC:
+            code, message = (
+                ErrorCode.invalid_request,
+                f"Unsupported resource type {res.resource_type}",
+            )
+        elif (topic := broker.topics.get(res.resource_name)) is None:
+            code, message = (
+                ErrorCode.unknown_topic_or_partition,
+                f"Topic {res.resource_name} does not exist",
+            )
+        else:
+            ops = [(c.name, int(c.config_operation), c.value) for c in res.configs]
+            new = incremental_overrides(topic.meta.configs, ops, values)
+            if isinstance(new, tuple):
+                code, message = ErrorCode[new[0]], new[1]
+            elif (err := broker.topics.check_alter(res.resource_name, new)) is not None:
+                code, message = err.code, err.message
+            elif not req.validate_only:
+                await broker.topics.alter_configs(res.resource_name, new)
+        responses.append(
+            b.AlterConfigsResourceResponse(
+                error_code=code,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+            )
+        )
+    return b.IncrementalAlterConfigsResponse(throttle_time=0, responses=tuple(responses))

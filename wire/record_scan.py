@@ -1,0 +1,81 @@
+"""Fast record scanning for replays: (offset delta, key, value) of each record of a batch,
+headers skipped, with a one-byte fast path for the varints (most of them are one byte). Used
+where whole partitions are read back at startup (the group coordinator's replay of
+``__consumer_offsets``); ``decode_batch_records`` stays the general decoder."""
+
+from __future__ import annotations
+
+from wire.batch import BATCH_HEADER_SIZE, RecordBatchError, read_batch_header
+from wire.compression import CompressionError, decompress
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    raw = shift = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise RecordBatchError("truncated or overlong varint")
+        byte = buf[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+
+
+def key_values(batch: bytes) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset delta, key, value) of every record of the batch at the start of ``batch``.
+    Raises RecordBatchError for a malformed batch."""
+    h = read_batch_header(batch)
+    if h.total_size > len(batch) or h.records_count < 0:
+        raise RecordBatchError("truncated batch or negative record count")
+    body = bytes(batch[BATCH_HEADER_SIZE : h.total_size])
+    if h.compression:
+        try:
+            body = decompress(h.compression, body)
+        except CompressionError as exc:
+            raise RecordBatchError(str(exc)) from exc
+    out: list[tuple[int, bytes | None, bytes | None]] = []
+    append = out.append
+    pos, n = 0, len(body)
+    try:
+        for _ in range(h.records_count):
+            b = body[pos]
+            if b < 0x80:
+                length, q = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                length, q = _varint(body, pos)
+            end = q + length
+            if length < 1 or end > n:
+                raise RecordBatchError(f"record of {length} bytes at {pos} overruns the batch")
+            q += 1  # attributes
+            q = q + 1 if body[q] < 0x80 else _varint(body, q)[1]  # timestamp delta
+            b = body[q]
+            if b < 0x80:
+                delta, q = (b >> 1) ^ -(b & 1), q + 1
+            else:
+                delta, q = _varint(body, q)
+            b = body[q]
+            if b < 0x80:
+                size, q = (b >> 1) ^ -(b & 1), q + 1
+            else:
+                size, q = _varint(body, q)
+            key = None
+            if size >= 0:
+                key, q = body[q : q + size], q + size
+            b = body[q]
+            if b < 0x80:
+                size, q = (b >> 1) ^ -(b & 1), q + 1
+            else:
+                size, q = _varint(body, q)
+            value = None
+            if size >= 0:
+                value, q = body[q : q + size], q + size
+            if q > end:
+                raise RecordBatchError("a field runs past the end of its record")
+            append((delta, key, value))
+            pos = end
+    except IndexError as exc:
+        raise RecordBatchError("truncated record") from exc
+    if pos != n:
+        raise RecordBatchError(f"{n - pos} bytes left after {h.records_count} records")
+    return out
