@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from pipeline.options import EARLIEST, LATEST, OptionError
@@ -104,6 +104,7 @@ def test_plan_covers_each_range_exactly_in_order(
     ),
     st.integers(1, 400),
 )
+@example({("a", 0): (0, 4), ("a", 1): (0, 1), ("a", 2): (0, 1)}, 3)  # found by hypothesis
 def test_rate_limit_stays_within_bounds(
     bounds: dict[tuple[str, int], tuple[int, int]], limit: int
 ) -> None:
@@ -112,6 +113,13 @@ def test_rate_limit_stays_within_bounds(
     end = rate_limit(start, latest, limit)
     assert all(start[tp] <= end[tp] <= latest[tp] for tp in latest)
     nonempty = sum(1 for tp in latest if latest[tp] > start[tp])
-    assert sum(end[tp] - start[tp] for tp in latest) <= max(limit, nonempty)
+    # Spark's KafkaSource.rateLimit rounds a share below 1 up (no partition starves), so the
+    # total may pass the limit by less than one record per partition, e.g. sizes 4, 1, 1 at 3.
+    small = sum(
+        1
+        for tp in latest
+        if 0 < (latest[tp] - start[tp]) * limit < sum(latest[t] - start[t] for t in latest)
+    )
+    assert sum(end[tp] - start[tp] for tp in latest) <= max(limit + small, nonempty)
     if any(latest[tp] > start[tp] for tp in latest):
         assert end != start  # progress whenever there is data
