@@ -18,7 +18,8 @@ from pathlib import Path
 import trio
 from kio.schema.errors import ErrorCode
 
-from coordinator.group.runtime import OFFSETS_TOPIC, GroupCoordinator
+from coordinator.group.offsets_log import OFFSETS_TOPIC
+from coordinator.group.runtime import GroupCoordinator
 from coordinator.producer_ids import ProducerIdManager
 from coordinator.txn.runtime import TxnConfig, TxnCoordinator
 from proxy.config import BrokerConfig

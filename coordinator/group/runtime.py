@@ -45,6 +45,7 @@ from coordinator.group.classic import (
     SyncResult,
 )
 from coordinator.group.offsets import CommitRequest, FetchedOffset, OffsetsStore, Record
+from coordinator.group.offsets_log import OFFSETS_TOPIC, append_records, replay_partition
 from coordinator.group.records import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -60,26 +61,20 @@ from coordinator.group.state import COMMIT, Act, GroupState
 from storage.api import StorageError, TopicPartition
 from storage.partition import Partition
 from storage.topics import TopicManager
-from wire.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, iter_batches
-from wire.record_scan import key_values
 from wire.records import (
     Record as BatchRecord,
 )
 from wire.records import (
     build_batch,
-    decode_batch_records,
-    parse_control_record_type,
     read_batch_header,
 )
 
 log = logging.getLogger("kafkad.group")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_CONFIGS = {
     "cleanup.policy": "compact",
     "segment.bytes": "1048576",  # offsets.topic.segment.bytes (Kafka: 100 MiB)
 }
-READ_CHUNK = 1 << 20
 E = ErrorCode
 # Verification answers as TxnOffsetCommit reports them: Kafka's group coordinator turns the
 # retriable ones (NOT_ENOUGH_REPLICAS from its partition writer) into COORDINATOR_NOT_AVAILABLE,
@@ -164,44 +159,11 @@ class GroupCoordinator:
         self.loaded.set()
 
     async def _replay_partition(self, p: Partition) -> None:
-        """Replay one offsets partition. Runs of plain (non-transactional) records are applied
-        as the log cleaner would leave them: only each key's last record, in the order of those
-        last records (what a compacted log replays to, without decoding superseded records); a
-        transactional batch or a marker first flushes the run, so their order is exact."""
-        run: dict[bytes, tuple[bytes | None, int]] = {}
-
-        def flush() -> None:
-            for key, (value, at) in run.items():
-                self.replay(key, value, at)
-            run.clear()
-
-        offset = p.log_start_offset
-        while offset < p.high_watermark:
-            data = await p.read(offset, READ_CHUNK)
-            if not data:
-                break
-            for pos, h in iter_batches(data):
-                if h.last_offset < offset:
-                    continue
-                batch = data[pos : pos + h.total_size]
-                if h.attributes & ATTR_CONTROL:
-                    flush()
-                    records = decode_batch_records(batch)
-                    kind = parse_control_record_type(records[0].key) if records else -1
-                    if kind in (0, 1):
-                        self._complete_txn(p, h.producer_id, commit=kind == 1)
-                elif h.attributes & ATTR_TRANSACTIONAL:
-                    flush()
-                    for delta, key, value in key_values(batch):
-                        if key is not None:
-                            self.replay(key, value, h.base_offset + delta, h.producer_id)
-                else:
-                    for delta, key, value in key_values(batch):
-                        if key is not None:
-                            run.pop(key, None)
-                            run[key] = (value, h.base_offset + delta)
-                offset = h.last_offset + 1
-        flush()
+        await replay_partition(
+            p,
+            self.replay,
+            lambda producer_id, commit: self._complete_txn(p, producer_id, commit),
+        )
 
     def replay(self, key: bytes, value: bytes | None, offset: int, producer_id: int = -1) -> None:
         """Apply one record of the offsets topic (at load, and live for offset records)."""
@@ -270,15 +232,9 @@ class GroupCoordinator:
     async def _append(self, group_id: str, records: list[Record]) -> int:
         """Append records as one batch to the group's partition; returns the base offset.
         Call with ``_write_lock`` held. Raises StorageError."""
-        p = await self._offsets_partition(group_id)
-        now = self.wall_ms()
-        batch = build_batch(
-            [BatchRecord(i, 0, k, v) for i, (k, v) in enumerate(records)], base_timestamp=now
+        return await append_records(
+            await self._offsets_partition(group_id), records, self.wall_ms()
         )
-        appended = await p.append(batch, read_batch_header(batch), now)
-        if isinstance(appended, ErrorCode):  # only producer-id batches are refused; ours has none
-            raise StorageError(f"append to {p.tp} refused: {appended.name}")
-        return appended[0]
 
     async def _write_group(self, g: ClassicGroup, value_bytes: bytes | None = None) -> None:
         key = encode_group_metadata_key(GroupMetadataKey(g.group_id))

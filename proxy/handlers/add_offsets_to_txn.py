@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from coordinator.group.offsets_log import OFFSETS_TOPIC
 from coordinator.group.records import partition_for
-from coordinator.group.runtime import OFFSETS_TOPIC
 from proxy.context import RequestContext
 from proxy.registry import handler
 

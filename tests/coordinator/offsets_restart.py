@@ -21,7 +21,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from coordinator.group.offsets import CommitRequest
-from coordinator.group.runtime import OFFSETS_TOPIC
+from coordinator.group.offsets_log import OFFSETS_TOPIC
 from proxy.broker import Broker
 from proxy.config import load_config
 from storage.api import TopicPartition, open_store

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.group.classic import JoinRequest, JoinResult
 from coordinator.group.offsets import CommitRequest
+from coordinator.group.offsets_log import OFFSETS_TOPIC
 from coordinator.group.records import (
     GroupMetadataValue,
     MemberMetadata,
@@ -26,7 +27,7 @@ from coordinator.group.records import (
     java_string_hash,
     partition_for,
 )
-from coordinator.group.runtime import OFFSETS_TOPIC, GroupCoordinator
+from coordinator.group.runtime import GroupCoordinator
 from coordinator.group.state import GroupState
 from storage.api import LogConfig, TopicPartition, open_store
 from storage.topics import TopicManager

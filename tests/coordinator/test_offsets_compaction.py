@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 from coordinator.group.offsets import CommitRequest
-from coordinator.group.runtime import OFFSETS_TOPIC
+from coordinator.group.offsets_log import OFFSETS_TOPIC
 from storage.api import TopicMeta, TopicPartition, open_store
 from tests.coordinator.offsets_restart import GROUPS, PARTITIONS, broker_at, run
 
