@@ -22,7 +22,8 @@ park, and reads and writes ``__consumer_offsets``.
   in Kafka, whose default is 1 MiB here): the log cleaner keeps the latest record per key and
   the active segment stays small, so the replay stays short. At startup it is replayed by the
   background task (runs of plain records applied as compaction would leave them, see
-  ``offsets_log.replay_partition``); until that finishes, group APIs answer COORDINATOR_LOAD_IN_PROGRESS.
+  ``offsets_log.replay_partition``); until that finishes, group APIs answer
+  COORDINATOR_LOAD_IN_PROGRESS.
 """
 
 from __future__ import annotations
