@@ -1,0 +1,38 @@
+"""``python -m compat_tests.workload --seed N --duration S --profile short|long|calm
+[--bootstrap host:port] [--dir DIR]``: one workload run (see ``runner.py``); prints the
+counts and any anomaly, exits 1 on an anomaly. Without ``--bootstrap`` it starts its own
+kafkad from this checkout (and may kill it); with one, no broker faults are injected."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from compat_tests.workload.runner import PROFILES, Run
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m compat_tests.workload")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--profile", choices=sorted(PROFILES), default="short")
+    ap.add_argument("--duration", type=float, default=None, help="seconds (profile's default)")
+    ap.add_argument("--bootstrap", default=None, help="an already running broker")
+    ap.add_argument("--dir", type=Path, default=None, help="keep logs and history here")
+    args = ap.parse_args(argv)
+    workdir = args.dir or Path(tempfile.mkdtemp(prefix="kafkad-workload-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    run = Run(args.seed, PROFILES[args.profile], workdir, args.bootstrap, duration_s=args.duration)
+    try:
+        report = run.run()
+    finally:
+        if run.broker is not None:
+            run.broker.stop()
+    print(f"seed={args.seed} profile={args.profile} history={run.history.path}")
+    print(report.summary())
+    return 0 if report.clean else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
