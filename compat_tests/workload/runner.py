@@ -27,6 +27,7 @@ timing, so a failing run prints its seed and keeps its history (JSON lines) for 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import subprocess
@@ -95,8 +96,8 @@ FAULT_SPEC = "; ".join(
         "produce,end_txn,txn_offset_commit:drop_after@0.005",
         "*:delay=40@0.02",
         "fetch,metadata,offset_fetch:drop@0.003",
-        "crash=txn_after_prepare@0.01",
-        "crash=txn_after_first_marker@0.02",
+        "crash=txn_after_prepare@0.004",
+        "crash=txn_after_first_marker@0.01",
     ]
 )
 
@@ -108,6 +109,7 @@ class Worker:
     proc: subprocess.Popen[str]
     last_seen: float = field(default_factory=time.monotonic)
     done: bool = False
+    reader: threading.Thread | None = None  # collects its stdout
 
 
 class History:
@@ -149,6 +151,7 @@ class Run:
         self.broker: Any = None
         self.broker_lock = threading.RLock()
         self.workers: dict[str, Worker] = {}
+        self.retired: list[Worker] = []  # replaced instances, reaped at the end
         self.instances: Counter[str] = Counter()
         self.restarts = 0
         self.stats: Counter[str] = Counter()
@@ -209,21 +212,28 @@ class Run:
         self.instances[name] += 1
         cfg = {**cfg, "worker": f"{name}.{self.instances[name]}"}
         cfg["seed"] = self.seed * 7919 + zlib.crc32(cfg["worker"].encode())
-        proc = subprocess.Popen(
-            [sys.executable, "-u", "-m", "compat_tests.workload.worker", json.dumps(cfg)],
-            cwd=REPO,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=open(self.dir / f"{name}.stderr.log", "a"),  # noqa: SIM115
-            text=True,
-        )
+        with open(self.dir / f"{name}.stderr.log", "a") as stderr:
+            proc = subprocess.Popen(
+                [sys.executable, "-u", "-m", "compat_tests.workload.worker", json.dumps(cfg)],
+                cwd=REPO,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+            )
+        self.retired += [self.workers[name]] if name in self.workers else []
         w = Worker(name, cfg, proc)
         self.workers[name] = w
-        threading.Thread(target=self.collect, args=(w,), daemon=True).start()
+        w.reader = threading.Thread(target=self.collect, args=(w,), daemon=True)
+        w.reader.start()
 
     def collect(self, w: Worker) -> None:
         assert w.proc.stdout is not None
-        for line in w.proc.stdout:
+        with w.proc.stdout:
+            self._collect(w, w.proc.stdout)
+
+    def _collect(self, w: Worker, stdout: IO[str]) -> None:
+        for line in stdout:
             w.last_seen = time.monotonic()
             try:
                 event = json.loads(line)
@@ -321,7 +331,8 @@ class Run:
                 name = self.rng.choice(live)
                 w = self.workers[name]
                 assert w.proc.stdin is not None
-                w.proc.stdin.close()
+                with contextlib.suppress(BrokenPipeError):
+                    w.proc.stdin.close()
                 w.done = True
                 self.stats["reader_leaves"] += 1
                 what = f"reader leaves {name}"
@@ -364,9 +375,15 @@ class Run:
             self.final(bootstrap)
         finally:
             self.stopping.set()
-            for w in self.workers.values():
+            for w in [*self.retired, *self.workers.values()]:
                 if w.proc.poll() is None:
                     w.proc.kill()
+                w.proc.wait(10)
+                if w.proc.stdin is not None and not w.proc.stdin.closed:
+                    with contextlib.suppress(BrokenPipeError):
+                        w.proc.stdin.close()
+                if w.reader is not None:
+                    w.reader.join(10)
             self.history.close()
         report = check(self.history.events)
         for k, v in self.stats.items():
@@ -385,8 +402,9 @@ class Run:
 
     def stop_workers(self) -> None:
         for w in self.workers.values():
-            if w.proc.poll() is None and w.proc.stdin is not None:
-                w.proc.stdin.close()
+            if w.proc.poll() is None and w.proc.stdin is not None and not w.proc.stdin.closed:
+                with contextlib.suppress(BrokenPipeError):
+                    w.proc.stdin.close()
         deadline = time.monotonic() + 15
         for w in self.workers.values():
             try:
