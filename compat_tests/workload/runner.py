@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import subprocess
 import sys
@@ -53,7 +54,7 @@ class Profile:
     producers: tuple[str, ...]  # client per transactional producer
     copiers: int
     readers: int
-    faults: bool  # broker kills, crash points, injected errors, client kills
+    faults: bool  # broker kills, crash points, injected errors (client kills: always)
     nemesis_every_s: tuple[float, float]
     txn_timeout_ms: int = 4000
     stall_s: float = 40.0
@@ -75,6 +76,8 @@ PROFILES = {
         (4, 12),
     ),
     "calm": Profile(20, 10_000, ("confluent", "kafka-python"), 1, 1, False, (5, 10)),
+    # load: no broker faults (its RSS and fds are sampled), clients killed and replaced
+    "soak": Profile(60, 1_000_000, ("confluent",) * 3 + ("kafka-python",), 2, 2, False, (4, 8)),
 }
 
 # Topics: data topics (name suffix, partitions); the copiers read IN and write OUT.
@@ -110,6 +113,16 @@ class Worker:
     last_seen: float = field(default_factory=time.monotonic)
     done: bool = False
     reader: threading.Thread | None = None  # collects its stdout
+
+
+def proc_usage(pid: int) -> tuple[int, int]:
+    """(VmRSS in kB, number of open file descriptors) of a process, from /proc."""
+    rss = 0
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1])
+    return rss, len(os.listdir(f"/proc/{pid}/fd"))
 
 
 class History:
@@ -152,6 +165,8 @@ class Run:
         self.broker_lock = threading.RLock()
         self.workers: dict[str, Worker] = {}
         self.retired: list[Worker] = []  # replaced instances, reaped at the end
+        self.later: dict[str, float] = {}  # killed workers replaced at a time
+        self.samples: list[tuple[float, int, int, int]] = []  # (t, pid, rss kB, open fds)
         self.instances: Counter[str] = Counter()
         self.restarts = 0
         self.stats: Counter[str] = Counter()
@@ -205,6 +220,15 @@ class Run:
                     self.history.add({"type": "nemesis", "kind": "crash_point"})
                     self.say("broker crashed at a crash point: restarting")
                     self.restart_broker(kill=False)
+
+    def sample_broker(self) -> None:
+        """The broker's resident memory and open files, once a second."""
+        while not self.stopping.wait(1.0):
+            with self.broker_lock:
+                pid = self.broker.pid if self.broker is not None and not self.broker.exited() else 0
+            if pid:
+                with contextlib.suppress(OSError, ValueError):
+                    self.samples.append((time.monotonic(), pid, *proc_usage(pid)))
 
     # ---- workers ----------------------------------------------------------------------
 
@@ -289,9 +313,13 @@ class Run:
         self.spawn(name, self.workers[name].cfg)
 
     def supervise(self) -> None:
-        """Replace workers that gave up or fell silent."""
+        """Replace workers that gave up or fell silent, and killed ones whose time came."""
+        for name, at in list(self.later.items()):
+            if time.monotonic() >= at:
+                del self.later[name]
+                self.replace(name)
         for name, w in list(self.workers.items()):
-            if w.done:
+            if w.done or name in self.later:
                 continue
             code = w.proc.poll()
             if code is not None:
@@ -310,8 +338,6 @@ class Run:
         choices = ["client_kill", "reader_churn"]
         if self.p.faults and not self.external:
             choices += ["broker_kill", "broker_kill"]
-        if not self.p.faults:
-            choices = ["reader_churn"]
         what = self.rng.choice(choices)
         if what == "broker_kill":
             self.history.add({"type": "nemesis", "kind": "broker_kill"})
@@ -320,10 +346,15 @@ class Run:
         elif what == "client_kill":
             victims = sorted(n for n, w in self.workers.items() if w.cfg["role"] != "reader")
             name = self.rng.choice(victims)
-            if not self.workers[name].done:
-                self.kill_worker(name, "client_kill")
+            if self.workers[name].done:
+                return f"{name} is done"
+            self.kill_worker(name, "client_kill")
+            if self.rng.random() < 0.5:
                 self.replace(name)  # same transactional.id: fences the dead instance
-            what = f"client_kill {name}"
+                what = f"client_kill {name}, replaced"
+            else:  # its open transaction must be aborted by the coordinator's timeout
+                self.later[name] = time.monotonic() + 1.5 * self.p.txn_timeout_ms / 1000
+                what = f"client_kill {name}, replaced after its transaction timeout"
         else:
             readers = sorted(n for n, w in self.workers.items() if w.cfg["role"] == "reader")
             live = [n for n in readers if self.workers[n].proc.poll() is None]
@@ -356,6 +387,7 @@ class Run:
         watcher = threading.Thread(target=self.watch_broker, daemon=True)
         if self.broker is not None:
             watcher.start()
+            threading.Thread(target=self.sample_broker, daemon=True).start()
         self.start_workers(bootstrap)
         end = t0 + self.duration_s
         next_nemesis = time.monotonic() + self.rng.uniform(*self.p.nemesis_every_s)
