@@ -52,7 +52,7 @@ class Profile:
     duration_s: float
     max_txns: int  # per producer instance
     producers: tuple[str, ...]  # client per transactional producer
-    copiers: int
+    copiers: tuple[str, ...]  # client per consume-transform-produce copier
     readers: int
     faults: bool  # broker kills, crash points, injected errors (client kills: always)
     nemesis_every_s: tuple[float, float]
@@ -65,7 +65,15 @@ class Profile:
 
 
 PROFILES = {
-    "short": Profile(30, 10_000, ("confluent", "confluent", "kafka-python"), 2, 1, True, (5, 9)),
+    "short": Profile(
+        30,
+        10_000,
+        ("confluent", "confluent", "kafka-python"),
+        ("confluent", "kafka-python"),
+        1,
+        True,
+        (5, 9),
+    ),
     "long": Profile(
         600,
         1_000_000,
@@ -75,9 +83,19 @@ PROFILES = {
         True,
         (4, 12),
     ),
-    "calm": Profile(20, 10_000, ("confluent", "kafka-python"), 1, 1, False, (5, 10)),
+    "calm": Profile(
+        20, 10_000, ("confluent", "kafka-python"), ("kafka-python",), 1, False, (5, 10)
+    ),
     # load: no broker faults (its RSS and fds are sampled), clients killed and replaced
-    "soak": Profile(60, 1_000_000, ("confluent",) * 3 + ("kafka-python",), 2, 2, False, (4, 8)),
+    "soak": Profile(
+        60,
+        1_000_000,
+        ("confluent",) * 3 + ("kafka-python",),
+        ("confluent", "kafka-python"),
+        2,
+        False,
+        (4, 8),
+    ),
 }
 
 # Topics: data topics (name suffix, partitions); the copiers read IN and write OUT.
@@ -288,9 +306,9 @@ class Run:
         for i, client in enumerate(self.p.producers):
             name = f"p{i}-{client}"
             self.spawn(name, {**base, "role": "producer", "client": client, "tid": f"{name}-tid"})
-        for i in range(self.p.copiers):
-            name = f"copier{i}"
-            cfg = {**base, "role": "copier", "client": "confluent", "tid": f"{name}-tid"}
+        for i, client in enumerate(self.p.copiers):
+            name = f"copier{i}-{client}"
+            cfg = {**base, "role": "copier", "client": client, "tid": f"{name}-tid"}
             cfg.update(input=self.input[0], output=list(self.output), group=self.group)
             cfg["abort_p"] = self.p.copier_abort_p
             self.spawn(name, cfg)

@@ -9,7 +9,7 @@ Roles (``role`` in the config), each with ``client`` ``confluent`` or ``kafka-py
 
 * ``producer``: transactions of 1..``max_sends`` unique values over the data topics and the
   copiers' input topic, committed, or aborted with probability ``abort_p``.
-* ``copier`` (consume-transform-produce, confluent only): polls the input topic in group
+* ``copier`` (consume-transform-produce): polls the input topic in group
   ``group`` at read_committed, copies each record to the output topic in a transaction that
   also commits the consumed offsets (send_offsets_to_transaction with the consumer's group
   metadata); after an abort it seeks back to what it had consumed since its last commit
@@ -208,34 +208,97 @@ def producer(cfg: dict[str, Any]) -> None:
         time.sleep(rng.random() * cfg["pause_s"])
 
 
-def copier(cfg: dict[str, Any]) -> None:
-    from confluent_kafka import Consumer, TopicPartition
+class ConfluentSource:
+    """The copier's input through a confluent-kafka group consumer, and its offsets."""
 
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": cfg["bootstrap"],
+                "group.id": cfg["group"],
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 10_000,
+                "heartbeat.interval.ms": 1000,
+                "reconnect.backoff.max.ms": 300,
+            }
+        )
+        self.consumer.subscribe([cfg["input"]])
+
+    def poll(self, n: int) -> list[list[Any]]:
+        msgs = [m for m in self.consumer.consume(n, 0.5) if m.error() is None]
+        return [[m.topic(), m.partition(), m.offset(), m.value().decode()] for m in msgs]
+
+    def send_offsets(self, c: Any, offsets: list[list[Any]]) -> None:
+        from confluent_kafka import TopicPartition
+
+        tps = [TopicPartition(t, p, o) for t, p, o in offsets]
+        meta = self.consumer.consumer_group_metadata()
+        c.call(c.p.send_offsets_to_transaction, tps, meta, OP_TIMEOUT_S)
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        from confluent_kafka import TopicPartition
+
+        self.consumer.seek(TopicPartition(topic, partition, offset))
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class KafkaPythonSource:
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        from kafka import KafkaConsumer
+
+        self.consumer = KafkaConsumer(
+            cfg["input"],
+            bootstrap_servers=cfg["bootstrap"],
+            group_id=cfg["group"],
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=10_000,
+            heartbeat_interval_ms=1000,
+            reconnect_backoff_max_ms=300,
+        )
+
+    def poll(self, n: int) -> list[list[Any]]:
+        batch = self.consumer.poll(timeout_ms=500, max_records=n)
+        return [
+            [r.topic, r.partition, r.offset, r.value.decode()] for rs in batch.values() for r in rs
+        ]
+
+    def send_offsets(self, c: Any, offsets: list[list[Any]]) -> None:
+        from kafka import OffsetAndMetadata, TopicPartition
+
+        offs = {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for t, p, o in offsets}
+        c.p.send_offsets_to_transaction(offs, self.consumer.group_metadata())
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        from kafka import TopicPartition
+
+        self.consumer.seek(TopicPartition(topic, partition), offset)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def copier(cfg: dict[str, Any]) -> None:
     rng = random.Random(cfg["seed"])
     worker = cfg["worker"]
     out_topic, out_parts = cfg["output"]
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cfg["bootstrap"],
-            "group.id": cfg["group"],
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "session.timeout.ms": 10_000,
-            "heartbeat.interval.ms": 1000,
-            "reconnect.backoff.max.ms": 300,
-        }
-    )
-    consumer.subscribe([cfg["input"]])
-    c = Confluent(cfg)
+    kp = cfg["client"] == "kafka-python"
+    source = KafkaPythonSource(cfg) if kp else ConfluentSource(cfg)
+    c = KafkaPython(cfg) if kp else Confluent(cfg)
     n = 0
     try:
         while not stop.is_set():
             emit("hb")
-            msgs = [m for m in consumer.consume(cfg["max_sends"], 0.5) if m.error() is None]
-            if not msgs:
+            recs = source.poll(cfg["max_sends"])
+            if not recs:
                 continue
-            recs = [[m.topic(), m.partition(), m.offset(), m.value().decode()] for m in msgs]
             emit("poll", reader=worker, isolation="read_committed", records=recs)
             txn = f"{worker}.{n}"
             n += 1
@@ -252,14 +315,12 @@ def copier(cfg: dict[str, Any]) -> None:
                 for i, (t, p, off, _) in enumerate(recs):
                     value = f"{txn}.{i}"
                     out_p = rng.randrange(out_parts)
-                    emit("send", txn=txn, topic=out_topic, partition=out_p, value=value,
-                         src=[t, p, off])  # fmt: skip
+                    src = [t, p, off]
+                    emit("send", txn=txn, topic=out_topic, partition=out_p, value=value, src=src)
                     c.send(out_topic, out_p, value)
                 offsets = [[t, p, o] for (t, p), o in sorted(nxt.items())]
                 emit("offsets", txn=txn, group=cfg["group"], offsets=offsets)
-                tps = [TopicPartition(t, p, o) for t, p, o in offsets]
-                c.call(c.p.send_offsets_to_transaction, tps, consumer.consumer_group_metadata(),
-                       OP_TIMEOUT_S)  # fmt: skip
+                source.send_offsets(c, offsets)
                 c.flush()
                 emit("end", txn=txn, commit=commit, phase="invoke")
                 asked_commit = commit
@@ -279,11 +340,11 @@ def copier(cfg: dict[str, Any]) -> None:
             if not commit:  # KAFKA-17582: rewind to what the aborted transaction consumed
                 for (t, p), off in first.items():
                     try:
-                        consumer.seek(TopicPartition(t, p, off))
+                        source.seek(t, p, off)
                     except Exception as exc:  # revoked meanwhile: its new owner starts there
                         emit("note", what=f"seek {t}/{p}: {exc!r}"[:300])
     finally:
-        consumer.close()
+        source.close()
 
 
 def reader(cfg: dict[str, Any]) -> None:
