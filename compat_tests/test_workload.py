@@ -34,5 +34,6 @@ def test_workload_short_profile_is_clean(tmp_path: Path) -> None:
     assert report.clean, f"seed {SEED}, history {run.history.path}\n{report.summary()}"
     assert report.counts["txns.committed"] > 20, report.summary()
     assert report.counts["polls"] > 0, report.summary()
+    assert report.counts["copies_visible"] > 0, report.summary()
     if EXTERNAL is None:
         assert report.counts["run.injected_faults"] > 0, report.summary()

@@ -317,6 +317,7 @@ def _check_offsets(
             src = sent.get(value, ("", ("", 0), None))[2]
             if src is not None:
                 copies[_tp(src[0], src[1])][int(src[2])].append(value)
+                r.counts["copies_visible"] += 1
     for e in final_offsets:
         for topic, p, committed in e["offsets"]:
             tp = _tp(topic, p)

@@ -81,7 +81,7 @@ PROFILES = {
         2,
         2,
         True,
-        (4, 12),
+        (6, 14),
     ),
     "calm": Profile(
         20, 10_000, ("confluent", "kafka-python"), ("kafka-python",), 1, False, (5, 10)
@@ -117,8 +117,8 @@ FAULT_SPEC = "; ".join(
         "produce,end_txn,txn_offset_commit:drop_after@0.005",
         "*:delay=40@0.02",
         "fetch,metadata,offset_fetch:drop@0.003",
-        "crash=txn_after_prepare@0.004",
-        "crash=txn_after_first_marker@0.01",
+        "crash=txn_after_prepare@0.001",
+        "crash=txn_after_first_marker@0.002",
     ]
 )
 

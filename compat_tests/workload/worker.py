@@ -221,8 +221,8 @@ class ConfluentSource:
                 "isolation.level": "read_committed",
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
-                "session.timeout.ms": 10_000,
-                "heartbeat.interval.ms": 1000,
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 500,
                 "reconnect.backoff.max.ms": 300,
             }
         )
@@ -259,8 +259,8 @@ class KafkaPythonSource:
             isolation_level="read_committed",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
-            session_timeout_ms=10_000,
-            heartbeat_interval_ms=1000,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=500,
             reconnect_backoff_max_ms=300,
         )
 
