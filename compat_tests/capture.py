@@ -7,10 +7,10 @@ trio TCP proxy on 127.0.0.1 that forwards bytes both ways and cuts the client-to
 into request frames. Every client therefore talks to kafkad through the relay only (bootstrap
 and every connection after Metadata). Each client then does, in turn: ApiVersions, Metadata,
 CreateTopics, Produce with each compression codec it supports, ListOffsets and Fetch; then
-(``txn`` flows, the Python clients and kcat) a group consumer (FindCoordinator, JoinGroup,
-SyncGroup, Heartbeat, OffsetFetch, OffsetCommit, LeaveGroup) and, except kcat, a
-consume-transform-produce transaction (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
-TxnOffsetCommit, EndTxn).
+(``txn`` flows) a group consumer (FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
+OffsetFetch, OffsetCommit, LeaveGroup; kafkajs commits no offsets outside a transaction)
+and, except kcat, a consume-transform-produce transaction (InitProducerId,
+AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn).
 
 For every (api, version, client[, codec]) the first frame seen is kept, provided the API is
 named in ``API_NAMES`` and ``wire.codec.decode_request`` accepts it (a version kafkad does not
@@ -20,8 +20,9 @@ prefix, as hex on one line with a trailing newline. Frames hold client ids, topi
 timestamps and topic ids of the capture run, so a regenerated set differs from the checked-in
 one in those bytes; ``--keep-existing`` writes only the frames that have no file yet.
 
-What each client cannot do here: kcat has no admin API (no CreateTopics); kafkajs has no
-consumer without consumer groups (no Fetch), and only gzip without codec plugins.
+What each client cannot do here: kcat has no admin API (no CreateTopics) and no transactional
+producer; kafkajs has no consumer without consumer groups (its Fetch comes from the group
+flow), and only gzip without codec plugins.
 """
 
 from __future__ import annotations
@@ -418,11 +419,43 @@ def txn_kcat(bootstrap: str) -> None:
     subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S, check=True)
 
 
+def txn_kafkajs(bootstrap: str) -> None:
+    """Through ``kafkajs/txn_driver.js``: a group consumer (it commits nothing: kafkajs sends
+    OffsetCommit only with autoCommit), then a transaction with sendOffsets."""
+    src, dst = _txn_topics(bootstrap)
+    driver = REPO / "compat_tests" / "kafkajs" / "txn_driver.js"
+    group = f"golden-{src}"
+    cmds = [
+        {"op": "consume", "group": group, "topics": [src], "count": 1},
+        {"op": "producer", "name": "p", "tid": group},
+        {"op": "begin", "name": "p"},
+        {"op": "send", "name": "p", "topic": dst, "messages": [{"value": "out", "partition": 0}]},
+        {
+            "op": "sendOffsets",
+            "name": "p",
+            "group": group,
+            "topics": [{"topic": src, "partitions": [{"partition": 0, "offset": "1"}]}],
+        },
+        {"op": "commit", "name": "p"},
+    ]
+    proc = subprocess.run(
+        ["node", str(driver), bootstrap],
+        input="".join(json.dumps(c) + "\n" for c in cmds),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S * 2,
+        check=True,
+    )
+    answers = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert len(answers) == len(cmds) and all("ok" in a for a in answers), proc.stdout + proc.stderr
+
+
 TXN_RUNNERS: dict[str, Callable[[str], None]] = {
     "kafka_python": txn_kafka_python,
     "aiokafka": txn_aiokafka,
     "confluent_kafka": txn_confluent_kafka,
     "kcat": txn_kcat,
+    "kafkajs": txn_kafkajs,
 }
 
 RUNNERS: dict[str, Callable[[str], None]] = {
