@@ -64,37 +64,44 @@ class Profile:
     pause_s: float = 0.05
 
 
+CF, KP = "confluent", "kafka-python"
 PROFILES = {
     "short": Profile(
-        30,
-        10_000,
-        ("confluent", "confluent", "kafka-python"),
-        ("confluent", "kafka-python"),
-        1,
-        True,
-        (5, 9),
+        duration_s=30,
+        max_txns=10_000,
+        producers=(CF, CF, KP),
+        copiers=(CF, KP),
+        readers=1,
+        faults=True,
+        nemesis_every_s=(5, 9),
     ),
     "long": Profile(
-        600,
-        1_000_000,
-        ("confluent", "confluent", "kafka-python", "kafka-python"),
-        2,
-        2,
-        True,
-        (6, 14),
+        duration_s=600,
+        max_txns=1_000_000,
+        producers=(CF, CF, KP, KP),
+        copiers=(CF, CF, KP),
+        readers=2,
+        faults=True,
+        nemesis_every_s=(6, 14),
     ),
     "calm": Profile(
-        20, 10_000, ("confluent", "kafka-python"), ("kafka-python",), 1, False, (5, 10)
+        duration_s=20,
+        max_txns=10_000,
+        producers=(CF, KP),
+        copiers=(KP,),
+        readers=1,
+        faults=False,
+        nemesis_every_s=(5, 10),
     ),
     # load: no broker faults (its RSS and fds are sampled), clients killed and replaced
     "soak": Profile(
-        60,
-        1_000_000,
-        ("confluent",) * 3 + ("kafka-python",),
-        ("confluent", "kafka-python"),
-        2,
-        False,
-        (4, 8),
+        duration_s=60,
+        max_txns=1_000_000,
+        producers=(CF, CF, CF, KP),
+        copiers=(CF, KP),
+        readers=2,
+        faults=False,
+        nemesis_every_s=(4, 8),
     ),
 }
 
@@ -406,10 +413,10 @@ class Run:
         if self.broker is not None:
             watcher.start()
             threading.Thread(target=self.sample_broker, daemon=True).start()
-        self.start_workers(bootstrap)
         end = t0 + self.duration_s
         next_nemesis = time.monotonic() + self.rng.uniform(*self.p.nemesis_every_s)
         try:
+            self.start_workers(bootstrap)
             while time.monotonic() < end:
                 time.sleep(0.2)
                 self.supervise()

@@ -231,3 +231,11 @@ def test_stopped_final_read_is_a_stuck_lso() -> None:
 def test_aborted_input_is_not_expected_copied() -> None:
     h = clean()  # B's b0 sits below no group's offset: nothing to say
     assert check(h).clean
+
+
+def test_profiles_name_known_clients() -> None:
+    from compat_tests.workload.runner import PROFILES
+
+    for name, p in PROFILES.items():
+        assert p.producers and all(c in ("confluent", "kafka-python") for c in p.producers), name
+        assert all(c in ("confluent", "kafka-python") for c in p.copiers), name
