@@ -38,7 +38,8 @@ died or failed; the coordinator must abort it by timeout or fencing).
 Anomaly classes (``Report.anomalies`` keys), each with human-readable findings:
 
 * ``lost_write``: a committed transaction none of whose sends is in the final
-  read_committed read.
+  read_committed read, or an acknowledged send (of any transaction) missing from the final
+  read_uncommitted read below its last offset.
 * ``torn_txn``: a committed or indeterminate transaction partly visible.
 * ``duplicate``: one value at two offsets of a partition (acks and reads together).
 * ``inconsistent_offset``: one (partition, offset) with two values (acks and reads).
@@ -280,6 +281,19 @@ def check(events: Iterable[Event]) -> Report:
             )
         elif t.fate == "committed":
             r.add("lost_write", f"committed {t.id}: none of {len(mine)} sends visible ({mine[:3]})")
+
+    # every acknowledged send stays in the log (read_uncommitted), whatever its transaction's
+    # fate: an acknowledgement is a durability promise (a kill -9 loses no page cache)
+    in_log: dict[TP, dict[str, int]] = defaultdict(dict)
+    ru_end: dict[TP, int] = {}
+    for (iso, tp), recs in final.items():
+        if iso == "read_uncommitted":
+            in_log[tp] = {v: off for off, v in recs}
+            ru_end[tp] = recs[-1][0] if recs else -1
+    for value, off in acked.items():
+        tp = sent[value][1]
+        if tp in ru_end and off <= ru_end[tp] and value not in in_log[tp]:
+            r.add("lost_write", f"{value!r} acknowledged at {tp}@{off}, gone from the log")
 
     # order: one producer instance's sends to a partition, in send order, at rising offsets
     per_worker: dict[tuple[str, TP], list[tuple[int, str]]] = defaultdict(list)

@@ -118,6 +118,11 @@ def lose_commit(h: list[Ev]) -> None:  # C committed, c0 never read
     find(h, type="poll", reader="r1")["records"].pop()
 
 
+def lose_aborted_ack(h: list[Ev]) -> None:  # aborted b0 was acked at 1, then vanished
+    e = find(h, type="final_read", isolation="read_uncommitted", topic="t", partition=0)
+    e["records"] = [r for r in e["records"] if r[1] != "b0"]
+
+
 def tear(h: list[Ev]) -> None:  # A committed, a1 missing
     final_rc(h, "t", 1)["records"] = []
     find(h, type="final_read", isolation="read_uncommitted", topic="t", partition=1)["records"] = []
@@ -183,6 +188,7 @@ def stuck(h: list[Ev]) -> None:
 
 CASES: dict[str, tuple[str, Callable[[list[Ev]], None]]] = {
     "lost_write": ("lost_write", lose_commit),
+    "lost_write(acked, aborted)": ("lost_write", lose_aborted_ack),
     "torn_txn": ("torn_txn", tear),
     "duplicate": ("duplicate", duplicate),
     "aborted_read": ("aborted_read", aborted_read),
