@@ -10,7 +10,8 @@ Timeline of one run:
    read_committed readers;
 3. until ``duration`` or ``max_txns``: the nemesis (seeded) kills the broker with SIGKILL and
    restarts it (a new fault seed each time: the crash points would fire at the same spot
-   again otherwise), SIGKILLs a producer or a copier mid-transaction and starts a new instance
+   again otherwise), pauses it (SIGSTOP for 1-6 s), SIGKILLs a producer or a copier
+   mid-transaction and starts a new instance
    with the same transactional.id (it fences the old one and aborts its transaction; if the
    new one is slow the transaction's short timeout does it), starts and stops readers (group
    joins and leaves). A watchdog SIGKILLs and replaces a worker silent for ``stall_s`` (a
@@ -31,6 +32,7 @@ import contextlib
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -362,12 +364,23 @@ class Run:
     def nemesis_step(self, bootstrap: str) -> str:
         choices = ["client_kill", "reader_churn"]
         if self.p.faults and not self.external:
-            choices += ["broker_kill", "broker_kill"]
+            choices += ["broker_kill", "broker_kill", "broker_pause"]
         what = self.rng.choice(choices)
         if what == "broker_kill":
             self.history.add({"type": "nemesis", "kind": "broker_kill"})
             self.stats["broker_kills"] += 1
             self.restart_broker(kill=True)
+        elif what == "broker_pause":  # SIGSTOP: every client times out against a live socket
+            pause = self.rng.uniform(1, 6)
+            self.history.add({"type": "nemesis", "kind": "broker_pause"})
+            self.stats["broker_pauses"] += 1
+            with self.broker_lock:
+                os.kill(self.broker.pid, signal.SIGSTOP)
+                try:
+                    time.sleep(pause)
+                finally:
+                    os.kill(self.broker.pid, signal.SIGCONT)
+            what = f"broker_pause {pause:.1f}s"
         elif what == "client_kill":
             victims = sorted(n for n, w in self.workers.items() if w.cfg["role"] != "reader")
             name = self.rng.choice(victims)

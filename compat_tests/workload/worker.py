@@ -296,7 +296,12 @@ def copier(cfg: dict[str, Any]) -> None:
     try:
         while not stop.is_set():
             emit("hb")
-            recs = source.poll(cfg["max_sends"])
+            try:
+                recs = source.poll(cfg["max_sends"])
+            except Exception as exc:  # kafka-python raises connection errors from poll
+                emit("note", what=f"poll: {exc!r}"[:300])
+                time.sleep(0.2)
+                continue
             if not recs:
                 continue
             emit("poll", reader=worker, isolation="read_committed", records=recs)
