@@ -34,7 +34,8 @@ from confluent_kafka import Producer
 from compat_tests._support import EXTERNAL, topic_name, wait_for
 from compat_tests.conftest import _LIVE, BrokerProcess, _spawn
 from compat_tests.txn_support import create, read_all
-from compat_tests.workload.runner import PROFILES, Run, proc_usage
+from compat_tests.workload.profiles import PROFILES
+from compat_tests.workload.runner import Run, proc_usage
 
 CONNECTIONS = 1000
 PRODUCERS = 100

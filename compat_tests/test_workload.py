@@ -15,7 +15,8 @@ import pytest
 
 from compat_tests._support import EXTERNAL
 from compat_tests.conftest import _LIVE
-from compat_tests.workload.runner import PROFILES, Run
+from compat_tests.workload.profiles import PROFILES
+from compat_tests.workload.runner import Run
 
 SEED = int(os.environ.get("KAFKAD_WORKLOAD_SEED", "1"))
 DURATION_S = float(os.environ.get("KAFKAD_WORKLOAD_SECONDS", "30"))

@@ -13,7 +13,8 @@ import tempfile
 from pathlib import Path
 
 from compat_tests.workload.checker import check
-from compat_tests.workload.runner import PROFILES, Run
+from compat_tests.workload.profiles import PROFILES
+from compat_tests.workload.runner import Run
 
 
 def main(argv: list[str] | None = None) -> int:

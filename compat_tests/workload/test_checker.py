@@ -240,7 +240,7 @@ def test_aborted_input_is_not_expected_copied() -> None:
 
 
 def test_profiles_name_known_clients() -> None:
-    from compat_tests.workload.runner import PROFILES
+    from compat_tests.workload.profiles import PROFILES
 
     for name, p in PROFILES.items():
         assert p.producers and all(c in ("confluent", "kafka-python") for c in p.producers), name
