@@ -70,7 +70,10 @@ IN, OUT = ("in", 2), ("out", 2)
 
 # Retriable errors and stalls on the transactional APIs, drawn per request (kafkad's
 # proxy/fault_injection.py). Produce is only failed before it is handled: idempotence dedupes
-# what is retried after a drop_after.
+# what is retried after a drop_after. The rare 5 s stalls outlast the 4 s transaction timeout:
+# a produce or AddPartitionsToTxn held that long lands after the coordinator aborted its
+# transaction with a bumped epoch, and must be refused, not open a hanging transaction
+# (eos.md §6.1); a stalled EndTxn races the timeout abort.
 TXN_APIS = "init_producer_id,add_partitions_to_txn,add_offsets_to_txn,end_txn,txn_offset_commit"
 FAULT_SPEC = "; ".join(
     [
@@ -81,6 +84,8 @@ FAULT_SPEC = "; ".join(
         "produce:error=REQUEST_TIMED_OUT@0.01",
         "produce:error=NOT_LEADER_OR_FOLLOWER@0.01",
         "produce,end_txn,txn_offset_commit:drop_after@0.005",
+        "init_producer_id,add_partitions_to_txn,add_offsets_to_txn:drop_after@0.005",
+        "produce,add_partitions_to_txn,end_txn,txn_offset_commit:delay=5000@0.002",
         "*:delay=40@0.02",
         "fetch,metadata,offset_fetch:drop@0.003",
         "crash=txn_after_prepare@0.001",
