@@ -6,17 +6,23 @@ How: a kafkad subprocess listens on a free port and *advertises* the port of a r
 trio TCP proxy on 127.0.0.1 that forwards bytes both ways and cuts the client-to-broker stream
 into request frames. Every client therefore talks to kafkad through the relay only (bootstrap
 and every connection after Metadata). Each client then does, in turn: ApiVersions, Metadata,
-CreateTopics, Produce with each compression codec it supports, ListOffsets and Fetch.
+CreateTopics, Produce with each compression codec it supports, ListOffsets and Fetch; then
+(``txn`` flows) a group consumer (FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
+OffsetFetch, OffsetCommit, LeaveGroup; kafkajs commits no offsets outside a transaction)
+and, except kcat, a consume-transform-produce transaction (InitProducerId,
+AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn).
 
-For every (api, version, client[, codec]) the first frame seen is kept, provided the API is one
-of the six above and ``wire.codec.decode_request`` accepts it (a version kafkad does not serve,
-such as the ApiVersions probe at a client's newest version, is reported and skipped). Files are
-``<api>_v<version>_<client>[_<codec>].hex``: one frame, without its 4-byte size prefix, as hex
-on one line with a trailing newline. Frames hold client ids, topic names, timestamps and topic
-ids of the capture run, so a regenerated set differs from the checked-in one in those bytes.
+For every (api, version, client[, codec]) the first frame seen is kept, provided the API is
+named in ``API_NAMES`` and ``wire.codec.decode_request`` accepts it (a version kafkad does not
+serve, such as the ApiVersions probe at a client's newest version, is reported and skipped).
+Files are ``<api>_v<version>_<client>[_<codec>].hex``: one frame, without its 4-byte size
+prefix, as hex on one line with a trailing newline. Frames hold client ids, topic names,
+timestamps and topic ids of the capture run, so a regenerated set differs from the checked-in
+one in those bytes; ``--keep-existing`` writes only the frames that have no file yet.
 
-What each client cannot do here: kcat has no admin API (no CreateTopics); kafkajs has no
-consumer without consumer groups (no Fetch), and only gzip without codec plugins.
+What each client cannot do here: kcat has no admin API (no CreateTopics) and no transactional
+producer; kafkajs has no consumer without consumer groups (its Fetch comes from the group
+flow), and only gzip without codec plugins.
 """
 
 from __future__ import annotations
@@ -50,6 +56,11 @@ from wire.errors import ProtocolError  # noqa: E402
 
 API_NAMES = {18: "api_versions", 3: "metadata", 19: "create_topics", 0: "produce"}
 API_NAMES |= {1: "fetch", 2: "list_offsets"}
+# groups and transactions (the ``txn`` flows below)
+API_NAMES |= {8: "offset_commit", 9: "offset_fetch", 10: "find_coordinator", 11: "join_group"}
+API_NAMES |= {12: "heartbeat", 13: "leave_group", 14: "sync_group", 22: "init_producer_id"}
+API_NAMES |= {24: "add_partitions_to_txn", 25: "add_offsets_to_txn", 26: "end_txn"}
+API_NAMES |= {28: "txn_offset_commit"}
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 CLIENTS = ("kafka_python", "aiokafka", "confluent_kafka", "kcat", "kafkajs")
 TIMEOUT_S = 30
@@ -289,6 +300,164 @@ def _poll_until(step: Callable[[], object]) -> None:
         assert time.monotonic() < deadline, "no records consumed"
 
 
+GROUP_TIMING = {"session": 6000, "heartbeat": 100}
+
+
+def _txn_topics(bootstrap: str) -> tuple[str, str]:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    tag, RELAY.tag = RELAY.tag, "setup"  # unrecorded: confluent-kafka makes the input
+    src, dst = topic(), topic()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(src, 1, 1), NewTopic(dst, 1, 1)]).values():
+        fut.result(TIMEOUT_S)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(src, b"in", b"k")
+    assert producer.flush(TIMEOUT_S) == 0
+    RELAY.tag = tag
+    return src, dst
+
+
+def txn_kafka_python(bootstrap: str) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
+    from kafka import TopicPartition as TP
+
+    src, dst = _txn_topics(bootstrap)
+    consumer = KafkaConsumer(
+        src,
+        bootstrap_servers=bootstrap,
+        group_id=f"golden-{src}",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        session_timeout_ms=GROUP_TIMING["session"],
+        heartbeat_interval_ms=GROUP_TIMING["heartbeat"],
+    )
+    _poll_until(lambda: sum(len(b) for b in consumer.poll(timeout_ms=200).values()))
+    time.sleep(0.5)  # a heartbeat or two
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"golden-{src}")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send(dst, b"out", partition=0).get(TIMEOUT_S)
+    offsets = {TP(src, 0): OffsetAndMetadata(1, "", -1)}
+    producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+    producer.commit_transaction()
+    producer.close()
+    consumer.commit({TP(src, 0): OffsetAndMetadata(1, "", -1)})
+    consumer.close()
+
+
+def txn_aiokafka(bootstrap: str) -> None:
+    async def main() -> None:
+        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+        from aiokafka import TopicPartition as TP
+
+        src, dst = _txn_topics(bootstrap)
+        consumer = AIOKafkaConsumer(
+            src,
+            bootstrap_servers=bootstrap,
+            group_id=f"golden-{src}",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            session_timeout_ms=GROUP_TIMING["session"],
+            heartbeat_interval_ms=GROUP_TIMING["heartbeat"],
+        )
+        await consumer.start()
+        await asyncio.wait_for(consumer.getone(), TIMEOUT_S)
+        await asyncio.sleep(0.5)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"golden-{src}")
+        await producer.start()
+        async with producer.transaction():
+            await producer.send_and_wait(dst, b"out", partition=0)
+            await producer.send_offsets_to_transaction({TP(src, 0): 1}, f"golden-{src}")
+        await producer.stop()
+        await consumer.commit({TP(src, 0): 1})
+        await consumer.stop()
+
+    asyncio.run(main())
+
+
+def txn_confluent_kafka(bootstrap: str) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    src, dst = _txn_topics(bootstrap)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"golden-{src}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "session.timeout.ms": GROUP_TIMING["session"],
+            "heartbeat.interval.ms": GROUP_TIMING["heartbeat"],
+        }
+    )
+    consumer.subscribe([src])
+    _poll_until(lambda: consumer.poll(0.2) is not None)
+    consumer.poll(0.5)  # a heartbeat or two
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"golden-{src}"})
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce(dst, b"out", partition=0)
+    producer.send_offsets_to_transaction(
+        [TopicPartition(src, 0, 1)], consumer.consumer_group_metadata(), TIMEOUT_S
+    )
+    producer.commit_transaction(TIMEOUT_S)
+    consumer.commit(offsets=[TopicPartition(src, 0, 1)], asynchronous=False)
+    consumer.close()
+
+
+def txn_kcat(bootstrap: str) -> None:
+    exe = shutil.which("kcat")
+    assert exe is not None, "kcat is not installed: run scripts/install-client-tools"
+    src, _ = _txn_topics(bootstrap)
+    args = [exe, "-b", bootstrap, "-G", f"golden-{src}", src, "-c", "1", "-e"]
+    args += ["-X", f"heartbeat.interval.ms={GROUP_TIMING['heartbeat']}"]
+    args += ["-X", "auto.offset.reset=earliest", "-X", "isolation.level=read_committed"]
+    subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S, check=True)
+
+
+def txn_kafkajs(bootstrap: str) -> None:
+    """Through ``kafkajs/txn_driver.js``: a group consumer (it commits nothing: kafkajs sends
+    OffsetCommit only with autoCommit), then a transaction with sendOffsets."""
+    src, dst = _txn_topics(bootstrap)
+    driver = REPO / "compat_tests" / "kafkajs" / "txn_driver.js"
+    group = f"golden-{src}"
+    cmds = [
+        {"op": "consume", "group": group, "topics": [src], "count": 1},
+        {"op": "producer", "name": "p", "tid": group},
+        {"op": "begin", "name": "p"},
+        {"op": "send", "name": "p", "topic": dst, "messages": [{"value": "out", "partition": 0}]},
+        {
+            "op": "sendOffsets",
+            "name": "p",
+            "group": group,
+            "topics": [{"topic": src, "partitions": [{"partition": 0, "offset": "1"}]}],
+        },
+        {"op": "commit", "name": "p"},
+    ]
+    proc = subprocess.run(
+        ["node", str(driver), bootstrap],
+        input="".join(json.dumps(c) + "\n" for c in cmds),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S * 2,
+        check=True,
+    )
+    answers = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert len(answers) == len(cmds) and all("ok" in a for a in answers), proc.stdout + proc.stderr
+
+
+TXN_RUNNERS: dict[str, Callable[[str], None]] = {
+    "kafka_python": txn_kafka_python,
+    "aiokafka": txn_aiokafka,
+    "confluent_kafka": txn_confluent_kafka,
+    "kcat": txn_kcat,
+    "kafkajs": txn_kafkajs,
+}
+
 RUNNERS: dict[str, Callable[[str], None]] = {
     "kafka_python": run_kafka_python,
     "aiokafka": run_aiokafka,
@@ -321,7 +490,9 @@ def frame_name(frame: bytes, client: str) -> str | None:
     return name
 
 
-def write_frames(frames: list[tuple[str, bytes]], out: Path) -> dict[str, int]:
+def write_frames(
+    frames: list[tuple[str, bytes]], out: Path, keep_existing: bool = False
+) -> dict[str, int]:
     kept: dict[str, bytes] = {}
     skipped: dict[str, int] = {}
     for client, frame in frames:
@@ -332,7 +503,7 @@ def write_frames(frames: list[tuple[str, bytes]], out: Path) -> dict[str, int]:
             api_key, version = struct.unpack_from(">hh", frame)
             key = f"{client} api {api_key} v{version}"
             skipped[key] = skipped.get(key, 0) + 1
-        elif name not in kept:
+        elif name not in kept and not (keep_existing and (out / f"{name}.hex").exists()):
             kept[name] = frame
     out.mkdir(parents=True, exist_ok=True)
     for name, frame in sorted(kept.items()):
@@ -346,7 +517,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "tests" / "wire" / "frames"))
     parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--flows", default="basic,txn", help="basic, txn or both")
+    parser.add_argument("--keep-existing", action="store_true", help="write new names only")
     args = parser.parse_args()
+    flows = args.flows.split(",")
     RELAY = Relay(free_port())  # the broker advertises the relay's port
     RELAY.start()
     with tempfile.TemporaryDirectory() as tmp:
@@ -354,15 +528,17 @@ def main() -> None:
         try:
             bootstrap = f"127.0.0.1:{RELAY.port}"
             for client in args.clients.split(","):
-                RELAY.tag = client
-                print(f"--- {client}", flush=True)
-                RUNNERS[client](bootstrap)
-                RELAY.tag = "after"
+                for flow, runners in (("basic", RUNNERS), ("txn", TXN_RUNNERS)):
+                    if flow in flows and client in runners:
+                        RELAY.tag = client
+                        print(f"--- {client} {flow}", flush=True)
+                        runners[client](bootstrap)
+                        RELAY.tag = "after"
         finally:
             RELAY.stop()
             proc.terminate()
             proc.wait(10)
-    skipped = write_frames(RELAY.frames, Path(args.out))
+    skipped = write_frames(RELAY.frames, Path(args.out), args.keep_existing)
     for key, n in sorted(skipped.items()):
         print(f"skipped {n} frame(s): {key}")
 

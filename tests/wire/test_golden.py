@@ -35,8 +35,19 @@ def test_every_client_and_api_is_covered() -> None:
             assert any(n.startswith(api) and client in n for n in names), (api, client)
     for client in ("kafka_python", "aiokafka", "confluent_kafka", "kafkajs"):
         assert any(n.startswith("create_topics") and client in n for n in names), client
-    for client in ("kafka_python", "aiokafka", "confluent_kafka", "kcat"):
+    for client in CLIENTS:
         assert any(n.startswith("fetch") and client in n for n in names), client
+    groups = ("find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group")
+    groups += ("offset_fetch", "offset_commit")
+    for client in CLIENTS:
+        for api in groups:
+            if (api, client) != ("offset_commit", "kafkajs"):  # only with autoCommit
+                assert any(n.startswith(api + "_v") and client in n for n in names), (api, client)
+    txn = ("init_producer_id", "add_partitions_to_txn", "add_offsets_to_txn", "end_txn")
+    txn += ("txn_offset_commit",)
+    for client in ("kafka_python", "aiokafka", "confluent_kafka", "kafkajs"):
+        for api in txn:
+            assert any(n.startswith(api + "_v") and client in n for n in names), (api, client)
     codecs = {n.rsplit("_", 1)[1] for n in names if n.startswith("produce")}
     assert codecs == {"none", "gzip", "snappy", "lz4", "zstd"}
 
