@@ -265,7 +265,8 @@ class KafkaPythonSource:
         )
 
     def poll(self, n: int) -> list[list[Any]]:
-        batch = self.consumer.poll(timeout_ms=500, max_records=n)
+        # 1 s: kafka-python loses a rejoin at short poll timeouts (see group_consumer.py)
+        batch = self.consumer.poll(timeout_ms=1000, max_records=n)
         return [
             [r.topic, r.partition, r.offset, r.value.decode()] for rs in batch.values() for r in rs
         ]
