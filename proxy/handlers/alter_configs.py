@@ -13,45 +13,25 @@ these configs dynamically"). Other resource types -> INVALID_REQUEST.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from proxy.config_resources import refuse_resource, resource_counts
 from proxy.context import RequestContext
 from proxy.registry import handler
-
-TOPIC, BROKER = 2, 4
 
 
 @handler(api_key=33, versions=(0, 2))
 async def alter_configs(ctx: RequestContext, req: Any) -> Any:
     b, broker = ctx.b, ctx.broker
-    seen = Counter((r.resource_type, r.resource_name) for r in req.resources)
+    seen = resource_counts(req.resources)
     responses = []
     for res in req.resources:
-        code, message = ErrorCode.none, None
-        if seen[(res.resource_type, res.resource_name)] > 1:
-            code, message = (
-                ErrorCode.invalid_request,
-                f"Error due to duplicate resource {res.resource_name}",
-            )
-        elif res.resource_type == BROKER:
-            names = ", ".join(c.name for c in res.configs)
-            code, message = (
-                ErrorCode.invalid_request,
-                f"Cannot update these configs dynamically: {names}",
-            )
-        elif res.resource_type != TOPIC:
-            code, message = (
-                ErrorCode.invalid_request,
-                f"Unsupported resource type {res.resource_type}",
-            )
-        elif broker.topics.get(res.resource_name) is None:
-            code, message = (
-                ErrorCode.unknown_topic_or_partition,
-                f"Topic {res.resource_name} does not exist",
-            )
+        code: ErrorCode = ErrorCode.none
+        message: str | None = None
+        if (refused := refuse_resource(broker, res, seen)) is not None:
+            code, message = refused
         else:
             given: dict[str, str | None] = {c.name: c.value for c in res.configs}
             err = broker.topics.check_alter(res.resource_name, given)

@@ -16,49 +16,31 @@ Other resource types (BROKER_LOGGER, CLIENT_METRICS, GROUP) -> INVALID_REQUEST.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from proxy.config_resources import refuse_resource, resource_counts
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.topic_config import incremental_overrides
-
-TOPIC, BROKER = 2, 4
 
 
 @handler(api_key=44, versions=(0, 1))
 async def incremental_alter_configs(ctx: RequestContext, req: Any) -> Any:
     b, broker = ctx.b, ctx.broker
     values = broker.config.values or {}
-    seen = Counter((r.resource_type, r.resource_name) for r in req.resources)
+    seen = resource_counts(req.resources)
     responses = []
     for res in req.resources:
-        code, message = ErrorCode.none, None
-        if seen[(res.resource_type, res.resource_name)] > 1:
-            code, message = (
-                ErrorCode.invalid_request,
-                f"Error due to duplicate resource {res.resource_name}",
-            )
-        elif res.resource_type == BROKER:
-            names = ", ".join(c.name for c in res.configs)
-            code, message = (
-                ErrorCode.invalid_request,
-                f"Cannot update these configs dynamically: {names}",
-            )
-        elif res.resource_type != TOPIC:
-            code, message = (
-                ErrorCode.invalid_request,
-                f"Unsupported resource type {res.resource_type}",
-            )
-        elif (topic := broker.topics.get(res.resource_name)) is None:
-            code, message = (
-                ErrorCode.unknown_topic_or_partition,
-                f"Topic {res.resource_name} does not exist",
-            )
+        code: ErrorCode = ErrorCode.none
+        message: str | None = None
+        if (refused := refuse_resource(broker, res, seen)) is not None:
+            code, message = refused
         else:
             ops = [(c.name, int(c.config_operation), c.value) for c in res.configs]
+            topic = broker.topics.get(res.resource_name)
+            assert topic is not None  # refuse_resource answered for unknown topics
             new = incremental_overrides(topic.meta.configs, ops, values)
             if isinstance(new, tuple):
                 code, message = ErrorCode[new[0]], new[1]

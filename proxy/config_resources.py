@@ -1,0 +1,36 @@
+"""What AlterConfigs and IncrementalAlterConfigs share: the per-resource refusals that come
+before any config is looked at, in Kafka's order (a duplicate resource, a BROKER resource — kafkad's
+broker configs are static —, another resource type, an unknown topic)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from proxy.broker import Broker
+
+TOPIC, BROKER = 2, 4
+
+
+def resource_counts(resources: Sequence[Any]) -> Counter[tuple[int, str]]:
+    """How often each (type, name) appears in one request."""
+    return Counter((r.resource_type, r.resource_name) for r in resources)
+
+
+def refuse_resource(
+    broker: Broker, res: Any, seen: Counter[tuple[int, str]]
+) -> tuple[ErrorCode, str] | None:
+    """The error for ``res`` if it is refused before its configs are read, else None."""
+    if seen[(res.resource_type, res.resource_name)] > 1:
+        return ErrorCode.invalid_request, f"Error due to duplicate resource {res.resource_name}"
+    if res.resource_type == BROKER:
+        names = ", ".join(c.name for c in res.configs)
+        return ErrorCode.invalid_request, f"Cannot update these configs dynamically: {names}"
+    if res.resource_type != TOPIC:
+        return ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}"
+    if broker.topics.get(res.resource_name) is None:
+        return ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist"
+    return None
