@@ -9,7 +9,9 @@ from wire.batch import BATCH_HEADER_SIZE, RecordBatchError, read_batch_header
 from wire.compression import CompressionError, decompress
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+def varint_at(buf: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint/varlong at ``pos``: (value, next position); the slow path of the
+    inlined one-byte reads here and in the log cleaner's record scan."""
     raw = shift = 0
     while True:
         if pos >= len(buf) or shift > 63:
@@ -43,22 +45,22 @@ def key_values(batch: bytes) -> list[tuple[int, bytes | None, bytes | None]]:
             if b < 0x80:
                 length, q = (b >> 1) ^ -(b & 1), pos + 1
             else:
-                length, q = _varint(body, pos)
+                length, q = varint_at(body, pos)
             end = q + length
             if length < 1 or end > n:
                 raise RecordBatchError(f"record of {length} bytes at {pos} overruns the batch")
             q += 1  # attributes
-            q = q + 1 if body[q] < 0x80 else _varint(body, q)[1]  # timestamp delta
+            q = q + 1 if body[q] < 0x80 else varint_at(body, q)[1]  # timestamp delta
             b = body[q]
             if b < 0x80:
                 delta, q = (b >> 1) ^ -(b & 1), q + 1
             else:
-                delta, q = _varint(body, q)
+                delta, q = varint_at(body, q)
             b = body[q]
             if b < 0x80:
                 size, q = (b >> 1) ^ -(b & 1), q + 1
             else:
-                size, q = _varint(body, q)
+                size, q = varint_at(body, q)
             key = None
             if size >= 0:
                 key, q = body[q : q + size], q + size
@@ -66,7 +68,7 @@ def key_values(batch: bytes) -> list[tuple[int, bytes | None, bytes | None]]:
             if b < 0x80:
                 size, q = (b >> 1) ^ -(b & 1), q + 1
             else:
-                size, q = _varint(body, q)
+                size, q = varint_at(body, q)
             value = None
             if size >= 0:
                 value, q = body[q : q + size], q + size

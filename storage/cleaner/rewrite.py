@@ -16,6 +16,7 @@ import struct
 import crc32c
 
 from storage.cleaner.decide import Batch, RecordView
+from wire.record_scan import varint_at
 from wire.records import (
     ATTR_COMPRESSION_MASK,
     ATTR_DELETE_HORIZON,
@@ -35,22 +36,6 @@ _BEFORE_CRC = struct.Struct(">qiibI")
 _AFTER_CRC = struct.Struct(">hiqqqhii")
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint/varlong at ``pos``: (value, next position)."""
-    raw = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise RecordBatchError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise RecordBatchError("varint too long")
-
-
 def scan_records(payload: bytes, count: int) -> list[RecordView]:
     """The records of an uncompressed payload: offset and timestamp deltas, key, whether the
     value is null, and each record's byte range. Values and headers are skipped, not decoded
@@ -65,7 +50,7 @@ def scan_records(payload: bytes, count: int) -> list[RecordView]:
             raw = (b & 0x7F) | (b2 << 7)
             length, body = (raw >> 1) ^ -(raw & 1), pos + 2
         else:
-            length, body = _varint(payload, pos)
+            length, body = varint_at(payload, pos)
         end = body + length
         if length < 1 or end > n:
             raise RecordBatchError(f"record of {length} bytes at {pos} overruns the batch")
@@ -74,17 +59,17 @@ def scan_records(payload: bytes, count: int) -> list[RecordView]:
         if b < 0x80:
             ts_delta, q = (b >> 1) ^ -(b & 1), q + 1
         else:
-            ts_delta, q = _varint(payload, q)
+            ts_delta, q = varint_at(payload, q)
         b = payload[q]
         if b < 0x80:
             offset_delta, q = (b >> 1) ^ -(b & 1), q + 1
         else:
-            offset_delta, q = _varint(payload, q)
+            offset_delta, q = varint_at(payload, q)
         b = payload[q]
         if b < 0x80:
             key_len, q = (b >> 1) ^ -(b & 1), q + 1
         else:
-            key_len, q = _varint(payload, q)
+            key_len, q = varint_at(payload, q)
         key = None
         if key_len >= 0:
             key, q = payload[q : q + key_len], q + key_len
