@@ -83,12 +83,15 @@ def write_history(bs: str, topic: str) -> dict[bytes, bytes]:
     return expected
 
 
-def read_uncommitted(bs: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+def read_confluent(
+    bs: str, topic: str, isolation: str = "read_committed"
+) -> list[tuple[bytes | None, bytes | None]]:
+    """(key, value) of partition 0 from offset 0 to its end, with confluent-kafka."""
     c = Consumer(
         {
             "bootstrap.servers": bs,
             "group.id": f"r-{uuid.uuid4().hex[:8]}",
-            "isolation.level": "read_uncommitted",
+            "isolation.level": isolation,
             "enable.auto.commit": False,
             "enable.partition.eof": True,
         }
@@ -105,6 +108,10 @@ def read_uncommitted(bs: str, topic: str) -> list[tuple[bytes | None, bytes | No
         return out
     finally:
         c.close()
+
+
+def read_uncommitted(bs: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+    return read_confluent(bs, topic, "read_uncommitted")
 
 
 def fold(records: list[tuple[bytes | None, bytes | None]]) -> dict[bytes, bytes]:
@@ -116,30 +123,6 @@ def fold(records: list[tuple[bytes | None, bytes | None]]) -> dict[bytes, bytes]
         else:
             out[key] = value
     return out
-
-
-def read_confluent(bs: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
-    c = Consumer(
-        {
-            "bootstrap.servers": bs,
-            "group.id": f"rc-{uuid.uuid4().hex[:8]}",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    try:
-        c.assign([TopicPartition(topic, 0, 0)])
-        out = []
-        while True:
-            m = c.poll(5)
-            assert m is not None, "no EOF"
-            if m.error():
-                break
-            out.append((m.key(), m.value()))
-        return out
-    finally:
-        c.close()
 
 
 def read_kafka_python(bs: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
