@@ -34,3 +34,13 @@ def refuse_resource(
     if broker.topics.get(res.resource_name) is None:
         return ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist"
     return None
+
+
+def resource_response(b: Any, res: Any, code: ErrorCode, message: str | None) -> Any:
+    """One resource's answer (both APIs share the AlterConfigsResourceResponse shape)."""
+    return b.AlterConfigsResourceResponse(
+        error_code=code,
+        error_message=message,
+        resource_type=res.resource_type,
+        resource_name=res.resource_name,
+    )

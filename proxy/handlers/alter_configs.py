@@ -17,7 +17,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from proxy.config_resources import refuse_resource, resource_counts
+from proxy.config_resources import refuse_resource, resource_counts, resource_response
 from proxy.context import RequestContext
 from proxy.registry import handler
 
@@ -40,12 +40,5 @@ async def alter_configs(ctx: RequestContext, req: Any) -> Any:
             elif not req.validate_only:
                 new = {k: v for k, v in given.items() if v is not None}
                 await broker.topics.alter_configs(res.resource_name, new)
-        responses.append(
-            b.AlterConfigsResourceResponse(
-                error_code=code,
-                error_message=message,
-                resource_type=res.resource_type,
-                resource_name=res.resource_name,
-            )
-        )
+        responses.append(resource_response(b, res, code, message))
     return b.AlterConfigsResponse(throttle_time=0, responses=tuple(responses))

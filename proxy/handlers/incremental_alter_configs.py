@@ -20,7 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from proxy.config_resources import refuse_resource, resource_counts
+from proxy.config_resources import refuse_resource, resource_counts, resource_response
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.topic_config import incremental_overrides
@@ -48,12 +48,5 @@ async def incremental_alter_configs(ctx: RequestContext, req: Any) -> Any:
                 code, message = err.code, err.message
             elif not req.validate_only:
                 await broker.topics.alter_configs(res.resource_name, new)
-        responses.append(
-            b.AlterConfigsResourceResponse(
-                error_code=code,
-                error_message=message,
-                resource_type=res.resource_type,
-                resource_name=res.resource_name,
-            )
-        )
+        responses.append(resource_response(b, res, code, message))
     return b.IncrementalAlterConfigsResponse(throttle_time=0, responses=tuple(responses))
