@@ -319,21 +319,25 @@ def _txn_topics(bootstrap: str) -> tuple[str, str]:
     return src, dst
 
 
+def _txn_consumer_config(bootstrap: str, src: str) -> dict[str, Any]:
+    """The read_committed group consumer of the txn flow, in the two Python clients' spelling."""
+    return {
+        "bootstrap_servers": bootstrap,
+        "group_id": f"golden-{src}",
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "isolation_level": "read_committed",
+        "session_timeout_ms": GROUP_TIMING["session"],
+        "heartbeat_interval_ms": GROUP_TIMING["heartbeat"],
+    }
+
+
 def txn_kafka_python(bootstrap: str) -> None:
     from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
     from kafka import TopicPartition as TP
 
     src, dst = _txn_topics(bootstrap)
-    consumer = KafkaConsumer(
-        src,
-        bootstrap_servers=bootstrap,
-        group_id=f"golden-{src}",
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        isolation_level="read_committed",
-        session_timeout_ms=GROUP_TIMING["session"],
-        heartbeat_interval_ms=GROUP_TIMING["heartbeat"],
-    )
+    consumer = KafkaConsumer(src, **_txn_consumer_config(bootstrap, src))
     _poll_until(lambda: sum(len(b) for b in consumer.poll(timeout_ms=200).values()))
     time.sleep(0.5)  # a heartbeat or two
     producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"golden-{src}")
@@ -354,16 +358,7 @@ def txn_aiokafka(bootstrap: str) -> None:
         from aiokafka import TopicPartition as TP
 
         src, dst = _txn_topics(bootstrap)
-        consumer = AIOKafkaConsumer(
-            src,
-            bootstrap_servers=bootstrap,
-            group_id=f"golden-{src}",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            isolation_level="read_committed",
-            session_timeout_ms=GROUP_TIMING["session"],
-            heartbeat_interval_ms=GROUP_TIMING["heartbeat"],
-        )
+        consumer = AIOKafkaConsumer(src, **_txn_consumer_config(bootstrap, src))
         await consumer.start()
         await asyncio.wait_for(consumer.getone(), TIMEOUT_S)
         await asyncio.sleep(0.5)

@@ -181,9 +181,7 @@ def test_soak_bounded_memory_and_fds(tmp_path: Path) -> None:
     try:
         report = run.run()
     finally:
-        if run.broker is not None:
-            run.broker.stop()
-            _LIVE.remove(run.broker)
+        run.stop_broker()
     print(report.summary())
     assert report.clean, f"history {run.history.path}\n{report.summary()}"
     assert report.counts["txns.committed"] > 50, report.summary()

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from compat_tests._support import EXTERNAL
-from compat_tests.conftest import _LIVE
 from compat_tests.workload.profiles import PROFILES
 from compat_tests.workload.runner import Run
 
@@ -28,9 +27,7 @@ def test_workload_short_profile_is_clean(tmp_path: Path) -> None:
     try:
         report = run.run()
     finally:
-        if run.broker is not None:
-            run.broker.stop()
-            _LIVE.remove(run.broker)
+        run.stop_broker()
     print(report.summary())
     assert report.clean, f"seed {SEED}, history {run.history.path}\n{report.summary()}"
     assert report.counts["txns.committed"] > 20, report.summary()

@@ -37,8 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = run.run()
     finally:
-        if run.broker is not None:
-            run.broker.stop()
+        run.stop_broker()
     print(f"seed={args.seed} profile={args.profile} history={run.history.path}")
     print(report.summary())
     return 0 if report.clean else 1

@@ -149,6 +149,16 @@ class Run:
         self.broker.start()
         return str(self.broker.bootstrap)
 
+    def stop_broker(self) -> None:
+        """Undo ``start_broker``: stop the broker this run started, if any."""
+        if self.broker is None:
+            return
+        from compat_tests.conftest import _LIVE
+
+        self.broker.stop()
+        if self.broker in _LIVE:
+            _LIVE.remove(self.broker)
+
     def restart_broker(self, kill: bool) -> None:
         with self.broker_lock:
             self.restarts += 1
