@@ -105,12 +105,22 @@ class OffsetsStore:
     def delete_records(
         self, group: str, tps: Iterable[TopicPartition] | None = None
     ) -> list[Record]:
-        """Tombstones for the given partitions' offsets (all of the group's if None)."""
+        """Tombstones for the given partitions' committed offsets (OffsetDelete), or, with
+        None, for every partition of the group: committed ones and those with only pending
+        transactional offsets (Kafka's ``deleteAllOffsets``). The latter matter once the group
+        is deleted: a tombstone drops the pending offsets when replayed, so a later COMMIT
+        marker materialises nothing, live and after the cleaner removed the group's own
+        tombstone (issue 21)."""
         have = self.committed.get(group, {})
-        chosen = sorted(have) if tps is None else [tp for tp in tps if tp in have]
+        if tps is None:
+            chosen = set(have)
+            for by_group in self.pending.values():
+                chosen.update(by_group.get(group, {}))
+        else:
+            chosen = {tp for tp in tps if tp in have}
         return [
             (encode_offset_commit_key(OffsetCommitKey(group, tp.topic, tp.partition)), None)
-            for tp in chosen
+            for tp in sorted(chosen)
         ]
 
     # -- applying records (live and at load) ------------------------------------------------

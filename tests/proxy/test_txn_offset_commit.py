@@ -1,0 +1,128 @@
+"""TxnOffsetCommit as Kafka 4.x answers it (issue 21): a deleted group's pending transactional
+offsets stay deleted across compaction and a restart, and the commit's checks run in Kafka's
+order (transaction verification first, group checks after, a simple group only when accepted)
+with Kafka's error codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import trio
+from kio.schema.delete_groups.v2 import request as dg
+from kio.schema.errors import ErrorCode
+from kio.schema.txn_offset_commit.v4 import request as toc4
+
+from coordinator.group.offsets_log import OFFSETS_TOPIC
+from coordinator.group.records import decode_key
+from proxy.broker import Broker
+from tests.proxy.harness import RawClient, connect, running_broker
+from tests.proxy.test_broker_requests import create
+from tests.proxy.test_transactions import (
+    P1,
+    TXN,
+    allow_offsets,
+    fetch_offset,
+    group_marker,
+    install,
+    plain_commit,
+    txn_code,
+    txn_commit,
+)
+from wire.batch import ATTR_CONTROL, iter_batches
+from wire.record_scan import key_values
+
+E = ErrorCode
+
+COMPACTING = {
+    "offsets.topic.num.partitions": "1",
+    "offsets.topic.segment.bytes": str(16 * 1024),
+    "log.cleaner.enable": "false",  # the test runs the passes itself
+    "log.cleaner.delete.retention.ms": "0",
+    "log.cleaner.min.cleanable.ratio": "0",
+}
+
+
+async def delete_group(c: RawClient, group: str) -> ErrorCode:
+    resp = await c.request(dg.DeleteGroupsRequest(groups_names=(group,)))
+    code: ErrorCode = resp.results[0].error_code
+    return code
+
+
+async def clean_everything(b: Broker) -> None:
+    """Cleaning passes until none is worth running (tombstones go in the second one)."""
+    for _ in range(4):
+        plans = b.cleaner.plans(b.topics, b.now_ms())
+        for p, pl in plans:
+            await b.cleaner.clean_partition(p, pl, b.now_ms())
+
+
+async def offsets_records_of(b: Broker, group: str) -> int:
+    """Records left about ``group`` in ``__consumer_offsets``."""
+    p = b.topics.get(OFFSETS_TOPIC).partitions[0]  # type: ignore[union-attr]
+    data = await p.read(p.log_start_offset, 1 << 30)
+    return sum(
+        1
+        for pos, h in iter_batches(data)
+        if not h.attributes & ATTR_CONTROL
+        for _, k, _ in key_values(data[pos : pos + h.total_size])
+        if k is not None and decode_key(k).group == group
+    )
+
+
+def listed(b: Broker) -> set[str]:
+    groups = b.groups.list_groups()
+    assert not isinstance(groups, ErrorCode)
+    return {g.group_id for g in groups}
+
+
+async def test_deleted_group_pending_offsets_stay_deleted_after_compaction_and_restart(
+    tmp_path: Path,
+) -> None:
+    url = f"file://{tmp_path / 'data'}"
+    with trio.fail_after(60):
+        async with running_broker(url, **COMPACTING) as (server, port), connect(port) as c:
+            assert await create(c, "in") == E.none
+            b = server.broker
+            allow_offsets(b, install(b), "g")
+            assert await txn_code(c, txn_commit("g", 42)) is E.none
+            assert await delete_group(c, "g") is E.none
+            await group_marker(b, "g", P1, commit=True)
+            assert await fetch_offset(c, "g", stable=True) == (-1, E.none)
+            assert "g" not in listed(b)
+            for rounds in range(2):  # 2nd: the tombstones' delete horizon has passed
+                for i in range(400):  # roll the offsets partition well past the deletion
+                    await plain_commit(c, "pad", i)
+                await clean_everything(b)
+        async with running_broker(url, **COMPACTING) as (server, port), connect(port) as c:
+            b = server.broker
+            await b.groups.loaded.wait()
+            assert await fetch_offset(c, "g", stable=True) == (-1, E.none)
+            assert "g" not in listed(b)
+            assert "pad" in listed(b)
+            assert await offsets_records_of(b, "g") == 0
+
+
+def txn_commit_v4(group: str, generation: int, pid: int = P1, epoch: int = 0) -> Any:
+    return toc4.TxnOffsetCommitRequest(
+        transactional_id=TXN,
+        group_id=group,
+        producer_id=pid,
+        producer_epoch=epoch,
+        generation_id=generation,
+        member_id="m" if generation >= 0 else "",
+        group_instance_id=None,
+        topics=(
+            toc4.TxnOffsetCommitRequestTopic(
+                name="in",
+                partitions=(
+                    toc4.TxnOffsetCommitRequestPartition(
+                        partition_index=0,
+                        committed_offset=1,
+                        committed_leader_epoch=-1,
+                        committed_metadata="",
+                    ),
+                ),
+            ),
+        ),
+    )
