@@ -90,7 +90,7 @@ async def test_deleted_group_pending_offsets_stay_deleted_after_compaction_and_r
             await group_marker(b, "g", P1, commit=True)
             assert await fetch_offset(c, "g", stable=True) == (-1, E.none)
             assert "g" not in listed(b)
-            for rounds in range(2):  # 2nd: the tombstones' delete horizon has passed
+            for _ in range(2):  # 2nd: the tombstones' delete horizon has passed
                 for i in range(400):  # roll the offsets partition well past the deletion
                     await plain_commit(c, "pad", i)
                 await clean_everything(b)
