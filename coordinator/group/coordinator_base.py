@@ -1,0 +1,262 @@
+"""The group coordinator's shared parts: its state, the ``__consumer_offsets`` topic, parked
+requests. ``coordinator.group.runtime`` explains how they work together (theory of operation);
+``OffsetsApi`` (coordinator/group/offsets_api.py) and ``GroupCoordinator`` build on this."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from coordinator.group.classic import (
+    ClassicGroup,
+    GroupConfig,
+    JoinResult,
+    SyncResult,
+)
+from coordinator.group.offsets import OffsetsStore, Record
+from coordinator.group.offsets_log import OFFSETS_TOPIC, append_records, replay_partition
+from coordinator.group.records import (
+    GroupMetadataKey,
+    OffsetCommitKey,
+    RecordFormatError,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    partition_for,
+)
+from coordinator.group.state import GroupState
+from storage.api import StorageError
+from storage.partition import Partition
+from storage.topics import TopicManager
+
+log = logging.getLogger("kafkad.group")
+
+
+OFFSETS_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    "segment.bytes": "1048576",  # offsets.topic.segment.bytes (Kafka: 100 MiB)
+}
+E = ErrorCode
+# Verification answers as TxnOffsetCommit reports them: Kafka's group coordinator turns the
+# retriable ones (NOT_ENOUGH_REPLICAS from its partition writer) into COORDINATOR_NOT_AVAILABLE,
+# which clients answer by rediscovering the coordinator and retrying; a fenced producer gets
+# INVALID_PRODUCER_EPOCH, which every client version knows. TRANSACTION_ABORTABLE is translated
+# to INVALID_TXN_STATE below v4 by wire/errors.py.
+TXN_COMMIT_VERIFY_ERRORS = {
+    E.producer_fenced: E.invalid_producer_epoch,
+    E.concurrent_transactions: E.coordinator_not_available,
+    E.coordinator_load_in_progress: E.coordinator_not_available,
+    E.not_coordinator: E.coordinator_not_available,
+    E.network_exception: E.coordinator_not_available,
+    E.not_enough_replicas: E.coordinator_not_available,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    group_id: str
+    protocol_type: str
+    state: GroupState
+
+
+class GroupCoordinatorBase:
+    def __init__(
+        self,
+        topics: TopicManager,
+        values: Mapping[str, Any],
+        wall_ms: Callable[[], int],
+    ) -> None:
+        self.topics = topics
+        self.num_partitions: int = values["offsets.topic.num.partitions"]
+        self.topic_configs = {
+            **OFFSETS_TOPIC_CONFIGS,
+            "segment.bytes": str(values.get("offsets.topic.segment.bytes", 1048576)),
+        }
+        self.config = GroupConfig(
+            initial_rebalance_delay_ms=values["group.initial.rebalance.delay.ms"],
+            min_session_timeout_ms=values["group.min.session.timeout.ms"],
+            max_session_timeout_ms=values["group.max.session.timeout.ms"],
+            max_size=values["group.max.size"],
+        )
+        self.wall_ms = wall_ms
+        self.groups: dict[str, ClassicGroup] = {}
+        self.offsets = OffsetsStore()
+        self.loaded = trio.Event()
+        self._wake = trio.Event()
+        self._write_lock = trio.Lock()
+        self._mailbox: dict[tuple[str, str, str], JoinResult | SyncResult] = {}
+        self._events: dict[tuple[str, str, str], trio.Event] = {}
+        self._closing = False
+
+    @staticmethod
+    def now_ms() -> int:
+        return int(trio.current_time() * 1000)
+
+    async def load(self) -> None:
+        topic = self.topics.get(OFFSETS_TOPIC)
+        if topic is not None:
+            for p in topic.partitions:
+                await self._replay_partition(p)
+            log.info("loaded %d group(s) from %s", len(self.groups), OFFSETS_TOPIC)
+        self.loaded.set()
+
+    async def _replay_partition(self, p: Partition) -> None:
+        await replay_partition(
+            p,
+            self.replay,
+            lambda producer_id, commit: self._complete_txn(p, producer_id, commit),
+        )
+
+    def replay(self, key: bytes, value: bytes | None, offset: int, producer_id: int = -1) -> None:
+        """Apply one record of the offsets topic (at load, and live for offset records)."""
+        try:
+            k = decode_key(key)
+            if isinstance(k, OffsetCommitKey):
+                v = None if value is None else decode_offset_commit_value(value)
+                if producer_id >= 0 and v is not None:
+                    self.offsets.replay_pending(producer_id, k, v, offset)
+                    return
+                self.offsets.replay(k, v, offset)
+                if v is not None and k.group not in self.groups:
+                    self.groups[k.group] = ClassicGroup(k.group, self.config)
+            elif isinstance(k, GroupMetadataKey):
+                if value is None:
+                    self.groups.pop(k.group, None)
+                    self.offsets.forget_group(k.group)
+                else:
+                    gv = decode_group_metadata_value(value)
+                    self.groups[k.group] = ClassicGroup.from_value(
+                        k.group, gv, self.config, self.now_ms()
+                    )
+        except RecordFormatError as exc:
+            log.warning("skipping unreadable %s record at %d: %s", OFFSETS_TOPIC, offset, exc)
+
+    def _complete_txn(self, p: Partition, producer_id: int, commit: bool) -> None:
+        """A marker of ``producer_id`` on offsets partition ``p``: complete the pending offsets
+        of the groups stored there."""
+        n = p.tp.partition
+        topic = self.topics.get(OFFSETS_TOPIC)
+        count = len(topic.partitions) if topic is not None else self.num_partitions
+        for group in self.offsets.complete_txn(
+            producer_id, commit, lambda g: partition_for(g, count) == n
+        ):
+            if group not in self.groups:
+                self.groups[group] = ClassicGroup(group, self.config)
+
+    async def write_txn_marker(
+        self,
+        p: Partition,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> int | ErrorCode:
+        """Write a transaction marker on offsets partition ``p`` (in log order with the group
+        writes) and materialise or drop the producer's pending offsets there (spec §5.5).
+        Raises StorageError."""
+        async with self._write_lock:
+            written = await p.write_marker(
+                producer_id, producer_epoch, commit, coordinator_epoch, self.wall_ms()
+            )
+            if not isinstance(written, ErrorCode):
+                self._complete_txn(p, producer_id, commit)
+        return written
+
+    # -- the offsets topic --------------------------------------------------------------------
+
+    async def _offsets_partition(self, group_id: str) -> Partition:
+        topic = self.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            topic = await self.topics.create(OFFSETS_TOPIC, self.num_partitions, self.topic_configs)
+            log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
+        return topic.partitions[partition_for(group_id, len(topic.partitions))]
+
+    async def _append(self, group_id: str, records: list[Record]) -> int:
+        """Append records as one batch to the group's partition; returns the base offset.
+        Call with ``_write_lock`` held. Raises StorageError."""
+        return await append_records(
+            await self._offsets_partition(group_id), records, self.wall_ms()
+        )
+
+    async def _write_group(self, g: ClassicGroup, value_bytes: bytes | None = None) -> None:
+        key = encode_group_metadata_key(GroupMetadataKey(g.group_id))
+        if value_bytes is None:
+            value_bytes = encode_group_metadata_value(g.to_value(self.wall_ms()))
+        async with self._write_lock:
+            await self._append(g.group_id, [(key, value_bytes)])
+
+    # -- parked requests ------------------------------------------------------------------------
+
+    async def _after(self, g: ClassicGroup) -> None:
+        """Hand out the group's answers, write its record if asked, re-arm the timers."""
+        outbox, g.outbox = g.outbox, []
+        for member_id, result in outbox:
+            kind = "join" if isinstance(result, JoinResult) else "sync"
+            key = (g.group_id, member_id, kind)
+            self._mailbox[key] = result
+            if (ev := self._events.get(key)) is not None:
+                ev.set()
+        if g.persist_requested:
+            g.persist_requested = False
+            try:
+                await self._write_group(g)
+            except StorageError as exc:
+                log.error("group %s: writing its metadata failed: %s", g.group_id, exc)
+        self._wake.set()
+
+    async def _await(self, key: tuple[str, str, str]) -> JoinResult | SyncResult:
+        if key not in self._mailbox:
+            ev = self._events[key] = trio.Event()
+            try:
+                await ev.wait()
+            finally:
+                if self._events.get(key) is ev:
+                    del self._events[key]
+        return self._mailbox.pop(key)
+
+    def begin_shutdown(self) -> None:
+        """Answer every parked request so connections can close."""
+        self._closing = True
+        for key, ev in list(self._events.items()):
+            self._mailbox[key] = (
+                JoinResult(E.not_coordinator, key[1])
+                if key[2] == "join"
+                else SyncResult(E.not_coordinator)
+            )
+            ev.set()
+
+    def _status(self) -> ErrorCode:
+        if self._closing:
+            return E.not_coordinator
+        if not self.loaded.is_set():
+            return E.coordinator_load_in_progress
+        return E.none
+
+    async def _append_and_replay(self, group_id: str, records: list[Record]) -> None:
+        async with self._write_lock:
+            base = await self._append(group_id, records)
+            for i, (k, v) in enumerate(records):
+                self.replay(k, v, base + i)
+
+    # -- admin ---------------------------------------------------------------------------------
+
+    def list_groups(self) -> list[GroupSummary] | ErrorCode:
+        if (err := self._status()) is not E.none:
+            return err
+        return [
+            GroupSummary(g.group_id, g.protocol_type or "", g.state)
+            for g in self.groups.values()
+            if g.state is not GroupState.DEAD
+        ]
+
+    def describe(self, group_id: str) -> ClassicGroup | ErrorCode | None:
+        if (err := self._status()) is not E.none:
+            return err
+        return self.groups.get(group_id)
