@@ -44,19 +44,6 @@ OFFSETS_TOPIC_CONFIGS = {
     "segment.bytes": "1048576",  # offsets.topic.segment.bytes (Kafka: 100 MiB)
 }
 E = ErrorCode
-# Verification answers as TxnOffsetCommit reports them: Kafka's group coordinator turns the
-# retriable ones (NOT_ENOUGH_REPLICAS from its partition writer) into COORDINATOR_NOT_AVAILABLE,
-# which clients answer by rediscovering the coordinator and retrying; a fenced producer gets
-# INVALID_PRODUCER_EPOCH, which every client version knows. TRANSACTION_ABORTABLE is translated
-# to INVALID_TXN_STATE below v4 by wire/errors.py.
-TXN_COMMIT_VERIFY_ERRORS = {
-    E.producer_fenced: E.invalid_producer_epoch,
-    E.concurrent_transactions: E.coordinator_not_available,
-    E.coordinator_load_in_progress: E.coordinator_not_available,
-    E.not_coordinator: E.coordinator_not_available,
-    E.network_exception: E.coordinator_not_available,
-    E.not_enough_replicas: E.coordinator_not_available,
-}
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,13 +11,13 @@ from kio.schema.errors import ErrorCode
 from coordinator.group.classic import (
     ClassicGroup,
 )
-from coordinator.group.coordinator_base import TXN_COMMIT_VERIFY_ERRORS, GroupCoordinatorBase
+from coordinator.group.coordinator_base import GroupCoordinatorBase
 from coordinator.group.offsets import CommitRequest, FetchedOffset, OffsetsStore
 from coordinator.group.records import (
     GroupMetadataKey,
     encode_group_metadata_key,
 )
-from coordinator.group.state import COMMIT, GroupState
+from coordinator.group.state import GroupState
 from storage.api import StorageError, TopicPartition
 from wire.records import (
     Record as BatchRecord,
@@ -29,30 +29,53 @@ from wire.records import (
 
 log = logging.getLogger("kafkad.group")
 E = ErrorCode
+S = GroupState
+
+# What TxnOffsetCommit answers for a failed transaction check, as Kafka's group coordinator
+# does: AddPartitionsToTxnManager answers a fenced producer INVALID_PRODUCER_EPOCH (every client
+# treats it as fatal, like PRODUCER_FENCED) and CoordinatorOperationExceptionHelper turns a
+# network failure of the check into COORDINATOR_LOAD_IN_PROGRESS (clients retry without a
+# coordinator lookup). Everything else -- CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS,
+# NOT_COORDINATOR, INVALID_PRODUCER_ID_MAPPING, TRANSACTION_ABORTABLE -- comes back unchanged
+# (wire/errors.py: TRANSACTION_ABORTABLE is INVALID_TXN_STATE below v4,
+# COORDINATOR_LOAD_IN_PROGRESS is COORDINATOR_NOT_AVAILABLE below v2).
+TXN_VERIFY_ERRORS = {
+    E.producer_fenced: E.invalid_producer_epoch,
+    E.network_exception: E.coordinator_load_in_progress,
+    E.not_enough_replicas: E.coordinator_not_available,
+    E.request_timed_out: E.coordinator_not_available,
+    E.unknown_topic_or_partition: E.coordinator_not_available,
+    E.not_leader_or_follower: E.not_coordinator,
+    E.kafka_storage_error: E.not_coordinator,
+}
 
 
-class OffsetsApi(GroupCoordinatorBase):
-    # -- offsets -------------------------------------------------------------------------------
-
-    def _check_commit(
-        self, group_id: str, member_id: str, instance_id: str | None, generation: int
-    ) -> ErrorCode:
-        g = self.groups.get(group_id)
-        if g is None or g.state is GroupState.DEAD:
-            if generation >= 0:
-                return E.group_id_not_found  # ILLEGAL_GENERATION below OffsetCommit v9
-            self.groups[group_id] = ClassicGroup(group_id, self.config)  # a simple group
-            return E.none
-        if generation < 0 and g.state is GroupState.EMPTY:
-            return E.none
-        act = COMMIT[g.state]
-        if isinstance(act, ErrorCode):
-            return act
+def validate_offset_commit(
+    g: ClassicGroup, member_id: str, instance_id: str | None, generation: int, txn: bool
+) -> ErrorCode:
+    """Kafka's ClassicGroup.validateOffsetCommit for a group that exists: member, then
+    generation, then (plain commits only) REBALANCE_IN_PROGRESS in CompletingRebalance. A
+    commit with generation < 0 to an Empty group is accepted whatever its member id; one
+    without any group metadata is refused UNKNOWN_MEMBER_ID by a non-Empty group unless it is
+    transactional (TxnOffsetCommit v0-2 carries no group metadata)."""
+    if g.state is S.DEAD:
+        return E.coordinator_not_available
+    if generation < 0 and g.state is S.EMPTY:
+        return E.none
+    if generation >= 0 or member_id or instance_id is not None:
         if (err := g.validate_member(member_id, instance_id)) is not E.none:
             return err
         if generation != g.generation:
             return E.illegal_generation
-        return E.none
+    elif not txn and g.state is not S.EMPTY:
+        return E.unknown_member_id
+    if not txn and g.state is S.COMPLETING_REBALANCE:
+        return E.rebalance_in_progress
+    return E.none
+
+
+class OffsetsApi(GroupCoordinatorBase):
+    # -- offsets -------------------------------------------------------------------------------
 
     async def commit_offsets(
         self,
@@ -67,7 +90,13 @@ class OffsetsApi(GroupCoordinatorBase):
             return err
         if not group_id:
             return E.invalid_group_id
-        if (err := self._check_commit(group_id, member_id, instance_id, generation)) is not E.none:
+        g = self.groups.get(group_id)
+        if g is None or g.state is GroupState.DEAD:
+            # a simple group, created by the replay of its first offset record
+            err = E.group_id_not_found if generation >= 0 else E.none  # v<9: ILLEGAL_GENERATION
+        else:
+            err = validate_offset_commit(g, member_id, instance_id, generation, False)
+        if err is not E.none:
             log.debug(
                 "group %s: commit by %s gen %d -> %s", group_id, member_id, generation, err.name
             )
@@ -105,18 +134,28 @@ class OffsetsApi(GroupCoordinatorBase):
             return E.invalid_group_id
         if verifier is None:
             return E.coordinator_not_available  # no transaction coordinator
-        if (
-            err := self._check_txn_commit(group_id, member_id, instance_id, generation)
-        ) is not E.none:
-            return err
         results = {c.tp: OffsetsStore.validate(c) for c in commits}
         ok = [c for c in commits if results[c.tp] is E.none]
-        if not ok:
-            return results
-        records = OffsetsStore.commit_records(group_id, ok, self.wall_ms())
         try:
             async with self._write_lock:
                 p = await self._offsets_partition(group_id)
+
+                def verify() -> ErrorCode:
+                    assert verifier is not None
+                    return verifier(transactional_id, producer_id, producer_epoch, p.tp)
+
+                # the transaction first (Kafka: scheduleTransactionalWriteOperation verifies,
+                # then runs the write), so a zombie is fenced whatever its group metadata
+                if (code := verify()) is not E.none:
+                    return TXN_VERIFY_ERRORS.get(code, code)
+                g = self.groups.get(group_id)
+                if g is None or g.state is GroupState.DEAD:
+                    err = E.illegal_generation if generation >= 0 else E.none
+                else:
+                    err = validate_offset_commit(g, member_id, instance_id, generation, True)
+                if err is not E.none or not ok:
+                    return err if err is not E.none else results
+                records = OffsetsStore.commit_records(group_id, ok, self.wall_ms())
                 now = self.wall_ms()
                 batch = build_batch(
                     [BatchRecord(i, 0, k, v) for i, (k, v) in enumerate(records)],
@@ -126,40 +165,18 @@ class OffsetsApi(GroupCoordinatorBase):
                     transactional=True,
                 )
                 appended = await p.append(
-                    batch,
-                    read_batch_header(batch),
-                    now,
-                    coordinator=True,
-                    verify=lambda: verifier(transactional_id, producer_id, producer_epoch, p.tp),
+                    batch, read_batch_header(batch), now, coordinator=True, verify=verify
                 )
                 if isinstance(appended, ErrorCode):
-                    return TXN_COMMIT_VERIFY_ERRORS.get(appended, appended)
+                    return TXN_VERIFY_ERRORS.get(appended, appended)
                 for i, (k, v) in enumerate(records):
                     self.replay(k, v, appended[0] + i, producer_id)
+                if g is None or g.state is GroupState.DEAD:
+                    self.groups[group_id] = ClassicGroup(group_id, self.config)  # a simple group
         except StorageError as exc:
             log.error("group %s: transactional offset commit failed: %s", group_id, exc)
             return E.coordinator_not_available
         return results
-
-    def _check_txn_commit(
-        self, group_id: str, member_id: str, instance_id: str | None, generation: int
-    ) -> ErrorCode:
-        """KIP-447 fencing (Kafka's ClassicGroup.validateOffsetCommit, transactional): no
-        REBALANCE_IN_PROGRESS, and requests without group metadata are not checked."""
-        g = self.groups.get(group_id)
-        if g is None or g.state is GroupState.DEAD:
-            if generation >= 0:
-                return E.illegal_generation
-            self.groups[group_id] = ClassicGroup(group_id, self.config)  # a simple group
-            return E.none
-        if generation < 0 and g.state is GroupState.EMPTY:
-            return E.none
-        if generation >= 0 or member_id or instance_id is not None:
-            if (err := g.validate_member(member_id, instance_id)) is not E.none:
-                return err
-            if generation != g.generation:
-                return E.illegal_generation
-        return E.none
 
     def fetch_offsets(
         self, group_id: str, tps: list[TopicPartition] | None, require_stable: bool

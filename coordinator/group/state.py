@@ -144,15 +144,3 @@ LEAVE: Final[Mapping[GroupState, Act | ErrorCode]] = MappingProxyType(
         S.STABLE: Act.REBALANCE,
     }
 )
-
-# OffsetCommit from a group member (generation >= 0 or a member id given); an OffsetCommit
-# with generation < 0 to an EMPTY group is accepted before this table is consulted.
-COMMIT: Final[Mapping[GroupState, Act | ErrorCode]] = MappingProxyType(
-    {
-        S.EMPTY: E.unknown_member_id,
-        S.DEAD: E.coordinator_not_available,
-        S.PREPARING_REBALANCE: Act.CHECK_MEMBER,
-        S.COMPLETING_REBALANCE: E.rebalance_in_progress,
-        S.STABLE: Act.CHECK_MEMBER,
-    }
-)

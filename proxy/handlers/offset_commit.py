@@ -3,10 +3,11 @@ time. v5: retention time removed. v6: committed leader epoch. v7: group instance
 (FENCED_INSTANCE_ID). v8: flexible. v9: a missing group with generation >= 0 is
 GROUP_ID_NOT_FOUND (older versions get ILLEGAL_GENERATION, via wire/errors.py).
 
-Group checks (coordinator/group/runtime.py ``_check_commit``): generation -1 commits to an
-Empty or missing group are accepted (simple consumers with assign(); a missing group becomes an
-Empty "simple" group); otherwise the member must be known and of the current generation, and a
-group in CompletingRebalance answers REBALANCE_IN_PROGRESS. Unknown topics get
+Group checks (Kafka's ``validateOffsetCommit``, coordinator/group/offsets_api.py): generation
+-1 commits to an Empty or missing group are accepted (simple consumers with assign(); a missing
+group becomes an Empty "simple" group); otherwise the member must be known (UNKNOWN_MEMBER_ID /
+FENCED_INSTANCE_ID), then of the current generation (ILLEGAL_GENERATION), and only then does a
+group in CompletingRebalance answer REBALANCE_IN_PROGRESS. Unknown topics and partitions get
 UNKNOWN_TOPIC_OR_PARTITION; metadata over 4096 bytes OFFSET_METADATA_TOO_LARGE.
 """
 

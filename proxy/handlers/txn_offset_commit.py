@@ -6,17 +6,20 @@ instance id (KIP-447 zombie fencing). v4: TRANSACTION_ABORTABLE (older versions 
 INVALID_TXN_STATE). v5 (TV2: the broker adds the partition to the transaction itself) is not
 advertised.
 
-Checks (coordinator/group/runtime.py ``txn_commit_offsets``): no transaction coordinator
-(``Broker.txn_verifier`` is None) -> COORDINATOR_NOT_AVAILABLE; empty group id ->
-INVALID_GROUP_ID; unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; KIP-447 group metadata: a
-missing group with generation >= 0 -> ILLEGAL_GENERATION (generation -1 creates an empty
-"simple" group), otherwise with any group metadata set the member must be known
-(UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID) and of the group's generation (ILLEGAL_GENERATION);
-no REBALANCE_IN_PROGRESS. Metadata over 4096 bytes -> OFFSET_METADATA_TOO_LARGE. Then the
-offsets are appended to the group's ``__consumer_offsets`` partition as one transactional
-batch of the producer (epoch checked: INVALID_PRODUCER_EPOCH; the first batch of the
-transaction there is verified against the transaction coordinator: TRANSACTION_ABORTABLE) and
-held as pending until the transaction's marker lands (spec §5.5).
+Checks, in Kafka 4.x's order (coordinator/group/offsets_api.py ``txn_commit_offsets``): no
+transaction coordinator (``Broker.txn_verifier`` is None) -> COORDINATOR_NOT_AVAILABLE; empty
+group id -> INVALID_GROUP_ID; unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION. Then the
+transaction (KIP-890 verification of the group's ``__consumer_offsets`` partition, before any
+group check): not in the transaction -> TRANSACTION_ABORTABLE (INVALID_TXN_STATE below v4), a
+fenced producer -> INVALID_PRODUCER_EPOCH, CONCURRENT_TRANSACTIONS / COORDINATOR_LOAD_IN_PROGRESS
+/ NOT_COORDINATOR as the transaction coordinator answered. Then KIP-447 group metadata: a
+missing group with generation >= 0 -> ILLEGAL_GENERATION, otherwise with any group metadata set
+the member must be known (UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID) and of the group's generation
+(ILLEGAL_GENERATION); no REBALANCE_IN_PROGRESS. Metadata over 4096 bytes ->
+OFFSET_METADATA_TOO_LARGE. The offsets are appended to the group's ``__consumer_offsets``
+partition as one transactional batch of the producer and held as pending until the
+transaction's marker lands (spec §5.5); a missing group becomes an empty "simple" group only
+then, so a refused commit creates nothing.
 """
 
 from __future__ import annotations

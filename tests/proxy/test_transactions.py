@@ -405,6 +405,9 @@ async def test_txn_offset_commit_kip447_fencing() -> None:
             assert await create(c, "in") == E.none
             b = server.broker
             v = install(b)
+            # the transaction is checked before the group (test_txn_offset_commit.py)
+            assert await txn_code(c, txn_commit("new", 1, generation=3)) is E.invalid_txn_state
+            allow_offsets(b, v, "new")
             assert await txn_code(c, txn_commit("new", 1, generation=3)) is E.illegal_generation
             assert await txn_code(c, txn_commit("", 1)) is E.invalid_group_id
             allow_offsets(b, v, "g")

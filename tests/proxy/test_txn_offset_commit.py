@@ -126,3 +126,62 @@ def txn_commit_v4(group: str, generation: int, pid: int = P1, epoch: int = 0) ->
             ),
         ),
     )
+
+
+async def test_transaction_checked_before_the_group_and_refusals_create_nothing() -> None:
+    with trio.fail_after(10):
+        async with running_broker() as (server, port), connect(port) as c:
+            assert await create(c, "in") == E.none
+            b = server.broker
+            v = install(b)
+            # AddOffsetsToTxn missing: refused before any group check, nothing created
+            assert await txn_code(c, txn_commit("simple", 1)) is E.invalid_txn_state
+            assert await txn_code(c, txn_commit_v4("simple", -1)) is E.transaction_abortable
+            assert "simple" not in listed(b)
+            # an unknown group with a generation: v3 INVALID_TXN_STATE, v4 TRANSACTION_ABORTABLE
+            assert await txn_code(c, txn_commit("ghost", 1, generation=2)) is E.invalid_txn_state
+            assert await txn_code(c, txn_commit_v4("ghost", 2)) is E.transaction_abortable
+            assert "ghost" not in listed(b)
+            # once in the transaction: the group checks, and a simple group when accepted
+            allow_offsets(b, v, "ghost")
+            assert await txn_code(c, txn_commit_v4("ghost", 2)) is E.illegal_generation
+            assert "ghost" not in listed(b)
+            assert await txn_code(c, txn_commit_v4("ghost", -1)) is E.none
+            assert "ghost" in listed(b)
+
+
+async def test_zombie_producer_is_fenced_not_told_illegal_generation() -> None:
+    with trio.fail_after(10):
+        async with running_broker() as (server, port), connect(port) as c:
+            assert await create(c, "in") == E.none
+            b = server.broker
+            v = install(b)
+            allow_offsets(b, v, "g")
+            assert await txn_code(c, txn_commit("g", 1)) is E.none  # group "g" exists now
+            # the transaction coordinator bumped the epoch: the zombie's stale generation and
+            # member do not matter, it must stop (fatal), not abort and retry
+            v.answer = E.producer_fenced
+            zombie = txn_commit("g", 2, epoch=0, pid=P1 + 1, generation=7, member="old")
+            assert await txn_code(c, zombie) is E.invalid_producer_epoch
+            assert await txn_code(c, txn_commit_v4("g", 7, pid=P1 + 1)) is E.invalid_producer_epoch
+            assert await txn_code(c, txn_commit_v4("nogroup", 7, pid=P1 + 1)) is (
+                E.invalid_producer_epoch
+            )
+
+
+async def test_transaction_check_errors_come_back_unchanged() -> None:
+    with trio.fail_after(10):
+        async with running_broker() as (server, port), connect(port) as c:
+            assert await create(c, "in") == E.none
+            v = install(server.broker)
+            for code, answer in [
+                (E.concurrent_transactions, E.concurrent_transactions),
+                (E.coordinator_load_in_progress, E.coordinator_load_in_progress),
+                (E.not_coordinator, E.not_coordinator),
+                (E.invalid_producer_id_mapping, E.invalid_producer_id_mapping),
+                (E.network_exception, E.coordinator_load_in_progress),
+            ]:
+                v.answer = code
+                assert await txn_code(c, txn_commit("g", 1, generation=3)) is answer, code
+                assert await txn_code(c, txn_commit_v4("g", -1)) is answer, code
+            assert "g" not in listed(server.broker)
