@@ -27,15 +27,17 @@ from storage.api import TopicPartition
 def parse_commits(
     broker: Broker, topics: Any
 ) -> tuple[dict[TopicPartition, ErrorCode], list[CommitRequest]]:
-    """The offsets of an OffsetCommit or TxnOffsetCommit request: unknown topics answered
-    UNKNOWN_TOPIC_OR_PARTITION at once, the rest to commit."""
+    """The offsets of an OffsetCommit or TxnOffsetCommit request: unknown topics and
+    partitions answered UNKNOWN_TOPIC_OR_PARTITION at once (Kafka's metadata cache check), the
+    rest to commit."""
     codes: dict[TopicPartition, ErrorCode] = {}
     commits = []
     for t in topics:
-        known = broker.topics.get(t.name) is not None
+        topic = broker.topics.get(t.name)
+        count = 0 if topic is None else len(topic.partitions)
         for p in t.partitions:
             tp = TopicPartition(t.name, p.partition_index)
-            if not known:
+            if not 0 <= p.partition_index < count:
                 codes[tp] = ErrorCode.unknown_topic_or_partition
                 continue
             commits.append(

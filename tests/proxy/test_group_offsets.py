@@ -1,0 +1,65 @@
+"""Committed offsets against the topics they name, over the wire (issue 23): a partition that
+does not exist is refused, and deleting a topic deletes the offsets committed for it."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import trio
+from kio.schema.errors import ErrorCode
+from kio.schema.offset_commit.v8 import request as oc
+
+from tests.proxy.harness import RawClient, connect, running_broker
+from tests.proxy.test_broker_requests import create
+from tests.proxy.test_transactions import txn_code, txn_commit
+
+E = ErrorCode
+
+
+def commit_request(group: str, topic: str, offsets: dict[int, int]) -> Any:
+    return oc.OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(
+            oc.OffsetCommitRequestTopic(
+                name=topic,
+                partitions=tuple(
+                    oc.OffsetCommitRequestPartition(
+                        partition_index=p,
+                        committed_offset=o,
+                        committed_leader_epoch=-1,
+                        committed_metadata="",
+                    )
+                    for p, o in offsets.items()
+                ),
+            ),
+        ),
+    )
+
+
+async def commit(c: RawClient, group: str, topic: str, offsets: dict[int, int]) -> dict[int, Any]:
+    resp = await c.request(commit_request(group, topic, offsets))
+    return {p.partition_index: p.error_code for p in resp.topics[0].partitions}
+
+
+async def test_commit_to_a_partition_that_does_not_exist() -> None:
+    with trio.fail_after(10):
+        async with running_broker() as (server, port), connect(port) as c:
+            assert await create(c, "in", partitions=2) == E.none
+            got = await commit(c, "g", "in", {0: 5, 1: 6, 2: 7, -1: 8})
+            assert got == {
+                0: E.none,
+                1: E.none,
+                2: E.unknown_topic_or_partition,
+                -1: (E.unknown_topic_or_partition),
+            }
+            _, fetched = server.broker.groups.fetch_offsets("g", None, False)
+            assert sorted(f.tp.partition for f in fetched) == [0, 1]
+            far = txn_commit("g", 1, topic="in")
+            t = far.topics[0]
+            p = dataclasses.replace(t.partitions[0], partition_index=9)
+            far = dataclasses.replace(far, topics=(dataclasses.replace(t, partitions=(p,)),))
+            assert await txn_code(c, far) is E.unknown_topic_or_partition
