@@ -7,22 +7,28 @@ returns values. It never awaits, reads a clock or touches storage. Requests that
 (JoinGroup until the join phase completes, SyncGroup until the leader's assignment is
 persisted) return ``Act.AWAIT_JOIN``/``Act.AWAIT_SYNC``; their answers are later put in
 ``outbox`` as ``(member id, JoinResult | SyncResult)`` for the runtime to hand to the parked
-request. The state tables live in ``coordinator.group.state``.
+request. The state tables live in ``coordinator.group.state``. ``group.max.size`` is checked
+first, as Kafka's ``acceptJoiningMember`` does.
 
 Timers are deadlines on the group, checked by ``expire(now_ms)``:
-* each member's session deadline (reset by every JoinGroup, SyncGroup and Heartbeat); a member
-  with a parked JoinGroup or SyncGroup is kept alive, as in Kafka;
-* members that got MEMBER_ID_REQUIRED (KIP-394) must rejoin within their session timeout;
-* the join phase ends at the rebalance timeout (the largest of the members'), or, for the first
-  rebalance of an Empty group, after ``group.initial.rebalance.delay.ms`` (extended by that delay
-  while new members keep arriving, never past the rebalance timeout);
+* each member's session deadline (reset by every JoinGroup, SyncGroup and Heartbeat, when the
+  join phase completes and when a parked SyncGroup is answered); a member with a parked
+  JoinGroup or SyncGroup is kept alive, as in Kafka;
+* members that got MEMBER_ID_REQUIRED (KIP-394) must rejoin within their session timeout; one
+  that does not may be the last the join phase waited for, which then completes;
+* the join phase ends when every member rejoined, or at the rebalance timeout: dynamic members
+  that did not rejoin are removed, static ones (KIP-345) stay and are listed to the leader;
+  if nobody rejoined it waits another rebalance timeout;
+* the rebalance timeout is the largest of the members'; the first rebalance of an Empty group
+  ends after ``group.initial.rebalance.delay.ms`` (extended by that delay while new members
+  keep arriving, never past the rebalance timeout);
 * after the join phase, members that do not send SyncGroup within the rebalance timeout are
   removed and the group rebalances.
 
 Persistence: the group metadata record (``GroupMetadataValue``) is written when the leader's
 assignment is accepted (before the group goes STABLE), when a join phase ends with no members
 (EMPTY, new generation) and when a static member is replaced in a STABLE group.
-``to_value``/``from_value`` convert; a group loaded from its record is STABLE with its
+``coordinator.group.group_record`` converts; a group loaded from its record is STABLE with its
 members (their session timers start at load) or EMPTY.
 
 Deliberate differences from Kafka: Kafka's 5-minute timeout for new members parked in a join
@@ -34,7 +40,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
 
@@ -46,7 +52,6 @@ from coordinator.group.members import (
     Member,
     SyncResult,
 )
-from coordinator.group.records import GroupMetadataValue, MemberMetadata
 from coordinator.group.state import (
     HEARTBEAT,
     JOIN_EXISTING,
@@ -135,7 +140,7 @@ class ClassicGroup:
 
     # -- members ----------------------------------------------------------------------------
 
-    def _add_member(self, m: Member, now_ms: int) -> None:
+    def add_member(self, m: Member, now_ms: int) -> None:
         if not self.members:
             self.protocol_type = m.protocol_type
         self.members[m.member_id] = m
@@ -169,9 +174,13 @@ class ClassicGroup:
 
     def join(self, req: JoinRequest, now_ms: int) -> JoinResult | tuple[Act, str]:
         """A JoinGroup. Returns an immediate answer, or (AWAIT_JOIN, member id) when parked."""
-        cfg = self.config
-        if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
+        if not self.config.accepts_session_timeout(req.session_timeout_ms):
             return JoinResult(E.invalid_session_timeout, req.member_id)
+        if not self._accept_joining_member(req.member_id):
+            if req.member_id in self.members:
+                self.remove_member(req.member_id)
+            self.pending_members.pop(req.member_id, None)
+            return JoinResult(E.group_max_size_reached, "")
         if self.state is S.DEAD:
             return JoinResult(E.coordinator_not_available, req.member_id)
         if not self.supports(req.protocol_type, req.protocols):
@@ -180,15 +189,26 @@ class ClassicGroup:
             return self._join_new(req, now_ms)
         return self._join_existing(req, now_ms)
 
+    def _accept_joining_member(self, member_id: str) -> bool:
+        """Kafka's acceptJoiningMember (``group.max.size``). While the group prepares a
+        rebalance, members already parked in JoinGroup are accepted and others only while fewer
+        than the maximum are parked, so a group over the maximum (after the config was lowered)
+        sheds its last rejoiners; otherwise members are accepted and new ones only while the
+        group has fewer members than the maximum."""
+        if self.state in (S.EMPTY, S.DEAD):
+            return True
+        m = self.members.get(member_id)
+        if self.state is S.PREPARING_REBALANCE:
+            parked = sum(1 for x in self.members.values() if x.awaiting_join)
+            return (m is not None and m.awaiting_join) or parked < self.config.max_size
+        return m is not None or len(self.members) < self.config.max_size
+
     def _join_new(self, req: JoinRequest, now_ms: int) -> JoinResult | tuple[Act, str]:
-        cfg = self.config
         new_id = f"{req.group_instance_id or req.client_id}-{uuid.uuid4()}"
         if req.group_instance_id is not None:
             old_id = self.static_members.get(req.group_instance_id)
             if old_id is not None:
                 return self._replace_static(old_id, new_id, req, now_ms)
-        if len(self.members) + len(self.pending_members) >= cfg.max_size:
-            return JoinResult(E.group_max_size_reached, "")
         if req.group_instance_id is None and req.require_known_member_id:
             self.pending_members[new_id] = now_ms + req.session_timeout_ms
             return JoinResult(E.member_id_required, new_id)
@@ -206,7 +226,7 @@ class ClassicGroup:
             req.protocols,
             awaiting_join=True,
         )
-        self._add_member(m, now_ms)
+        self.add_member(m, now_ms)
         self.new_member_added = True
         self._rebalance_or_complete(now_ms)
         return Act.AWAIT_JOIN, member_id
@@ -277,20 +297,15 @@ class ClassicGroup:
                 self.prepare_rebalance(now_ms)
                 return Act.AWAIT_JOIN, new_id
             self.persist_requested = True
-            result = self._current_generation(m, leader=current_leader)
-            if self.is_leader(new_id):
-                # KIP-814: the leader need not reassign; old clients see another leader id.
-                result = JoinResult(
-                    E.none,
-                    new_id,
-                    self.generation,
-                    self.protocol_type,
-                    self.protocol_name,
-                    current_leader,
-                    self._member_list(),
-                    skip_assignment=True,
-                )
-            return result
+            if req.supports_skip_assignment:
+                # KIP-814 (v9+): a rejoining leader is told it leads, with the members, and that
+                # it need not assign again
+                lead = self.is_leader(new_id)
+                result = self._current_generation(m, leader=self.leader_id or "")
+                return replace(result, skip_assignment=lead)
+            # older versions: the leader id from before the replacement and no member list, so
+            # a restarted leader acts as a follower and keeps the current assignment
+            return replace(self._current_generation(m, leader=current_leader), members=())
         m.awaiting_join = True
         if self.state is S.COMPLETING_REBALANCE:
             self.prepare_rebalance(now_ms)
@@ -316,7 +331,7 @@ class ClassicGroup:
         if self.state is S.COMPLETING_REBALANCE:
             # members parked in SyncGroup learn that the generation is over
             for mid in list(self.members):
-                self._reset_sync(mid, E.rebalance_in_progress)
+                self._reset_sync(mid, E.rebalance_in_progress, now_ms)
         self.pending_sync.clear()
         self.sync_deadline = NEVER
         initial = self.state is S.EMPTY
@@ -333,11 +348,17 @@ class ClassicGroup:
             self.join_deadline = now_ms + timeout
             self.maybe_complete_join(now_ms)
 
-    def _reset_sync(self, member_id: str, code: ErrorCode) -> None:
+    def _reset_sync(self, member_id: str, code: ErrorCode, now_ms: int) -> None:
         m = self.members.get(member_id)
         if m is not None and m.awaiting_sync:
-            m.awaiting_sync = False
-            self.outbox.append((member_id, SyncResult(code)))
+            self._answer_sync(m, SyncResult(code), now_ms)
+
+    def _answer_sync(self, m: Member, result: SyncResult, now_ms: int) -> None:
+        """Answer a parked SyncGroup; the member's session starts again from now (Kafka's
+        propagateAssignment), however long the leader took."""
+        m.awaiting_sync = False
+        m.session_deadline = now_ms + m.session_timeout_ms
+        self.outbox.append((m.member_id, result))
 
     def all_joined(self) -> bool:
         return not self.pending_members and all(m.awaiting_join for m in self.members.values())
@@ -351,11 +372,24 @@ class ClassicGroup:
             self.complete_join(now_ms)
 
     def complete_join(self, now_ms: int) -> None:
-        """End the join phase: drop members that did not rejoin, start a new generation."""
-        for mid in [k for k, m in self.members.items() if not m.awaiting_join]:
+        """End the join phase (Kafka's completeClassicGroupJoin): drop the dynamic members that
+        did not rejoin (static ones stay, KIP-345), keep or elect a leader among those that
+        did, start a new generation. If no member rejoined, wait another rebalance timeout."""
+        for mid in [
+            k
+            for k, m in self.members.items()
+            if not m.awaiting_join and m.group_instance_id is None
+        ]:
             self.remove_member(mid)
         self.pending_members.clear()
         self.join_deadline = self.initial_delay_deadline = NEVER
+        leader = self.members.get(self.leader_id or "")
+        if leader is not None and not leader.awaiting_join:
+            joined = next((k for k, m in self.members.items() if m.awaiting_join), None)
+            if joined is None:  # only silent static members: give them time to come back
+                self.join_deadline = now_ms + self.rebalance_timeout_ms
+                return
+            self.leader_id = joined
         self.generation += 1
         if not self.members:
             self.protocol_name = None
@@ -368,9 +402,10 @@ class ClassicGroup:
         self.pending_sync = set(self.members)
         self.sync_deadline = now_ms + self.rebalance_timeout_ms
         for m in self.members.values():
-            m.awaiting_join = False
+            if m.awaiting_join:
+                m.awaiting_join = False
+                self.outbox.append((m.member_id, self._current_generation(m, self.leader_id or "")))
             m.session_deadline = now_ms + m.session_timeout_ms
-            self.outbox.append((m.member_id, self._current_generation(m, self.leader_id or "")))
 
     # -- SyncGroup ----------------------------------------------------------------------------
 
@@ -409,12 +444,6 @@ class ClassicGroup:
     def _sync_result(self, m: Member) -> SyncResult:
         return SyncResult(E.none, self.protocol_type, self.protocol_name, m.assignment)
 
-    def assignment_value(
-        self, assignments: Mapping[str, bytes], wall_ms: int
-    ) -> GroupMetadataValue:
-        """The record the leader's SyncGroup writes (members missing from it get b"")."""
-        return self.to_value(wall_ms, {mid: assignments.get(mid, b"") for mid in self.members})
-
     def complete_assignment(
         self, generation: int, assignments: Mapping[str, bytes], now_ms: int
     ) -> None:
@@ -424,17 +453,16 @@ class ClassicGroup:
         for mid, m in self.members.items():
             m.assignment = assignments.get(mid, b"")
         self.transition(S.STABLE, now_ms)
-        for mid, m in self.members.items():
+        for m in self.members.values():
             if m.awaiting_sync:
-                m.awaiting_sync = False
-                self.outbox.append((mid, self._sync_result(m)))
+                self._answer_sync(m, self._sync_result(m), now_ms)
 
     def fail_assignment(self, generation: int, code: ErrorCode, now_ms: int) -> None:
         """Persisting the assignment failed: parked SyncGroups get ``code``; rebalance."""
         if self.state is not S.COMPLETING_REBALANCE or generation != self.generation:
             return
         for mid in list(self.members):
-            self._reset_sync(mid, code)
+            self._reset_sync(mid, code, now_ms)
         self.prepare_rebalance(now_ms)
 
     # -- Heartbeat, LeaveGroup ---------------------------------------------------------------
@@ -466,14 +494,20 @@ class ClassicGroup:
                 return E.fenced_instance_id
             member_id = existing
         elif member_id in self.pending_members:
-            del self.pending_members[member_id]
-            self.maybe_complete_join(now_ms)
+            self._remove_pending(member_id, now_ms)
             return E.none
         elif member_id not in self.members:
             return E.unknown_member_id
         self.remove_member(member_id)
         self._after_removal(now_ms)
         return E.none
+
+    def _remove_pending(self, member_id: str, now_ms: int) -> None:
+        """A member that got MEMBER_ID_REQUIRED left or did not come back in time (Kafka's
+        removePendingMemberAndUpdateClassicGroup): the join phase may be complete without it."""
+        del self.pending_members[member_id]
+        if self.state is S.PREPARING_REBALANCE and self.all_joined():
+            self.complete_join(now_ms)
 
     def _after_removal(self, now_ms: int) -> None:
         act = LEAVE[self.state]
@@ -500,7 +534,7 @@ class ClassicGroup:
         removed: list[str] = []
         for mid, deadline in list(self.pending_members.items()):
             if deadline <= now_ms:
-                del self.pending_members[mid]
+                self._remove_pending(mid, now_ms)
         for mid, m in list(self.members.items()):
             if m.session_deadline <= now_ms and not (m.awaiting_join or m.awaiting_sync):
                 self.remove_member(mid)
@@ -527,52 +561,3 @@ class ClassicGroup:
                     removed.append(mid)
                 self.prepare_rebalance(now_ms)
         return removed
-
-    # -- records ------------------------------------------------------------------------------
-
-    def to_value(
-        self, wall_ms: int, assignments: Mapping[str, bytes] | None = None
-    ) -> GroupMetadataValue:
-        return GroupMetadataValue(
-            protocol_type=self.protocol_type or "",
-            generation=self.generation,
-            protocol=self.protocol_name,
-            leader=self.leader_id,
-            current_state_timestamp=wall_ms,
-            members=tuple(
-                MemberMetadata(
-                    m.member_id,
-                    m.group_instance_id,
-                    m.client_id,
-                    m.client_host,
-                    m.rebalance_timeout_ms,
-                    m.session_timeout_ms,
-                    m.metadata(self.protocol_name),
-                    m.assignment if assignments is None else assignments.get(m.member_id, b""),
-                )
-                for m in self.members.values()
-            ),
-        )
-
-    @classmethod
-    def from_value(
-        cls, group_id: str, v: GroupMetadataValue, config: GroupConfig, now_ms: int
-    ) -> ClassicGroup:
-        g = cls(group_id, config, generation=v.generation, protocol_name=v.protocol)
-        g.protocol_type = v.protocol_type or None
-        for mm in v.members:
-            m = Member(
-                mm.member_id,
-                mm.group_instance_id,
-                mm.client_id,
-                mm.client_host,
-                mm.rebalance_timeout if mm.rebalance_timeout >= 0 else mm.session_timeout,
-                mm.session_timeout,
-                v.protocol_type,
-                ((v.protocol or "", mm.subscription),),
-                assignment=mm.assignment,
-            )
-            g._add_member(m, now_ms)
-        g.leader_id = v.leader if v.leader in g.members else g.leader_id
-        g.state = S.STABLE if g.members else S.EMPTY
-        return g

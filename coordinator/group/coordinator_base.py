@@ -18,6 +18,7 @@ from coordinator.group.classic import (
     JoinResult,
     SyncResult,
 )
+from coordinator.group.group_record import group_from_value, group_value
 from coordinator.group.offsets import OffsetsStore, Record
 from coordinator.group.offsets_log import OFFSETS_TOPIC, append_records, replay_partition
 from coordinator.group.records import (
@@ -119,9 +120,7 @@ class GroupCoordinatorBase:
                     self.offsets.forget_group(k.group)
                 else:
                     gv = decode_group_metadata_value(value)
-                    self.groups[k.group] = ClassicGroup.from_value(
-                        k.group, gv, self.config, self.now_ms()
-                    )
+                    self.groups[k.group] = group_from_value(k.group, gv, self.config, self.now_ms())
         except RecordFormatError as exc:
             log.warning("skipping unreadable %s record at %d: %s", OFFSETS_TOPIC, offset, exc)
 
@@ -175,7 +174,7 @@ class GroupCoordinatorBase:
     async def _write_group(self, g: ClassicGroup, value_bytes: bytes | None = None) -> None:
         key = encode_group_metadata_key(GroupMetadataKey(g.group_id))
         if value_bytes is None:
-            value_bytes = encode_group_metadata_value(g.to_value(self.wall_ms()))
+            value_bytes = encode_group_metadata_value(group_value(g, self.wall_ms()))
         async with self._write_lock:
             await self._append(g.group_id, [(key, value_bytes)])
 

@@ -20,6 +20,9 @@ class GroupConfig:
     max_session_timeout_ms: int = 1_800_000
     max_size: int = 2**31 - 1
 
+    def accepts_session_timeout(self, session_timeout_ms: int) -> bool:
+        return self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms
+
 
 @dataclass(frozen=True, slots=True)
 class JoinResult:
@@ -71,3 +74,4 @@ class JoinRequest:
     protocol_type: str
     protocols: tuple[tuple[str, bytes], ...]
     require_known_member_id: bool  # JoinGroup v4+
+    supports_skip_assignment: bool = True  # JoinGroup v9+ (KIP-814)

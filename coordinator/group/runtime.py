@@ -46,6 +46,7 @@ from coordinator.group.classic import (
     SyncResult,
 )
 from coordinator.group.coordinator_base import GroupSummary
+from coordinator.group.group_record import assignment_value
 from coordinator.group.offsets_api import OffsetsApi
 from coordinator.group.records import (
     encode_group_metadata_value,
@@ -89,6 +90,8 @@ class GroupCoordinator(OffsetsApi):
             return JoinResult(err, req.member_id)
         if not group_id:
             return JoinResult(E.invalid_group_id, req.member_id)
+        if not self.config.accepts_session_timeout(req.session_timeout_ms):
+            return JoinResult(E.invalid_session_timeout, req.member_id)  # creates no group
         g = self.groups.get(group_id)
         if g is None or g.state is GroupState.DEAD:
             if req.member_id:
@@ -137,7 +140,7 @@ class GroupCoordinator(OffsetsApi):
         )
         if outcome is Act.PERSIST_ASSIGNMENT:
             gen = g.generation
-            value = encode_group_metadata_value(g.assignment_value(assignments, self.wall_ms()))
+            value = encode_group_metadata_value(assignment_value(g, assignments, self.wall_ms()))
             try:
                 await self._write_group(g, value)
             except StorageError as exc:

@@ -43,6 +43,7 @@ async def join_group(ctx: RequestContext, req: Any) -> Any:
             protocol_type=req.protocol_type,
             protocols=tuple((p.name, p.metadata) for p in req.protocols),
             require_known_member_id=v >= 4,
+            supports_skip_assignment=v >= 9,
         ),
     )
     protocol_name = result.protocol_name

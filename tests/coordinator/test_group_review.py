@@ -5,15 +5,19 @@ offsets of deleted topics and partitions, offsets retention, refused JoinGroups.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import trio
 from kio.schema.errors import ErrorCode
 
+from coordinator.group.classic import ClassicGroup, GroupConfig, JoinRequest, JoinResult
 from coordinator.group.offsets import CommitRequest
 from coordinator.group.runtime import GroupCoordinator
+from coordinator.group.state import Act, GroupState
 from storage.api import TopicPartition
-from tests.coordinator.test_group_runtime import VALUES, join, topics
+from tests.coordinator.test_group_runtime import VALUES, join, jreq, topics
 
-E = ErrorCode
+E, S = ErrorCode, GroupState
 __all__ = ["topics"]  # the fixture
 
 
@@ -31,3 +35,152 @@ async def test_offset_commit_checks_member_then_generation_then_rebalance(
         assert await coord.commit_offsets("g", "", None, -1, ok) is E.unknown_member_id
         assert await coord.commit_offsets("g", a.member_id, None, 1, ok) is E.rebalance_in_progress
         n.cancel_scope.cancel()
+
+
+# -- the classic group, pure (every call takes now_ms) ---------------------------------------
+
+CFG = GroupConfig(initial_rebalance_delay_ms=0, min_session_timeout_ms=100)
+PROTOS = (("range", b"r"),)
+
+
+def jr(
+    member_id: str = "",
+    instance: str | None = None,
+    *,
+    session: int = 1000,
+    rebalance: int = 5000,
+    known_id: bool = False,
+    v9: bool = True,
+    protos: tuple[tuple[str, bytes], ...] = PROTOS,
+) -> JoinRequest:
+    return JoinRequest(
+        member_id, instance, "cli", "/h", session, rebalance, "consumer", protos, known_id, v9
+    )
+
+
+def parked(out: object) -> str:
+    assert isinstance(out, tuple) and out[0] is Act.AWAIT_JOIN, out
+    return out[1]
+
+
+def stabilise(g: ClassicGroup, now: int) -> None:
+    """Every member syncs; the leader's assignment is persisted."""
+    assert g.state is S.COMPLETING_REBALANCE
+    for mid in list(g.members):
+        if g.sync(mid, g.members[mid].group_instance_id, g.generation, None, None, now) is (
+            Act.PERSIST_ASSIGNMENT
+        ):
+            g.complete_assignment(g.generation, {m: m.encode() for m in g.members}, now)
+    assert g.state is S.STABLE
+    g.outbox.clear()
+
+
+def leader_and_static(
+    session: int = 10_000, leader_instance: str | None = None, cfg: GroupConfig = CFG
+) -> tuple[ClassicGroup, str, str]:
+    """A STABLE group: a leader and a static member "s"."""
+    g = ClassicGroup("g", cfg)
+    leader = parked(g.join(jr(instance=leader_instance, session=session), 0))
+    static = parked(g.join(jr(instance="s", session=session), 0))
+    parked(g.join(jr(leader, leader_instance, session=session), 0))
+    stabilise(g, 0)
+    return g, leader, static
+
+
+def test_silent_static_member_stays_in_the_group_at_join_completion() -> None:
+    g, leader, static = leader_and_static()
+    gen = g.generation
+    parked(g.join(jr(leader, session=10_000), 100))  # the leader rejoins, "s" stays silent
+    g.expire(5100)  # the rebalance timeout
+    assert g.state is S.COMPLETING_REBALANCE and g.generation == gen + 1
+    assert set(g.members) == {leader, static}
+    [(to, answer)] = g.outbox
+    assert to == leader and isinstance(answer, JoinResult)
+    assert {m[0] for m in answer.members} == {leader, static}
+    # its next heartbeat says "rejoin", not "you are gone"
+    assert g.heartbeat(static, "s", gen, 5200) is E.illegal_generation
+    again = g.join(jr(static, "s", session=10_000), 5300)
+    assert isinstance(again, JoinResult) and again.generation == gen + 1
+
+
+def test_silent_static_leader_hands_over_to_a_member_that_rejoined() -> None:
+    g, leader, static = leader_and_static(leader_instance="l")
+    parked(g.join(jr(static, "s", session=10_000, protos=(("range", b"x"),)), 100))
+    g.expire(5100)
+    assert g.state is S.COMPLETING_REBALANCE and g.leader_id == static
+    assert set(g.members) == {leader, static}
+
+
+def test_static_leader_rejoining_a_stable_group_v9_and_older() -> None:
+    g, leader, _ = leader_and_static(leader_instance="l")
+    new = g.join(jr(instance="l", session=10_000), 10)
+    assert isinstance(new, JoinResult) and new.error is E.none and new.member_id != leader
+    assert new.leader == new.member_id and new.skip_assignment
+    assert len(new.members) == 2 and g.state is S.STABLE
+
+    g, leader, _ = leader_and_static(leader_instance="l")
+    old = g.join(jr(instance="l", session=10_000, v9=False), 10)
+    assert isinstance(old, JoinResult) and old.error is E.none
+    assert old.leader == leader and old.members == () and not old.skip_assignment
+    assert g.leader_id == old.member_id and g.state is S.STABLE
+
+
+def test_session_restarts_when_a_parked_sync_is_answered() -> None:
+    g = ClassicGroup("g", CFG)
+    leader = parked(g.join(jr(), 0))
+    follower = parked(g.join(jr(), 0))
+    parked(g.join(jr(leader), 0))
+    assert g.state is S.COMPLETING_REBALANCE
+    assert g.sync(follower, None, g.generation, None, None, 10) is Act.AWAIT_SYNC
+    # the leader takes 3 s (session timeout 1 s) to send its assignment
+    assert g.sync(leader, None, g.generation, None, None, 3000) is Act.PERSIST_ASSIGNMENT
+    g.complete_assignment(g.generation, {follower: b"A"}, 3000)
+    assert g.members[follower].session_deadline == 4000
+    assert g.expire(3500) == []
+    assert g.heartbeat(follower, None, g.generation, 3500) is E.none
+
+
+def test_expired_pending_member_completes_the_join_phase() -> None:
+    g = ClassicGroup("g", CFG)
+    leader = parked(g.join(jr(), 0))
+    stabilise(g, 0)
+    required = g.join(jr(known_id=True), 100)  # KIP-394: never comes back
+    assert isinstance(required, JoinResult) and required.error is E.member_id_required
+    parked(g.join(jr(leader, protos=(("range", b"new"),)), 200))  # a rebalance starts
+    assert g.state is S.PREPARING_REBALANCE
+    assert g.next_deadline() == 1100  # the pending member's session, not the rebalance timeout
+    g.expire(1100)
+    assert g.state is S.COMPLETING_REBALANCE and list(g.members) == [leader]
+    assert [to for to, _ in g.outbox] == [leader]
+
+
+def test_group_max_size_counts_as_kafka_accept_joining_member() -> None:
+    cfg = replace(CFG, max_size=2)
+    g = ClassicGroup("g", cfg)
+    leader = parked(g.join(jr(), 0))
+    stabilise(g, 0)
+    # a pending member (MEMBER_ID_REQUIRED) does not count: Stable counts members
+    first = g.join(jr(known_id=True), 10)
+    assert isinstance(first, JoinResult) and first.error is E.member_id_required
+    second = g.join(jr(known_id=True), 10)
+    assert isinstance(second, JoinResult) and second.error is E.member_id_required
+    # PreparingRebalance counts the members parked in JoinGroup
+    b = parked(g.join(jr(first.member_id, known_id=True), 20))
+    assert g.state is S.PREPARING_REBALANCE and len(g.members) == 2  # leader not parked yet
+    c = g.join(jr(second.member_id, known_id=True), 20)
+    assert isinstance(c, tuple)  # 1 parked < 2: accepted
+    assert len(g.members) == 3
+    # now 2 are parked: the leader's rejoin is refused and it is removed
+    refused = g.join(jr(leader, known_id=True), 30)
+    assert isinstance(refused, JoinResult) and refused.error is E.group_max_size_reached
+    assert leader not in g.members and set(g.members) == {b, c[1]}
+    assert g.join(jr(known_id=True), 30) == JoinResult(E.group_max_size_reached, "")
+
+
+async def test_refused_join_creates_no_group(topics, autojump_clock) -> None:
+    coord = GroupCoordinator(topics, VALUES, lambda: 0)
+    await coord.load()
+    bad = replace(jreq(), session_timeout_ms=50)  # below group.min.session.timeout.ms
+    got = await coord.join("fresh", bad)
+    assert got.error is E.invalid_session_timeout
+    assert coord.list_groups() == [] and "fresh" not in coord.groups

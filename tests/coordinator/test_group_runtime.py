@@ -11,6 +11,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from coordinator.group.classic import JoinRequest, JoinResult
+from coordinator.group.group_record import group_value
 from coordinator.group.offsets import CommitRequest
 from coordinator.group.offsets_log import OFFSETS_TOPIC
 from coordinator.group.records import (
@@ -110,7 +111,7 @@ async def test_offsets_topic_created_lazily_and_replay_equals_live(topics, autoj
     assert fresh.offsets.committed == coord.offsets.committed
     assert fresh.offsets.fetch("simple", None) == coord.offsets.fetch("simple", None)
     assert [f.offset for f in fresh.offsets.fetch("simple", None)] == [10, 12]
-    assert fresh.groups["g1"].to_value(1) == coord.groups["g1"].to_value(1)
+    assert group_value(fresh.groups["g1"], 1) == group_value(coord.groups["g1"], 1)
     assert fresh.groups["g1"].state is GroupState.STABLE
 
 

@@ -15,6 +15,7 @@ from coordinator.group.classic import (
     JoinResult,
     SyncResult,
 )
+from coordinator.group.group_record import group_from_value, group_value
 from coordinator.group.state import VALID_PREVIOUS, Act, GroupState
 
 S, E = GroupState, ErrorCode
@@ -284,7 +285,7 @@ def test_leave_by_instance_id() -> None:
 
 def test_value_round_trip() -> None:
     g, _ids = stable()
-    v = g.to_value(123)
-    back = ClassicGroup.from_value("g", v, CFG, 0)
+    v = group_value(g, 123)
+    back = group_from_value("g", v, CFG, 0)
     assert back.state is S.STABLE and back.generation == g.generation
-    assert back.leader_id == g.leader_id and back.to_value(123) == v
+    assert back.leader_id == g.leader_id and group_value(back, 123) == v
