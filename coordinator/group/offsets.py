@@ -123,6 +123,24 @@ class OffsetsStore:
             for tp in sorted(chosen)
         ]
 
+    def topic_deleted_records(self, topic: str) -> dict[str, list[Record]]:
+        """Per group, tombstones for every partition of ``topic`` it has committed or pending
+        offsets for (Kafka's ``onPartitionsDeleted``): a topic created again under the name
+        starts with no committed offsets."""
+        tps: dict[str, set[TopicPartition]] = {}
+        for source in (self.committed, *self.pending.values()):
+            for group, offsets in source.items():
+                for tp in offsets:
+                    if tp.topic == topic:
+                        tps.setdefault(group, set()).add(tp)
+        return {
+            group: [
+                (encode_offset_commit_key(OffsetCommitKey(group, tp.topic, tp.partition)), None)
+                for tp in sorted(chosen)
+            ]
+            for group, chosen in tps.items()
+        }
+
     # -- applying records (live and at load) ------------------------------------------------
 
     def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None, offset: int) -> None:

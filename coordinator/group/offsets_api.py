@@ -214,6 +214,17 @@ class OffsetsApi(GroupCoordinatorBase):
                 return E.coordinator_not_available
         return results
 
+    async def on_topic_deleted(self, topic: str) -> None:
+        """A topic was deleted: tombstone every offset committed or pending for its partitions
+        (Kafka's GroupCoordinatorService.onPartitionsDeleted). A failed write is logged, as in
+        Kafka; the offsets then stay until the next deletion of the name or DeleteGroups."""
+        await self.loaded.wait()
+        for group, records in self.offsets.topic_deleted_records(topic).items():
+            try:
+                await self._append_and_replay(group, records)
+            except StorageError as exc:
+                log.error("group %s: deleting offsets of topic %s failed: %s", group, topic, exc)
+
     async def delete_group(self, group_id: str) -> ErrorCode:
         if (err := self._status()) is not E.none:
             return err

@@ -1,7 +1,8 @@
 """DeleteTopics (key 20), v1-5. v1: throttle time. v4: flexible. v5: error messages. v6
 (topics by id) is not advertised. A deleted topic's data is removed and its name can be
 reused at once; fetches and produces still in flight for it answer
-UNKNOWN_TOPIC_OR_PARTITION."""
+UNKNOWN_TOPIC_OR_PARTITION. The offsets groups committed for it are deleted (tombstones in
+``__consumer_offsets``), so a topic created again under the name starts with none."""
 
 from __future__ import annotations
 
@@ -29,5 +30,6 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
             )
         else:
             await broker.topics.delete(name)
+            await broker.groups.on_topic_deleted(name)  # its committed offsets go too
         results.append(b.DeletableTopicResult(name=name, error_code=code, error_message=message))
     return b.DeleteTopicsResponse(throttle_time=0, responses=tuple(results))
