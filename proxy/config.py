@@ -41,6 +41,10 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "group.max.session.timeout.ms": (int, "1800000"),
     "group.max.size": (int, "2147483647"),
     "offsets.topic.num.partitions": (int, "50"),
+    # Offsets retention (coordinator/group/offsets_api.py): an offset expires this long after
+    # its commit (simple groups), or after its group became Empty; checked every interval.
+    "offsets.retention.minutes": (int, "10080"),
+    "offsets.retention.check.interval.ms": (int, "600000"),
     # The transaction coordinator (coordinator/txn/runtime.py, spec eos.md §4.12).
     "transaction.state.log.num.partitions": (int, "50"),
     "transaction.max.timeout.ms": (int, "900000"),
@@ -168,6 +172,8 @@ def resolve_values(
         raise ConfigError("num.partitions must be >= 1")
     for name in (
         "offsets.topic.num.partitions",
+        "offsets.retention.minutes",
+        "offsets.retention.check.interval.ms",
         "transaction.state.log.num.partitions",
         "transaction.max.timeout.ms",
         "transactional.id.expiration.ms",

@@ -86,7 +86,7 @@ class ClassicGroup:
     initial_delay_left_ms: int = 0
     new_member_added: bool = False
     sync_deadline: int = NEVER
-    state_timestamp_ms: int = -1
+    state_timestamp_ms: int | None = None  # monotonic; None: unknown
     outbox: list[tuple[str, JoinResult | SyncResult]] = field(default_factory=list)
     persist_requested: bool = False  # the runtime must write the group's record
 

@@ -73,6 +73,10 @@ class GroupCoordinatorBase:
             max_session_timeout_ms=values["group.max.session.timeout.ms"],
             max_size=values["group.max.size"],
         )
+        self.offsets_retention_ms: int = values.get("offsets.retention.minutes", 10080) * 60_000
+        self.offsets_retention_check_ms: int = values.get(
+            "offsets.retention.check.interval.ms", 600_000
+        )
         self.wall_ms = wall_ms
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetsStore()
@@ -120,7 +124,11 @@ class GroupCoordinatorBase:
                     self.offsets.forget_group(k.group)
                 else:
                     gv = decode_group_metadata_value(value)
-                    self.groups[k.group] = group_from_value(k.group, gv, self.config, self.now_ms())
+                    g = group_from_value(k.group, gv, self.config, self.now_ms())
+                    if gv.current_state_timestamp >= 0:  # wall clock -> the group's monotonic
+                        shift = self.wall_ms() - self.now_ms()
+                        g.state_timestamp_ms = gv.current_state_timestamp - shift
+                    self.groups[k.group] = g
         except RecordFormatError as exc:
             log.warning("skipping unreadable %s record at %d: %s", OFFSETS_TOPIC, offset, exc)
 

@@ -23,8 +23,10 @@ TxnOffsetCommit (``GroupCoordinator.txn_commit_offsets``) and the markers the tr
 coordinator writes through ``Broker.write_txn_marker`` drive them live; the replay of the
 offsets topic drives them at load (transactional batches -> pending, markers -> complete).
 
-Deliberate differences from Kafka: no offset expiry (``offsets.retention.minutes``) yet; offsets
-of a group stay until OffsetDelete or DeleteGroups removes them.
+Offsets retention (``offsets.retention.minutes``): ``expired_records`` decides, the runtime runs
+it every ``offsets.retention.check.interval.ms`` (coordinator/group/offsets_api.py). Deliberate
+difference from Kafka: an Empty group with pending transactional offsets and no committed ones
+is kept until its transaction ends (Kafka deletes it and lets the marker recreate offsets).
 """
 
 from __future__ import annotations
@@ -140,6 +142,31 @@ class OffsetsStore:
             ]
             for group, chosen in tps.items()
         }
+
+    def expired_records(
+        self,
+        group: str,
+        base_ms: Callable[[OffsetAndMetadata], int],
+        subscribed: set[str],
+        now_ms: int,
+        retention_ms: int,
+    ) -> tuple[list[Record], bool]:
+        """Offsets retention for one group (Kafka's ``cleanupExpiredOffsets``): tombstones for
+        the offsets of topics the group does not subscribe to whose ``base_ms`` is at least
+        ``retention_ms`` old and that have no pending transactional offset; and whether the
+        group is left with no offsets at all (then an Empty group may be deleted)."""
+        records: list[Record] = []
+        all_gone = True
+        for tp, om in sorted(self.committed.get(group, {}).items()):
+            if tp.topic in subscribed:
+                all_gone = False
+            elif now_ms - base_ms(om) >= retention_ms and not self.has_pending(group, tp):
+                key = OffsetCommitKey(group, tp.topic, tp.partition)
+                records.append((encode_offset_commit_key(key), None))
+            else:
+                all_gone = False
+        pending = any(by_group.get(group) for by_group in self.pending.values())
+        return records, all_gone and not pending
 
     # -- applying records (live and at load) ------------------------------------------------
 

@@ -1,5 +1,13 @@
 """The offset APIs of the group coordinator: OffsetCommit, TxnOffsetCommit, OffsetFetch,
-OffsetDelete, DeleteGroups (see ``coordinator.group.runtime`` for the theory of operation)."""
+OffsetDelete, DeleteGroups, the offsets of deleted topics, and offsets retention (see
+``coordinator.group.runtime`` for the theory of operation).
+
+Offsets retention follows Kafka's: every ``offsets.retention.check.interval.ms`` the runtime
+calls ``expire_offsets``, which tombstones each offset whose retention
+(``offsets.retention.minutes``) has run out -- counted from the commit for simple groups and
+for unsubscribed topics of Stable "consumer" groups, from when the group became Empty for Empty
+groups, never while a transactional offset is pending for the partition -- and deletes Empty
+groups left with no offsets (and no pending ones). Groups rebalancing keep their offsets."""
 
 from __future__ import annotations
 
@@ -12,12 +20,18 @@ from coordinator.group.classic import (
     ClassicGroup,
 )
 from coordinator.group.coordinator_base import GroupCoordinatorBase
-from coordinator.group.offsets import CommitRequest, FetchedOffset, OffsetsStore
+from coordinator.group.offsets import (
+    CommitRequest,
+    FetchedOffset,
+    OffsetAndMetadata,
+    OffsetsStore,
+)
 from coordinator.group.records import (
     GroupMetadataKey,
     encode_group_metadata_key,
 )
 from coordinator.group.state import GroupState
+from coordinator.group.subscriptions import subscribed_topics
 from storage.api import StorageError, TopicPartition
 from wire.records import (
     Record as BatchRecord,
@@ -48,6 +62,24 @@ TXN_VERIFY_ERRORS = {
     E.not_leader_or_follower: E.not_coordinator,
     E.kafka_storage_error: E.not_coordinator,
 }
+
+
+def expiry_base(g: ClassicGroup, wall_shift_ms: int) -> Callable[[OffsetAndMetadata], int] | None:
+    """Kafka's ``ClassicGroup.offsetExpirationCondition``: from when an offset's retention
+    runs (wall-clock ms), or None if the group's offsets do not expire now. A simple group
+    (no protocol type): from each commit. An Empty group: from when it became Empty (its state
+    timestamp, kept on the monotonic clock, so shifted by ``wall_shift_ms``; the commit time if
+    unknown). A Stable "consumer" group: from each commit, for topics it does not subscribe to."""
+    if g.protocol_type is None:
+        return lambda om: om.commit_timestamp
+    if g.state is S.EMPTY:
+        if g.state_timestamp_ms is None:
+            return lambda om: om.commit_timestamp
+        since = g.state_timestamp_ms + wall_shift_ms
+        return lambda om: since
+    if g.state is S.STABLE and subscribed_topics(g) is not None:
+        return lambda om: om.commit_timestamp
+    return None
 
 
 def validate_offset_commit(
@@ -224,6 +256,44 @@ class OffsetsApi(GroupCoordinatorBase):
                 await self._append_and_replay(group, records)
             except StorageError as exc:
                 log.error("group %s: deleting offsets of topic %s failed: %s", group, topic, exc)
+
+    async def expire_offsets(self) -> int:
+        """One offsets-retention pass (Kafka's ``cleanupGroupMetadata``): tombstone expired
+        offsets, and delete Empty groups left with none. Each group is decided and written
+        under the write lock, so a commit cannot slip in between. Returns the records written."""
+        if self._status() is not E.none:
+            return 0
+        written = 0
+        for group_id in list(self.groups):
+            async with self._write_lock:
+                g = self.groups.get(group_id)
+                if g is None or g.state is S.DEAD:
+                    continue
+                now = self.wall_ms()
+                base = expiry_base(g, now - self.now_ms())
+                if base is None:
+                    continue
+                subscribed = subscribed_topics(g) or set()
+                records, all_gone = self.offsets.expired_records(
+                    group_id, base, subscribed, now, self.offsets_retention_ms
+                )
+                delete = all_gone and g.state is S.EMPTY
+                if delete:
+                    records.append((encode_group_metadata_key(GroupMetadataKey(group_id)), None))
+                if not records:
+                    continue
+                try:
+                    at = await self._append(group_id, records)
+                except StorageError as exc:
+                    log.error("group %s: offsets retention failed: %s", group_id, exc)
+                    continue
+                for i, (k, v) in enumerate(records):
+                    self.replay(k, v, at + i)
+                if delete:
+                    g.state = S.DEAD
+                    log.info("group %s: deleted (Empty, no offsets left)", group_id)
+                written += len(records)
+        return written
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         if (err := self._status()) is not E.none:

@@ -13,7 +13,9 @@ classic group protocol and the timers).
   join, sync and initial-delay timer in tests. Record timestamps (commit time, state time) are
   wall-clock (``wall_ms``).
 * Timers: one background task sleeps until the earliest group deadline or until a request
-  changes some deadline (``_wake``), then lets each group expire what is due.
+  changes some deadline (``_wake``), then lets each group expire what is due; every
+  ``offsets.retention.check.interval.ms`` it also runs offsets retention
+  (``OffsetsApi.expire_offsets``).
 * Parked JoinGroup/SyncGroup: a request waits on a ``trio.Event`` for its (group, member,
   kind) key; the group's ``outbox`` answers are moved to a mailbox and the event set.
 * Writes: every change is appended to the group's partition of ``__consumer_offsets``
@@ -69,13 +71,19 @@ class GroupCoordinator(OffsetsApi):
     async def run(self) -> None:
         """Load the offsets topic, then run the group timers until cancelled."""
         await self.load()
+        retention_due = self.now_ms() + self.offsets_retention_check_ms
         while True:
             deadline = min((g.next_deadline() for g in self.groups.values()), default=NEVER)
+            deadline = min(deadline, retention_due)
             at = math.inf if deadline >= NEVER else (deadline + 1) / 1000
             with trio.move_on_at(at):
                 await self._wake.wait()
             self._wake = trio.Event()
             now = self.now_ms()
+            if retention_due <= now:
+                retention_due = now + self.offsets_retention_check_ms
+                if written := await self.expire_offsets():
+                    log.info("offsets retention: %d tombstone(s) written", written)
             for g in list(self.groups.values()):
                 if g.next_deadline() <= now:
                     removed = g.expire(now)

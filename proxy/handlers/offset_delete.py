@@ -15,27 +15,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coordinator.group.classic import ClassicGroup
+from coordinator.group.subscriptions import CONSUMER_PROTOCOL_TYPE, subscription_topics
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.api import TopicPartition
 
 
-def subscription_topics(metadata: bytes) -> list[str]:
-    """The topics of a ConsumerProtocolSubscription (any version: they come first)."""
-    pos = 2  # int16 version
-    (count,) = struct.unpack_from(">i", metadata, pos)
-    pos += 4
-    topics = []
-    for _ in range(max(count, 0)):
-        (n,) = struct.unpack_from(">h", metadata, pos)
-        pos += 2
-        topics.append(metadata[pos : pos + n].decode())
-        pos += n
-    return topics
-
-
 def subscribed(g: ClassicGroup) -> set[str] | None:
-    if g.protocol_type != "consumer":
+    if g.protocol_type != CONSUMER_PROTOCOL_TYPE:
         return None
     topics: set[str] = set()
     for m in g.members.values():

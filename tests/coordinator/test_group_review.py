@@ -5,7 +5,9 @@ offsets of deleted topics and partitions, offsets retention, refused JoinGroups.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import replace
+from typing import Any
 
 import trio
 from kio.schema.errors import ErrorCode
@@ -15,6 +17,7 @@ from coordinator.group.offsets import CommitRequest
 from coordinator.group.runtime import GroupCoordinator
 from coordinator.group.state import Act, GroupState
 from storage.api import TopicPartition
+from storage.topics import TopicManager
 from tests.coordinator.test_group_runtime import VALUES, join, jreq, topics
 
 E, S = ErrorCode, GroupState
@@ -184,3 +187,82 @@ async def test_refused_join_creates_no_group(topics, autojump_clock) -> None:
     got = await coord.join("fresh", bad)
     assert got.error is E.invalid_session_timeout
     assert coord.list_groups() == [] and "fresh" not in coord.groups
+
+
+def subscription(*topics: str) -> bytes:
+    """A ConsumerProtocolSubscription v0."""
+    out = struct.pack(">hi", 0, len(topics))
+    for t in topics:
+        out += struct.pack(">h", len(t)) + t.encode()
+    return out + struct.pack(">i", -1)
+
+
+async def test_offsets_retention(topics: TopicManager, autojump_clock: Any) -> None:
+    values = {
+        **VALUES,
+        "offsets.retention.minutes": 1,
+        "offsets.retention.check.interval.ms": 1000,
+    }
+    epoch = 1_700_000_000_000
+    coord = GroupCoordinator(topics, values, lambda: epoch + int(trio.current_time() * 1000))
+    await coord.load()
+    t0 = TopicPartition("t", 0)
+    t1 = TopicPartition("t", 1)
+
+    def offsets(group: str) -> dict[TopicPartition, int]:
+        return {f.tp: f.offset for f in coord.offsets.fetch(group, None)}
+
+    def listed() -> set[str]:
+        groups = coord.list_groups()
+        assert not isinstance(groups, ErrorCode)
+        return {g.group_id for g in groups}
+
+    async with trio.open_nursery() as n:
+        n.start_soon(coord.run)
+        start = trio.current_time()
+        await coord.commit_offsets("simple", "", None, -1, [CommitRequest(t0, 1, -1, None)])
+        await coord.commit_offsets("old", "", None, -1, [CommitRequest(t0, 2, -1, None)])
+        # a Stable consumer group subscribed to "t" keeps its offsets however old
+        member = replace(
+            jreq(),
+            protocols=(("range", subscription("t")),),
+            require_known_member_id=False,
+            session_timeout_ms=60_000,
+        )
+        first = await coord.join("live", member)
+        await coord.sync("live", first.member_id, None, 1, None, None, {})
+        assert await coord.commit_offsets(
+            "live", first.member_id, None, 1, [CommitRequest(t0, 3, -1, None)]
+        ) == {t0: E.none}
+        # a consumer group that becomes Empty at 30 s: its offsets run from then
+        other = await coord.join("left", member)
+        await coord.sync("left", other.member_id, None, 1, None, None, {})
+        await coord.commit_offsets(
+            "left", other.member_id, None, 1, [CommitRequest(t0, 4, -1, None)]
+        )
+        await trio.sleep(20)
+        # a commit 20 s in keeps "old" partly alive: t-1 is 40 s younger than t-0
+        await coord.commit_offsets("old", "", None, -1, [CommitRequest(t1, 5, -1, None)])
+        await trio.sleep(10)
+        assert await coord.leave("left", [(other.member_id, None)]) == [E.none]
+        while trio.current_time() - start < 58:  # "live" heartbeats
+            await trio.sleep(1)
+            assert await coord.heartbeat("live", first.member_id, None, 1) is E.none
+        assert offsets("simple") == {t0: 1} and offsets("old") == {t0: 2, t1: 5}
+        await trio.sleep(3)  # 61 s: the commits of 0 s expired
+        assert offsets("simple") == {} and "simple" not in listed()
+        assert offsets("old") == {t1: 5} and "old" in listed()
+        assert offsets("left") == {t0: 4}  # Empty for 31 s only
+        assert offsets("live") == {t0: 3}
+        await trio.sleep(30)  # 91 s
+        assert offsets("old") == {} and offsets("left") == {}
+        assert listed() == {"live"}
+        n.cancel_scope.cancel()
+    fresh = GroupCoordinator(topics, values, lambda: 0)
+    await fresh.load()  # the tombstones are in the log
+    assert set(fresh.groups) == {"live"}
+    assert {g: fresh.offsets.fetch(g, None) for g in ("simple", "old", "left")} == {
+        "simple": [],
+        "old": [],
+        "left": [],
+    }
