@@ -31,7 +31,7 @@ from coordinator.group.records import (
     encode_group_metadata_key,
 )
 from coordinator.group.state import GroupState
-from coordinator.group.subscriptions import subscribed_topics
+from coordinator.group.subscriptions import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from storage.api import StorageError, TopicPartition
 from wire.records import (
     Record as BatchRecord,
@@ -218,13 +218,12 @@ class OffsetsApi(GroupCoordinatorBase):
         return E.none, self.offsets.fetch(group_id, tps, require_stable)
 
     async def delete_offsets(
-        self,
-        group_id: str,
-        tps: list[TopicPartition],
-        subscribed: Callable[[ClassicGroup], set[str] | None],
+        self, group_id: str, tps: list[TopicPartition]
     ) -> ErrorCode | dict[TopicPartition, ErrorCode]:
-        """OffsetDelete. ``subscribed`` names the topics a non-empty group consumes (None: the
-        group's protocol is not understood, so nothing may be deleted)."""
+        """OffsetDelete. An Empty group may delete any of its offsets; one with members only
+        those of topics it does not subscribe to, and only if it is a "consumer" group
+        (NON_EMPTY_GROUP otherwise). Members whose subscription does not parse make every topic
+        subscribed (Kafka's isSubscribedToTopic)."""
         if (err := self._status()) is not E.none:
             return err
         g = self.groups.get(group_id)
@@ -232,10 +231,10 @@ class OffsetsApi(GroupCoordinatorBase):
             return E.group_id_not_found
         topics: set[str] = set()
         if g.state is not GroupState.EMPTY:
-            found = subscribed(g)
-            if found is None:
+            if g.protocol_type != CONSUMER_PROTOCOL_TYPE:
                 return E.non_empty_group
-            topics = found
+            found = subscribed_topics(g)
+            topics = found if found is not None else {tp.topic for tp in tps}
         results = {tp: E.group_subscribed_to_topic if tp.topic in topics else E.none for tp in tps}
         deletable = [tp for tp, code in results.items() if code is E.none]
         records = self.offsets.delete_records(group_id, deletable)

@@ -3,41 +3,27 @@
 Group missing (or dead): GROUP_ID_NOT_FOUND. An Empty group may delete any of its offsets. A
 group with members may delete offsets only of topics none of its members subscribes to
 (GROUP_SUBSCRIBED_TO_TOPIC per partition otherwise); the subscriptions are read from the
-members' "consumer" protocol metadata, and a non-empty group of another protocol type answers
+members' "consumer" protocol metadata (coordinator/group/subscriptions.py; one that does not
+parse makes every topic subscribed), and a non-empty group of another protocol type answers
 NON_EMPTY_GROUP, as in Kafka.
 """
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.group.classic import ClassicGroup
-from coordinator.group.subscriptions import CONSUMER_PROTOCOL_TYPE, subscription_topics
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.api import TopicPartition
-
-
-def subscribed(g: ClassicGroup) -> set[str] | None:
-    if g.protocol_type != CONSUMER_PROTOCOL_TYPE:
-        return None
-    topics: set[str] = set()
-    for m in g.members.values():
-        try:
-            topics.update(subscription_topics(m.metadata(g.protocol_name)))
-        except (struct.error, UnicodeDecodeError):
-            continue
-    return topics
 
 
 @handler(api_key=47, versions=(0, 0))
 async def offset_delete(ctx: RequestContext, req: Any) -> Any:
     b = ctx.b
     tps = [TopicPartition(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    result = await ctx.broker.groups.delete_offsets(req.group_id, tps, subscribed)
+    result = await ctx.broker.groups.delete_offsets(req.group_id, tps)
     if isinstance(result, ErrorCode):
         return b.OffsetDeleteResponse(error_code=result, throttle_time=0, topics=())
     return b.OffsetDeleteResponse(

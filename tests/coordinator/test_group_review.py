@@ -266,3 +266,18 @@ async def test_offsets_retention(topics: TopicManager, autojump_clock: Any) -> N
         "old": [],
         "left": [],
     }
+
+
+async def test_offset_delete_of_a_group_with_members(topics, autojump_clock) -> None:
+    """Only topics nobody subscribes to; a subscription that does not parse covers them all."""
+    coord = GroupCoordinator(topics, VALUES, lambda: 0)
+    await coord.load()
+    t0, u0 = TopicPartition("t", 0), TopicPartition("u", 0)
+    for group, metadata in (("parsed", subscription("t")), ("opaque", b"m")):
+        member = replace(jreq(), protocols=(("range", metadata),), require_known_member_id=False)
+        first = await coord.join(group, member)
+        await coord.sync(group, first.member_id, None, 1, None, None, {})
+        assert await coord.delete_offsets(group, [t0, u0]) == {
+            t0: E.group_subscribed_to_topic,
+            u0: E.none if group == "parsed" else E.group_subscribed_to_topic,
+        }

@@ -105,7 +105,7 @@ async def test_offsets_topic_created_lazily_and_replay_equals_live(topics, autoj
         assert await coord.commit_offsets("simple", "", None, -1, simple) == {
             c.tp: E.none for c in simple
         }
-        assert await coord.delete_offsets("simple", [TopicPartition("t", 1)], lambda g: set())
+        assert await coord.delete_offsets("simple", [TopicPartition("t", 1)])
         n.cancel_scope.cancel()
     assert topics.get(OFFSETS_TOPIC) is not None
     fresh = GroupCoordinator(topics, VALUES, lambda: 1000)

@@ -4,14 +4,12 @@ it, also after a restart."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 import trio
 from kio.schema.delete_topics.v5.request import DeleteTopicsRequest
 from kio.schema.errors import ErrorCode
-from kio.schema.offset_commit.v8 import request as oc
 
 from proxy.broker import Broker
 from tests.proxy.harness import RawClient, connect, running_broker
@@ -20,6 +18,7 @@ from tests.proxy.test_transactions import (
     MS,
     P1,
     allow_offsets,
+    commit_request,
     fetch_offset,
     group_marker,
     install,
@@ -28,29 +27,6 @@ from tests.proxy.test_transactions import (
 )
 
 E = ErrorCode
-
-
-def commit_request(group: str, topic: str, offsets: dict[int, int]) -> Any:
-    return oc.OffsetCommitRequest(
-        group_id=group,
-        generation_id_or_member_epoch=-1,
-        member_id="",
-        group_instance_id=None,
-        topics=(
-            oc.OffsetCommitRequestTopic(
-                name=topic,
-                partitions=tuple(
-                    oc.OffsetCommitRequestPartition(
-                        partition_index=p,
-                        committed_offset=o,
-                        committed_leader_epoch=-1,
-                        committed_metadata="",
-                    )
-                    for p, o in offsets.items()
-                ),
-            ),
-        ),
-    )
 
 
 async def commit(c: RawClient, group: str, topic: str, offsets: dict[int, int]) -> dict[int, Any]:
@@ -71,10 +47,7 @@ async def test_commit_to_a_partition_that_does_not_exist() -> None:
             }
             _, fetched = server.broker.groups.fetch_offsets("g", None, False)
             assert sorted(f.tp.partition for f in fetched) == [0, 1]
-            far = txn_commit("g", 1, topic="in")
-            t = far.topics[0]
-            p = dataclasses.replace(t.partitions[0], partition_index=9)
-            far = dataclasses.replace(far, topics=(dataclasses.replace(t, partitions=(p,)),))
+            far = txn_commit("g", 1, topic="in", partition=9)
             assert await txn_code(c, far) is E.unknown_topic_or_partition
 
 

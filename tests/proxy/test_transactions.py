@@ -6,6 +6,8 @@ TxnOffsetCommit and OffsetFetch RequireStable, and the offsets rebuilt after a r
 from __future__ import annotations
 
 import datetime
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from kio.schema.produce.v9 import request as pr
 from kio.schema.produce.v11 import request as pr11
 from kio.schema.txn_offset_commit.v0 import request as toc0
 from kio.schema.txn_offset_commit.v3 import request as toc
+from kio.schema.txn_offset_commit.v4 import request as toc4
 
 from coordinator.group.records import partition_for
 from proxy.broker import Broker
@@ -54,6 +57,14 @@ def install(broker: Broker) -> Verifier:
     v = Verifier()
     broker.txn_verifier = v
     return v
+
+
+@asynccontextmanager
+async def txn_broker(topic: str = "in") -> AsyncIterator[tuple[Broker, RawClient, Verifier]]:
+    """A running broker with ``topic`` created and a test verifier installed."""
+    async with running_broker() as (server, port), connect(port) as c:
+        assert await create(c, topic) == E.none
+        yield server.broker, c, install(server.broker)
 
 
 def tbatch(pid: int, seq: int, n: int = 1, *, epoch: int = 0, ts: int = TS) -> bytes:
@@ -267,8 +278,12 @@ def txn_commit(
     generation: int = -1,
     member: str = "",
     topic: str = "in",
+    partition: int = 0,
+    v4: bool = False,
 ) -> Any:
-    return toc.TxnOffsetCommitRequest(
+    """A TxnOffsetCommit v3 (v4 with ``v4``) of one offset."""
+    schema = toc4 if v4 else toc
+    return schema.TxnOffsetCommitRequest(
         transactional_id=TXN,
         group_id=group,
         producer_id=pid,
@@ -277,11 +292,11 @@ def txn_commit(
         member_id=member,
         group_instance_id=None,
         topics=(
-            toc.TxnOffsetCommitRequestTopic(
+            schema.TxnOffsetCommitRequestTopic(
                 name=topic,
                 partitions=(
-                    toc.TxnOffsetCommitRequestPartition(
-                        partition_index=0,
+                    schema.TxnOffsetCommitRequestPartition(
+                        partition_index=partition,
                         committed_offset=offset,
                         committed_leader_epoch=-1,
                         committed_metadata="m",
@@ -314,28 +329,32 @@ async def fetch_offset(
     return p.committed_offset, p.error_code
 
 
-async def plain_commit(c: RawClient, group: str, offset: int) -> None:
-    resp = await c.request(
-        oc.OffsetCommitRequest(
-            group_id=group,
-            generation_id_or_member_epoch=-1,
-            member_id="",
-            group_instance_id=None,
-            topics=(
-                oc.OffsetCommitRequestTopic(
-                    name="in",
-                    partitions=(
-                        oc.OffsetCommitRequestPartition(
-                            partition_index=0,
-                            committed_offset=offset,
-                            committed_leader_epoch=-1,
-                            committed_metadata="",
-                        ),
-                    ),
+def commit_request(group: str, topic: str, offsets: dict[int, int]) -> Any:
+    """An OffsetCommit v8 of a simple consumer (generation -1)."""
+    return oc.OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(
+            oc.OffsetCommitRequestTopic(
+                name=topic,
+                partitions=tuple(
+                    oc.OffsetCommitRequestPartition(
+                        partition_index=p,
+                        committed_offset=o,
+                        committed_leader_epoch=-1,
+                        committed_metadata="",
+                    )
+                    for p, o in offsets.items()
                 ),
             ),
-        )
+        ),
     )
+
+
+async def plain_commit(c: RawClient, group: str, offset: int) -> None:
+    resp = await c.request(commit_request(group, "in", {0: offset}))
     assert resp.topics[0].partitions[0].error_code is E.none
 
 

@@ -11,7 +11,6 @@ from typing import Any
 import trio
 from kio.schema.delete_groups.v2 import request as dg
 from kio.schema.errors import ErrorCode
-from kio.schema.txn_offset_commit.v4 import request as toc4
 
 from coordinator.group.offsets_log import OFFSETS_TOPIC
 from coordinator.group.records import decode_key
@@ -20,12 +19,12 @@ from tests.proxy.harness import RawClient, connect, running_broker
 from tests.proxy.test_broker_requests import create
 from tests.proxy.test_transactions import (
     P1,
-    TXN,
     allow_offsets,
     fetch_offset,
     group_marker,
     install,
     plain_commit,
+    txn_broker,
     txn_code,
     txn_commit,
 )
@@ -103,37 +102,14 @@ async def test_deleted_group_pending_offsets_stay_deleted_after_compaction_and_r
             assert await offsets_records_of(b, "g") == 0
 
 
-def txn_commit_v4(group: str, generation: int, pid: int = P1, epoch: int = 0) -> Any:
-    return toc4.TxnOffsetCommitRequest(
-        transactional_id=TXN,
-        group_id=group,
-        producer_id=pid,
-        producer_epoch=epoch,
-        generation_id=generation,
-        member_id="m" if generation >= 0 else "",
-        group_instance_id=None,
-        topics=(
-            toc4.TxnOffsetCommitRequestTopic(
-                name="in",
-                partitions=(
-                    toc4.TxnOffsetCommitRequestPartition(
-                        partition_index=0,
-                        committed_offset=1,
-                        committed_leader_epoch=-1,
-                        committed_metadata="",
-                    ),
-                ),
-            ),
-        ),
-    )
+def txn_commit_v4(group: str, generation: int, pid: int = P1) -> Any:
+    member = "m" if generation >= 0 else ""
+    return txn_commit(group, 1, pid=pid, generation=generation, member=member, v4=True)
 
 
 async def test_transaction_checked_before_the_group_and_refusals_create_nothing() -> None:
     with trio.fail_after(10):
-        async with running_broker() as (server, port), connect(port) as c:
-            assert await create(c, "in") == E.none
-            b = server.broker
-            v = install(b)
+        async with txn_broker() as (b, c, v):
             # AddOffsetsToTxn missing: refused before any group check, nothing created
             assert await txn_code(c, txn_commit("simple", 1)) is E.invalid_txn_state
             assert await txn_code(c, txn_commit_v4("simple", -1)) is E.transaction_abortable
@@ -152,10 +128,7 @@ async def test_transaction_checked_before_the_group_and_refusals_create_nothing(
 
 async def test_zombie_producer_is_fenced_not_told_illegal_generation() -> None:
     with trio.fail_after(10):
-        async with running_broker() as (server, port), connect(port) as c:
-            assert await create(c, "in") == E.none
-            b = server.broker
-            v = install(b)
+        async with txn_broker() as (b, c, v):
             allow_offsets(b, v, "g")
             assert await txn_code(c, txn_commit("g", 1)) is E.none  # group "g" exists now
             # the transaction coordinator bumped the epoch: the zombie's stale generation and
@@ -171,9 +144,7 @@ async def test_zombie_producer_is_fenced_not_told_illegal_generation() -> None:
 
 async def test_transaction_check_errors_come_back_unchanged() -> None:
     with trio.fail_after(10):
-        async with running_broker() as (server, port), connect(port) as c:
-            assert await create(c, "in") == E.none
-            v = install(server.broker)
+        async with txn_broker() as (b, c, v):
             for code, answer in [
                 (E.concurrent_transactions, E.concurrent_transactions),
                 (E.coordinator_load_in_progress, E.coordinator_load_in_progress),
@@ -184,4 +155,4 @@ async def test_transaction_check_errors_come_back_unchanged() -> None:
                 v.answer = code
                 assert await txn_code(c, txn_commit("g", 1, generation=3)) is answer, code
                 assert await txn_code(c, txn_commit_v4("g", -1)) is answer, code
-            assert "g" not in listed(server.broker)
+            assert "g" not in listed(b)
