@@ -203,7 +203,8 @@ class OffsetsApi(GroupCoordinatorBase):
                     return TXN_VERIFY_ERRORS.get(appended, appended)
                 for i, (k, v) in enumerate(records):
                     self.replay(k, v, appended[0] + i, producer_id)
-                if g is None or g.state is GroupState.DEAD:
+                now_g = self.groups.get(group_id)  # a JoinGroup may have created it meanwhile
+                if now_g is None or now_g.state is GroupState.DEAD:
                     self.groups[group_id] = ClassicGroup(group_id, self.config)  # a simple group
         except StorageError as exc:
             log.error("group %s: transactional offset commit failed: %s", group_id, exc)
