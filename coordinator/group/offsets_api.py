@@ -25,6 +25,7 @@ from coordinator.group.offsets import (
     FetchedOffset,
     OffsetAndMetadata,
     OffsetsStore,
+    Record,
 )
 from coordinator.group.records import (
     GroupMetadataKey,
@@ -277,37 +278,58 @@ class OffsetsApi(GroupCoordinatorBase):
                 records, all_gone = self.offsets.expired_records(
                     group_id, base, subscribed, now, self.offsets_retention_ms
                 )
-                delete = all_gone and g.state is S.EMPTY
-                if delete:
+                if all_gone and g.state is S.EMPTY:
                     records.append((encode_group_metadata_key(GroupMetadataKey(group_id)), None))
-                if not records:
-                    continue
-                try:
-                    at = await self._append(group_id, records)
-                except StorageError as exc:
-                    log.error("group %s: offsets retention failed: %s", group_id, exc)
-                    continue
-                for i, (k, v) in enumerate(records):
-                    self.replay(k, v, at + i)
-                if delete:
-                    g.state = S.DEAD
+                    try:
+                        await self._write_group_deletion(g, records)
+                    except StorageError as exc:
+                        log.error("group %s: offsets retention failed: %s", group_id, exc)
+                        continue
                     log.info("group %s: deleted (Empty, no offsets left)", group_id)
+                elif records:
+                    try:
+                        at = await self._append(group_id, records)
+                    except StorageError as exc:
+                        log.error("group %s: offsets retention failed: %s", group_id, exc)
+                        continue
+                    for i, (k, v) in enumerate(records):
+                        self.replay(k, v, at + i)
                 written += len(records)
         return written
 
     async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of one group: decided and written under the write lock, so an offset
+        committed meanwhile cannot outlive the group."""
         if (err := self._status()) is not E.none:
             return err
-        g = self.groups.get(group_id)
-        if g is None or g.state is GroupState.DEAD:
-            return E.group_id_not_found
-        if g.state is not GroupState.EMPTY:
-            return E.non_empty_group
-        records = self.offsets.delete_records(group_id)
-        records.append((encode_group_metadata_key(GroupMetadataKey(group_id)), None))
-        try:
-            await self._append_and_replay(group_id, records)
-        except StorageError:
-            return E.coordinator_not_available
-        g.state = GroupState.DEAD
+        async with self._write_lock:
+            g = self.groups.get(group_id)
+            if g is None or g.state is GroupState.DEAD:
+                return E.group_id_not_found
+            if g.state is not GroupState.EMPTY:
+                return E.non_empty_group
+            records = self.offsets.delete_records(group_id)
+            records.append((encode_group_metadata_key(GroupMetadataKey(group_id)), None))
+            try:
+                await self._write_group_deletion(g, records)
+            except StorageError:
+                return E.coordinator_not_available
         return E.none
+
+    async def _write_group_deletion(self, g: ClassicGroup, records: list[Record]) -> None:
+        """Append ``records`` (the group's offset tombstones, then its own) and drop the group;
+        call with the write lock held. The group is DEAD while the write is in flight, so a
+        JoinGroup arriving meanwhile starts a new group, as it would after the deletion, rather
+        than joining the one being deleted. Raises StorageError (the group is then kept)."""
+        g.state = S.DEAD
+        try:
+            at = await self._append(g.group_id, records)
+        except StorageError:
+            if self.groups.get(g.group_id) is g:
+                g.state = S.EMPTY
+            raise
+        for i, (k, v) in enumerate(records[:-1]):
+            self.replay(k, v, at + i)
+        if self.groups.get(g.group_id) is g:  # not replaced by a new group meanwhile
+            key, value = records[-1]
+            self.replay(key, value, at + len(records) - 1)

@@ -281,3 +281,33 @@ async def test_offset_delete_of_a_group_with_members(topics, autojump_clock) -> 
             t0: E.group_subscribed_to_topic,
             u0: E.none if group == "parsed" else E.group_subscribed_to_topic,
         }
+
+
+async def test_join_during_a_group_deletion_starts_a_new_group(topics, autojump_clock) -> None:
+    """DeleteGroups writes while a JoinGroup arrives: the joiner gets a new group, and the
+    deletion removes only the old one."""
+    coord = GroupCoordinator(topics, VALUES, lambda: 0)
+    await coord.load()
+    t0 = TopicPartition("t", 0)
+    await coord.commit_offsets("g", "", None, -1, [CommitRequest(t0, 1, -1, None)])
+    append = coord._append
+
+    async def slow_append(group_id: str, records: list[Any]) -> int:
+        await trio.sleep(1)  # storage that takes its time
+        return await append(group_id, records)
+
+    coord._append = slow_append  # type: ignore[method-assign]
+    joined: list[Any] = []
+    async with trio.open_nursery() as n:
+        n.start_soon(coord.run)
+
+        async def joiner() -> None:
+            await trio.sleep(0.5)  # while the deletion is being written
+            joined.append(await join(coord, "g"))
+
+        n.start_soon(joiner)
+        assert await coord.delete_group("g") is E.none
+        assert joined[0].error is E.none and joined[0].generation == 1
+        assert list(coord.groups["g"].members) == [joined[0].member_id]
+        assert coord.offsets.fetch("g", None) == []
+        n.cancel_scope.cancel()
