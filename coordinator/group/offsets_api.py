@@ -7,7 +7,14 @@ calls ``expire_offsets``, which tombstones each offset whose retention
 (``offsets.retention.minutes``) has run out -- counted from the commit for simple groups and
 for unsubscribed topics of Stable "consumer" groups, from when the group became Empty for Empty
 groups, never while a transactional offset is pending for the partition -- and deletes Empty
-groups left with no offsets (and no pending ones). Groups rebalancing keep their offsets."""
+groups left with no offsets (and no pending ones). Groups rebalancing keep their offsets.
+
+Deliberate differences from Kafka: TxnOffsetCommit always asks the transaction coordinator
+(Kafka skips the check when the producer already has a transaction open on the offsets
+partition), so a commit arriving while its transaction is already ending gets
+CONCURRENT_TRANSACTIONS instead of joining it, and a zombie is fenced even there; a missing
+group becomes a simple group only when some offset is written (Kafka also creates it when
+every partition was refused, e.g. OFFSET_METADATA_TOO_LARGE)."""
 
 from __future__ import annotations
 
