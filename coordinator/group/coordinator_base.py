@@ -112,12 +112,15 @@ class GroupCoordinatorBase:
             k = decode_key(key)
             if isinstance(k, OffsetCommitKey):
                 v = None if value is None else decode_offset_commit_value(value)
+                if v is not None and k.group not in self.groups:
+                    # a simple group, also for a transactional offset (Kafka's replay), so a
+                    # group with only pending offsets exists after a restart as it did live,
+                    # and DeleteGroups can still tombstone them
+                    self.groups[k.group] = ClassicGroup(k.group, self.config)
                 if producer_id >= 0 and v is not None:
                     self.offsets.replay_pending(producer_id, k, v, offset)
                     return
                 self.offsets.replay(k, v, offset)
-                if v is not None and k.group not in self.groups:
-                    self.groups[k.group] = ClassicGroup(k.group, self.config)
             elif isinstance(k, GroupMetadataKey):
                 if value is None:
                     self.groups.pop(k.group, None)

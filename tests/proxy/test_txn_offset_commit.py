@@ -156,3 +156,26 @@ async def test_transaction_check_errors_come_back_unchanged() -> None:
                 assert await txn_code(c, txn_commit("g", 1, generation=3)) is answer, code
                 assert await txn_code(c, txn_commit_v4("g", -1)) is answer, code
             assert "g" not in listed(b)
+
+
+async def test_group_with_only_pending_offsets_exists_after_a_restart(tmp_path: Path) -> None:
+    """Kafka's replay of a transactional offset record creates the simple group: after a
+    restart the group is listed and DeleteGroups tombstones its pending offsets, so the
+    transaction's COMMIT marker brings nothing back (review of issue 21.1: the group was
+    missing after the restart, DeleteGroups answered GROUP_ID_NOT_FOUND and the offsets came
+    back with the marker)."""
+    url = f"file://{tmp_path / 'data'}"
+    with trio.fail_after(60):
+        async with running_broker(url) as (server, port), connect(port) as c:
+            assert await create(c, "in") == E.none
+            allow_offsets(server.broker, install(server.broker), "g")
+            assert await txn_code(c, txn_commit("g", 42)) is E.none
+            assert "g" in listed(server.broker)
+        async with running_broker(url) as (server, port), connect(port) as c:
+            b = server.broker
+            await b.groups.loaded.wait()
+            assert "g" in listed(b)
+            assert await fetch_offset(c, "g", stable=True) == (-1, E.unstable_offset_commit)
+            assert await delete_group(c, "g") is E.none
+            await group_marker(b, "g", P1, commit=True)
+            assert await fetch_offset(c, "g", stable=True) == (-1, E.none)
