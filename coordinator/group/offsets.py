@@ -107,19 +107,15 @@ class OffsetsStore:
     def delete_records(
         self, group: str, tps: Iterable[TopicPartition] | None = None
     ) -> list[Record]:
-        """Tombstones for the given partitions' committed offsets (OffsetDelete), or, with
-        None, for every partition of the group: committed ones and those with only pending
-        transactional offsets (Kafka's ``deleteAllOffsets``). The latter matter once the group
-        is deleted: a tombstone drops the pending offsets when replayed, so a later COMMIT
-        marker materialises nothing, live and after the cleaner removed the group's own
-        tombstone (issue 21)."""
-        have = self.committed.get(group, {})
-        if tps is None:
-            chosen = set(have)
-            for by_group in self.pending.values():
-                chosen.update(by_group.get(group, {}))
-        else:
-            chosen = {tp for tp in tps if tp in have}
+        """Tombstones for the given partitions (OffsetDelete), or, with None, for every
+        partition of the group (Kafka's ``deleteAllOffsets``): each that has a committed
+        offset or a pending transactional one. The latter matter: a tombstone drops the
+        pending offsets when replayed, so a later COMMIT marker materialises nothing, live and
+        after the cleaner removed the group's own tombstone (issue 21)."""
+        have = set(self.committed.get(group, {}))
+        for by_group in self.pending.values():
+            have.update(by_group.get(group, {}))
+        chosen = have if tps is None else {tp for tp in tps if tp in have}
         return [
             (encode_offset_commit_key(OffsetCommitKey(group, tp.topic, tp.partition)), None)
             for tp in sorted(chosen)

@@ -11,6 +11,7 @@ from typing import Any
 import trio
 from kio.schema.delete_groups.v2 import request as dg
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_delete.v0 import request as od
 
 from coordinator.group.offsets_log import OFFSETS_TOPIC
 from coordinator.group.records import decode_key
@@ -178,4 +179,30 @@ async def test_group_with_only_pending_offsets_exists_after_a_restart(tmp_path: 
             assert await fetch_offset(c, "g", stable=True) == (-1, E.unstable_offset_commit)
             assert await delete_group(c, "g") is E.none
             await group_marker(b, "g", P1, commit=True)
+            assert await fetch_offset(c, "g", stable=True) == (-1, E.none)
+
+
+async def test_offset_delete_of_a_partition_with_only_a_pending_offset() -> None:
+    """OffsetDelete tombstones a partition that has only a pending transactional offset, as
+    Kafka's deleteOffsets does (committed or pending), so the transaction's COMMIT marker
+    does not bring the deleted offset back (review: only committed offsets got a tombstone)."""
+    with trio.fail_after(10):
+        async with running_broker() as (server, port), connect(port) as c:
+            assert await create(c, "in") == E.none
+            allow_offsets(server.broker, install(server.broker), "g")
+            assert await txn_code(c, txn_commit("g", 42)) is E.none
+            resp = await c.request(
+                od.OffsetDeleteRequest(
+                    group_id="g",
+                    topics=(
+                        od.OffsetDeleteRequestTopic(
+                            name="in",
+                            partitions=(od.OffsetDeleteRequestPartition(partition_index=0),),
+                        ),
+                    ),
+                )
+            )
+            assert resp.error_code is E.none
+            assert resp.topics[0].partitions[0].error_code is E.none
+            await group_marker(server.broker, "g", P1, commit=True)
             assert await fetch_offset(c, "g", stable=True) == (-1, E.none)
