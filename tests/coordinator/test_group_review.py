@@ -311,3 +311,51 @@ async def test_join_during_a_group_deletion_starts_a_new_group(topics, autojump_
         assert list(coord.groups["g"].members) == [joined[0].member_id]
         assert coord.offsets.fetch("g", None) == []
         n.cancel_scope.cancel()
+
+
+async def test_offsets_retention_waits_for_pending_transactional_offsets(
+    topics: TopicManager, autojump_clock: Any
+) -> None:
+    """An offset with a pending transactional offset for its partition does not expire, and a
+    group with pending offsets is not deleted (Kafka's hasPendingTransactionalOffsets and open
+    transactions check; kafkad also keeps a group whose only offsets are pending)."""
+    values = {
+        **VALUES,
+        "offsets.retention.minutes": 1,
+        "offsets.retention.check.interval.ms": 1000,
+    }
+    coord = GroupCoordinator(topics, values, lambda: int(trio.current_time() * 1000))
+    await coord.load()
+    t0 = TopicPartition("t", 0)
+
+    def verified(*_: Any) -> ErrorCode:
+        return E.none
+
+    def listed() -> set[str]:
+        groups = coord.list_groups()
+        assert not isinstance(groups, ErrorCode)
+        return {g.group_id for g in groups}
+
+    async def txn_commit(group: str, pid: int, offset: int) -> None:
+        got = await coord.txn_commit_offsets(
+            "tx", group, pid, 0, "", None, -1, [CommitRequest(t0, offset, -1, None)], verified
+        )
+        assert got == {t0: E.none}
+
+    async with trio.open_nursery() as n:
+        n.start_soon(coord.run)
+        await coord.commit_offsets("mixed", "", None, -1, [CommitRequest(t0, 1, -1, None)])
+        await trio.sleep(30)
+        await txn_commit("mixed", 7, 2)  # pending on t-0 from 30 s
+        await txn_commit("pending", 8, 3)  # a group with only a pending offset
+        await trio.sleep(100)  # both well past retention
+        assert [f.offset for f in coord.offsets.fetch("mixed", None)] == [1]
+        assert {"mixed", "pending"} <= listed()
+        for group, pid in (("mixed", 7), ("pending", 8)):
+            p = await coord._offsets_partition(group)
+            written = await coord.write_txn_marker(p, pid, 0, False, 0)  # aborted
+            assert not isinstance(written, ErrorCode)
+        await trio.sleep(2)  # the next pass
+        assert coord.offsets.fetch("mixed", None) == []
+        assert "mixed" not in listed() and "pending" not in listed()
+        n.cancel_scope.cancel()
