@@ -137,8 +137,16 @@ class Partition:
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
-    def has_open_transaction(self, producer_id: int) -> bool:
-        return producer_id in self.producers.ongoing
+    def has_open_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Kafka's ``hasOngoingTransaction(producerId, producerEpoch)``: the producer has a
+        transaction open here *with this epoch*. A batch of a newer epoch (transaction version
+        2 bumps the epoch per transaction) is a new transaction and must be verified again."""
+        entry = self.producers.get(producer_id)
+        return (
+            producer_id in self.producers.ongoing
+            and entry is not None
+            and entry.producer_epoch == producer_epoch
+        )
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions overlapping
@@ -180,7 +188,7 @@ class Partition:
                 if (
                     verify is not None
                     and info.is_transactional
-                    and not self.has_open_transaction(info.producer_id)
+                    and not self.has_open_transaction(info.producer_id, info.producer_epoch)
                     and (code := verify()) is not ErrorCode.none
                 ):
                     return code

@@ -193,7 +193,7 @@ async def test_worked_example(url: str) -> None:
         assert await read_committed(p, 0) == ([0], [(1, 1)])
         everything = await p.read(0, 1 << 30)
         assert client_deliver(everything, None) == [0, 1, 2, 3, 5]
-        assert p.has_open_transaction(2) and not p.has_open_transaction(1)
+        assert p.has_open_transaction(2, 0) and not p.has_open_transaction(1, 0)
         assert await p.write_marker(2, 0, True, 0, NOW) == 6
         assert (p.high_watermark, p.last_stable_offset) == (7, 7)
         assert await read_committed(p, 3) == ([3, 5], [(1, 1)])
@@ -280,7 +280,7 @@ async def test_verify_runs_only_for_the_first_batch_and_after_the_epoch_check(ur
         assert await p.append(data, read_batch_header(data), NOW, verify=refuse) is (
             E.transaction_abortable
         )
-        assert p.high_watermark == 0 and not p.has_open_transaction(1)
+        assert p.high_watermark == 0 and not p.has_open_transaction(1, 0)
         await put(p, data, verify=verify)
         await put(p, batch(1, 0, 1, txn=True), verify=verify)
         assert await put(p, data, verify=refuse) == 0  # a duplicate needs no verification
@@ -290,6 +290,25 @@ async def test_verify_runs_only_for_the_first_batch_and_after_the_epoch_check(ur
         assert await p.append(stale, read_batch_header(stale), NOW, verify=refuse) is (
             E.invalid_producer_epoch  # KAFKA-19690: the epoch wins over verification
         )
+
+
+async def test_open_transaction_shortcut_checks_the_producer_epoch(url: str) -> None:
+    """Issue 21.6: Kafka's hasOngoingTransaction(producerId, producerEpoch). A transactional
+    batch with a newer epoch than the open transaction's (transaction version 2 bumps it per
+    transaction) is verified, not waved through by the open transaction of the old epoch."""
+
+    def refuse() -> ErrorCode:
+        return E.transaction_abortable
+
+    async with open_store(url) as store:
+        p = await open_partition(store)
+        await put(p, batch(1, 0, 0, txn=True))
+        assert p.has_open_transaction(1, 0) and not p.has_open_transaction(1, 1)
+        bumped = batch(1, 1, 0, txn=True)
+        assert await p.append(bumped, read_batch_header(bumped), NOW, verify=refuse) is (
+            E.transaction_abortable
+        )
+        assert p.high_watermark == 1
 
 
 # -- model test ------------------------------------------------------------------------------------
