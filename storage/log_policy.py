@@ -36,8 +36,8 @@ def should_roll(
 ) -> bool:
     """Whether an append of ``add_bytes`` ending at ``last_offset`` must go to a new segment.
 
-    An empty segment never rolls: a batch larger than ``segment_bytes`` gets a segment of its
-    own. ``roll_basis_ms`` is when the segment's age started (its first append's wall time, or
+    An empty segment never rolls: a batch larger than ``segment_bytes`` would get a segment of
+    its own (``Partition.append`` refuses one first, with RECORD_LIST_TOO_LARGE, as Kafka does). ``roll_basis_ms`` is when the segment's age started (its first append's wall time, or
     after a restart its first batch's max timestamp, as in Kafka); None for an empty segment.
     """
     if seg_size == 0:

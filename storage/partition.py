@@ -163,8 +163,8 @@ class Partition:
         verify: Callable[[], ErrorCode] | None = None,
     ) -> tuple[int, int] | ErrorCode:
         """Append one validated client batch; returns (base offset, log append time or -1), or
-        the error that refused it (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER,
-        INVALID_TXN_STATE). A duplicate of a retained batch returns that batch's original
+        the error that refused it (RECORD_LIST_TOO_LARGE, INVALID_PRODUCER_EPOCH,
+        OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE). A duplicate of a retained batch returns that batch's original
         offset and append time.
 
         ``coordinator`` is Kafka's AppendOrigin.COORDINATOR (TxnOffsetCommit's batch on
@@ -173,7 +173,12 @@ class Partition:
         epoch checks (KAFKA-19690), for a transactional batch of a producer that has no
         transaction open here; anything but NONE refuses the batch with that code.
 
+        A batch larger than ``segment.bytes`` is refused with RECORD_LIST_TOO_LARGE before
+        anything else, as Kafka's ``UnifiedLog.append`` does (no segment could hold it).
+
         Raises ``storage.api.StorageError`` if the write failed (nothing is acknowledged)."""
+        if len(data) > self.config.segment_bytes:
+            return ErrorCode.record_list_too_large
         async with self._lock:
             info: ProducerAppendInfo | None = None
             if header.producer_id >= 0:

@@ -311,6 +311,17 @@ async def test_open_transaction_shortcut_checks_the_producer_epoch(url: str) -> 
         assert p.high_watermark == 1
 
 
+async def test_a_batch_larger_than_segment_bytes_is_refused(url: str) -> None:
+    """Issue 23.11: Kafka refuses a batch no segment can hold with RECORD_LIST_TOO_LARGE
+    (``UnifiedLog.append``), before the producer state sees it; one that fits is appended."""
+    big = batch(1, 0, 0, n=20)
+    async with open_store(url) as store:
+        p = await open_partition(store, LogConfig(segment_bytes=len(big) - 1))
+        assert await p.append(big, read_batch_header(big), NOW) is E.record_list_too_large
+        assert p.high_watermark == 0 and p.producers.get(1) is None
+        assert await put(p, batch(1, 0, 0)) == 0  # sequence 0 is still next
+
+
 # -- model test ------------------------------------------------------------------------------------
 
 
