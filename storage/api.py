@@ -177,11 +177,11 @@ class PartitionLog(Protocol):
         log start offset; ``ValueError`` if it is past ``log_end_offset``."""
         ...
 
-    async def apply_retention(self, now_ms: int, upper_bound: int | None = None) -> int:
+    async def apply_retention(self, now_ms: int) -> int:
         """Roll an over-age active segment, then delete whole segments past ``retention_ms`` /
-        ``retention_bytes`` (never the active one). Returns the number of segments deleted.
-        With ``upper_bound`` (the partition's last stable offset) only segments that end at or
-        below it may go.
+        ``retention_bytes`` (``log_policy.retention_deletable``). The active segment counts
+        too: if it goes, the log rolls first and a new empty segment at the log end offset
+        remains. Returns the number of segments deleted.
 
         Time: leading segments whose largest timestamp is more than ``retention_ms`` before
         ``now_ms`` (deletion stops at the first segment that is not). Size: the oldest segments

@@ -128,10 +128,12 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """min(first offset of the earliest open transaction, HW) (spec §5.1)."""
+        """min(first offset of the earliest open transaction, HW) (spec §5.1), never below the
+        log start offset: retention may delete the segment an open transaction started in
+        (Kafka's ``maybeIncrementFirstUnstableOffset`` clamps the same way)."""
         hw = self.log.log_end_offset
         first = self.producers.first_unstable_offset()
-        return hw if first is None else min(first, hw)
+        return hw if first is None else min(max(first, self.log.log_start_offset), hw)
 
     @property
     def log_start_offset(self) -> int:
@@ -164,8 +166,8 @@ class Partition:
     ) -> tuple[int, int] | ErrorCode:
         """Append one validated client batch; returns (base offset, log append time or -1), or
         the error that refused it (RECORD_LIST_TOO_LARGE, INVALID_PRODUCER_EPOCH,
-        OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE). A duplicate of a retained batch returns that batch's original
-        offset and append time.
+        OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE). A duplicate of a retained batch
+        returns that batch's original offset and append time.
 
         ``coordinator`` is Kafka's AppendOrigin.COORDINATOR (TxnOffsetCommit's batch on
         ``__consumer_offsets``): the epoch is checked, the sequence is not. ``verify`` is the
@@ -341,11 +343,18 @@ class Partition:
             await self.log.write_producer_snapshot(end, self._encode_snapshot(end))
 
     async def apply_retention(self, now_ms: int) -> int:
-        """Retention on the log, never past the last stable offset (a segment holding or
-        following an open transaction's first offset stays), then forget aborted transactions
-        below the new log start."""
-        deleted = await self.log.apply_retention(now_ms, upper_bound=self.last_stable_offset)
-        self.producers.truncate_aborted(self.log.log_start_offset)
+        """Retention on the log (bounded by the high watermark, as in Kafka, not by the LSO: an
+        open transaction's first segments may go; ``last_stable_offset`` is then the log start),
+        then forget aborted transactions below the new log start. If retention rolled the log,
+        the producer state is snapshotted at the new segment, as at every roll (under the lock,
+        so no append slips in between)."""
+        async with self._lock:
+            segment_before = self.log.active_segment_base
+            deleted = await self.log.apply_retention(now_ms)
+            self.producers.truncate_aborted(self.log.log_start_offset)
+            base = self.log.active_segment_base
+            if base != segment_before and base > 0:
+                await self._write_snapshot(base, self._encode_snapshot(base))
         return deleted
 
     async def delete_before(self, offset: int) -> None:

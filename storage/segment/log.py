@@ -17,7 +17,8 @@ happens without an ``await`` in between, so concurrent callers see a consistent 
   thread (which costs ~100 us more here). Fds used in a thread are pinned (``FileHandle``), so
   retention can delete a segment that a slow reader still holds.
 * Retention and ``delete_before`` hold an admin lock (one at a time) and only ever remove
-  whole segments from the front; the active segment is never deleted.
+  whole segments from the front; when retention takes the active segment too, the log rolls
+  first, so there is always an (empty) active segment at the log end offset.
 * The log cleaner (``replace_segments``, under the same admin lock) swaps a run of rolled
   segments for one cleaned segment (``swap.py``): the old segments' fds and index maps are
   pinned first, the files are swapped in a worker thread, and the segment list is switched
@@ -51,7 +52,7 @@ from storage.api import (
     TimestampLookup,
     TopicPartition,
 )
-from storage.log_policy import retention_deletable, segment_expired, segments_below, should_roll
+from storage.log_policy import retention_deletable, segment_expired, should_roll
 from storage.segment import osio, scan
 from storage.segment.commit import GroupCommit, SyncSnapshot
 from storage.segment.files import (
@@ -104,9 +105,7 @@ class FileLog:
         self._leo = self._durable = loaded.log_end_offset
         self._size = sum(s.size for s in self._segments)
         self._commit, self._spawn, self._clock, self._on_close = commit, spawn, clock, on_close
-        active = self._segments[-1]
-        if active.size and (active.roll_basis_ms is None or active.roll_basis_ms < 0):
-            active.roll_basis_ms = clock()  # its first batch has no timestamp: age from now
+        self._segments[-1].created_ms = clock()  # Kafka: a loaded segment's "created" is now
         self._sealing: dict[Segment, trio.Event] = {}
         self._rolls = self._dir_synced = 0
         self._failed: str | None = None
@@ -172,13 +171,16 @@ class FileLog:
             seg_base=seg.base,
             add_bytes=n,
             last_offset=last_offset,
-            roll_basis_ms=seg.roll_basis_ms,
+            max_timestamp=max_timestamp,
+            first_batch_ts=seg.first_batch_ts,
+            created_ms=seg.created_ms,
             now_ms=now,
-            index_entries=len(seg.offsets()),
+            offset_entries=len(seg.offsets()),
+            time_entries=len(seg.times()),
         ):
             seg = self._roll()
         if seg.size == 0:
-            seg.roll_basis_ms = now
+            seg.first_batch_ts = max_timestamp
         try:
             seg.append(batch, base_offset - seg.base, max_timestamp, ts_offset - seg.base)
         except WriteFailed as exc:
@@ -192,6 +194,7 @@ class FileLog:
     def _roll(self) -> Segment:
         old = self._segments[-1]
         new = Segment.create(self.directory, self._leo, self.config.index_interval_bytes)
+        new.created_ms = self._clock()
         assert old.writer is not None
         old.writer.finish()
         self._segments.append(new)
@@ -382,15 +385,18 @@ class FileLog:
                 n += 1
             await self._delete_oldest(n)
 
-    async def apply_retention(self, now_ms: int, upper_bound: int | None = None) -> int:
+    async def apply_retention(self, now_ms: int) -> int:
         self.check_usable()
         async with self._admin:
             active = self._segments[-1]
-            if active.size and segment_expired(self.config, active.roll_basis_ms, now_ms):
+            if active.size and segment_expired(
+                self.config, active.first_batch_ts, active.created_ms, now_ms
+            ):
                 self._roll()
             aged = [(s.size, _retention_timestamp(s)) for s in self._segments]
-            stable = None if upper_bound is None else segments_below(self._bases, upper_bound)
-            n = retention_deletable(self.config, aged, self._size, now_ms, stable)
+            n = retention_deletable(self.config, aged, self._size, now_ms)
+            if n == len(self._segments):  # the active segment too: roll, then delete it
+                self._roll()
             await self._delete_oldest(n)
             return n
 

@@ -244,24 +244,38 @@ async def test_retention_drops_index_entries(url: str) -> None:
         assert p.producers.aborted == []
 
 
-async def test_retention_never_deletes_at_or_past_the_lso(url: str) -> None:
-    """Issue 5 item 6: with retention.bytes=0 every closed segment is due, but only segments
-    that end at or below the LSO go; the open transaction's segment and everything after it
-    stay until the transaction ends."""
+async def test_retention_follows_the_high_watermark_not_the_lso(url: str) -> None:
+    """Issue 21.5: Kafka bounds retention by the high watermark, so a hanging transaction does
+    not pin the log: with retention.bytes=0 everything goes, the active segment and the open
+    transaction's first offset included; the LSO is then the log start, and read_committed
+    still hides the transaction, before and after a crash, until its marker resolves it."""
+    cfg = LogConfig(retention_bytes=0)
     async with open_store(url) as store:
-        p = await open_partition(store, LogConfig(segment_bytes=150, retention_bytes=0))
-        for _ in range(3):
-            await put(p, batch())
+        p = await open_partition(store, cfg)
+        await put(p, batch())
         first = await put(p, batch(7, 0, 0, txn=True))  # P7 opens here
-        for _ in range(4):
-            await put(p, batch())
-        assert (first, p.last_stable_offset, p.high_watermark) == (3, 3, 8)
-        assert await p.apply_retention(NOW) > 0  # the segments below the LSO
-        assert 0 < p.log_start_offset <= first  # the open transaction's data is all there
-        assert await p.apply_retention(NOW) == 0
-        assert await p.write_marker(7, 0, True, 0, NOW) == 8
-        await p.apply_retention(NOW)
-        assert p.log_start_offset > first  # resolved: now it may go
+        await put(p, batch())
+        assert (first, p.last_stable_offset, p.high_watermark) == (1, 1, 3)
+        assert await p.apply_retention(NOW) == 1  # roll, then the one segment goes
+        assert (p.log_start_offset, p.high_watermark, p.last_stable_offset) == (3, 3, 3)
+        await put(p, batch(7, 0, 1, txn=True))
+        await put(p, batch())
+        assert p.last_stable_offset == 3  # still open: nothing past it is committed
+        assert await read_committed(p, 3) == ([], [])
+        if not isinstance(store, FileStore):
+            await check_hanging_txn_resolves(p, first)
+            return
+        store.abandon()  # kill -9: the retention roll's snapshot keeps the open txn
+    async with open_store(url) as store:
+        await check_hanging_txn_resolves(await open_partition(store, cfg), first)
+
+
+async def check_hanging_txn_resolves(p: Partition, first: int) -> None:
+    assert (p.log_start_offset, p.last_stable_offset, p.high_watermark) == (3, 3, 5)
+    assert p.producers.ongoing == {7: first}
+    assert await p.write_marker(7, 0, False, 0, NOW) == 5
+    assert p.last_stable_offset == 6
+    assert await read_committed(p, 3) == ([4], [(7, first)])
 
 
 async def test_verify_runs_only_for_the_first_batch_and_after_the_epoch_check(url: str) -> None:
