@@ -7,8 +7,11 @@ active), the log start and end offsets, the total size. Everything that decides 
 happens without an ``await`` in between, so concurrent callers see a consistent log:
 
 * ``append`` checks contiguity, rolls if needed, writes with one ``os.pwrite`` and moves the log
-  end offset without awaiting anything. Only durable appends (``flush_every_append``) then
-  await, on the store's group commit (``commit.py``).
+  end offset without awaiting anything. Only an append that leaves ``flush.messages`` offsets
+  unflushed then awaits, on the store's group commit (``commit.py``), before it is
+  acknowledged (Kafka's ``unflushedMessages >= flushInterval``). With ``flush.ms`` the first
+  unflushed append arms a timer (a task in the store's nursery, cancelled at close) that
+  flushes ``flush.ms`` after the last fsync.
 * A roll creates the next segment and returns at once; sealing the old one (fsync, index
   files) runs as a background task in the store's nursery. ``close`` waits for it.
 * Reads run inline when they start in the newest two segments or when the range they start
@@ -46,6 +49,7 @@ from pathlib import Path
 import trio
 
 from storage.api import (
+    NEVER,
     LogConfig,
     SegmentInfo,
     StorageError,
@@ -112,6 +116,8 @@ class FileLog:
         self._closed = False
         self._sealing_allowed = True  # False once abandoned
         self._admin = trio.Lock()
+        self._flush_timer: trio.CancelScope | None = None  # armed while flush.ms is pending
+        self._last_flush = trio.current_time()  # trio time of the last fsync (or the open)
 
     # -- properties ------------------------------------------------------------------------
 
@@ -188,8 +194,28 @@ class FileLog:
             raise
         self._leo = last_offset + 1
         self._size += n
-        if self.config.flush_every_append:
+        if self._leo - self._durable >= self.config.flush_messages:  # Kafka's unflushedMessages
             await self._commit.wait_durable(self, self._leo)
+        elif self._flush_timer is None and self.config.flush_ms < NEVER:
+            self._arm_flush_timer()
+
+    def _arm_flush_timer(self) -> None:
+        """flush.ms: fsync ``flush_ms`` after the last fsync (at once if that is past)."""
+        scope = self._flush_timer = trio.CancelScope()
+        due = self._last_flush + self.config.flush_ms / 1000
+        self._spawn(self._flush_at, scope, due)
+
+    async def _flush_at(self, scope: trio.CancelScope, due: float) -> None:
+        """Background task in the store's nursery: it must not raise. Cancelled at close."""
+        try:
+            with scope:
+                await trio.sleep_until(due)
+                await self.flush()
+        except StorageError as exc:  # the log failed: every later call says so
+            log.warning("%s: timed flush failed: %s", self.tp, exc)
+        finally:
+            if self._flush_timer is scope:
+                self._flush_timer = None
 
     def _roll(self) -> Segment:
         old = self._segments[-1]
@@ -254,6 +280,7 @@ class FileLog:
                 self._leo = max(self._durable, self._lso)
         elif synced:
             self._durable = max(self._durable, snap.offset)
+            self._last_flush = trio.current_time()
             if snap.directory is not None:
                 self._dir_synced = max(self._dir_synced, snap.generation)
 
@@ -508,6 +535,7 @@ class FileLog:
         if self._closed:
             return
         self._closed = True
+        self._stop_flush_timer()
         try:
             for done in list(self._sealing.values()):
                 await done.wait()
@@ -529,9 +557,14 @@ class FileLog:
     async def discard(self) -> None:
         """Close without persisting anything (the data is about to be deleted)."""
         self._closed = True
+        self._stop_flush_timer()
         for done in list(self._sealing.values()):
             await done.wait()
         self.abandon()
+
+    def _stop_flush_timer(self) -> None:
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
 
     @property
     def failed(self) -> bool:
@@ -540,6 +573,7 @@ class FileLog:
     def abandon(self) -> None:
         """Drop the log as ``kill -9`` would: close the fds, persist nothing (tests)."""
         self._closed = True
+        self._stop_flush_timer()
         self._sealing_allowed = False
         for seg in self._segments:
             seg.close()

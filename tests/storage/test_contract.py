@@ -260,7 +260,7 @@ async def test_segments_without_timestamps_roll_by_wall_clock(store: Store, cloc
 
 
 async def test_flush_and_flush_every_append(store: Store) -> None:
-    log = await new_log(store, LogConfig(flush_every_append=True))
+    log = await new_log(store, LogConfig(flush_messages=1))
     first = await append(log)
     second = await append(log, 4)
     await log.flush()

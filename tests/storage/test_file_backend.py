@@ -389,7 +389,7 @@ async def test_a_failed_fsync_takes_the_log_offline(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with opened(root) as store:
-        log = await open_log(store, LogConfig(flush_every_append=True))
+        log = await open_log(store, LogConfig(flush_messages=1))
         await append(log)
 
         def eio(fd: int) -> None:
@@ -412,7 +412,7 @@ async def test_group_commit_shares_fsyncs(root: Path) -> None:
     n = 20
     async with opened(root) as store:
         await store.create_topic(TopicMeta("t", uuid.uuid4(), n))
-        cfg = LogConfig(flush_every_append=True)
+        cfg = LogConfig(flush_messages=1)
         logs = [await store.open_partition(TopicPartition("t", p), cfg) for p in range(n)]
         runs = store.group_commit.runs
 
@@ -484,7 +484,7 @@ from tests.storage.conftest import make_batch
 async def main(root, durable):
     async with open_store(root) as store:
         await store.create_topic(TopicMeta("t", uuid.uuid4(), 1))
-        cfg = LogConfig(segment_bytes=4096, index_interval_bytes=512, flush_every_append=durable)
+        cfg = LogConfig(segment_bytes=4096, index_interval_bytes=512, flush_messages=durable)
         log = await store.open_partition(TopicPartition("t", 0), cfg)
         while True:
             base = log.log_end_offset
@@ -492,7 +492,7 @@ async def main(root, durable):
             await log.append(base, base + 1, 1001, batch)
             print(base + 2, flush=True)  # acknowledged up to here
 
-trio.run(main, sys.argv[1], sys.argv[2] == "durable")
+trio.run(main, sys.argv[1], 1 if sys.argv[2] == "durable" else 2**63 - 1)
 """
 
 

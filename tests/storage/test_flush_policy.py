@@ -1,0 +1,89 @@
+"""``flush.messages`` / ``flush.ms`` (issue 23.12): what they say, counted at the disk seam.
+
+Appends go through the file backend's ``osio`` seam (``FaultyDisk`` with no faults set only
+counts calls): the group commit syncs with ``fdatasync``, sealing a rolled segment and closing
+use ``fsync``, so ``fdatasync`` counts the flushes these settings cause. Segments are large
+here, so nothing rolls."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import trio
+import trio.lowlevel
+import trio.testing
+
+from storage.api import LogConfig
+from storage.segment.log import FileLog
+from tests.storage.conftest import append
+from tests.storage.faulty import FaultyDisk, faulty_disk
+from tests.storage.test_file_backend import open_log, opened
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+async def flushed(log: FileLog) -> None:
+    """Wait (real time, bounded) until the log is durable up to its end: the fsync runs in a
+    worker thread, which a mock clock does not see."""
+    deadline = time.monotonic() + 30
+    while log.durable_offset < log.log_end_offset:
+        assert time.monotonic() < deadline, "no flush"
+        await trio.lowlevel.checkpoint()
+
+
+async def test_flush_messages_fsyncs_once_that_many_offsets_are_unflushed(root: Path) -> None:
+    with faulty_disk() as disk:
+        async with opened(root) as store:
+            log = await open_log(store, LogConfig(flush_messages=3))
+
+            async def appended(count: int = 1) -> int:
+                await append(log, count)  # returns once acknowledged
+                return disk.calls["fdatasync"]
+
+            assert [await appended() for _ in range(7)] == [0, 0, 1, 1, 1, 2, 2]
+            assert log.durable_offset == 6
+            assert await appended(5) == 3  # 6 unflushed: one fsync before the ack
+            assert log.durable_offset == log.log_end_offset == 12
+
+
+async def test_flush_messages_default_never_fsyncs_an_append(root: Path) -> None:
+    with faulty_disk() as disk:
+        async with opened(root) as store:
+            log = await open_log(store, LogConfig())
+            for _ in range(50):
+                await append(log, 100)
+            assert disk.calls["fdatasync"] == 0
+
+
+async def test_flush_ms_fsyncs_that_long_after_the_last_flush(
+    root: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    def syncs(disk: FaultyDisk) -> int:
+        return disk.calls["fdatasync"]
+
+    with faulty_disk() as disk:
+        async with opened(root) as store:
+            log = await open_log(store, LogConfig(flush_ms=1_000))
+            await append(log)
+            assert syncs(disk) == 0  # not before the ack: flush.ms is a background flush
+            mock_clock.jump(0.999)
+            await trio.testing.wait_all_tasks_blocked()
+            assert syncs(disk) == 0
+            mock_clock.jump(0.002)
+            await flushed(log)
+            assert syncs(disk) == 1
+            await append(log)  # the next flush is due flush.ms after this one
+            mock_clock.jump(0.9)
+            await trio.testing.wait_all_tasks_blocked()
+            assert syncs(disk) == 1
+            mock_clock.jump(0.2)
+            await flushed(log)
+            assert syncs(disk) == 2
+            mock_clock.jump(60)  # nothing unflushed: no more fsyncs
+            await trio.testing.wait_all_tasks_blocked()
+            assert syncs(disk) == 2
