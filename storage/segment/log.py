@@ -34,8 +34,11 @@ recovery runs (Kafka's offline log directory, per partition); with ``flush_every
 log end offset also goes back to the last durable offset, since nothing after it was
 acknowledged.
 
-Deviation: ``file.delete.delay.ms`` is not honoured. Deleted segments are unlinked at once; a
-reader thread that holds one keeps reading it through its open fd.
+Deleting segments (retention, DeleteRecords) follows Kafka's asynchronous delete: the files are
+renamed to ``*.deleted`` at once and unlinked ``file.delete.delay.ms`` later (at once with 0, or
+when the log closes first; the next open removes any left behind). A reader thread that holds
+a deleted segment keeps reading it through its open fd either way. Deviation: the log cleaner's
+swap (``swap.py``) still unlinks the segments it replaces at once.
 """
 
 from __future__ import annotations
@@ -117,6 +120,7 @@ class FileLog:
         self._sealing_allowed = True  # False once abandoned
         self._admin = trio.Lock()
         self._flush_timer: trio.CancelScope | None = None  # armed while flush.ms is pending
+        self._closing = trio.Event()  # set by close, discard and abandon
         self._last_flush = trio.current_time()  # trio time of the last fsync (or the open)
 
     # -- properties ------------------------------------------------------------------------
@@ -442,10 +446,28 @@ class FileLog:
         self._lso = max(self._lso, self._bases[0])
         for v in victims:
             v.close()  # the fd stays open while a reader thread holds it
+        delay_ms = self.config.file_delete_delay_ms
         try:
-            await trio.to_thread.run_sync(_delete_files, victims)
+            if delay_ms <= 0:
+                await trio.to_thread.run_sync(_delete_files, victims)
+                return
+            renamed = await trio.to_thread.run_sync(_rename_deleted, victims)
         except OSError as exc:
             raise StorageError(f"deleting segments of {self.tp}: {exc}") from exc
+        self._spawn(self._delete_later, renamed, trio.current_time() + delay_ms / 1000)
+
+    async def _delete_later(self, paths: list[Path], due: float) -> None:
+        """Background task in the store's nursery (must not raise): ``file.delete.delay.ms``
+        after retention or DeleteRecords, the ``*.deleted`` files go; at once if the log closes
+        first. A log abandoned as by ``kill -9`` leaves them to the next open."""
+        with trio.move_on_at(due):
+            await self._closing.wait()
+        if not self._sealing_allowed:
+            return
+        try:
+            await trio.to_thread.run_sync(_unlink_all, paths)
+        except OSError as exc:
+            log.warning("%s: deleting %d old segment file(s) failed: %s", self.tp, len(paths), exc)
 
     # -- the log cleaner --------------------------------------------------------------------
 
@@ -563,6 +585,8 @@ class FileLog:
         self.abandon()
 
     def _stop_flush_timer(self) -> None:
+        """The log is closing: the flush.ms timer stops, delayed file deletes run now."""
+        self._closing.set()
         if self._flush_timer is not None:
             self._flush_timer.cancel()
 
@@ -595,3 +619,12 @@ def _persist_all(segments: list[Segment]) -> None:
 def _delete_files(segments: list[Segment]) -> None:
     for seg in segments:
         seg.delete_files()
+
+
+def _rename_deleted(segments: list[Segment]) -> list[Path]:
+    return [path for seg in segments for path in seg.rename_deleted()]
+
+
+def _unlink_all(paths: list[Path]) -> None:
+    for path in paths:
+        unlink_quietly(path)

@@ -30,7 +30,9 @@ from pathlib import Path
 from storage.api import StorageError
 from storage.segment import osio, scan
 from storage.segment.files import (
+    DELETED_SUFFIX,
     INDEX_SUFFIX,
+    LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     FileHandle,
     fsync_dir,
@@ -326,6 +328,21 @@ class Segment:
         """Blocking. The .log goes first: index files without a .log are removed at open."""
         unlink_quietly(self.path())
         self.unlink_index_files()
+
+    def rename_deleted(self) -> list[Path]:
+        """Blocking: Kafka's first step of an asynchronous delete, the files renamed to
+        ``*.deleted`` (the .log first, as in ``delete_files``); the open fds stay usable and
+        the next open removes ``*.deleted`` files. Returns the new paths."""
+        out = []
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            src = self.path(suffix)
+            dst = src.with_name(src.name + DELETED_SUFFIX)
+            try:
+                os.rename(src, dst)
+            except FileNotFoundError:
+                continue
+            out.append(dst)
+        return out
 
 
 def read_segments(

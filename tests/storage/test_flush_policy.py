@@ -1,4 +1,5 @@
-"""``flush.messages`` / ``flush.ms`` (issue 23.12): what they say, counted at the disk seam.
+"""``flush.messages`` / ``flush.ms`` (issue 23.12): what they say, counted at the disk seam; and
+``file.delete.delay.ms`` (issue 23.13): when retention's files really go.
 
 Appends go through the file backend's ``osio`` seam (``FaultyDisk`` with no faults set only
 counts calls): the group commit syncs with ``fdatasync``, sealing a rolled segment and closing
@@ -87,3 +88,70 @@ async def test_flush_ms_fsyncs_that_long_after_the_last_flush(
             mock_clock.jump(60)  # nothing unflushed: no more fsyncs
             await trio.testing.wait_all_tasks_blocked()
             assert syncs(disk) == 2
+
+
+# -- file.delete.delay.ms (issue 23.13) ------------------------------------------------------
+
+
+def names(directory: Path) -> list[str]:
+    """The segment files and renamed ones (``.log.deleted``; their index files go alike)."""
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith((".log", ".log.deleted")))
+
+
+def deleted_files(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".deleted"))
+
+
+async def gone(directory: Path, leftover: list[str]) -> None:
+    """Wait (real time, bounded) until no ``*.deleted`` file is left: the unlink runs in a
+    worker thread, which a mock clock does not see."""
+    deadline = time.monotonic() + 30
+    while pending := deleted_files(directory):
+        assert time.monotonic() < deadline, pending
+        await trio.lowlevel.checkpoint()
+    assert names(directory) == leftover
+
+
+async def test_deleted_segments_go_file_delete_delay_ms_later(
+    root: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Kafka's asynchronous delete: retention renames the segment files to *.deleted at once
+    and unlinks them file.delete.delay.ms later."""
+    cfg = LogConfig(segment_bytes=200, retention_bytes=0, file_delete_delay_ms=60_000)
+    async with opened(root) as store:
+        log = await open_log(store, cfg)
+        for _ in range(3):
+            await append(log, 1, value_size=120)  # one segment each
+        await log.settle()
+        assert await log.apply_retention(0) == 3
+        directory = root / "t-0"
+        assert names(directory) == [
+            "00000000000000000000.log.deleted",
+            "00000000000000000001.log.deleted",
+            "00000000000000000002.log.deleted",
+            "00000000000000000003.log",
+        ]
+        mock_clock.jump(59.999)
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(names(directory)) == 4
+        mock_clock.jump(0.002)
+        await gone(directory, ["00000000000000000003.log"])
+
+
+async def test_closing_the_log_deletes_what_is_pending(root: Path) -> None:
+    cfg = LogConfig(segment_bytes=200, retention_bytes=0, file_delete_delay_ms=3_600_000)
+    async with opened(root) as store:
+        log = await open_log(store, cfg)
+        await append(log, 1, value_size=120)
+        await append(log, 1, value_size=120)
+        assert await log.apply_retention(0) == 2
+    assert names(root / "t-0") == ["00000000000000000002.log"]
+
+
+async def test_no_delay_deletes_at_once(root: Path) -> None:
+    cfg = LogConfig(segment_bytes=200, retention_bytes=0, file_delete_delay_ms=0)
+    async with opened(root) as store:
+        log = await open_log(store, cfg)
+        await append(log, 1, value_size=120)
+        assert await log.apply_retention(0) == 1
+        assert names(root / "t-0") == ["00000000000000000001.log"]
