@@ -9,6 +9,7 @@ here, so nothing rolls."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,9 +18,8 @@ import trio.lowlevel
 import trio.testing
 
 from storage.api import LogConfig
-from storage.segment.log import FileLog
 from tests.storage.conftest import append
-from tests.storage.faulty import FaultyDisk, faulty_disk
+from tests.storage.faulty import faulty_disk
 from tests.storage.test_file_backend import open_log, opened
 
 
@@ -28,12 +28,12 @@ def root(tmp_path: Path) -> Path:
     return tmp_path / "data"
 
 
-async def flushed(log: FileLog) -> None:
-    """Wait (real time, bounded) until the log is durable up to its end: the fsync runs in a
-    worker thread, which a mock clock does not see."""
+async def until(done: Callable[[], bool], what: str) -> None:
+    """Wait (real time, bounded) until ``done()``: fsyncs and unlinks run in worker threads,
+    which a mock clock does not see."""
     deadline = time.monotonic() + 30
-    while log.durable_offset < log.log_end_offset:
-        assert time.monotonic() < deadline, "no flush"
+    while not done():
+        assert time.monotonic() < deadline, what
         await trio.lowlevel.checkpoint()
 
 
@@ -64,30 +64,26 @@ async def test_flush_messages_default_never_fsyncs_an_append(root: Path) -> None
 async def test_flush_ms_fsyncs_that_long_after_the_last_flush(
     root: Path, mock_clock: trio.testing.MockClock
 ) -> None:
-    def syncs(disk: FaultyDisk) -> int:
-        return disk.calls["fdatasync"]
-
     with faulty_disk() as disk:
         async with opened(root) as store:
             log = await open_log(store, LogConfig(flush_ms=1_000))
+
+            async def syncs_after(seconds: float, *, flush: bool) -> int:
+                mock_clock.jump(seconds)
+                if flush:
+                    await until(lambda: log.durable_offset == log.log_end_offset, "no flush")
+                else:
+                    await trio.testing.wait_all_tasks_blocked()
+                return disk.calls["fdatasync"]
+
             await append(log)
-            assert syncs(disk) == 0  # not before the ack: flush.ms is a background flush
-            mock_clock.jump(0.999)
-            await trio.testing.wait_all_tasks_blocked()
-            assert syncs(disk) == 0
-            mock_clock.jump(0.002)
-            await flushed(log)
-            assert syncs(disk) == 1
-            await append(log)  # the next flush is due flush.ms after this one
-            mock_clock.jump(0.9)
-            await trio.testing.wait_all_tasks_blocked()
-            assert syncs(disk) == 1
-            mock_clock.jump(0.2)
-            await flushed(log)
-            assert syncs(disk) == 2
-            mock_clock.jump(60)  # nothing unflushed: no more fsyncs
-            await trio.testing.wait_all_tasks_blocked()
-            assert syncs(disk) == 2
+            assert disk.calls["fdatasync"] == 0  # not before the ack: a background flush
+            assert await syncs_after(0.999, flush=False) == 0
+            assert await syncs_after(0.002, flush=True) == 1
+            await append(log)  # due flush.ms after the last flush
+            assert await syncs_after(0.9, flush=False) == 1
+            assert await syncs_after(0.2, flush=True) == 2
+            assert await syncs_after(60, flush=False) == 2  # nothing unflushed: no more
 
 
 # -- file.delete.delay.ms (issue 23.13) ------------------------------------------------------
@@ -100,16 +96,6 @@ def names(directory: Path) -> list[str]:
 
 def deleted_files(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if p.name.endswith(".deleted"))
-
-
-async def gone(directory: Path, leftover: list[str]) -> None:
-    """Wait (real time, bounded) until no ``*.deleted`` file is left: the unlink runs in a
-    worker thread, which a mock clock does not see."""
-    deadline = time.monotonic() + 30
-    while pending := deleted_files(directory):
-        assert time.monotonic() < deadline, pending
-        await trio.lowlevel.checkpoint()
-    assert names(directory) == leftover
 
 
 async def test_deleted_segments_go_file_delete_delay_ms_later(
@@ -135,7 +121,8 @@ async def test_deleted_segments_go_file_delete_delay_ms_later(
         await trio.testing.wait_all_tasks_blocked()
         assert len(names(directory)) == 4
         mock_clock.jump(0.002)
-        await gone(directory, ["00000000000000000003.log"])
+        await until(lambda: not deleted_files(directory), "not deleted")
+        assert names(directory) == ["00000000000000000003.log"]
 
 
 async def test_closing_the_log_deletes_what_is_pending(root: Path) -> None:
