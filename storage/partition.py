@@ -26,7 +26,9 @@ kafkad is a single-replica broker: the high watermark is the log end offset.
 Transactions (spec eos.md §3.2 step 6, §4.10, §5.1-5.2): the first transactional batch of a
 producer opens a transaction at its base offset (after the KIP-890 ``verify`` callback agreed);
 the producer state keeps the open transactions (``ProducerStateManager.ongoing``), and the last
-stable offset is min(first offset of the earliest open one, high watermark). ``write_marker``
+stable offset is min(first offset of the earliest open one, high watermark), never below the
+log start offset (retention is bounded by the high watermark, as in Kafka, so it may delete the
+segment a hanging transaction began in). ``write_marker``
 appends a COMMIT/ABORT control batch, closes the producer's transaction, adds an
 aborted-transaction index entry for an ABORT of a transaction that wrote data here, and wakes
 long polls (a read_committed fetch waits for the LSO, which only markers move past an open

@@ -11,7 +11,9 @@ happens without an ``await`` in between, so concurrent callers see a consistent 
   unflushed then awaits, on the store's group commit (``commit.py``), before it is
   acknowledged (Kafka's ``unflushedMessages >= flushInterval``). With ``flush.ms`` the first
   unflushed append arms a timer (a task in the store's nursery, cancelled at close) that
-  flushes ``flush.ms`` after the last fsync.
+  flushes ``flush.ms`` after the last fsync. Deviation: the fsync that seals a rolled segment
+  does not count as a flush here (Kafka's roll moves the recovery point), so after a roll the
+  next flush may come a little earlier than ``flush.messages`` says, never later.
 * A roll creates the next segment and returns at once; sealing the old one (fsync, index
   files) runs as a background task in the store's nursery. ``close`` waits for it.
 * Reads run inline when they start in the newest two segments or when the range they start
