@@ -242,6 +242,12 @@ async def test_produce_errors() -> None:
         assert (await produce(c, "small", big)).error_code == ErrorCode.message_too_large
         after = await produce(c, "pe", good)
         assert (after.error_code, after.base_offset) == (ErrorCode.none, 0)  # nothing written
+        # issue 23.11: larger than segment.bytes (but not max.message.bytes): Kafka's code
+        configs = {"segment_bytes": "1048576", "max_message_bytes": "4000000"}
+        assert await create(c, "seg", 1, **configs) == ErrorCode.none
+        huge = batch([bytes(range(256)) * 4500])  # incompressible enough: ~1.1 MiB
+        assert (await produce(c, "seg", huge)).error_code == ErrorCode.record_list_too_large
+        assert (await produce(c, "seg", good)).base_offset == 0
 
 
 async def test_fetch_long_poll_wakes_on_append() -> None:
