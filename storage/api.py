@@ -53,6 +53,9 @@ class TopicPartition:
         return f"{self.topic}-{self.partition}"
 
 
+NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE defaults
+
+
 @dataclass(frozen=True, slots=True)
 class LogConfig:
     """Effective per-partition log settings (topic overrides applied over broker defaults).
@@ -66,7 +69,12 @@ class LogConfig:
     retention_bytes: int = -1  # retention.bytes (-1: no size limit)
     index_interval_bytes: int = 4096  # index.interval.bytes
     segment_index_bytes: int = 10 * 1024 * 1024  # segment.index.bytes
-    flush_every_append: bool = False  # broker option: fsync before acknowledging
+    # flush.messages / flush.ms: fsync once this many offsets are unflushed (before the append
+    # that reached the count is acknowledged), or once this long has passed since the last
+    # fsync (a timer per log); Kafka's defaults, Long.MAX_VALUE, mean "never": the page cache,
+    # fsync on roll and shutdown. Only the file backend has anything to fsync.
+    flush_messages: int = NEVER
+    flush_ms: int = NEVER
     file_delete_delay_ms: int = 60_000  # file.delete.delay.ms (files of deleted segments)
     # the log cleaner (storage/cleaner/): cleanup.policy as two flags, then its knobs
     compact: bool = False  # cleanup.policy contains "compact"
@@ -75,6 +83,11 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
     min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
     max_compaction_lag_ms: int = 2**63 - 1  # max.compaction.lag.ms
+
+    @property
+    def flush_every_append(self) -> bool:
+        """Every append waits for an fsync covering it (``flush.messages=1``)."""
+        return self.flush_messages <= 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,11 +190,11 @@ class PartitionLog(Protocol):
         log start offset; ``ValueError`` if it is past ``log_end_offset``."""
         ...
 
-    async def apply_retention(self, now_ms: int, upper_bound: int | None = None) -> int:
+    async def apply_retention(self, now_ms: int) -> int:
         """Roll an over-age active segment, then delete whole segments past ``retention_ms`` /
-        ``retention_bytes`` (never the active one). Returns the number of segments deleted.
-        With ``upper_bound`` (the partition's last stable offset) only segments that end at or
-        below it may go.
+        ``retention_bytes`` (``log_policy.retention_deletable``). The active segment counts
+        too: if it goes, the log rolls first and a new empty segment at the log end offset
+        remains. Returns the number of segments deleted.
 
         Time: leading segments whose largest timestamp is more than ``retention_ms`` before
         ``now_ms`` (deletion stops at the first segment that is not). Size: the oldest segments

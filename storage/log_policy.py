@@ -4,9 +4,12 @@ Pure functions of numbers and ``now_ms``: no I/O, no clock. The memory backend k
 segment structure as the file backend only so that these rules, and therefore what the contract
 suite observes (retention, ``size_bytes``), are identical.
 
-Kafka sources: ``LogSegment.shouldRoll`` and ``UnifiedLog.deleteRetentionMsBreachedSegments`` /
-``deleteRetentionSizeBreachedSegments``. Differences: no ``segment.jitter.ms``, and a segment
-without timestamps ages by its last append's wall time (Kafka: the file's mtime).
+Kafka sources: ``LogSegment.shouldRoll`` / ``timeWaitedForRoll``, ``UnifiedLog.deletableSegments``
+and its ``retention.ms`` / ``retention.bytes`` predicates. Differences: no ``segment.jitter.ms``;
+retention also rolls an active segment older than ``segment.ms`` (``segment_expired``: Kafka rolls
+only on append), so an idle compacted partition's data becomes cleanable; and in the memory
+backend a segment without timestamps ages by its last append's wall time for retention (Kafka,
+and the file backend: the file's mtime).
 """
 
 from __future__ import annotations
@@ -23,6 +26,16 @@ OFFSET_INDEX_ENTRY = 8
 TIME_INDEX_ENTRY = 12
 
 
+def segment_age(first_batch_ts: int | None, created_ms: int, ts_ms: int, now_ms: int) -> int:
+    """Kafka's ``LogSegment.timeWaitedForRoll``: how long the segment has waited to roll, seen
+    from a batch with max timestamp ``ts_ms``. When the segment's first batch has a timestamp
+    (``first_batch_ts`` >= 0) that is record time: ``ts_ms - first_batch_ts``; otherwise wall
+    time since the segment was created (or opened at startup): ``now_ms - created_ms``."""
+    if first_batch_ts is not None and first_batch_ts >= 0:
+        return ts_ms - first_batch_ts
+    return now_ms - created_ms
+
+
 def should_roll(
     cfg: LogConfig,
     *,
@@ -30,67 +43,62 @@ def should_roll(
     seg_base: int,
     add_bytes: int,
     last_offset: int,
-    roll_basis_ms: int | None,
+    max_timestamp: int,
+    first_batch_ts: int | None,
+    created_ms: int,
     now_ms: int,
-    index_entries: int = 0,
+    offset_entries: int = 0,
+    time_entries: int = 0,
 ) -> bool:
-    """Whether an append of ``add_bytes`` ending at ``last_offset`` must go to a new segment.
+    """Whether an append of ``add_bytes`` ending at ``last_offset``, whose max timestamp is
+    ``max_timestamp``, must go to a new segment (Kafka's ``LogSegment.shouldRoll``).
 
-    An empty segment never rolls: a batch larger than ``segment_bytes`` gets a segment of its
-    own. ``roll_basis_ms`` is when the segment's age started (its first append's wall time, or
-    after a restart its first batch's max timestamp, as in Kafka); None for an empty segment.
+    An empty segment never rolls: a batch larger than ``segment_bytes`` would get a segment of
+    its own (``Partition.append`` refuses one first, with RECORD_LIST_TOO_LARGE, as Kafka does).
+    Age is ``segment_age``: the incoming batch's max timestamp against the segment's first
+    batch's. Each index is full by its own entry count (``segment.index.bytes`` / entry size).
     """
     if seg_size == 0:
         return False
     return (
         seg_size + add_bytes > min(cfg.segment_bytes, POSITION_MAX)
-        or (roll_basis_ms is not None and now_ms - roll_basis_ms > cfg.segment_ms)
+        or segment_age(first_batch_ts, created_ms, max_timestamp, now_ms) > cfg.segment_ms
         or last_offset - seg_base > REL_OFFSET_MAX
-        or (index_entries + 1) * OFFSET_INDEX_ENTRY > cfg.segment_index_bytes
-        or (index_entries + 1) * TIME_INDEX_ENTRY > cfg.segment_index_bytes
+        or (offset_entries + 1) * OFFSET_INDEX_ENTRY > cfg.segment_index_bytes
+        or (time_entries + 1) * TIME_INDEX_ENTRY > cfg.segment_index_bytes
     )
 
 
-def segments_below(bases: Sequence[int], offset: int) -> int:
-    """How many leading segments (base offsets ``bases``, oldest first) end at or below
-    ``offset``: segment i qualifies when segment i + 1 starts at or below it."""
-    n = 0
-    while n + 1 < len(bases) and bases[n + 1] <= offset:
-        n += 1
-    return n
-
-
-def segment_expired(cfg: LogConfig, roll_basis_ms: int | None, now_ms: int) -> bool:
-    """The active segment is over ``segment_ms`` old (retention rolls it before deleting)."""
-    return roll_basis_ms is not None and now_ms - roll_basis_ms > cfg.segment_ms
+def segment_expired(
+    cfg: LogConfig, first_batch_ts: int | None, created_ms: int, now_ms: int
+) -> bool:
+    """The active segment is over ``segment_ms`` old by ``segment_age`` seen from ``now_ms``
+    (retention rolls it; a kafkad addition, Kafka rolls only on append)."""
+    return segment_age(first_batch_ts, created_ms, now_ms, now_ms) > cfg.segment_ms
 
 
 def retention_deletable(
-    cfg: LogConfig,
-    segments: Sequence[tuple[int, int]],
-    total_size: int,
-    now_ms: int,
-    stable: int | None = None,
+    cfg: LogConfig, segments: Sequence[tuple[int, int]], total_size: int, now_ms: int
 ) -> int:
-    """How many of the oldest segments retention deletes.
+    """How many of the oldest segments retention deletes (Kafka's ``deletableSegments`` with
+    the ``retention.ms`` / ``retention.bytes`` predicates).
 
-    ``stable``: how many leading segments lie entirely below the last stable offset (their
-    successor's base offset is at or below it); retention never deletes past them, so an open
-    transaction's first offset, its data and anything after it stay (issue 5: a segment at or
-    past the LSO is never deleted; Kafka bounds deletion by the high watermark, which the LSO
-    never exceeds). None: no bound.
+    ``segments`` are (size in bytes, largest timestamp) oldest first; the last one is the
+    active segment. It counts too when it is not empty: a result of ``len(segments)`` means
+    "roll, then delete them all" (``UnifiedLog.deleteSegments``), so ``retention.ms`` empties a
+    quiet partition instead of waiting for ``segment.ms``. Kafka bounds deletion by the high
+    watermark, which on this single-replica broker is the log end offset: every segment ends
+    at or below it. An open transaction does not hold retention back (the transaction timeout
+    is what ends a hanging one); the last stable offset is then clamped to the log start.
 
-    ``segments`` are (size in bytes, largest timestamp) oldest first; the last one is the active
-    segment and is never deleted. Nothing is deleted unless ``cleanup.policy`` lists
-    ``delete``. Time first: leading segments whose largest timestamp is more
-    than ``retention_ms`` old. Then size: while the log minus the next oldest segment would
-    still be at least ``retention_bytes``, that segment goes (Kafka's ``diff - size >= 0``).
+    Nothing is deleted unless ``cleanup.policy`` lists ``delete``. Time first: leading
+    segments whose largest timestamp is more than ``retention_ms`` old. Then size: while the
+    log minus the next oldest segment would still be at least ``retention_bytes``, that
+    segment goes (Kafka's ``diff - size >= 0``).
     """
     if not cfg.delete:  # cleanup.policy=compact: the cleaner, not retention, shrinks the log
         return 0
-    candidates = segments[:-1]
-    if stable is not None:
-        candidates = candidates[:stable]
+    candidates = segments if segments and segments[-1][0] else segments[:-1]
     n = 0
     if cfg.retention_ms >= 0:
         while n < len(candidates) and now_ms - candidates[n][1] > cfg.retention_ms:

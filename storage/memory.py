@@ -29,7 +29,7 @@ from storage.api import (
 )
 from storage.api import TopicPartition as TP
 from storage.clock import wall_clock_ms
-from storage.log_policy import retention_deletable, segment_expired, segments_below, should_roll
+from storage.log_policy import retention_deletable, segment_expired, should_roll
 from wire.records import BATCH_HEADER_SIZE, iter_batches
 
 _BASE = struct.Struct(">q")
@@ -45,7 +45,8 @@ class _Segment:
     size: int = 0
     max_ts: int = -1
     max_ts_offset: int = 0
-    roll_basis_ms: int | None = None
+    first_batch_ts: int | None = None  # roll basis, as in the file backend
+    created_ms: int = 0
     last_append_ms: int = 0
 
     def add(self, data: bytes, base: int, last: int, max_ts: int) -> None:
@@ -63,7 +64,7 @@ class MemoryLog:
         self.tp = tp
         self.config = config
         self._clock = clock
-        self._segments = [_Segment(0)]
+        self._segments = [_Segment(0, created_ms=clock())]
         self._lso = self._leo = self._size = 0
         self._closed = False
         self._snapshots: dict[int, bytes] = {}
@@ -101,12 +102,14 @@ class MemoryLog:
             seg_base=seg.base,
             add_bytes=len(batch),
             last_offset=last_offset,
-            roll_basis_ms=seg.roll_basis_ms,
+            max_timestamp=max_timestamp,
+            first_batch_ts=seg.first_batch_ts,
+            created_ms=seg.created_ms,
             now_ms=now,
         ):
             seg = self._roll()
         if seg.size == 0:
-            seg.roll_basis_ms = now
+            seg.first_batch_ts = max_timestamp
         pieces = list(iter_batches(batch))
         if len(pieces) <= 1:
             seg.add(batch, base_offset, last_offset, max_timestamp)
@@ -119,7 +122,7 @@ class MemoryLog:
         self._size += len(batch)
 
     def _roll(self) -> _Segment:
-        seg = _Segment(self._leo)
+        seg = _Segment(self._leo, created_ms=self._clock())
         self._segments.append(seg)
         return seg
 
@@ -174,16 +177,17 @@ class MemoryLog:
             n += 1
         self._delete_oldest(n)
 
-    async def apply_retention(self, now_ms: int, upper_bound: int | None = None) -> int:
+    async def apply_retention(self, now_ms: int) -> int:
         self._check_open()
         active = self._segments[-1]
-        if active.size and segment_expired(self.config, active.roll_basis_ms, now_ms):
+        if active.size and segment_expired(
+            self.config, active.first_batch_ts, active.created_ms, now_ms
+        ):
             self._roll()
         aged = [(s.size, s.max_ts if s.max_ts >= 0 else s.last_append_ms) for s in self._segments]
-        stable = None
-        if upper_bound is not None:
-            stable = segments_below([s.base for s in self._segments], upper_bound)
-        n = retention_deletable(self.config, aged, self._size, now_ms, stable)
+        n = retention_deletable(self.config, aged, self._size, now_ms)
+        if n == len(self._segments):  # the active segment too: roll, then delete it
+            self._roll()
         self._delete_oldest(n)
         return n
 
@@ -223,7 +227,7 @@ class MemoryLog:
         old = self._segments[i : i + n]
         if [s.base for s in old] != list(bases) or i + n >= len(self._segments):
             return False
-        new = _Segment(bases[0], roll_basis_ms=old[0].roll_basis_ms)
+        new = _Segment(bases[0], first_batch_ts=old[0].first_batch_ts)
         new.last_append_ms = max(s.last_append_ms for s in old)
         for pos, h in iter_batches(data):
             new.add(data[pos : pos + h.total_size], h.base_offset, h.last_offset, h.max_timestamp)

@@ -26,7 +26,9 @@ kafkad is a single-replica broker: the high watermark is the log end offset.
 Transactions (spec eos.md §3.2 step 6, §4.10, §5.1-5.2): the first transactional batch of a
 producer opens a transaction at its base offset (after the KIP-890 ``verify`` callback agreed);
 the producer state keeps the open transactions (``ProducerStateManager.ongoing``), and the last
-stable offset is min(first offset of the earliest open one, high watermark). ``write_marker``
+stable offset is min(first offset of the earliest open one, high watermark), never below the
+log start offset (retention is bounded by the high watermark, as in Kafka, so it may delete the
+segment a hanging transaction began in). ``write_marker``
 appends a COMMIT/ABORT control batch, closes the producer's transaction, adds an
 aborted-transaction index entry for an ABORT of a transaction that wrote data here, and wakes
 long polls (a read_committed fetch waits for the LSO, which only markers move past an open
@@ -128,17 +130,27 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """min(first offset of the earliest open transaction, HW) (spec §5.1)."""
+        """min(first offset of the earliest open transaction, HW) (spec §5.1), never below the
+        log start offset: retention may delete the segment an open transaction started in
+        (Kafka's ``maybeIncrementFirstUnstableOffset`` clamps the same way)."""
         hw = self.log.log_end_offset
         first = self.producers.first_unstable_offset()
-        return hw if first is None else min(first, hw)
+        return hw if first is None else min(max(first, self.log.log_start_offset), hw)
 
     @property
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
-    def has_open_transaction(self, producer_id: int) -> bool:
-        return producer_id in self.producers.ongoing
+    def has_open_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Kafka's ``hasOngoingTransaction(producerId, producerEpoch)``: the producer has a
+        transaction open here *with this epoch*. A batch of a newer epoch (transaction version
+        2 bumps the epoch per transaction) is a new transaction and must be verified again."""
+        entry = self.producers.get(producer_id)
+        return (
+            producer_id in self.producers.ongoing
+            and entry is not None
+            and entry.producer_epoch == producer_epoch
+        )
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions overlapping
@@ -155,9 +167,9 @@ class Partition:
         verify: Callable[[], ErrorCode] | None = None,
     ) -> tuple[int, int] | ErrorCode:
         """Append one validated client batch; returns (base offset, log append time or -1), or
-        the error that refused it (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER,
-        INVALID_TXN_STATE). A duplicate of a retained batch returns that batch's original
-        offset and append time.
+        the error that refused it (RECORD_LIST_TOO_LARGE, INVALID_PRODUCER_EPOCH,
+        OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE). A duplicate of a retained batch
+        returns that batch's original offset and append time.
 
         ``coordinator`` is Kafka's AppendOrigin.COORDINATOR (TxnOffsetCommit's batch on
         ``__consumer_offsets``): the epoch is checked, the sequence is not. ``verify`` is the
@@ -165,7 +177,12 @@ class Partition:
         epoch checks (KAFKA-19690), for a transactional batch of a producer that has no
         transaction open here; anything but NONE refuses the batch with that code.
 
+        A batch larger than ``segment.bytes`` is refused with RECORD_LIST_TOO_LARGE before
+        anything else, as Kafka's ``UnifiedLog.append`` does (no segment could hold it).
+
         Raises ``storage.api.StorageError`` if the write failed (nothing is acknowledged)."""
+        if len(data) > self.config.segment_bytes:
+            return ErrorCode.record_list_too_large
         async with self._lock:
             info: ProducerAppendInfo | None = None
             if header.producer_id >= 0:
@@ -180,7 +197,7 @@ class Partition:
                 if (
                     verify is not None
                     and info.is_transactional
-                    and not self.has_open_transaction(info.producer_id)
+                    and not self.has_open_transaction(info.producer_id, info.producer_epoch)
                     and (code := verify()) is not ErrorCode.none
                 ):
                     return code
@@ -328,11 +345,18 @@ class Partition:
             await self.log.write_producer_snapshot(end, self._encode_snapshot(end))
 
     async def apply_retention(self, now_ms: int) -> int:
-        """Retention on the log, never past the last stable offset (a segment holding or
-        following an open transaction's first offset stays), then forget aborted transactions
-        below the new log start."""
-        deleted = await self.log.apply_retention(now_ms, upper_bound=self.last_stable_offset)
-        self.producers.truncate_aborted(self.log.log_start_offset)
+        """Retention on the log (bounded by the high watermark, as in Kafka, not by the LSO: an
+        open transaction's first segments may go; ``last_stable_offset`` is then the log start),
+        then forget aborted transactions below the new log start. If retention rolled the log,
+        the producer state is snapshotted at the new segment, as at every roll (under the lock,
+        so no append slips in between)."""
+        async with self._lock:
+            segment_before = self.log.active_segment_base
+            deleted = await self.log.apply_retention(now_ms)
+            self.producers.truncate_aborted(self.log.log_start_offset)
+            base = self.log.active_segment_base
+            if base != segment_before and base > 0:
+                await self._write_snapshot(base, self._encode_snapshot(base))
         return deleted
 
     async def delete_before(self, offset: int) -> None:

@@ -66,7 +66,7 @@ TOPIC_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str | None, str]] = {
     "delete.retention.ms": (_int, "log.cleaner.delete.retention.ms", "86400000"),
     "file.delete.delay.ms": (_int, "log.segment.delete.delay.ms", "60000"),
     "flush.messages": (_int, "log.flush.interval.messages", _LONG_MAX),
-    "flush.ms": (_int, None, _LONG_MAX),
+    "flush.ms": (_int, "log.flush.interval.ms", _LONG_MAX),
     "index.interval.bytes": (_int, "log.index.interval.bytes", "4096"),
     "max.compaction.lag.ms": (_int, "log.cleaner.max.compaction.lag.ms", _LONG_MAX),
     "max.message.bytes": (_int, "message.max.bytes", "1048588"),
@@ -115,6 +115,10 @@ def validate_overrides(overrides: Mapping[str, str | None]) -> str | None:
             return f"Invalid value {value} for configuration {name}: Value must be at least 0"
         if name == "max.compaction.lag.ms" and parsed < 1:
             return f"Invalid value {value} for configuration {name}: Value must be at least 1"
+        if name == "flush.messages" and parsed < 1:
+            return f"Invalid value {value} for configuration {name}: Value must be at least 1"
+        if name == "flush.ms" and parsed < 0:
+            return f"Invalid value {value} for configuration {name}: Value must be at least 0"
         if name == "segment.ms" and parsed < 1:
             return f"Invalid value {value} for configuration {name}: Value must be at least 1"
     return None
@@ -174,8 +178,9 @@ def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig
     ):
         if cfg in o:
             changes[attr] = int(o[cfg])
-    if "flush.messages" in o:
-        changes["flush_every_append"] = int(o["flush.messages"]) == 1
+    for cfg, attr in (("flush.messages", "flush_messages"), ("flush.ms", "flush_ms")):
+        if cfg in o:
+            changes[attr] = int(o[cfg])
     out = replace(base, **changes)
     if out.compact and out.max_compaction_lag_ms < out.segment_ms:
         # Kafka's LogConfig.maxSegmentMs (KIP-354): a compacted log rolls at the latest when

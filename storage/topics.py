@@ -203,6 +203,7 @@ class TopicManager:
         self._by_id.pop(topic.topic_id, None)
         for p in topic.partitions:
             p.deleted = True
+            p.wake_waiters()  # long polls answer UNKNOWN_TOPIC_OR_PARTITION now (Kafka)
         await self.store.delete_topic(name)
 
     async def add_partitions(self, name: str, total: int) -> None:

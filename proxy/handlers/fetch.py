@@ -12,7 +12,10 @@ progress); after that a partition's data is returned only if it fits what is lef
 
 Long poll: while fewer than ``min_bytes`` are ready the request waits, up to ``max_wait``,
 for an append or a transaction marker on any of its partitions (an event registered with each
-of them; markers are what move the LSO past an open transaction), then reads again.
+of them; markers are what move the LSO past an open transaction), then reads again. Deleting
+a topic wakes its partitions' long polls too, which then answer UNKNOWN_TOPIC_OR_PARTITION
+(high watermark, LSO and log start -1) at once, as Kafka completes delayed fetches of
+partitions that stop.
 
 Isolation (spec §5.3): read_uncommitted reads up to the high watermark, read_committed up to
 the last stable offset and never returns a byte at or above it (the read is cut after the last
@@ -149,7 +152,7 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
                 break
     by_topic: dict[str, list[Any]] = {}
     for s in slots:
-        part = s.partition
+        part = s.partition if s.error is not ErrorCode.unknown_topic_or_partition else None
         hw = part.high_watermark if part is not None else -1
         lso = part.last_stable_offset if part is not None else -1
         start = part.log_start_offset if part is not None else -1

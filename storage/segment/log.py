@@ -7,8 +7,13 @@ active), the log start and end offsets, the total size. Everything that decides 
 happens without an ``await`` in between, so concurrent callers see a consistent log:
 
 * ``append`` checks contiguity, rolls if needed, writes with one ``os.pwrite`` and moves the log
-  end offset without awaiting anything. Only durable appends (``flush_every_append``) then
-  await, on the store's group commit (``commit.py``).
+  end offset without awaiting anything. Only an append that leaves ``flush.messages`` offsets
+  unflushed then awaits, on the store's group commit (``commit.py``), before it is
+  acknowledged (Kafka's ``unflushedMessages >= flushInterval``). With ``flush.ms`` the first
+  unflushed append arms a timer (a task in the store's nursery, cancelled at close) that
+  flushes ``flush.ms`` after the last fsync. Deviation: the fsync that seals a rolled segment
+  does not count as a flush here (Kafka's roll moves the recovery point), so after a roll the
+  next flush may come a little earlier than ``flush.messages`` says, never later.
 * A roll creates the next segment and returns at once; sealing the old one (fsync, index
   files) runs as a background task in the store's nursery. ``close`` waits for it.
 * Reads run inline when they start in the newest two segments or when the range they start
@@ -17,7 +22,8 @@ happens without an ``await`` in between, so concurrent callers see a consistent 
   thread (which costs ~100 us more here). Fds used in a thread are pinned (``FileHandle``), so
   retention can delete a segment that a slow reader still holds.
 * Retention and ``delete_before`` hold an admin lock (one at a time) and only ever remove
-  whole segments from the front; the active segment is never deleted.
+  whole segments from the front; when retention takes the active segment too, the log rolls
+  first, so there is always an (empty) active segment at the log end offset.
 * The log cleaner (``replace_segments``, under the same admin lock) swaps a run of rolled
   segments for one cleaned segment (``swap.py``): the old segments' fds and index maps are
   pinned first, the files are swapped in a worker thread, and the segment list is switched
@@ -30,8 +36,11 @@ recovery runs (Kafka's offline log directory, per partition); with ``flush_every
 log end offset also goes back to the last durable offset, since nothing after it was
 acknowledged.
 
-Deviation: ``file.delete.delay.ms`` is not honoured. Deleted segments are unlinked at once; a
-reader thread that holds one keeps reading it through its open fd.
+Deleting segments (retention, DeleteRecords) follows Kafka's asynchronous delete: the files are
+renamed to ``*.deleted`` at once and unlinked ``file.delete.delay.ms`` later (at once with 0, or
+when the log closes first; the next open removes any left behind). A reader thread that holds
+a deleted segment keeps reading it through its open fd either way. Deviation: the log cleaner's
+swap (``swap.py``) still unlinks the segments it replaces at once.
 """
 
 from __future__ import annotations
@@ -45,13 +54,14 @@ from pathlib import Path
 import trio
 
 from storage.api import (
+    NEVER,
     LogConfig,
     SegmentInfo,
     StorageError,
     TimestampLookup,
     TopicPartition,
 )
-from storage.log_policy import retention_deletable, segment_expired, segments_below, should_roll
+from storage.log_policy import retention_deletable, segment_expired, should_roll
 from storage.segment import osio, scan
 from storage.segment.commit import GroupCommit, SyncSnapshot
 from storage.segment.files import (
@@ -104,15 +114,16 @@ class FileLog:
         self._leo = self._durable = loaded.log_end_offset
         self._size = sum(s.size for s in self._segments)
         self._commit, self._spawn, self._clock, self._on_close = commit, spawn, clock, on_close
-        active = self._segments[-1]
-        if active.size and (active.roll_basis_ms is None or active.roll_basis_ms < 0):
-            active.roll_basis_ms = clock()  # its first batch has no timestamp: age from now
+        self._segments[-1].created_ms = clock()  # Kafka: a loaded segment's "created" is now
         self._sealing: dict[Segment, trio.Event] = {}
         self._rolls = self._dir_synced = 0
         self._failed: str | None = None
         self._closed = False
         self._sealing_allowed = True  # False once abandoned
         self._admin = trio.Lock()
+        self._flush_timer: trio.CancelScope | None = None  # armed while flush.ms is pending
+        self._closing = trio.Event()  # set by close, discard and abandon
+        self._last_flush = trio.current_time()  # trio time of the last fsync (or the open)
 
     # -- properties ------------------------------------------------------------------------
 
@@ -172,13 +183,16 @@ class FileLog:
             seg_base=seg.base,
             add_bytes=n,
             last_offset=last_offset,
-            roll_basis_ms=seg.roll_basis_ms,
+            max_timestamp=max_timestamp,
+            first_batch_ts=seg.first_batch_ts,
+            created_ms=seg.created_ms,
             now_ms=now,
-            index_entries=len(seg.offsets()),
+            offset_entries=len(seg.offsets()),
+            time_entries=len(seg.times()),
         ):
             seg = self._roll()
         if seg.size == 0:
-            seg.roll_basis_ms = now
+            seg.first_batch_ts = max_timestamp
         try:
             seg.append(batch, base_offset - seg.base, max_timestamp, ts_offset - seg.base)
         except WriteFailed as exc:
@@ -186,12 +200,33 @@ class FileLog:
             raise
         self._leo = last_offset + 1
         self._size += n
-        if self.config.flush_every_append:
+        if self._leo - self._durable >= self.config.flush_messages:  # Kafka's unflushedMessages
             await self._commit.wait_durable(self, self._leo)
+        elif self._flush_timer is None and self.config.flush_ms < NEVER:
+            self._arm_flush_timer()
+
+    def _arm_flush_timer(self) -> None:
+        """flush.ms: fsync ``flush_ms`` after the last fsync (at once if that is past)."""
+        scope = self._flush_timer = trio.CancelScope()
+        due = self._last_flush + self.config.flush_ms / 1000
+        self._spawn(self._flush_at, scope, due)
+
+    async def _flush_at(self, scope: trio.CancelScope, due: float) -> None:
+        """Background task in the store's nursery: it must not raise. Cancelled at close."""
+        try:
+            with scope:
+                await trio.sleep_until(due)
+                await self.flush()
+        except StorageError as exc:  # the log failed: every later call says so
+            log.warning("%s: timed flush failed: %s", self.tp, exc)
+        finally:
+            if self._flush_timer is scope:
+                self._flush_timer = None
 
     def _roll(self) -> Segment:
         old = self._segments[-1]
         new = Segment.create(self.directory, self._leo, self.config.index_interval_bytes)
+        new.created_ms = self._clock()
         assert old.writer is not None
         old.writer.finish()
         self._segments.append(new)
@@ -251,6 +286,7 @@ class FileLog:
                 self._leo = max(self._durable, self._lso)
         elif synced:
             self._durable = max(self._durable, snap.offset)
+            self._last_flush = trio.current_time()
             if snap.directory is not None:
                 self._dir_synced = max(self._dir_synced, snap.generation)
 
@@ -382,15 +418,18 @@ class FileLog:
                 n += 1
             await self._delete_oldest(n)
 
-    async def apply_retention(self, now_ms: int, upper_bound: int | None = None) -> int:
+    async def apply_retention(self, now_ms: int) -> int:
         self.check_usable()
         async with self._admin:
             active = self._segments[-1]
-            if active.size and segment_expired(self.config, active.roll_basis_ms, now_ms):
+            if active.size and segment_expired(
+                self.config, active.first_batch_ts, active.created_ms, now_ms
+            ):
                 self._roll()
             aged = [(s.size, _retention_timestamp(s)) for s in self._segments]
-            stable = None if upper_bound is None else segments_below(self._bases, upper_bound)
-            n = retention_deletable(self.config, aged, self._size, now_ms, stable)
+            n = retention_deletable(self.config, aged, self._size, now_ms)
+            if n == len(self._segments):  # the active segment too: roll, then delete it
+                self._roll()
             await self._delete_oldest(n)
             return n
 
@@ -409,10 +448,28 @@ class FileLog:
         self._lso = max(self._lso, self._bases[0])
         for v in victims:
             v.close()  # the fd stays open while a reader thread holds it
+        delay_ms = self.config.file_delete_delay_ms
         try:
-            await trio.to_thread.run_sync(_delete_files, victims)
+            if delay_ms <= 0:
+                await trio.to_thread.run_sync(_delete_files, victims)
+                return
+            renamed = await trio.to_thread.run_sync(_rename_deleted, victims)
         except OSError as exc:
             raise StorageError(f"deleting segments of {self.tp}: {exc}") from exc
+        self._spawn(self._delete_later, renamed, trio.current_time() + delay_ms / 1000)
+
+    async def _delete_later(self, paths: list[Path], due: float) -> None:
+        """Background task in the store's nursery (must not raise): ``file.delete.delay.ms``
+        after retention or DeleteRecords, the ``*.deleted`` files go; at once if the log closes
+        first. A log abandoned as by ``kill -9`` leaves them to the next open."""
+        with trio.move_on_at(due):
+            await self._closing.wait()
+        if not self._sealing_allowed:
+            return
+        try:
+            await trio.to_thread.run_sync(_unlink_all, paths)
+        except OSError as exc:
+            log.warning("%s: deleting %d old segment file(s) failed: %s", self.tp, len(paths), exc)
 
     # -- the log cleaner --------------------------------------------------------------------
 
@@ -502,6 +559,7 @@ class FileLog:
         if self._closed:
             return
         self._closed = True
+        self._stop_flush_timer()
         try:
             for done in list(self._sealing.values()):
                 await done.wait()
@@ -523,9 +581,16 @@ class FileLog:
     async def discard(self) -> None:
         """Close without persisting anything (the data is about to be deleted)."""
         self._closed = True
+        self._stop_flush_timer()
         for done in list(self._sealing.values()):
             await done.wait()
         self.abandon()
+
+    def _stop_flush_timer(self) -> None:
+        """The log is closing: the flush.ms timer stops, delayed file deletes run now."""
+        self._closing.set()
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
 
     @property
     def failed(self) -> bool:
@@ -534,6 +599,7 @@ class FileLog:
     def abandon(self) -> None:
         """Drop the log as ``kill -9`` would: close the fds, persist nothing (tests)."""
         self._closed = True
+        self._stop_flush_timer()
         self._sealing_allowed = False
         for seg in self._segments:
             seg.close()
@@ -555,3 +621,12 @@ def _persist_all(segments: list[Segment]) -> None:
 def _delete_files(segments: list[Segment]) -> None:
     for seg in segments:
         seg.delete_files()
+
+
+def _rename_deleted(segments: list[Segment]) -> list[Path]:
+    return [path for seg in segments for path in seg.rename_deleted()]
+
+
+def _unlink_all(paths: list[Path]) -> None:
+    for path in paths:
+        unlink_quietly(path)

@@ -30,7 +30,9 @@ from pathlib import Path
 from storage.api import StorageError
 from storage.segment import osio, scan
 from storage.segment.files import (
+    DELETED_SUFFIX,
     INDEX_SUFFIX,
+    LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     FileHandle,
     fsync_dir,
@@ -62,10 +64,11 @@ class Segment:
         "_offsets",
         "_times",
         "base",
+        "created_ms",
         "directory",
+        "first_batch_ts",
         "max_ts",
         "max_ts_offset",
-        "roll_basis_ms",
         "size",
         "writer",
     )
@@ -75,7 +78,8 @@ class Segment:
         self.base = base
         self.size = size
         self.writer: IndexWriter | None = None  # set while active
-        self.roll_basis_ms: int | None = None  # when the segment's age started
+        self.first_batch_ts: int | None = None  # first batch's max timestamp (roll basis)
+        self.created_ms = 0  # wall time it was created or opened (roll basis without timestamps)
         self.max_ts = -1  # sealed segments; an active one asks its writer
         self.max_ts_offset = base
         self._handle: FileHandle | None = None
@@ -159,7 +163,7 @@ class Segment:
                 raise ValueError("segment does not end at a batch boundary")
             writer.since = size - pos
             seg.writer = writer
-            seg.roll_basis_ms = seg.first_max_ts()
+            seg.first_batch_ts = seg.first_max_ts()
         except (ValueError, StorageError):
             seg._handle.close()
             raise
@@ -185,11 +189,11 @@ class Segment:
             seg._handle.close()
             raise
         seg.size, seg.writer = rec.size, rec.indexes
-        seg.roll_basis_ms = rec.first_max_ts if rec.size else None
+        seg.first_batch_ts = rec.first_max_ts if rec.size else None
         return seg, rec.next_offset, (rec.reason or "") if rec.size < file_size else ""
 
     def first_max_ts(self) -> int | None:
-        """The first batch's max timestamp: after a restart the segment's age counts from it."""
+        """The first batch's max timestamp: the segment's age counts from it (Kafka)."""
         if self.size < BATCH_HEADER_SIZE:
             return None
         header = os.pread(self.fd(), scan.PEEK.size, 0)
@@ -324,6 +328,21 @@ class Segment:
         """Blocking. The .log goes first: index files without a .log are removed at open."""
         unlink_quietly(self.path())
         self.unlink_index_files()
+
+    def rename_deleted(self) -> list[Path]:
+        """Blocking: Kafka's first step of an asynchronous delete, the files renamed to
+        ``*.deleted`` (the .log first, as in ``delete_files``); the open fds stay usable and
+        the next open removes ``*.deleted`` files. Returns the new paths."""
+        out = []
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            src = self.path(suffix)
+            dst = src.with_name(src.name + DELETED_SUFFIX)
+            try:
+                os.rename(src, dst)
+            except FileNotFoundError:
+                continue
+            out.append(dst)
+        return out
 
 
 def read_segments(

@@ -242,6 +242,12 @@ async def test_produce_errors() -> None:
         assert (await produce(c, "small", big)).error_code == ErrorCode.message_too_large
         after = await produce(c, "pe", good)
         assert (after.error_code, after.base_offset) == (ErrorCode.none, 0)  # nothing written
+        # issue 23.11: larger than segment.bytes (but not max.message.bytes): Kafka's code
+        configs = {"segment_bytes": "1048576", "max_message_bytes": "4000000"}
+        assert await create(c, "seg", 1, **configs) == ErrorCode.none
+        huge = batch([bytes(range(256)) * 4500])  # incompressible enough: ~1.1 MiB
+        assert (await produce(c, "seg", huge)).error_code == ErrorCode.record_list_too_large
+        assert (await produce(c, "seg", good)).base_offset == 0
 
 
 async def test_fetch_long_poll_wakes_on_append() -> None:
@@ -258,6 +264,30 @@ async def test_fetch_long_poll_wakes_on_append() -> None:
             await produce(writer, "lp", batch([b"wake"]))
         part = got[0].responses[0].partitions[0]
         assert part.high_watermark == 1 and len(part.records) > 0
+
+
+async def test_deleting_a_topic_ends_its_long_polls_at_once() -> None:
+    """Issue 23.14: Kafka completes the delayed fetches of partitions that stop; a long poll on
+    a deleted topic is answered UNKNOWN_TOPIC_OR_PARTITION at once, not NONE at max_wait."""
+    async with running_broker() as (_, port), connect(port) as reader, connect(port) as admin:
+        assert await create(admin, "lpd") == ErrorCode.none
+        got = []
+
+        async def poll() -> None:
+            got.append(await reader.request(fetch_request("lpd", 0, wait_ms=600_000)))
+
+        with trio.fail_after(60):  # far below max_wait
+            async with trio.open_nursery() as n:
+                n.start_soon(poll)
+                await trio.testing.wait_all_tasks_blocked()
+                deleted = await admin.request(
+                    DeleteTopicsRequest(topic_names=("lpd",), timeout=1000 * MS)
+                )
+                assert deleted.responses[0].error_code == ErrorCode.none
+        part = got[0].responses[0].partitions[0]
+        assert part.error_code == ErrorCode.unknown_topic_or_partition
+        assert (part.high_watermark, part.last_stable_offset, part.log_start_offset) == (-1, -1, -1)
+        assert part.records == b"" or part.records is None
 
 
 async def test_list_offsets_earliest_latest_and_by_time() -> None:

@@ -78,3 +78,22 @@ def test_flush_every_append_maps_to_log_config() -> None:
         environ={},
     )
     assert cfg.log_config().flush_every_append is True
+
+
+def test_flush_intervals_map_to_log_config_as_given() -> None:
+    """Issue 23.12: any value means what it says (not only 1), for the broker and a topic."""
+    from storage.topic_config import topic_log_config, validate_overrides
+
+    cfg = load_config(
+        listen="127.0.0.1:0",
+        advertise=None,
+        data_dir="memory://",
+        config_file=None,
+        overrides={"log.flush.interval.messages": "500", "log.flush.interval.ms": "2000"},
+        environ={},
+    ).log_config()
+    assert (cfg.flush_messages, cfg.flush_ms, cfg.flush_every_append) == (500, 2000, False)
+    topic = topic_log_config(cfg, {"flush.messages": "7", "flush.ms": "30"})
+    assert (topic.flush_messages, topic.flush_ms) == (7, 30)
+    assert validate_overrides({"flush.messages": "0"}) is not None
+    assert validate_overrides({"flush.ms": "-1"}) is not None

@@ -90,7 +90,7 @@ async def bench(directory: Path, mib: int) -> None:
             line(label, got, reads, time.perf_counter() - t, time.process_time() - c)
 
         await store.create_topic(TopicMeta("d", uuid.uuid4(), 16))
-        durable = LogConfig(segment_bytes=128 * MIB, flush_every_append=True)
+        durable = LogConfig(segment_bytes=128 * MIB, flush_messages=1)
         logs = [await store.open_partition(TopicPartition("d", p), durable) for p in range(16)]
         one = logs[0]
         assert isinstance(one, FileLog)

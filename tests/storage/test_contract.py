@@ -175,8 +175,8 @@ async def test_retention_by_size(store: Store) -> None:
     assert await log2.apply_retention(0) == 3  # 5 - 3 = 2 segments left, exactly the limit
     assert (log2.log_start_offset, log2.size_bytes) == (6, 2 * size)
     assert await log2.apply_retention(0) == 0
-    assert await log.apply_retention(0) == 4  # retention_bytes=0: all but the active one
-    assert (log.log_start_offset, log.size_bytes) == (8, size)
+    assert await log.apply_retention(0) == 5  # retention_bytes=0: the active one too
+    assert (log.log_start_offset, log.log_end_offset, log.size_bytes) == (10, 10, 0)
 
 
 async def test_retention_by_time(store: Store, clock: Clock) -> None:
@@ -193,7 +193,26 @@ async def test_retention_by_time(store: Store, clock: Clock) -> None:
     assert await log.apply_retention(day + 4_000) == 0
     assert await log.apply_retention(day + 6_000) == 2
     assert log.log_start_offset == 4
-    assert await log.apply_retention(day + 10_000) == 0  # the active segment never goes
+    assert await log.apply_retention(day + 9_000) == 0
+    assert await log.apply_retention(day + 9_001) == 1  # the active segment too (rolled first)
+    assert (log.log_start_offset, log.log_end_offset, log.size_bytes) == (5, 5, 0)
+
+
+async def test_retention_empties_a_quiet_partition(store: Store, clock: Clock) -> None:
+    """Issue 23.10: Kafka's deletableSegments considers the active segment (rolling before it
+    deletes it), so retention.ms=2000 empties a quiet partition without waiting for segment.ms
+    (7 days here); appends then go on at the log end offset."""
+    log = await new_log(store, LogConfig(retention_ms=2_000))
+    t0 = clock.now
+    await append(log, 3, timestamp=t0 - 2)  # max timestamp t0
+    assert await log.apply_retention(t0 + 2_000) == 0
+    assert await log.apply_retention(t0 + 2_001) == 1
+    assert (log.log_start_offset, log.log_end_offset, log.size_bytes) == (3, 3, 0)
+    assert [(s.base_offset, s.size) for s in log.segment_infos()] == [(3, 0)]
+    assert await log.apply_retention(t0 + 9_000) == 0  # an empty active segment stays
+    assert await log.read(3, 100) == b""
+    await append(log)
+    assert log.log_end_offset == 4 and await log.read(3, 1 << 20) != b""
 
 
 async def test_retention_rolls_an_expired_active_segment(store: Store, clock: Clock) -> None:
@@ -211,21 +230,37 @@ async def test_retention_rolls_an_expired_active_segment(store: Store, clock: Cl
     assert log.log_end_offset == 7
 
 
-async def test_segments_roll_by_age(store: Store, clock: Clock) -> None:
-    cfg = LogConfig(segment_ms=1_000, retention_bytes=0)
-    log = await new_log(store, cfg)
-    await append(log)
+def bases(log: PartitionLog) -> list[int]:
+    return [s.base_offset for s in log.segment_infos()]
+
+
+async def test_segments_roll_by_record_timestamps(store: Store, clock: Clock) -> None:
+    """Issue 23.13: Kafka's LogSegment.shouldRoll compares the incoming batch's max timestamp
+    with the segment's first batch's, not the wall clock of the first append."""
+    log = await new_log(store, LogConfig(segment_ms=1_000))
+    await append(log, timestamp=5_000)
+    clock.now += 10_000  # wall time does not age a segment whose batches have timestamps
+    await append(log, timestamp=6_000)  # exactly segment_ms after the first batch: no roll
+    assert bases(log) == [0]
+    await append(log, timestamp=6_001)
+    assert bases(log) == [0, 2]
+    await append(log, timestamp=100)  # an older timestamp ages nothing
+    assert bases(log) == [0, 2]
+
+
+async def test_segments_without_timestamps_roll_by_wall_clock(store: Store, clock: Clock) -> None:
+    log = await new_log(store, LogConfig(segment_ms=1_000))
+    await append(log, timestamp=-1)  # NO_TIMESTAMP: Kafka ages by the segment's creation
     clock.now += 1_000
-    await append(log)  # exactly segment_ms old: no roll yet
-    assert await log.apply_retention(clock.now) == 0
+    await append(log, timestamp=-1)
+    assert bases(log) == [0]
     clock.now += 1
-    await append(log)  # rolls: the first segment can now go
-    assert await log.apply_retention(clock.now) == 1
-    assert log.log_start_offset == 2
+    await append(log, timestamp=-1)
+    assert bases(log) == [0, 2]
 
 
 async def test_flush_and_flush_every_append(store: Store) -> None:
-    log = await new_log(store, LogConfig(flush_every_append=True))
+    log = await new_log(store, LogConfig(flush_messages=1))
     first = await append(log)
     second = await append(log, 4)
     await log.flush()

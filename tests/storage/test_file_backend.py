@@ -119,22 +119,54 @@ async def test_segments_roll_by_size(root: Path) -> None:
         assert names[-1] == log.log_end_offset - 2
 
 
-async def test_segments_roll_by_age(root: Path) -> None:
+async def test_segments_roll_by_age_across_a_restart(root: Path) -> None:
+    """The segment's age counts from its first batch's timestamp, before and after a restart;
+    without timestamps, from when the segment was created or opened (Kafka's "created")."""
     clock = Clock()
     async with opened(root, clock) as store:
         log = await open_log(store, LogConfig(segment_ms=60_000))
-        await append(log)
-        clock.now += 60_000
-        await append(log)
-        assert len(log.segments) == 1
-        clock.now += 1
-        await append(log)
-        assert [s.base for s in log.segments] == [0, 2]
-    # after a restart the segment's age counts from its first batch's timestamp (Kafka)
+        await append(log, timestamp=1_000)
     async with opened(root, clock) as store:
         log = await open_log(store, LogConfig(segment_ms=60_000))
-        await append(log, timestamp=clock.now)
-        assert len(log.segments) == 3
+        await append(log, timestamp=61_000)
+        assert len(log.segments) == 1
+        await append(log, timestamp=61_001)
+        assert [s.base for s in log.segments] == [0, 2]
+        await append(log, timestamp=-1)  # the first batch of segment 2 has a timestamp
+        clock.now += 10**9
+        await append(log, timestamp=-1)
+        assert len(log.segments) == 2
+    async with opened(root, clock) as store:
+        log = await open_log(store, LogConfig(segment_ms=60_000))
+        await append(log, timestamp=2**40)
+        assert len(log.segments) == 3  # record time: 2**40 - 61_001 is far past segment.ms
+
+
+async def test_a_segment_without_timestamps_ages_from_its_opening(root: Path) -> None:
+    clock = Clock()
+    async with opened(root, clock) as store:
+        await append(await open_log(store, LogConfig(segment_ms=60_000)), timestamp=-1)
+    clock.now += 10**9
+    async with opened(root, clock) as store:
+        log = await open_log(store, LogConfig(segment_ms=60_000))
+        await append(log, timestamp=-1)
+        assert len(log.segments) == 1
+        clock.now += 60_001
+        await append(log, timestamp=-1)
+        assert len(log.segments) == 2
+
+
+async def test_time_index_full_check_counts_time_entries(root: Path) -> None:
+    """Issue 23.13: each index is full by its own entry count (Kafka's AbstractIndex.isFull).
+    segment.index.bytes=24 holds 3 offset entries and 2 time entries; with constant timestamps
+    the time index keeps 1 entry, so the offset index decides: the roll comes at its 4th."""
+    cfg = LogConfig(segment_index_bytes=24, index_interval_bytes=0)
+    async with opened(root) as store:
+        log = await open_log(store, cfg)
+        for _ in range(6):
+            await append(log, timestamp=1_000, max_timestamp=1_000)
+        assert [s.base for s in log.segments] == [0, 4]
+        assert len(log.segments[0].times()) == 1
 
 
 @pytest.mark.parametrize("cached", [True, False], ids=["page-cache", "disk"])
@@ -357,7 +389,7 @@ async def test_a_failed_fsync_takes_the_log_offline(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with opened(root) as store:
-        log = await open_log(store, LogConfig(flush_every_append=True))
+        log = await open_log(store, LogConfig(flush_messages=1))
         await append(log)
 
         def eio(fd: int) -> None:
@@ -380,7 +412,7 @@ async def test_group_commit_shares_fsyncs(root: Path) -> None:
     n = 20
     async with opened(root) as store:
         await store.create_topic(TopicMeta("t", uuid.uuid4(), n))
-        cfg = LogConfig(flush_every_append=True)
+        cfg = LogConfig(flush_messages=1)
         logs = [await store.open_partition(TopicPartition("t", p), cfg) for p in range(n)]
         runs = store.group_commit.runs
 
@@ -452,7 +484,7 @@ from tests.storage.conftest import make_batch
 async def main(root, durable):
     async with open_store(root) as store:
         await store.create_topic(TopicMeta("t", uuid.uuid4(), 1))
-        cfg = LogConfig(segment_bytes=4096, index_interval_bytes=512, flush_every_append=durable)
+        cfg = LogConfig(segment_bytes=4096, index_interval_bytes=512, flush_messages=durable)
         log = await store.open_partition(TopicPartition("t", 0), cfg)
         while True:
             base = log.log_end_offset
@@ -460,7 +492,7 @@ async def main(root, durable):
             await log.append(base, base + 1, 1001, batch)
             print(base + 2, flush=True)  # acknowledged up to here
 
-trio.run(main, sys.argv[1], sys.argv[2] == "durable")
+trio.run(main, sys.argv[1], 1 if sys.argv[2] == "durable" else 2**63 - 1)
 """
 
 

@@ -16,7 +16,7 @@ from tests.storage.conftest import append
 from tests.storage.faulty import faulty_disk
 from tests.storage.test_file_backend import SMALL, open_log, opened
 
-DURABLE = LogConfig(flush_every_append=True)
+DURABLE = LogConfig(flush_messages=1)
 
 
 @pytest.fixture

@@ -193,7 +193,7 @@ async def test_worked_example(url: str) -> None:
         assert await read_committed(p, 0) == ([0], [(1, 1)])
         everything = await p.read(0, 1 << 30)
         assert client_deliver(everything, None) == [0, 1, 2, 3, 5]
-        assert p.has_open_transaction(2) and not p.has_open_transaction(1)
+        assert p.has_open_transaction(2, 0) and not p.has_open_transaction(1, 0)
         assert await p.write_marker(2, 0, True, 0, NOW) == 6
         assert (p.high_watermark, p.last_stable_offset) == (7, 7)
         assert await read_committed(p, 3) == ([3, 5], [(1, 1)])
@@ -244,24 +244,38 @@ async def test_retention_drops_index_entries(url: str) -> None:
         assert p.producers.aborted == []
 
 
-async def test_retention_never_deletes_at_or_past_the_lso(url: str) -> None:
-    """Issue 5 item 6: with retention.bytes=0 every closed segment is due, but only segments
-    that end at or below the LSO go; the open transaction's segment and everything after it
-    stay until the transaction ends."""
+async def test_retention_follows_the_high_watermark_not_the_lso(url: str) -> None:
+    """Issue 21.5: Kafka bounds retention by the high watermark, so a hanging transaction does
+    not pin the log: with retention.bytes=0 everything goes, the active segment and the open
+    transaction's first offset included; the LSO is then the log start, and read_committed
+    still hides the transaction, before and after a crash, until its marker resolves it."""
+    cfg = LogConfig(retention_bytes=0)
     async with open_store(url) as store:
-        p = await open_partition(store, LogConfig(segment_bytes=150, retention_bytes=0))
-        for _ in range(3):
-            await put(p, batch())
+        p = await open_partition(store, cfg)
+        await put(p, batch())
         first = await put(p, batch(7, 0, 0, txn=True))  # P7 opens here
-        for _ in range(4):
-            await put(p, batch())
-        assert (first, p.last_stable_offset, p.high_watermark) == (3, 3, 8)
-        assert await p.apply_retention(NOW) > 0  # the segments below the LSO
-        assert 0 < p.log_start_offset <= first  # the open transaction's data is all there
-        assert await p.apply_retention(NOW) == 0
-        assert await p.write_marker(7, 0, True, 0, NOW) == 8
-        await p.apply_retention(NOW)
-        assert p.log_start_offset > first  # resolved: now it may go
+        await put(p, batch())
+        assert (first, p.last_stable_offset, p.high_watermark) == (1, 1, 3)
+        assert await p.apply_retention(NOW) == 1  # roll, then the one segment goes
+        assert (p.log_start_offset, p.high_watermark, p.last_stable_offset) == (3, 3, 3)
+        await put(p, batch(7, 0, 1, txn=True))
+        await put(p, batch())
+        assert p.last_stable_offset == 3  # still open: nothing past it is committed
+        assert await read_committed(p, 3) == ([], [])
+        if not isinstance(store, FileStore):
+            await check_hanging_txn_resolves(p, first)
+            return
+        store.abandon()  # kill -9: the retention roll's snapshot keeps the open txn
+    async with open_store(url) as store:
+        await check_hanging_txn_resolves(await open_partition(store, cfg), first)
+
+
+async def check_hanging_txn_resolves(p: Partition, first: int) -> None:
+    assert (p.log_start_offset, p.last_stable_offset, p.high_watermark) == (3, 3, 5)
+    assert p.producers.ongoing == {7: first}
+    assert await p.write_marker(7, 0, False, 0, NOW) == 5
+    assert p.last_stable_offset == 6
+    assert await read_committed(p, 3) == ([4], [(7, first)])
 
 
 async def test_verify_runs_only_for_the_first_batch_and_after_the_epoch_check(url: str) -> None:
@@ -280,7 +294,7 @@ async def test_verify_runs_only_for_the_first_batch_and_after_the_epoch_check(ur
         assert await p.append(data, read_batch_header(data), NOW, verify=refuse) is (
             E.transaction_abortable
         )
-        assert p.high_watermark == 0 and not p.has_open_transaction(1)
+        assert p.high_watermark == 0 and not p.has_open_transaction(1, 0)
         await put(p, data, verify=verify)
         await put(p, batch(1, 0, 1, txn=True), verify=verify)
         assert await put(p, data, verify=refuse) == 0  # a duplicate needs no verification
@@ -290,6 +304,36 @@ async def test_verify_runs_only_for_the_first_batch_and_after_the_epoch_check(ur
         assert await p.append(stale, read_batch_header(stale), NOW, verify=refuse) is (
             E.invalid_producer_epoch  # KAFKA-19690: the epoch wins over verification
         )
+
+
+async def test_open_transaction_shortcut_checks_the_producer_epoch(url: str) -> None:
+    """Issue 21.6: Kafka's hasOngoingTransaction(producerId, producerEpoch). A transactional
+    batch with a newer epoch than the open transaction's (transaction version 2 bumps it per
+    transaction) is verified, not waved through by the open transaction of the old epoch."""
+
+    def refuse() -> ErrorCode:
+        return E.transaction_abortable
+
+    async with open_store(url) as store:
+        p = await open_partition(store)
+        await put(p, batch(1, 0, 0, txn=True))
+        assert p.has_open_transaction(1, 0) and not p.has_open_transaction(1, 1)
+        bumped = batch(1, 1, 0, txn=True)
+        assert await p.append(bumped, read_batch_header(bumped), NOW, verify=refuse) is (
+            E.transaction_abortable
+        )
+        assert p.high_watermark == 1
+
+
+async def test_a_batch_larger_than_segment_bytes_is_refused(url: str) -> None:
+    """Issue 23.11: Kafka refuses a batch no segment can hold with RECORD_LIST_TOO_LARGE
+    (``UnifiedLog.append``), before the producer state sees it; one that fits is appended."""
+    big = batch(1, 0, 0, n=20)
+    async with open_store(url) as store:
+        p = await open_partition(store, LogConfig(segment_bytes=len(big) - 1))
+        assert await p.append(big, read_batch_header(big), NOW) is E.record_list_too_large
+        assert p.high_watermark == 0 and p.producers.get(1) is None
+        assert await put(p, batch(1, 0, 0)) == 0  # sequence 0 is still next
 
 
 # -- model test ------------------------------------------------------------------------------------
