@@ -31,7 +31,8 @@ SPARK_TIMEOUT_S = 300
 def spark() -> Iterator[Any]:
     from pipeline.session import local_spark
 
-    session = local_spark("kafkad-compat-tests")
+    # local[2,4]: a failed task is retried, as on a cluster (test_pipeline_failures.py)
+    session = local_spark("kafkad-compat-tests", max_failures=4)
     yield session
     session.stop()
 

@@ -152,20 +152,56 @@ def _retry(what: str, call: Callable[[], T], attempts: int = 20) -> T:
     raise AssertionError(what)
 
 
+def _marker_reader(opts: WriteOptions, group: str) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": opts.bootstrap_servers,
+            "group.id": group,
+            "isolation.level": "read_committed",  # OffsetFetch with RequireStable
+            "enable.auto.commit": False,
+        }
+    )
+
+
+def _read_marker(consumer: Consumer, tp: TopicPartition, query_id: str) -> markers.Marker | None:
+    (got,) = _retry("committed", lambda: consumer.committed([tp], REQUEST_TIMEOUT_S))
+    if got.error is not None:
+        raise KafkaException(got.error)
+    return markers.decode(got.offset, getattr(got, "metadata", None), query_id)
+
+
+def marker_tp(opts: WriteOptions) -> TopicPartition:
+    assert opts.marker_topic is not None
+    return TopicPartition(opts.marker_topic, 0)
+
+
+def record_done(opts: WriteOptions, query_id: str, batch_id: int) -> None:
+    """The driver's record that every task of this micro-batch committed (a plain offset
+    commit to the sink's done group; no transaction needed: it only ever moves forward)."""
+    group = markers.done_group(opts.transactional_id_prefix, query_id)
+    consumer = _marker_reader(opts, group)
+    try:
+        offset, meta = markers.encode(query_id, batch_id)
+        tp = marker_tp(opts)
+        mark = TopicPartition(tp.topic, tp.partition, offset, metadata=meta)
+        _retry("commit", lambda: consumer.commit(offsets=[mark], asynchronous=False))
+    finally:
+        consumer.close()
+
+
 class TxnTask:
-    """One sink task's transactional producer and its marker.
+    """One sink task's transactional producer and its markers.
 
     `open()` fences any earlier incarnation of the transactional id (InitProducerId aborts or
-    completes its transaction) and only then reads the marker, so what it reads is final.
+    completes its transaction) and only then reads the markers, so what it reads is final.
     """
 
     def __init__(self, opts: WriteOptions, query_id: str, task_partition: int) -> None:
         self.opts = opts
         self.query_id = query_id
-        assert opts.marker_topic is not None
-        self.marker_tp = TopicPartition(opts.marker_topic, 0)
-        txn_id = markers.transactional_id(opts.transactional_id_prefix, query_id, task_partition)
-        group = markers.marker_group(opts.transactional_id_prefix, query_id, task_partition)
+        self.marker_tp = marker_tp(opts)
+        prefix = opts.transactional_id_prefix
+        txn_id = markers.transactional_id(prefix, query_id, task_partition)
         self.producer = Producer(
             {
                 "linger.ms": 5,
@@ -174,24 +210,15 @@ class TxnTask:
                 "transactional.id": txn_id,
             }
         )
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": opts.bootstrap_servers,
-                "group.id": group,
-                "isolation.level": "read_committed",  # OffsetFetch with RequireStable
-                "enable.auto.commit": False,
-            }
-        )
+        self.consumer = _marker_reader(opts, markers.marker_group(prefix, query_id, task_partition))
+        self.done_reader = _marker_reader(opts, markers.done_group(prefix, query_id))
 
-    def open(self) -> int | None:
-        """Fence earlier incarnations; return the micro-batch of the committed marker."""
+    def open(self) -> tuple[markers.Marker | None, markers.Marker | None]:
+        """Fence earlier incarnations; return (the driver's batch-complete record, this task's
+        committed marker)."""
         _retry("init_transactions", lambda: self.producer.init_transactions(REQUEST_TIMEOUT_S))
-        (got,) = _retry(
-            "committed", lambda: self.consumer.committed([self.marker_tp], REQUEST_TIMEOUT_S)
-        )
-        if got.error is not None:
-            raise KafkaException(got.error)
-        return markers.decode(got.offset, getattr(got, "metadata", None), self.query_id)
+        done = _read_marker(self.done_reader, self.marker_tp, self.query_id)
+        return done, _read_marker(self.consumer, self.marker_tp, self.query_id)
 
     def begin(self) -> None:
         self.producer.begin_transaction()
@@ -204,9 +231,9 @@ class TxnTask:
             except BufferError:
                 self.producer.poll(0.05)  # the local queue is full: let deliveries drain
 
-    def commit(self, batch_id: int) -> None:
+    def commit(self, batch_id: int, digest: markers.InputDigest) -> None:
         """The marker joins the transaction, then everything commits at once."""
-        offset, meta = markers.encode(self.query_id, batch_id)
+        offset, meta = markers.encode(self.query_id, batch_id, digest)
         mark = TopicPartition(self.marker_tp.topic, 0, offset, metadata=meta)
         try:
             self.producer.send_offsets_to_transaction(
@@ -225,3 +252,4 @@ class TxnTask:
 
     def close(self) -> None:
         self.consumer.close()
+        self.done_reader.close()

@@ -43,6 +43,7 @@ import itertools
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -52,8 +53,8 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from pipeline import markers
-from pipeline.kafka_io import TxnTask
+from pipeline import end_of_input, markers
+from pipeline.kafka_io import TxnTask, record_done
 from pipeline.options import WriteOptions
 
 QUERY_ID = "sql.streaming.queryId"  # Spark's local properties of a streaming query's tasks
@@ -64,10 +65,12 @@ BATCH_ID = "streaming.sql.batchId"
 class TaskOutcome(WriterCommitMessage):
     task_partition: int
     rows: int
-    skipped: bool  # a replay: this task had committed this batch already
+    skipped: bool  # a replay: this task (or the whole batch) had committed already
+    query_id: str = ""  # the driver's commit runs in a process that does not know it
 
 
-def produce_batch(task: TxnTask, opts: WriteOptions, batch: pa.RecordBatch) -> int:
+def _rows(opts: WriteOptions, batch: pa.RecordBatch) -> Iterator[tuple[Any, ...]]:
+    """(topic, value, key, partition, headers) per row, as the producer takes them."""
     names = batch.schema.names
     n: int = batch.num_rows
     values = batch.column("value").to_pylist()
@@ -82,17 +85,38 @@ def produce_batch(task: TxnTask, opts: WriteOptions, batch: pa.RecordBatch) -> i
         topic = topics[i]
         if topic is None:
             raise ValueError("a row has a null topic and option 'topic' is not set")
-        part = partitions[i]
         hs = headers[i]
-        task.produce(
+        yield (
             topic,
             values[i],
             keys[i],
-            -1 if part is None else part,
+            -1 if partitions[i] is None else partitions[i],
             None if not hs else [(h["key"], h["value"]) for h in hs],
         )
+
+
+def _digest_row(digest: markers.InputDigest, row: tuple[Any, ...]) -> None:
+    topic, value, key, partition, headers = row
+    flat = [f for h in headers or () for f in h]
+    digest.add(topic, value, key, partition, len(flat), *flat)
+
+
+def produce_batch(
+    task: TxnTask, opts: WriteOptions, batch: pa.RecordBatch, digest: markers.InputDigest
+) -> int:
+    for row in _rows(opts, batch):
+        _digest_row(digest, row)
+        task.produce(*row)
     task.producer.poll(0)
-    return n
+    return int(batch.num_rows)
+
+
+def _drain(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> markers.InputDigest:
+    digest = markers.InputDigest()
+    for batch in batches:
+        for row in _rows(opts, batch):
+            _digest_row(digest, row)
+    return digest
 
 
 def write_task(
@@ -101,26 +125,37 @@ def write_task(
     ctx = TaskContext.get()
     assert ctx is not None, "called outside a Spark task"
     part = int(ctx.partitionId())
+    infile = end_of_input.worker_input()
     rest = iter(batches)
     first = next((b for b in rest if b.num_rows), None)
     if first is None:
         return TaskOutcome(part, 0, skipped=False)  # nothing to write: no transaction
     task = TxnTask(opts, query_id, part)
     try:
-        if markers.decide(task.open(), batch_id) is markers.Decision.SKIP:
+        done, own = task.open()
+        decision = markers.decide(done, own, batch_id)
+        if decision is markers.Decision.SKIP_DONE:
             for _ in rest:  # let Spark finish sending the input
                 pass
-            return TaskOutcome(part, 0, skipped=True)
+            return TaskOutcome(part, 0, skipped=True, query_id=query_id)
+        if decision is markers.Decision.SKIP:
+            assert own is not None
+            digest = _drain(opts, itertools.chain([first], rest))
+            end_of_input.check_whole(infile)  # a cut input proves nothing about the layout
+            markers.check_replay(own, batch_id, digest)
+            return TaskOutcome(part, 0, skipped=True, query_id=query_id)
         task.begin()
         rows = 0
+        digest = markers.InputDigest()
         try:
             for batch in itertools.chain([first], rest):
-                rows += produce_batch(task, opts, batch)
-            task.commit(batch_id)
+                rows += produce_batch(task, opts, batch, digest)
+            end_of_input.check_whole(infile)
+            task.commit(batch_id, digest)
         except BaseException:
             task.abort()
             raise
-        return TaskOutcome(part, rows, skipped=False)
+        return TaskOutcome(part, rows, skipped=False, query_id=query_id)
     finally:
         task.close()
 
@@ -145,8 +180,14 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         return write_task(self.opts, query_id, int(batch_id), iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Idempotent: every task committed its own transaction (or found it committed)."""
+        """Every task committed its own transaction (or found it committed): record the batch
+        as complete, so that a replay skips it whatever its task layout. Idempotent."""
         _check(messages)
+        query_ids = {m.query_id for m in messages if isinstance(m, TaskOutcome) and m.query_id}
+        if len(query_ids) > 1:
+            raise RuntimeError(f"sink tasks of one micro-batch name queries {sorted(query_ids)}")
+        for query_id in query_ids:  # none when no task had a row: nothing to replay
+            record_done(self.opts, query_id, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to undo: a failed task aborted its transaction, or the replay's

@@ -1,0 +1,217 @@
+"""The exactly-once sink under Spark's own failure modes, as end-to-end experiments in the
+shared local SparkSession (`local[2,4]`: a failed task is retried, as on a cluster):
+
+- a task whose upstream fails mid-stream on its first attempt (a UDF raising at row 15,000
+  of 20,000), retried by Spark;
+- `query.stop()` while a micro-batch is being written, then a restart from the checkpoint;
+- a replay with another task layout: the driver dies after the sink's commit and before
+  Spark's commit log (simulated by removing the batch from the commit log), and the restart
+  splits the input into 4 tasks instead of 1.
+
+In each, a read_committed consumer of the output must find every input row exactly once.
+Spark's Python runner ends a cut task's input iterator as if the input were complete;
+`pipeline.end_of_input` tells the two apart, and these tests check that it still does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from compat_tests._support import topic_name
+from compat_tests.test_pipeline_spark import SPARK_TIMEOUT_S, spark  # noqa: F401 (fixture)
+from compat_tests.txn_support import create, read_all
+
+pytest.importorskip("pyspark")
+ROWS = 20_000
+
+
+def _seed(bs: str, topic: str, n: int, pad: int = 0) -> list[bytes]:
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 20})
+    values = [b"%d" % i + b"." * pad for i in range(n)]
+    for i, v in enumerate(values):
+        while True:
+            try:
+                p.produce(topic, v, b"k%d" % (i % 97), partition=0)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(30) == 0
+    return values
+
+
+def _output(bs: str, topic: str, partitions: int) -> Counter[bytes]:
+    got = read_all(bs, [(topic, p) for p in range(partitions)], "read_committed")
+    return Counter(v for _, _, v in got)
+
+
+def _stream(spark: Any, bs: str, src: str, **source: str) -> Any:  # noqa: F811
+    r = (
+        spark.readStream.format("kafkad")
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribe", src)
+        .option("startingOffsets", "earliest")
+    )
+    for k, v in source.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def _sink(df: Any, bs: str, out: str, ckpt: Path) -> Any:
+    return (
+        df.writeStream.format("kafkad")
+        .option("kafka.bootstrap.servers", bs)
+        .option("topic", out)
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
+@contextlib.contextmanager
+def _small_arrow_batches(spark: Any) -> Iterator[None]:  # noqa: F811
+    """1,000 rows per Arrow batch to the sink's task (default 10,000): a task cut short
+    has received, and would have committed, some of its rows."""
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+    try:
+        yield
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+
+
+def _finish(q: Any) -> None:
+    assert q.awaitTermination(SPARK_TIMEOUT_S), "the query did not finish"
+    assert q.exception() is None, q.exception()
+
+
+@pytest.fixture
+def flags(tmp_path: Path) -> Iterator[Path]:
+    """A directory the test and the UDFs in Spark's Python workers signal through."""
+    d = tmp_path / "flags"
+    d.mkdir()
+    yield d
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT_S)
+def test_task_failing_mid_stream_then_retried(
+    spark: Any,  # noqa: F811
+    bootstrap: str,
+    tmp_path: Path,
+    flags: Path,
+) -> None:
+    from pyspark import TaskContext
+    from pyspark.sql.functions import udf
+
+    src = create(bootstrap, topic_name("fail-src"), 1)
+    out = create(bootstrap, topic_name("fail-out"), 2)
+    want = Counter(_seed(bootstrap, src, ROWS))
+    flag_dir = str(flags)
+
+    @udf("binary", useArrow=False)  # type: ignore[misc]
+    def raise_at_15000(value: bytes) -> bytes:
+        ctx = TaskContext.get()
+        if value == b"15000" and ctx is not None and ctx.attemptNumber() == 0:
+            open(os.path.join(flag_dir, "raised"), "w").close()
+            raise RuntimeError("injected failure at row 15000")
+        return value
+
+    df = _stream(spark, bootstrap, src).selectExpr("key", "value")
+    q = _sink(
+        df.select("key", raise_at_15000("value").alias("value")), bootstrap, out, tmp_path / "ckpt"
+    )
+    _finish(q)
+    assert (flags / "raised").exists()
+    assert _output(bootstrap, out, 2) == want
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT_S)
+def test_query_stopped_mid_batch_then_restarted(
+    spark: Any,  # noqa: F811
+    bootstrap: str,
+    tmp_path: Path,
+    flags: Path,
+) -> None:
+    from pyspark.sql.functions import udf
+
+    src = create(bootstrap, topic_name("stop-src"), 1)
+    out = create(bootstrap, topic_name("stop-out"), 2)
+    want = Counter(_seed(bootstrap, src, ROWS))
+    flag_dir = str(flags)
+
+    @udf("binary", useArrow=False)  # type: ignore[misc]
+    def stall_at_12000(value: bytes) -> bytes:
+        if int(value) >= 12000 and not os.path.exists(os.path.join(flag_dir, "released")):
+            open(os.path.join(flag_dir, "stalled"), "w").close()
+            deadline = time.monotonic() + 300
+            while not os.path.exists(os.path.join(flag_dir, "released")):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        return value
+
+    def run() -> Any:
+        df = _stream(spark, bootstrap, src).selectExpr("key", "value")
+        return _sink(
+            df.select("key", stall_at_12000("value").alias("value")),
+            bootstrap,
+            out,
+            tmp_path / "ckpt",
+        )
+
+    with _small_arrow_batches(spark):
+        q = run()
+        deadline = time.monotonic() + SPARK_TIMEOUT_S
+        while not (flags / "stalled").exists():  # the sink holds about 11,000 rows by now
+            assert time.monotonic() < deadline and q.isActive, q.exception()
+            time.sleep(0.05)
+        q.stop()
+        (flags / "released").touch()  # stops the stalled UDF if Spark left it running
+        assert not _output(bootstrap, out, 2), "rows of a stopped batch became visible"
+        _finish(run())
+    assert _output(bootstrap, out, 2) == want
+
+
+def _forget_commit(ckpt: Path, batch: int) -> None:
+    """The checkpoint as the driver leaves it when it dies after the sink's commit and before
+    Spark's commit log records the batch."""
+    for f in (ckpt / "commits" / str(batch), ckpt / "commits" / f".{batch}.crc"):
+        f.unlink(missing_ok=True)
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT_S)
+def test_replay_with_another_task_layout(spark: Any, bootstrap: str, tmp_path: Path) -> None:  # noqa: F811
+    src = create(bootstrap, topic_name("layout-src"), 1)
+    out = create(bootstrap, topic_name("layout-out"), 2)
+    want = Counter(_seed(bootstrap, src, 1000))
+    ckpt = tmp_path / "ckpt"
+
+    def run(min_partitions: str) -> Any:
+        df = _stream(spark, bootstrap, src, minPartitions=min_partitions)
+        return _sink(df.selectExpr("key", "value"), bootstrap, out, ckpt)
+
+    _finish(run("1"))
+    assert _output(bootstrap, out, 2) == want
+    _forget_commit(ckpt, 0)
+    q = run("4")
+    _finish(q)
+    assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [1000]
+    assert _output(bootstrap, out, 2) == want
+
+    # The driver died before the sink's commit: the batch-complete record is gone too. The
+    # task that committed now gets other rows: the query fails, naming the cause.
+    _forget_commit(ckpt, 0)
+    query_id = q.id
+    group = f"kafkad-sink-{query_id}-done"
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result is in
+    admin.delete_consumer_groups([group])[group].result(10)
+    q = run("4")
+    with pytest.raises(Exception, match="replayed with other input for this task"):
+        q.awaitTermination(SPARK_TIMEOUT_S)
