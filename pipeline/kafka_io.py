@@ -39,7 +39,15 @@ def consumer_config(opts: ReadOptions) -> dict[str, Any]:
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "enable.partition.eof": False,
+        # An offset deleted under a planned range must not make the client jump to the end
+        # silently: read_range decides (failOnDataLoss).
+        "auto.offset.reset": "error",
     }
+
+
+class DataLossError(RuntimeError):
+    """Offsets to read are gone (failOnDataLoss=true): the message names the partition and
+    offsets, as Spark's connector does."""
 
 
 def check_client_config(config: dict[str, Any], kind: Callable[[dict[str, Any]], object]) -> None:
@@ -103,7 +111,10 @@ class Offsets:
 def read_range(opts: ReadOptions, r: OffsetRange) -> Iterator[list[Message]]:
     """The records of [from_offset, until_offset) in chunks. Offsets that are transaction
     markers or (at read_committed) aborted records are skipped by the client; the range is
-    done when the client's position reaches its end."""
+    done when the client's position reaches its end. Offsets of the range that retention (or a
+    re-created topic) removed before they were read fail the read with failOnDataLoss=true;
+    with false the read goes on from the earliest offset still there, like Spark's
+    KafkaDataConsumer."""
     consumer = Consumer(consumer_config(opts))
     tp = TopicPartition(r.topic, r.partition, r.from_offset)
     try:
@@ -112,9 +123,12 @@ def read_range(opts: ReadOptions, r: OffsetRange) -> Iterator[list[Message]]:
         idle_deadline = time.monotonic() + opts.poll_timeout_ms / 1000
         while position < r.until_offset:
             msgs = consumer.consume(min(CHUNK, r.until_offset - position), 0.2)
-            chunk = []
+            chunk: list[Message] = []
             for m in msgs:
                 err = m.error()
+                if err is not None and err.code() == KafkaError._AUTO_OFFSET_RESET:
+                    position = _out_of_range(opts, consumer, r, position)
+                    break
                 if err is not None:
                     raise KafkaException(err)
                 offset = m.offset() or 0
@@ -136,6 +150,34 @@ def read_range(opts: ReadOptions, r: OffsetRange) -> Iterator[list[Message]]:
                 )
     finally:
         consumer.close()
+
+
+def _out_of_range(opts: ReadOptions, consumer: Consumer, r: OffsetRange, position: int) -> int:
+    """The broker answered OFFSET_OUT_OF_RANGE at `position`: fail (failOnDataLoss) or go on
+    from the earliest offset still there. Returns the new position (the range's end when
+    nothing of it is left)."""
+    here = TopicPartition(r.topic, r.partition)
+    low, high = consumer.get_watermark_offsets(here, REQUEST_TIMEOUT_S, cached=False)
+    where = f"{r.topic}-{r.partition}"
+    if position < low:
+        what = (
+            f"offsets [{position}, {min(low, r.until_offset)}) of the planned range"
+            f" [{r.from_offset}, {r.until_offset}) of {where} were deleted before they were read"
+            f" (the earliest offset is now {low})"
+        )
+        resume = low
+    else:  # past the end: the partition was truncated, or the topic re-created
+        what = (
+            f"offset {position} of the planned range [{r.from_offset}, {r.until_offset}) of"
+            f" {where} is past the partition's end {high} (the topic was re-created?)"
+        )
+        resume = r.until_offset
+    if opts.fail_on_data_loss:
+        raise DataLossError(f"{what}; set failOnDataLoss=false to skip them")
+    if resume < r.until_offset:
+        # a fetcher stopped by the error takes no seek: assign again
+        consumer.assign([TopicPartition(r.topic, r.partition, resume)])
+    return min(resume, r.until_offset)
 
 
 def _retry(what: str, call: Callable[[], T], attempts: int = 20) -> T:

@@ -145,3 +145,13 @@ def lost(start: Mapping[TP, int], earliest: Mapping[TP, int]) -> dict[TP, tuple[
         for tp, offset in start.items()
         if tp in earliest and offset < earliest[tp]
     }
+
+
+def went_back(start: Mapping[TP, int], latest: Mapping[TP, int]) -> dict[TP, tuple[int, int]]:
+    """Partitions whose latest offset is below where the next batch starts (the topic was
+    deleted and re-created, or truncated): tp -> (start, latest)."""
+    return {
+        tp: (offset, latest[tp])
+        for tp, offset in start.items()
+        if tp in latest and latest[tp] < offset
+    }

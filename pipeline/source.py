@@ -111,6 +111,27 @@ def _start_of(opts: ReadOptions, client: Offsets, begin: Positions, current: lis
     return {tp: max(offset, earliest[tp]) for tp, offset in start.items()}
 
 
+def _check_backwards(
+    opts: ReadOptions, client: Offsets, begin: Positions, end: Positions
+) -> Positions:
+    """Like Spark's connector: a partition whose offsets went backwards (a topic deleted and
+    re-created) fails the query with failOnDataLoss=true; with false it starts over from its
+    earliest offset (Spark's message: "offset was changed from A to B")."""
+    back = planning.went_back(begin, end)
+    if not back:
+        return begin
+    detail = ", ".join(
+        f"{t}-{p}'s offset was changed from {a} to {b}" for (t, p), (a, b) in sorted(back.items())
+    )
+    if opts.fail_on_data_loss:
+        raise RuntimeError(
+            f"{detail}: some data may have been missed (the topic deleted and re-created?);"
+            " set failOnDataLoss=false to read such partitions from their earliest offset"
+        )
+    earliest = client.bounds(back, "earliest")
+    return {**begin, **{tp: earliest[tp] for tp in back}}
+
+
 class KafkaBatchReader(DataSourceReader):
     def __init__(self, opts: ReadOptions, schema: StructType) -> None:
         self.opts = opts
@@ -173,6 +194,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         tps = self.client.partitions()
         begin = _start_of(self.opts, self.client, planning.from_json(start), tps)
         latest = self.client.bounds(tps, "latest")
+        begin = _check_backwards(self.opts, self.client, begin, latest)
         if self._target is not None:
             latest = planning.cap(latest, self._target, begin)
         if isinstance(limit, ReadMaxRows):
@@ -182,6 +204,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         stop = planning.from_json(end)
         begin = _start_of(self.opts, self.client, planning.from_json(start), sorted(stop))
+        begin = _check_backwards(self.opts, self.client, begin, stop)
         ranges = planning.plan_ranges(
             begin, stop, self.opts.min_partitions, self.opts.max_records_per_partition
         )

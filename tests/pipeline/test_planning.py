@@ -16,6 +16,7 @@ from pipeline.planning import (
     rate_limit,
     resolve,
     to_json,
+    went_back,
 )
 
 A0, A1, B0 = ("a", 0), ("a", 1), ("b", 0)
@@ -123,3 +124,10 @@ def test_rate_limit_stays_within_bounds(
     assert sum(end[tp] - start[tp] for tp in latest) <= max(limit + small, nonempty)
     if any(latest[tp] > start[tp] for tp in latest):
         assert end != start  # progress whenever there is data
+
+
+def test_went_back_finds_partitions_whose_offsets_fell() -> None:
+    start = {("t", 0): 10, ("t", 1): 5, ("u", 0): 3}
+    latest = {("t", 0): 4, ("t", 1): 5, ("u", 0): 9}
+    assert went_back(start, latest) == {("t", 0): (10, 4)}
+    assert went_back(start, {}) == {}
