@@ -72,9 +72,24 @@ class Offsets:
             config.pop(owned, None)
         self._admin = AdminClient(config)
 
+    def _attempts(self, what: str, call: Callable[[], T]) -> T:
+        """Spark's KafkaOffsetReader: fetchOffset.numRetries attempts in all (at least one),
+        fetchOffset.retryIntervalMs apart, then the last error."""
+        attempts = max(1, self._opts.fetch_offset_num_retries)
+        for attempt in range(attempts):
+            try:
+                return call()
+            except KafkaException:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(self._opts.fetch_offset_retry_interval_ms / 1000)
+        raise AssertionError(what)
+
     def partitions(self) -> list[TP]:
         sub: Subscription = self._opts.subscription
-        meta = self._admin.list_topics(timeout=REQUEST_TIMEOUT_S)
+        meta = self._attempts(
+            "list_topics", lambda: self._admin.list_topics(timeout=REQUEST_TIMEOUT_S)
+        )
         found = sorted(
             (name, p)
             for name, topic in meta.topics.items()
@@ -100,12 +115,16 @@ class Offsets:
             if self._opts.isolation_level == "read_committed"
             else IsolationLevel.READ_UNCOMMITTED
         )
-        futures = self._admin.list_offsets(
-            {TopicPartition(t, p): spec for t, p in tps},
-            isolation_level=level,
-            request_timeout=REQUEST_TIMEOUT_S,
-        )
-        return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+        def fetch() -> Positions:
+            futures = self._admin.list_offsets(
+                {TopicPartition(t, p): spec for t, p in tps},
+                isolation_level=level,
+                request_timeout=REQUEST_TIMEOUT_S,
+            )
+            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+        return self._attempts("list_offsets", fetch)
 
 
 def read_range(opts: ReadOptions, r: OffsetRange) -> Iterator[list[Message]]:
@@ -247,6 +266,9 @@ class TxnTask:
         self.producer = Producer(
             {
                 "linger.ms": 5,
+                # keyed rows go where the Java client and Spark's Kafka sink put them
+                # (murmur2; librdkafka's default is CRC32); rows without a key: random
+                "partitioner": "murmur2_random",
                 **opts.client,
                 "bootstrap.servers": opts.bootstrap_servers,
                 "transactional.id": txn_id,

@@ -66,12 +66,13 @@ def to_arrow(msgs: list[Message], arrow_schema: pa.Schema, include_headers: bool
         [m.topic() for m in msgs],
         [m.partition() for m in msgs],
         [m.offset() for m in msgs],
-        [ms * 1000 if kind else None for kind, ms in stamps],
+        # no timestamp type (v0 records): Spark gives the Java client's -1 ms, as a timestamp
+        [ms * 1000 if kind else -1000 for kind, ms in stamps],
         [TIMESTAMP_TYPE.get(kind, -1) for kind, _ in stamps],
     ]
-    if include_headers:
-        headers: list[Any] = [m.headers() or [] for m in msgs]
-        columns.append([[{"key": k, "value": v} for k, v in hs] for hs in headers])
+    if include_headers:  # NULL, as in Spark, for a record without headers
+        headers: list[Any] = [m.headers() for m in msgs]
+        columns.append([[{"key": k, "value": v} for k, v in hs] if hs else None for hs in headers])
     arrays = [pa.array(c, type=f.type) for c, f in zip(columns, arrow_schema, strict=True)]
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
