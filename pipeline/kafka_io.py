@@ -231,6 +231,27 @@ def _read_marker(consumer: Consumer, tp: TopicPartition, query_id: str) -> marke
     return markers.decode(got.offset, getattr(got, "metadata", None), query_id)
 
 
+# One transaction spans a whole sink task, including the lazy upstream work that produces its
+# rows. librdkafka's default transaction.timeout.ms (60 s) would have the coordinator abort any
+# task longer than a minute, on every attempt; the default here is Kafka's default
+# transaction.max.timeout.ms (15 min), the longest a broker accepts unless configured
+# otherwise. kafka.transaction.timeout.ms overrides it (README: the trade-off).
+TRANSACTION_TIMEOUT_MS = 900_000
+
+
+def producer_config(opts: WriteOptions, txn_id: str) -> dict[str, Any]:
+    return {
+        "linger.ms": 5,
+        # keyed rows go where the Java client and Spark's Kafka sink put them (murmur2;
+        # librdkafka's default is CRC32); rows without a key: a random partition
+        "partitioner": "murmur2_random",
+        "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+        **opts.client,
+        "bootstrap.servers": opts.bootstrap_servers,
+        "transactional.id": txn_id,
+    }
+
+
 def marker_tp(opts: WriteOptions) -> TopicPartition:
     assert opts.marker_topic is not None
     return TopicPartition(opts.marker_topic, 0)
@@ -263,17 +284,7 @@ class TxnTask:
         self.marker_tp = marker_tp(opts)
         prefix = opts.transactional_id_prefix
         txn_id = markers.transactional_id(prefix, query_id, task_partition)
-        self.producer = Producer(
-            {
-                "linger.ms": 5,
-                # keyed rows go where the Java client and Spark's Kafka sink put them
-                # (murmur2; librdkafka's default is CRC32); rows without a key: random
-                "partitioner": "murmur2_random",
-                **opts.client,
-                "bootstrap.servers": opts.bootstrap_servers,
-                "transactional.id": txn_id,
-            }
-        )
+        self.producer = Producer(producer_config(opts, txn_id))
         self.consumer = _marker_reader(opts, markers.marker_group(prefix, query_id, task_partition))
         self.done_reader = _marker_reader(opts, markers.done_group(prefix, query_id))
 
