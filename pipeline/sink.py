@@ -7,17 +7,22 @@ written; each task calls `write` with its rows. A task with rows:
    partition>` and calls InitProducerId (`init_transactions`): this fences any earlier
    incarnation of the same task (a zombie, or the run before a crash) and aborts or finishes
    its open transaction;
-2. reads its marker (`pipeline.markers`): the micro-batch id its last committed transaction
-   recorded. If it is this batch or a later one the batch is a replay of one this task already
-   committed: it writes nothing;
-3. otherwise it begins a transaction, produces its rows, adds the marker (the batch id, via
-   `send_offsets_to_transaction` to its marker group) and commits: rows and marker become
-   visible together or not at all.
+2. reads the driver's batch-complete record and its own marker (`pipeline.markers`). A batch
+   recorded complete is a replay: it writes nothing (whatever the task layout now). A marker
+   holding this batch means this task committed it: it reads its input, checks it is the
+   same rows (count and digest) and writes nothing, or fails loudly if the input differs (the
+   split changed, or the query is not deterministic);
+3. otherwise it begins a transaction, produces its rows, and once its input iterator ends
+   checks that Spark sent the whole input (`pipeline.end_of_input`: PySpark ends the iterator
+   the same way when the JVM side of the task failed or was cancelled mid-stream). A cut input
+   aborts the transaction and fails the task; a whole one adds the marker (batch id, row
+   count, digest, via `send_offsets_to_transaction` to its marker group) and commits: rows and
+   marker become visible together or not at all.
 
 The driver's `commit` (called once all tasks succeeded, before Spark records the batch as done
-in its checkpoint) has nothing left to make durable; it only checks and may run any number of
-times. If the driver dies before Spark records the batch, the restarted query replays it with
-the same id and the same input offsets, and every task that had committed skips (step 2).
+in its checkpoint) records the batch as complete; it may run any number of times. If the
+driver dies before Spark records the batch, the restarted query replays it with the same id
+and the same input offsets, and the tasks skip it (step 2).
 
 Guarantee (what a read_committed consumer of the output sees):
 - every input row of every micro-batch is reflected in the output exactly once, across
@@ -25,7 +30,8 @@ Guarantee (what a read_committed consumer of the output sees):
   transformation is deterministic: a replayed batch must assign the same rows to the same
   task partitions (the same input gives the same partitioning for map-only and shuffled plans
   alike; nondeterministic functions such as rand() or current_timestamp() in the plan break
-  this, as would changing the query between runs of one checkpoint);
+  this, as would changing the query between runs of one checkpoint; a changed split of a
+  batch no driver recorded complete is refused where a committed task sees other input);
 - atomicity is per task, not per micro-batch: while a batch is being written, the consumer
   may see the outputs of the tasks that have committed and not yet those of the others;
   each task's rows appear all at once, in the order the task wrote them per output partition;
