@@ -28,7 +28,13 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from compat_tests._support import topic_name
-from compat_tests.test_pipeline_spark import SPARK_TIMEOUT_S, spark  # noqa: F401 (fixture)
+from compat_tests.test_pipeline_spark import (  # noqa: F401 (spark: the fixture)
+    SPARK_TIMEOUT_S,
+    finish,
+    sink,
+    spark,
+    stream,
+)
 from compat_tests.txn_support import create, read_all
 
 pytest.importorskip("pyspark")
@@ -49,32 +55,17 @@ def _seed(bs: str, topic: str, n: int, pad: int = 0) -> list[bytes]:
     return values
 
 
+def _topics(bs: str, name: str, pad: int = 0) -> tuple[str, str, Counter[bytes]]:
+    """An input topic (1 partition) holding ROWS records, an output topic (2 partitions),
+    and the values the output must hold."""
+    src = create(bs, topic_name(f"{name}-src"), 1)
+    out = create(bs, topic_name(f"{name}-out"), 2)
+    return src, out, Counter(_seed(bs, src, ROWS, pad))
+
+
 def _output(bs: str, topic: str, partitions: int) -> Counter[bytes]:
     got = read_all(bs, [(topic, p) for p in range(partitions)], "read_committed")
     return Counter(v for _, _, v in got)
-
-
-def _stream(spark: Any, bs: str, src: str, **source: str) -> Any:  # noqa: F811
-    r = (
-        spark.readStream.format("kafkad")
-        .option("kafka.bootstrap.servers", bs)
-        .option("subscribe", src)
-        .option("startingOffsets", "earliest")
-    )
-    for k, v in source.items():
-        r = r.option(k, v)
-    return r.load()
-
-
-def _sink(df: Any, bs: str, out: str, ckpt: Path) -> Any:
-    return (
-        df.writeStream.format("kafkad")
-        .option("kafka.bootstrap.servers", bs)
-        .option("topic", out)
-        .option("checkpointLocation", str(ckpt))
-        .trigger(availableNow=True)
-        .start()
-    )
 
 
 @contextlib.contextmanager
@@ -86,11 +77,6 @@ def _small_arrow_batches(spark: Any) -> Iterator[None]:  # noqa: F811
         yield
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-
-
-def _finish(q: Any) -> None:
-    assert q.awaitTermination(SPARK_TIMEOUT_S), "the query did not finish"
-    assert q.exception() is None, q.exception()
 
 
 @pytest.fixture
@@ -111,9 +97,7 @@ def test_task_failing_mid_stream_then_retried(
     from pyspark import TaskContext
     from pyspark.sql.functions import udf
 
-    src = create(bootstrap, topic_name("fail-src"), 1)
-    out = create(bootstrap, topic_name("fail-out"), 2)
-    want = Counter(_seed(bootstrap, src, ROWS))
+    src, out, want = _topics(bootstrap, "fail")
     flag_dir = str(flags)
 
     @udf("binary", useArrow=False)  # type: ignore[misc]
@@ -124,11 +108,11 @@ def test_task_failing_mid_stream_then_retried(
             raise RuntimeError("injected failure at row 15000")
         return value
 
-    df = _stream(spark, bootstrap, src).selectExpr("key", "value")
-    q = _sink(
+    df = stream(spark, bootstrap, src).selectExpr("key", "value")
+    q = sink(
         df.select("key", raise_at_15000("value").alias("value")), bootstrap, out, tmp_path / "ckpt"
     )
-    _finish(q)
+    finish(q)
     assert (flags / "raised").exists()
     assert _output(bootstrap, out, 2) == want
 
@@ -142,9 +126,7 @@ def test_query_stopped_mid_batch_then_restarted(
 ) -> None:
     from pyspark.sql.functions import udf
 
-    src = create(bootstrap, topic_name("stop-src"), 1)
-    out = create(bootstrap, topic_name("stop-out"), 2)
-    want = Counter(_seed(bootstrap, src, ROWS))
+    src, out, want = _topics(bootstrap, "stop")
     flag_dir = str(flags)
 
     @udf("binary", useArrow=False)  # type: ignore[misc]
@@ -158,8 +140,8 @@ def test_query_stopped_mid_batch_then_restarted(
         return value
 
     def run() -> Any:
-        df = _stream(spark, bootstrap, src).selectExpr("key", "value")
-        return _sink(
+        df = stream(spark, bootstrap, src).selectExpr("key", "value")
+        return sink(
             df.select("key", stall_at_12000("value").alias("value")),
             bootstrap,
             out,
@@ -175,7 +157,7 @@ def test_query_stopped_mid_batch_then_restarted(
         q.stop()
         (flags / "released").touch()  # stops the stalled UDF if Spark left it running
         assert not _output(bootstrap, out, 2), "rows of a stopped batch became visible"
-        _finish(run())
+        finish(run())
     assert _output(bootstrap, out, 2) == want
 
 
@@ -194,14 +176,14 @@ def test_replay_with_another_task_layout(spark: Any, bootstrap: str, tmp_path: P
     ckpt = tmp_path / "ckpt"
 
     def run(min_partitions: str) -> Any:
-        df = _stream(spark, bootstrap, src, minPartitions=min_partitions)
-        return _sink(df.selectExpr("key", "value"), bootstrap, out, ckpt)
+        df = stream(spark, bootstrap, src, minPartitions=min_partitions)
+        return sink(df.selectExpr("key", "value"), bootstrap, out, ckpt)
 
-    _finish(run("1"))
+    finish(run("1"))
     assert _output(bootstrap, out, 2) == want
     _forget_commit(ckpt, 0)
     q = run("4")
-    _finish(q)
+    finish(q)
     assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [1000]
     assert _output(bootstrap, out, 2) == want
 

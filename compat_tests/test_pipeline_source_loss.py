@@ -20,7 +20,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests._support import EXTERNAL, topic_name
 from compat_tests.conftest import _LIVE, _spawn
-from compat_tests.test_pipeline_spark import SPARK_TIMEOUT_S, spark  # noqa: F401 (fixture)
+from compat_tests.test_pipeline_spark import (  # noqa: F401 (spark: the fixture)
+    SPARK_TIMEOUT_S,
+    sink,
+    spark,
+    stream,
+)
 from compat_tests.txn_support import create, produce_plain, read_all
 from pipeline.kafka_io import DataLossError, read_range
 from pipeline.options import parse_read_options
@@ -98,21 +103,8 @@ def test_stream_over_a_recreated_topic(spark: Any, bootstrap: str, tmp_path: Pat
     produce_plain(bootstrap, src, [b"first-%d" % i for i in range(10)])
 
     def copy(fail_on_data_loss: str) -> Any:
-        return (
-            spark.readStream.format("kafkad")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", src)
-            .option("startingOffsets", "earliest")
-            .option("failOnDataLoss", fail_on_data_loss)
-            .load()
-            .selectExpr("value")
-            .writeStream.format("kafkad")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("topic", out)
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
+        df = stream(spark, bootstrap, src, failOnDataLoss=fail_on_data_loss)
+        return sink(df.selectExpr("value"), bootstrap, out, tmp_path / "ckpt")
 
     q = copy("true")
     assert q.awaitTermination(SPARK_TIMEOUT_S) and q.exception() is None

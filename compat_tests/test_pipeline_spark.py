@@ -37,6 +37,36 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
+def stream(spark: Any, bs: str, src: str, **source: str) -> Any:
+    """A streaming read of `src` from its earliest offset, with these source options."""
+    r = (
+        spark.readStream.format("kafkad")
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribe", src)
+        .option("startingOffsets", "earliest")
+    )
+    for k, v in source.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def sink(df: Any, bs: str, out: str, ckpt: Path) -> Any:
+    """Start `df` into `out` through the exactly-once sink, to the end (AvailableNow)."""
+    return (
+        df.writeStream.format("kafkad")
+        .option("kafka.bootstrap.servers", bs)
+        .option("topic", out)
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
+def finish(q: Any) -> None:
+    assert q.awaitTermination(SPARK_TIMEOUT_S), "the query did not finish"
+    assert q.exception() is None, q.exception()
+
+
 def _reader(spark: Any, bs: str, **options: str) -> Any:
     r = spark.read.format("kafkad").option("kafka.bootstrap.servers", bs)
     for k, v in options.items():
@@ -133,23 +163,9 @@ def test_stream_copy_exactly_once_with_new_partition(
     want = _produce_mixed(bootstrap, src)
 
     def copy() -> Any:
-        q = (
-            spark.readStream.format("kafkad")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", src)
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", "6")
-            .load()
-            .selectExpr("key", "value", "partition")
-            .writeStream.format("kafkad")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("topic", out)
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        q.awaitTermination(SPARK_TIMEOUT_S)
-        assert q.exception() is None
+        df = stream(spark, bootstrap, src, maxOffsetsPerTrigger="6")
+        q = sink(df.selectExpr("key", "value", "partition"), bootstrap, out, tmp_path / "ckpt")
+        finish(q)
         return q
 
     q = copy()
