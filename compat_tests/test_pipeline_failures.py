@@ -4,6 +4,9 @@ shared local SparkSession (`local[2,4]`: a failed task is retried, as on a clust
 - a task whose upstream fails mid-stream on its first attempt (a UDF raising at row 15,000
   of 20,000), retried by Spark;
 - `query.stop()` while a micro-batch is being written, then a restart from the checkpoint;
+- a stage retry: the shuffle files feeding the sink's stage are deleted while it runs (a UDF
+  at row 20,000 of 60,000), the sink's tasks fail with FetchFailed, Spark reruns the map
+  stage and the sink's stage;
 - a replay with another task layout: the driver dies after the sink's commit and before
   Spark's commit log (simulated by removing the batch from the commit log), and the restart
   splits the input into 4 tasks instead of 1.
@@ -24,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from compat_tests._support import topic_name
@@ -35,7 +38,7 @@ from compat_tests.test_pipeline_spark import (  # noqa: F401 (spark: the fixture
     spark,
     stream,
 )
-from compat_tests.txn_support import create, read_all
+from compat_tests.txn_support import create
 
 pytest.importorskip("pyspark")
 ROWS = 20_000
@@ -43,7 +46,8 @@ ROWS = 20_000
 
 def _seed(bs: str, topic: str, n: int, pad: int = 0) -> list[bytes]:
     p = Producer({"bootstrap.servers": bs, "linger.ms": 20})
-    values = [b"%d" % i + b"." * pad for i in range(n)]
+    # random padding: shuffle blocks must not compress (the stage-retry test needs their size)
+    values = [b"%d." % i + os.urandom(pad // 2).hex().encode() for i in range(n)]
     for i, v in enumerate(values):
         while True:
             try:
@@ -55,17 +59,42 @@ def _seed(bs: str, topic: str, n: int, pad: int = 0) -> list[bytes]:
     return values
 
 
-def _topics(bs: str, name: str, pad: int = 0) -> tuple[str, str, Counter[bytes]]:
-    """An input topic (1 partition) holding ROWS records, an output topic (2 partitions),
+def _topics(bs: str, name: str, rows: int = ROWS, pad: int = 0) -> tuple[str, str, Counter[bytes]]:
+    """An input topic (1 partition) holding `rows` records, an output topic (2 partitions),
     and the values the output must hold."""
     src = create(bs, topic_name(f"{name}-src"), 1)
     out = create(bs, topic_name(f"{name}-out"), 2)
-    return src, out, Counter(_seed(bs, src, ROWS, pad))
+    return src, out, Counter(_seed(bs, src, rows, pad))
 
 
 def _output(bs: str, topic: str, partitions: int) -> Counter[bytes]:
-    got = read_all(bs, [(topic, p) for p in range(partitions)], "read_committed")
-    return Counter(v for _, _, v in got)
+    """Every value a read_committed consumer finds in the topic now (up to the LSO)."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": topic_name("reader"),
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        ends = {tp.partition: c.get_watermark_offsets(tp, 10, cached=False)[1] for tp in tps}
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        got: Counter[bytes] = Counter()
+        pending = {p for p, end in ends.items() if end > 0}
+        deadline = time.monotonic() + 120
+        while pending:
+            assert time.monotonic() < deadline, f"could not read up to {ends}"
+            for m in c.consume(1000, 0.2):
+                assert m.error() is None, m.error()
+                got[m.value()] += 1
+            for pos in c.position([TopicPartition(topic, p) for p in pending]):
+                if pos.offset >= ends[pos.partition]:
+                    pending.discard(pos.partition)
+        return got
+    finally:
+        c.close()
 
 
 @contextlib.contextmanager
@@ -103,7 +132,7 @@ def test_task_failing_mid_stream_then_retried(
     @udf("binary", useArrow=False)  # type: ignore[misc]
     def raise_at_15000(value: bytes) -> bytes:
         ctx = TaskContext.get()
-        if value == b"15000" and ctx is not None and ctx.attemptNumber() == 0:
+        if value == b"15000." and ctx is not None and ctx.attemptNumber() == 0:
             open(os.path.join(flag_dir, "raised"), "w").close()
             raise RuntimeError("injected failure at row 15000")
         return value
@@ -131,7 +160,9 @@ def test_query_stopped_mid_batch_then_restarted(
 
     @udf("binary", useArrow=False)  # type: ignore[misc]
     def stall_at_12000(value: bytes) -> bytes:
-        if int(value) >= 12000 and not os.path.exists(os.path.join(flag_dir, "released")):
+        if int(value.split(b".")[0]) >= 12000 and not os.path.exists(
+            os.path.join(flag_dir, "released")
+        ):
             open(os.path.join(flag_dir, "stalled"), "w").close()
             deadline = time.monotonic() + 300
             while not os.path.exists(os.path.join(flag_dir, "released")):
@@ -158,6 +189,45 @@ def test_query_stopped_mid_batch_then_restarted(
         (flags / "released").touch()  # stops the stalled UDF if Spark left it running
         assert not _output(bootstrap, out, 2), "rows of a stopped batch became visible"
         finish(run())
+    assert _output(bootstrap, out, 2) == want
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT_S)
+def test_stage_retry_after_lost_shuffle_files(
+    spark: Any,  # noqa: F811
+    bootstrap: str,
+    tmp_path: Path,
+    flags: Path,
+) -> None:
+    from pyspark.sql.functions import udf
+
+    # 60,000 rows of 1 KB: the shuffle reader runs ahead of the sink's task by what the socket
+    # buffers hold (megabytes); with this much data it is still reading the map outputs when
+    # they are deleted, while the sink's task has received thousands of rows.
+    src, out, want = _topics(bootstrap, "shuffle", rows=60_000, pad=1000)
+    flag_dir = str(flags)
+
+    @udf("binary", useArrow=False)  # type: ignore[misc]
+    def lose_shuffle_files_at_row_20000(value: bytes) -> bytes:
+        if not value.startswith(b"20000."):
+            return value
+        try:  # once: the stage's retry must find its files
+            os.close(os.open(os.path.join(flag_dir, "deleted"), os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return value
+        for root in os.environ.get("SPARK_LOCAL_DIRS", "").split(","):
+            for dirpath, _, files in os.walk(root):
+                for f in files:
+                    if f.startswith("shuffle_") and f.endswith(".data"):
+                        os.remove(os.path.join(dirpath, f))
+        return value
+
+    df = stream(spark, bootstrap, src, minPartitions="8").selectExpr("key", "value")
+    shuffled = df.repartition(2, "key")  # the map stage: 8 tasks; the sink's stage: 2
+    lost = shuffled.select("key", lose_shuffle_files_at_row_20000("value").alias("value"))
+    with _small_arrow_batches(spark):
+        finish(sink(lost, bootstrap, out, tmp_path / "ckpt"))
+    assert (flags / "deleted").exists()
     assert _output(bootstrap, out, 2) == want
 
 
