@@ -51,8 +51,9 @@ def worker_input() -> BinaryIO:
 def check_whole(infile: BinaryIO) -> None:
     """Raise InputCutShort unless the JVM sent this task's whole input (see above). Call only
     once the input iterator is exhausted."""
-    readable, _, _ = select.select([infile.fileno()], [], [], 0)
-    if not readable:
+    poller = select.poll()  # not select(): a worker may hold fds past FD_SETSIZE
+    poller.register(infile.fileno(), select.POLLIN)
+    if not poller.poll(0):
         return  # the JVM waits for our output: it sent the end-of-stream marker
     ahead = infile.peek(1)  # type: ignore[attr-defined]
     if not ahead:
