@@ -13,8 +13,9 @@ them on every run.)
 
 So once its input iterator is exhausted, a task looks at the worker's input socket without
 reading from it: at end of file, the input was cut short and the task must not commit; not
-readable, the JVM is waiting for the task's output and the input was whole. Anything else
-(unexpected bytes) is refused: the task fails rather than guess.
+readable, the JVM is waiting for the task's output and the input was whole; PySpark's
+END_OF_STREAM code next (a worker protocol that sends it right after the input) means whole
+too. Anything else (unexpected bytes) is refused: the task fails rather than guess.
 
 The socket is the `message_receiver` of PySpark's `worker.invoke_udf`, found on the call stack
 (the data source API gives a writer no handle on it). A PySpark whose worker has none is
@@ -26,6 +27,8 @@ from __future__ import annotations
 import select
 import sys
 from typing import BinaryIO
+
+END_OF_STREAM = b"\xff\xff\xff\xfc"  # PySpark's SpecialLengths.END_OF_STREAM (-4)
 
 
 class InputCutShort(RuntimeError):
@@ -55,7 +58,9 @@ def check_whole(infile: BinaryIO) -> None:
     poller.register(infile.fileno(), select.POLLIN)
     if not poller.poll(0):
         return  # the JVM waits for our output: it sent the end-of-stream marker
-    ahead = infile.peek(1)  # type: ignore[attr-defined]
+    ahead = infile.peek(4)  # type: ignore[attr-defined]
+    if ahead[:4] == END_OF_STREAM:
+        return  # a JVM that signals its end right after the input (older PySpark workers)
     if not ahead:
         raise InputCutShort(
             "the task's input ended without Spark's end-of-stream marker (the task failed,"

@@ -33,6 +33,13 @@ def test_jvm_waiting_for_the_answer_means_whole(channel: tuple[socket.socket, Bi
     check_whole(infile)  # and looking did not consume anything
 
 
+def test_end_of_stream_code_next_means_whole(channel: tuple[socket.socket, BinaryIO]) -> None:
+    jvm, infile = channel
+    jvm.sendall(b"\xff\xff\xff\xfc")
+    check_whole(infile)
+    assert infile.read(4) == b"\xff\xff\xff\xfc"  # left for the worker's own check
+
+
 def test_jvm_closing_the_stream_means_cut(channel: tuple[socket.socket, BinaryIO]) -> None:
     jvm, infile = channel
     jvm.shutdown(socket.SHUT_WR)  # what the JVM does when the task's input fails
