@@ -8,8 +8,9 @@ shared local SparkSession (`local[2,4]`: a failed task is retried, as on a clust
   at row 20,000 of 60,000), the sink's tasks fail with FetchFailed, Spark reruns the map
   stage and the sink's stage;
 - a replay with another task layout: the driver dies after the sink's commit and before
-  Spark's commit log (simulated by removing the batch from the commit log), and the restart
-  splits the input into 4 tasks instead of 1.
+  Spark's commit log (simulated by removing the batch from the commit log), or before the
+  sink's commit (the batch-complete record removed too), and the restart asks for 4 tasks
+  instead of 1; then a replay whose query changed, which must fail.
 
 In each, a read_committed consumer of the output must find every input row exactly once.
 Spark's Python runner ends a cut task's input iterator as if the input were complete;
@@ -245,25 +246,37 @@ def test_replay_with_another_task_layout(spark: Any, bootstrap: str, tmp_path: P
     want = Counter(_seed(bootstrap, src, 1000))
     ckpt = tmp_path / "ckpt"
 
-    def run(min_partitions: str) -> Any:
+    def run(min_partitions: str, value: str = "value") -> Any:
         df = stream(spark, bootstrap, src, minPartitions=min_partitions)
-        return sink(df.selectExpr("key", "value"), bootstrap, out, ckpt)
+        return sink(df.selectExpr("key", f"{value} AS value"), bootstrap, out, ckpt)
 
-    finish(run("1"))
+    def forget_done(query_id: str) -> None:
+        """The driver died before the sink's commit too: no batch-complete record."""
+        group = f"kafkad-sink-{query_id}-done"
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the result is in
+        admin.delete_consumer_groups([group])[group].result(10)
+
+    q = run("1")
+    finish(q)
     assert _output(bootstrap, out, 2) == want
+    # The driver died after the sink's commit: the replay is skipped as complete.
     _forget_commit(ckpt, 0)
     q = run("4")
     finish(q)
     assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [1000]
     assert _output(bootstrap, out, 2) == want
-
-    # The driver died before the sink's commit: the batch-complete record is gone too. The
-    # task that committed now gets other rows: the query fails, naming the cause.
+    # The driver died before the sink's commit: the replay is cut into tasks as it was the
+    # first time (the split is kept in the batch's offsets), and the committed task skips.
     _forget_commit(ckpt, 0)
-    query_id = q.id
-    group = f"kafkad-sink-{query_id}-done"
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result is in
-    admin.delete_consumer_groups([group])[group].result(10)
+    forget_done(q.id)
     q = run("4")
+    finish(q)
+    assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [1000]
+    assert _output(bootstrap, out, 2) == want
+    # The query changed between runs: a committed task gets other rows and fails the query.
+    _forget_commit(ckpt, 0)
+    forget_done(q.id)
+    q = run("1", value="concat(value, 'x')")
     with pytest.raises(Exception, match="replayed with other input for this task"):
         q.awaitTermination(SPARK_TIMEOUT_S)
+    assert _output(bootstrap, out, 2) == want

@@ -15,9 +15,10 @@ the marker topic has partitions, while Spark decides the number of tasks.
 
 A marker also records the task's input as it was written: its row count and an order-free
 digest of its rows (`InputDigest`). A replay that finds its own batch in the marker compares:
-the same rows are skipped; other rows mean the batch's input is split differently now (the
-source's `minPartitions` / `maxRecordsPerPartition` changed between runs of one checkpoint) or
-the transformation is not deterministic, and the task fails loudly rather than guess.
+the same rows are skipped; other rows mean the query changed between runs of one checkpoint
+or is not deterministic (a changed split of the `kafkad` source cannot cause it: a replay is
+planned with the split kept in the batch's offsets, `pipeline.planning.SPLIT_KEY`), and the
+task fails loudly rather than guess.
 
 The driver, once every task of a micro-batch has committed, records the batch as complete in
 the sink's own group (`done_group`, plain offset commit, offset = the batch id). A replay of a
@@ -148,8 +149,8 @@ def check_replay(own: Marker, batch_id: int, digest: InputDigest) -> None:
     if (own.rows, own.digest) != (digest.rows, digest.hex):
         raise MarkerError(
             f"micro-batch {batch_id} is replayed with other input for this task than it"
-            f" committed ({digest.rows} rows now, {own.rows} then): the input is split"
-            " differently (minPartitions / maxRecordsPerPartition changed between runs of one"
-            " checkpoint) or the query is not deterministic; writing it would duplicate or"
-            " lose rows. Restore the options of the run that wrote it, or use a new checkpoint"
+            f" committed ({digest.rows} rows now, {own.rows} then): the query changed between"
+            " runs of one checkpoint, its input is split differently, or it is not"
+            " deterministic; writing it would duplicate or lose rows. Restore the query of the"
+            " run that wrote it, or use a new checkpoint"
         )

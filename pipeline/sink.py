@@ -11,7 +11,7 @@ written; each task calls `write` with its rows. A task with rows:
    recorded complete is a replay: it writes nothing (whatever the task layout now). A marker
    holding this batch means this task committed it: it reads its input, checks it is the
    same rows (count and digest) and writes nothing, or fails loudly if the input differs (the
-   split changed, or the query is not deterministic);
+   query changed, or is not deterministic);
 3. otherwise it begins a transaction, produces its rows, and once its input iterator ends
    checks that Spark sent the whole input (`pipeline.end_of_input`: PySpark ends the iterator
    the same way when the JVM side of the task failed or was cancelled mid-stream). A cut input
@@ -30,8 +30,9 @@ Guarantee (what a read_committed consumer of the output sees):
   transformation is deterministic: a replayed batch must assign the same rows to the same
   task partitions (the same input gives the same partitioning for map-only and shuffled plans
   alike; nondeterministic functions such as rand() or current_timestamp() in the plan break
-  this, as would changing the query between runs of one checkpoint; a changed split of a
-  batch no driver recorded complete is refused where a committed task sees other input);
+  this, as would changing the query between runs of one checkpoint, which is refused where
+  a task that committed the batch gets other rows; the `kafkad` source plans a replay with
+  the split it first used, whatever minPartitions / maxRecordsPerPartition say now);
 - atomicity is per task, not per micro-batch: while a batch is being written, the consumer
   may see the outputs of the tasks that have committed and not yet those of the others;
   each task's rows appear all at once, in the order the task wrote them per output partition;

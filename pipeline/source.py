@@ -12,7 +12,13 @@ batches in Spark's Kafka row schema. Partitions that appear later are read from 
 offset; a partition whose next offset was deleted by retention fails the query unless
 failOnDataLoss=false (then it resumes at the earliest offset still there).
 
-The offsets Spark checkpoints are JSON like its Kafka connector's: {"topic": {"0": 23}}.
+The offsets Spark checkpoints are JSON like its Kafka connector's: {"topic": {"0": 23}}, plus,
+in a batch's end offsets, the split it was planned with (`planning.SPLIT_KEY`: minPartitions,
+maxRecordsPerPartition). A replayed batch is cut with that split, not the current options, so
+its Spark tasks get the rows they got the first time: the exactly-once sink keys its
+transactions by task partition. (Deviation from Spark's connector, which re-plans a replay
+with the current options.) latestOffset answers the start unchanged when there is nothing new,
+so changed split options alone do not make an empty batch.
 """
 
 from __future__ import annotations
@@ -200,14 +206,22 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = planning.cap(latest, self._target, begin)
         if isinstance(limit, ReadMaxRows):
             latest = planning.rate_limit(begin, latest, limit.max_rows)
-        return planning.to_json({tp: max(begin[tp], latest[tp]) for tp in tps})
+        end = {tp: max(begin[tp], latest[tp]) for tp in tps}
+        if end == planning.from_json(start):
+            return dict(start)  # nothing new: not even a changed split makes a batch
+        split = planning.Split(self.opts.min_partitions, self.opts.max_records_per_partition)
+        return planning.to_json(end, split)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         stop = planning.from_json(end)
         begin = _start_of(self.opts, self.client, planning.from_json(start), sorted(stop))
         begin = _check_backwards(self.opts, self.client, begin, stop)
+        # a replayed batch is cut as it was the first time, whatever the options say now
+        split = planning.split_of(end) or planning.Split(
+            self.opts.min_partitions, self.opts.max_records_per_partition
+        )
         ranges = planning.plan_ranges(
-            begin, stop, self.opts.min_partitions, self.opts.max_records_per_partition
+            begin, stop, split.min_partitions, split.max_records_per_partition
         )
         return [RangePartition(r) for r in ranges]
 
