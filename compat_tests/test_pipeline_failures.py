@@ -109,6 +109,24 @@ def _small_arrow_batches(spark: Any) -> Iterator[None]:  # noqa: F811
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
 
 
+def _copy_through(
+    spark: Any,  # noqa: F811
+    bs: str,
+    topics: tuple[str, str],
+    ckpt: Path,
+    fn: Any,
+    shuffle: bool = False,
+    **source: str,
+) -> Any:
+    """Start a copy of topics[0] into topics[1] through the sink, the UDF `fn` applied to each
+    value (after a shuffle by key into 2 partitions with shuffle=True)."""
+    src, out = topics
+    df = stream(spark, bs, src, **source).selectExpr("key", "value")
+    if shuffle:
+        df = df.repartition(2, "key")
+    return sink(df.select("key", fn("value").alias("value")), bs, out, ckpt)
+
+
 @pytest.fixture
 def flags(tmp_path: Path) -> Iterator[Path]:
     """A directory the test and the UDFs in Spark's Python workers signal through."""
@@ -138,11 +156,7 @@ def test_task_failing_mid_stream_then_retried(
             raise RuntimeError("injected failure at row 15000")
         return value
 
-    df = stream(spark, bootstrap, src).selectExpr("key", "value")
-    q = sink(
-        df.select("key", raise_at_15000("value").alias("value")), bootstrap, out, tmp_path / "ckpt"
-    )
-    finish(q)
+    finish(_copy_through(spark, bootstrap, (src, out), tmp_path / "ckpt", raise_at_15000))
     assert (flags / "raised").exists()
     assert _output(bootstrap, out, 2) == want
 
@@ -172,13 +186,7 @@ def test_query_stopped_mid_batch_then_restarted(
         return value
 
     def run() -> Any:
-        df = stream(spark, bootstrap, src).selectExpr("key", "value")
-        return sink(
-            df.select("key", stall_at_12000("value").alias("value")),
-            bootstrap,
-            out,
-            tmp_path / "ckpt",
-        )
+        return _copy_through(spark, bootstrap, (src, out), tmp_path / "ckpt", stall_at_12000)
 
     with _small_arrow_batches(spark):
         q = run()
@@ -223,11 +231,17 @@ def test_stage_retry_after_lost_shuffle_files(
                         os.remove(os.path.join(dirpath, f))
         return value
 
-    df = stream(spark, bootstrap, src, minPartitions="8").selectExpr("key", "value")
-    shuffled = df.repartition(2, "key")  # the map stage: 8 tasks; the sink's stage: 2
-    lost = shuffled.select("key", lose_shuffle_files_at_row_20000("value").alias("value"))
-    with _small_arrow_batches(spark):
-        finish(sink(lost, bootstrap, out, tmp_path / "ckpt"))
+    with _small_arrow_batches(spark):  # the map stage: 8 tasks; the sink's stage: 2
+        q = _copy_through(
+            spark,
+            bootstrap,
+            (src, out),
+            tmp_path / "ckpt",
+            lose_shuffle_files_at_row_20000,
+            shuffle=True,
+            minPartitions="8",
+        )
+        finish(q)
     assert (flags / "deleted").exists()
     assert _output(bootstrap, out, 2) == want
 
