@@ -31,9 +31,40 @@ SPARK_TIMEOUT_S = 300
 def spark() -> Iterator[Any]:
     from pipeline.session import local_spark
 
-    session = local_spark("kafkad-compat-tests")
+    # local[2,4]: a failed task is retried, as on a cluster (test_pipeline_failures.py)
+    session = local_spark("kafkad-compat-tests", max_failures=4)
     yield session
     session.stop()
+
+
+def stream(spark: Any, bs: str, src: str, **source: str) -> Any:
+    """A streaming read of `src` from its earliest offset, with these source options."""
+    r = (
+        spark.readStream.format("kafkad")
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribe", src)
+        .option("startingOffsets", "earliest")
+    )
+    for k, v in source.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def sink(df: Any, bs: str, out: str, ckpt: Path) -> Any:
+    """Start `df` into `out` through the exactly-once sink, to the end (AvailableNow)."""
+    return (
+        df.writeStream.format("kafkad")
+        .option("kafka.bootstrap.servers", bs)
+        .option("topic", out)
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
+def finish(q: Any) -> None:
+    assert q.awaitTermination(SPARK_TIMEOUT_S), "the query did not finish"
+    assert q.exception() is None, q.exception()
 
 
 def _reader(spark: Any, bs: str, **options: str) -> Any:
@@ -84,6 +115,8 @@ def test_batch_read_of_stock_producers(spark: Any, bootstrap: str) -> None:
     first = next(r for r in rows if r.value == b"plain-0")
     assert (first.key, first.topic, first.timestampType) == (b"k0", t, 0)
     assert [(h.key, h.value) for h in first.headers] == [("h", b"0")]
+    no_headers = next(r for r in rows if r.value == b"committed-0")
+    assert no_headers.headers is None  # as Spark gives a record without headers
     assert first.timestamp is not None
     # offsets are the log's: per partition increasing, with gaps where markers sit
     for p in (0, 1):
@@ -130,23 +163,9 @@ def test_stream_copy_exactly_once_with_new_partition(
     want = _produce_mixed(bootstrap, src)
 
     def copy() -> Any:
-        q = (
-            spark.readStream.format("kafkad")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", src)
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", "6")
-            .load()
-            .selectExpr("key", "value", "partition")
-            .writeStream.format("kafkad")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("topic", out)
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        q.awaitTermination(SPARK_TIMEOUT_S)
-        assert q.exception() is None
+        df = stream(spark, bootstrap, src, maxOffsetsPerTrigger="6")
+        q = sink(df.selectExpr("key", "value", "partition"), bootstrap, out, tmp_path / "ckpt")
+        finish(q)
         return q
 
     q = copy()
@@ -188,3 +207,61 @@ def test_ledger_example_end_to_end(spark: Any, bootstrap: str, tmp_path: Path) -
     batch = ledger.check_topics(bootstrap, src, batch_out)
     assert batch.ok, batch.problems[:10]
     assert batch.balances == report.balances
+
+
+def java_murmur2(key: bytes) -> int:
+    """Kafka's Utils.murmur2 (a signed 32-bit int)."""
+    m, mask = 0x5BD1E995, 0xFFFFFFFF
+    n = len(key)
+    h = (0x9747B28C ^ n) & mask
+    for i in range(n // 4):
+        k = int.from_bytes(key[4 * i : 4 * i + 4], "little")
+        k = (k * m) & mask
+        k ^= k >> 24
+        k = (k * m) & mask
+        h = ((h * m) & mask) ^ k
+    tail = key[n & ~3 :]
+    if len(tail) == 3:
+        h ^= tail[2] << 16
+    if len(tail) >= 2:
+        h ^= tail[1] << 8
+    if tail:
+        h ^= tail[0]
+        h = (h * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def java_murmur2_partition(key: bytes, partitions: int) -> int:
+    """The Java client's (and Spark's Kafka sink's) partition for a key."""
+    return (java_murmur2(key) & 0x7FFFFFFF) % partitions  # Utils.toPositive
+
+
+def test_java_murmur2_reference() -> None:
+    # Kafka's own expectations: clients/.../common/utils/UtilsTest.testMurmur2
+    cases = {
+        b"21": -973932308,
+        b"foobar": -790332482,
+        b"a-little-bit-long-string": -985981536,
+        b"a-little-bit-longer-string": -1486304829,
+        b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+        b"abc": 479470107,
+    }
+    assert {k: java_murmur2(k) for k in cases} == cases
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT_S)
+def test_sink_partitions_keys_like_the_java_client(spark: Any, bootstrap: str) -> None:
+    out = create(bootstrap, topic_name("spark-murmur2"), 3)
+    keys = [f"key-{i}" for i in range(20)]
+    df = spark.createDataFrame([(k, k) for k in keys], "key string, value string")
+    df.write.mode("append").format("kafkad").option("kafka.bootstrap.servers", bootstrap).option(
+        "topic", out
+    ).save()
+    got = {
+        v.decode(): p
+        for _, p, v in read_all(bootstrap, [(out, p) for p in range(3)], "read_committed")
+    }
+    assert got == {k: java_murmur2_partition(k.encode(), 3) for k in keys}

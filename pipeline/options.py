@@ -2,8 +2,9 @@
 
 The names are those of Spark's built-in Kafka connector, so a job moves from `format("kafka")`
 to `format("kafkad")` by changing the format name. Spark hands options over case-insensitively
-(lower-cased keys); `kafka.`-prefixed ones go to the Kafka client with the prefix removed
-(librdkafka understands the Java client's names for everything a job usually sets).
+(lower-cased keys); `kafka.`-prefixed ones go to the Kafka client with the prefix removed,
+translated from the Java client's names to librdkafka's where they differ
+(`pipeline.client_config`).
 
 Deliberate differences from Spark's connector:
 - `kafka.isolation.level` defaults to `read_committed` (Spark: the Java consumer's default,
@@ -22,6 +23,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
+
+from pipeline import client_config
 
 EARLIEST = -2  # in a JSON offsets spec, as in Spark and Kafka's ListOffsets
 LATEST = -1
@@ -121,6 +124,9 @@ class ReadOptions:
     poll_timeout_ms: int
     isolation_level: str
     client: dict[str, str] = field(default_factory=dict)  # kafka.* minus the prefix
+    # Spark's KafkaOffsetReader: how often the driver retries fetching offsets, and the pause
+    fetch_offset_num_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 1000
 
 
 @dataclass(frozen=True)
@@ -148,6 +154,10 @@ def _split(options: Mapping[str, str], known: set[str]) -> tuple[dict[str, str],
             plain[key] = value
     if not client.get("bootstrap.servers"):
         raise OptionError("option 'kafka.bootstrap.servers' is required")
+    try:
+        client = client_config.translate(client)
+    except client_config.OptionError as exc:
+        raise OptionError(str(exc)) from None
     if plain.get("path"):
         raise OptionError("the kafkad data source takes no path: use options")
     return plain, client
@@ -163,6 +173,10 @@ def _int(plain: Mapping[str, str], key: str, name: str, minimum: int = 1) -> int
     if value < minimum:
         raise OptionError(f"option {name!r} must be at least {minimum}, got {value}")
     return value
+
+
+def _default(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 def _bool(plain: Mapping[str, str], key: str, name: str, default: bool) -> bool:
@@ -275,7 +289,17 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         fail_on_data_loss=_bool(plain, "failondataloss", "failOnDataLoss", True),
         include_headers=_bool(plain, "includeheaders", "includeHeaders", False),
         group_id=group_id,
-        group_id_prefix=plain.get("groupidprefix", "spark-kafka-source"),
+        # Spark's defaults: spark-kafka-source for streaming queries, -relation for batch
+        group_id_prefix=plain.get(
+            "groupidprefix", "spark-kafka-source" if streaming else "spark-kafka-relation"
+        ),
+        fetch_offset_num_retries=_default(
+            _int(plain, "fetchoffset.numretries", "fetchOffset.numRetries", minimum=0), 3
+        ),
+        fetch_offset_retry_interval_ms=_default(
+            _int(plain, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs", minimum=0),
+            1000,
+        ),
         poll_timeout_ms=_int(plain, "kafkaconsumer.polltimeoutms", "kafkaConsumer.pollTimeoutMs")
         or 120_000,
         isolation_level=isolation,

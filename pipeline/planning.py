@@ -20,6 +20,7 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pipeline.options import EARLIEST, LATEST, OffsetSpec, OptionError
 
@@ -41,15 +42,45 @@ class OffsetRange:
         return self.until_offset - self.from_offset
 
 
-def to_json(positions: Mapping[TP, int]) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
+# The split a micro-batch was planned with, kept in its end offsets (a key no topic can have:
+# ':' is not allowed in topic names), so that a replay is cut into the same Spark tasks even
+# when minPartitions / maxRecordsPerPartition changed between runs of one checkpoint.
+SPLIT_KEY = "kafkad:split"
+
+
+@dataclass(frozen=True)
+class Split:
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+
+
+def to_json(positions: Mapping[TP, int], split: Split | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for (topic, partition), offset in sorted(positions.items()):
         out.setdefault(topic, {})[str(partition)] = offset
+    if split is not None:
+        out[SPLIT_KEY] = {
+            "minPartitions": split.min_partitions,
+            "maxRecordsPerPartition": split.max_records_per_partition,
+        }
     return out
 
 
 def from_json(value: Mapping[str, Mapping[str, int]]) -> Positions:
-    return {(t, int(p)): int(o) for t, parts in value.items() for p, o in parts.items()}
+    return {
+        (t, int(p)): int(o)
+        for t, parts in value.items()
+        if t != SPLIT_KEY
+        for p, o in parts.items()
+    }
+
+
+def split_of(value: Mapping[str, Any]) -> Split | None:
+    """The split recorded in end offsets (None: offsets written without one)."""
+    raw = value.get(SPLIT_KEY)
+    if raw is None:
+        return None
+    return Split(raw.get("minPartitions"), raw.get("maxRecordsPerPartition"))
 
 
 def resolve(
@@ -144,4 +175,14 @@ def lost(start: Mapping[TP, int], earliest: Mapping[TP, int]) -> dict[TP, tuple[
         tp: (offset, earliest[tp])
         for tp, offset in start.items()
         if tp in earliest and offset < earliest[tp]
+    }
+
+
+def went_back(start: Mapping[TP, int], latest: Mapping[TP, int]) -> dict[TP, tuple[int, int]]:
+    """Partitions whose latest offset is below where the next batch starts (the topic was
+    deleted and re-created, or truncated): tp -> (start, latest)."""
+    return {
+        tp: (offset, latest[tp])
+        for tp, offset in start.items()
+        if tp in latest and latest[tp] < offset
     }

@@ -37,17 +37,22 @@ QUICK_START_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def local_spark(
-    app: str = "kafkad", cores: int = 2, shuffle_partitions: int = 2, quick_start: bool = True
+    app: str = "kafkad",
+    cores: int = 2,
+    shuffle_partitions: int = 2,
+    quick_start: bool = True,
+    max_failures: int = 1,
 ) -> Any:
     """getOrCreate a local[cores] session (quiet: ERROR logs only) with `kafkad` registered.
-    quick_start: JVM flags for fast start-up over peak throughput (tests, examples)."""
+    quick_start: JVM flags for fast start-up over peak throughput (tests, examples).
+    max_failures: attempts per task (local mode's default, 1, fails the job on the first)."""
     spark_env()
     from pyspark.sql import SparkSession
 
     import pipeline
 
     spark = (
-        SparkSession.builder.master(f"local[{cores}]")
+        SparkSession.builder.master(f"local[{cores},{max_failures}]")
         .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

@@ -12,7 +12,13 @@ batches in Spark's Kafka row schema. Partitions that appear later are read from 
 offset; a partition whose next offset was deleted by retention fails the query unless
 failOnDataLoss=false (then it resumes at the earliest offset still there).
 
-The offsets Spark checkpoints are JSON like its Kafka connector's: {"topic": {"0": 23}}.
+The offsets Spark checkpoints are JSON like its Kafka connector's: {"topic": {"0": 23}}, plus,
+in a batch's end offsets, the split it was planned with (`planning.SPLIT_KEY`: minPartitions,
+maxRecordsPerPartition). A replayed batch is cut with that split, not the current options, so
+its Spark tasks get the rows they got the first time: the exactly-once sink keys its
+transactions by task partition. (Deviation from Spark's connector, which re-plans a replay
+with the current options.) latestOffset answers the start unchanged when there is nothing new,
+so changed split options alone do not make an empty batch.
 """
 
 from __future__ import annotations
@@ -66,12 +72,13 @@ def to_arrow(msgs: list[Message], arrow_schema: pa.Schema, include_headers: bool
         [m.topic() for m in msgs],
         [m.partition() for m in msgs],
         [m.offset() for m in msgs],
-        [ms * 1000 if kind else None for kind, ms in stamps],
+        # no timestamp type (v0 records): Spark gives the Java client's -1 ms, as a timestamp
+        [ms * 1000 if kind else -1000 for kind, ms in stamps],
         [TIMESTAMP_TYPE.get(kind, -1) for kind, _ in stamps],
     ]
-    if include_headers:
-        headers: list[Any] = [m.headers() or [] for m in msgs]
-        columns.append([[{"key": k, "value": v} for k, v in hs] for hs in headers])
+    if include_headers:  # NULL, as in Spark, for a record without headers
+        headers: list[Any] = [m.headers() for m in msgs]
+        columns.append([[{"key": k, "value": v} for k, v in hs] if hs else None for hs in headers])
     arrays = [pa.array(c, type=f.type) for c, f in zip(columns, arrow_schema, strict=True)]
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
@@ -109,6 +116,27 @@ def _start_of(opts: ReadOptions, client: Offsets, begin: Positions, current: lis
             " set failOnDataLoss=false to skip them"
         )
     return {tp: max(offset, earliest[tp]) for tp, offset in start.items()}
+
+
+def _check_backwards(
+    opts: ReadOptions, client: Offsets, begin: Positions, end: Positions
+) -> Positions:
+    """Like Spark's connector: a partition whose offsets went backwards (a topic deleted and
+    re-created) fails the query with failOnDataLoss=true; with false it starts over from its
+    earliest offset (Spark's message: "offset was changed from A to B")."""
+    back = planning.went_back(begin, end)
+    if not back:
+        return begin
+    detail = ", ".join(
+        f"{t}-{p}'s offset was changed from {a} to {b}" for (t, p), (a, b) in sorted(back.items())
+    )
+    if opts.fail_on_data_loss:
+        raise RuntimeError(
+            f"{detail}: some data may have been missed (the topic deleted and re-created?);"
+            " set failOnDataLoss=false to read such partitions from their earliest offset"
+        )
+    earliest = client.bounds(back, "earliest")
+    return {**begin, **{tp: earliest[tp] for tp in back}}
 
 
 class KafkaBatchReader(DataSourceReader):
@@ -173,17 +201,27 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         tps = self.client.partitions()
         begin = _start_of(self.opts, self.client, planning.from_json(start), tps)
         latest = self.client.bounds(tps, "latest")
+        begin = _check_backwards(self.opts, self.client, begin, latest)
         if self._target is not None:
             latest = planning.cap(latest, self._target, begin)
         if isinstance(limit, ReadMaxRows):
             latest = planning.rate_limit(begin, latest, limit.max_rows)
-        return planning.to_json({tp: max(begin[tp], latest[tp]) for tp in tps})
+        end = {tp: max(begin[tp], latest[tp]) for tp in tps}
+        if end == planning.from_json(start):
+            return dict(start)  # nothing new: not even a changed split makes a batch
+        split = planning.Split(self.opts.min_partitions, self.opts.max_records_per_partition)
+        return planning.to_json(end, split)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         stop = planning.from_json(end)
         begin = _start_of(self.opts, self.client, planning.from_json(start), sorted(stop))
+        begin = _check_backwards(self.opts, self.client, begin, stop)
+        # a replayed batch is cut as it was the first time, whatever the options say now
+        split = planning.split_of(end) or planning.Split(
+            self.opts.min_partitions, self.opts.max_records_per_partition
+        )
         ranges = planning.plan_ranges(
-            begin, stop, self.opts.min_partitions, self.opts.max_records_per_partition
+            begin, stop, split.min_partitions, split.max_records_per_partition
         )
         return [RangePartition(r) for r in ranges]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pipeline.options import (
@@ -22,8 +24,88 @@ def test_read_defaults_mirror_spark_except_isolation() -> None:
     assert o.isolation_level == "read_committed"
     assert o.fail_on_data_loss and not o.include_headers
     assert o.max_offsets_per_trigger is None
+    assert o.group_id_prefix == "spark-kafka-source"
+    assert (o.fetch_offset_num_retries, o.fetch_offset_retry_interval_ms) == (3, 1000)
     batch = parse_read_options({**BS, "subscribe": "a"}, streaming=False)
     assert batch.starting == "earliest"
+    assert batch.group_id_prefix == "spark-kafka-relation"  # Spark's batch prefix
+
+
+def test_fetch_offset_options_are_honoured() -> None:
+    o = parse_read_options(
+        {**BS, "subscribe": "a", "fetchoffset.numretries": "0", "fetchoffset.retryintervalms": "5"},
+        streaming=True,
+    )
+    assert (o.fetch_offset_num_retries, o.fetch_offset_retry_interval_ms) == (0, 5)
+    with pytest.raises(OptionError, match=r"fetchOffset\.retryIntervalMs"):
+        parse_read_options(
+            {**BS, "subscribe": "a", "fetchoffset.retryintervalms": "x"}, streaming=True
+        )
+
+
+def test_java_client_settings_are_translated() -> None:
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required"
+        ' username="alice" password="s3\\"cret";'
+    )
+    o = parse_read_options(
+        {
+            **BS,
+            "subscribe": "a",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.jaas.config": jaas,
+            "kafka.ssl.truststore.location": "/etc/ca.pem",
+            "kafka.ssl.truststore.type": "PEM",
+            "kafka.fetch.max.wait.ms": "100",
+            "kafka.max.poll.records": "500",
+            "kafka.receive.buffer.bytes": "65536",
+        },
+        streaming=True,
+    )
+    assert o.client == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "alice",
+        "sasl.password": 's3"cret',
+        "ssl.ca.location": "/etc/ca.pem",
+        "fetch.wait.max.ms": "100",
+        "max.poll.records": "500",  # librdkafka's own name too
+        "socket.receive.buffer.bytes": "65536",
+    }
+    w = parse_write_options(
+        {
+            **BS,
+            "topic": "t",
+            "kafka.buffer.memory": "33554432",
+            "kafka.max.request.size": "2000000",
+            "kafka.ssl.keystore.location": "/etc/me.p12",
+            "kafka.ssl.keystore.type": "PKCS12",
+            "kafka.ssl.keystore.password": "pw",
+        }
+    )
+    assert w.client == {
+        "queue.buffering.max.kbytes": "32768",
+        "message.max.bytes": "2000000",
+        "ssl.keystore.location": "/etc/me.p12",
+        "ssl.keystore.password": "pw",
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "named"),
+    [
+        ("kafka.ssl.truststore.location", "/etc/ts.jks", "kafka.ssl.truststore.type"),
+        ("kafka.sasl.jaas.config", "x.OAuthBearerLoginModule required;", "sasl.jaas.config"),
+        ("kafka.default.api.timeout.ms", "1000", "kafka.default.api.timeout.ms"),
+        ("kafka.max.block.ms", "1000", "kafka.max.block.ms"),
+    ],
+)
+def test_java_client_settings_without_equivalent_are_refused(
+    key: str, value: str, named: str
+) -> None:
+    with pytest.raises(OptionError, match=re.escape(named)):
+        parse_read_options({**BS, "subscribe": "a", key: value}, streaming=True)
 
 
 def test_read_options_are_case_insensitive_and_kafka_ones_pass_through() -> None:

@@ -8,14 +8,18 @@ from hypothesis import strategies as st
 
 from pipeline.options import EARLIEST, LATEST, OptionError
 from pipeline.planning import (
+    SPLIT_KEY,
     OffsetRange,
+    Split,
     cap,
     from_json,
     lost,
     plan_ranges,
     rate_limit,
     resolve,
+    split_of,
     to_json,
+    went_back,
 )
 
 A0, A1, B0 = ("a", 0), ("a", 1), ("b", 0)
@@ -123,3 +127,18 @@ def test_rate_limit_stays_within_bounds(
     assert sum(end[tp] - start[tp] for tp in latest) <= max(limit + small, nonempty)
     if any(latest[tp] > start[tp] for tp in latest):
         assert end != start  # progress whenever there is data
+
+
+def test_went_back_finds_partitions_whose_offsets_fell() -> None:
+    start = {("t", 0): 10, ("t", 1): 5, ("u", 0): 3}
+    latest = {("t", 0): 4, ("t", 1): 5, ("u", 0): 9}
+    assert went_back(start, latest) == {("t", 0): (10, 4)}
+    assert went_back(start, {}) == {}
+
+
+def test_end_offsets_keep_the_split_a_batch_was_planned_with() -> None:
+    end = to_json({A0: 7, B0: 3}, Split(4, None))
+    assert end[SPLIT_KEY] == {"minPartitions": 4, "maxRecordsPerPartition": None}
+    assert from_json(end) == {A0: 7, B0: 3}  # not a topic
+    assert split_of(end) == Split(4, None)
+    assert split_of(to_json({A0: 7})) is None  # offsets from before splits were kept
