@@ -1,7 +1,7 @@
 # kafkad: a Kafka-compatible broker in Python. Data lives in /data (mount a volume there).
 FROM python:3.11-slim
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY wire ./wire
 COPY proxy ./proxy
 COPY coordinator ./coordinator

@@ -43,6 +43,10 @@ CHUNK = 1 << 20  # decompressed bytes handed over at a time by stream_decompress
 _SNAPPY_MAX_RATIO = 22
 
 
+_ZSTD = zstandard.ZstdDecompressor()
+_POOL: list[bytearray] = []  # CHUNK-sized output buffers for zstd, reused across batches
+
+
 class CompressionError(ValueError):
     """Unknown codec, or bytes the codec cannot decompress."""
 
@@ -112,10 +116,11 @@ def _xerial_decompress(data: bytes | bytearray | memoryview) -> bytes:
 
 def stream_decompress(
     codec: int, data: bytes | bytearray | memoryview, limit: int, chunk: int = CHUNK
-) -> Iterator[bytes]:
+) -> Iterator[bytes | memoryview]:
     """The decompressed bytes of ``data`` in pieces of at most ``chunk`` bytes (snappy: at most
     one block); CompressionError for bytes the codec refuses, DecompressedTooLarge as soon as
-    more than ``limit`` bytes come out."""
+    more than ``limit`` bytes come out. A piece may be a view into a buffer that the next piece
+    overwrites: copy what must outlive the next step."""
     total = 0
     try:
         for piece in _stream(codec, data, limit, chunk):
@@ -138,7 +143,7 @@ def stream_decompress(
 
 def _stream(
     codec: int, data: bytes | bytearray | memoryview, limit: int, chunk: int
-) -> Iterator[bytes]:
+) -> Iterator[bytes | memoryview]:
     if codec == GZIP:
         yield from _gzip_stream(bytes(data), chunk)
     elif codec == SNAPPY:
@@ -154,9 +159,15 @@ def _stream(
                 raise CompressionError("lz4: truncated frame")
             out = lz.decompress(b"", max_length=chunk)
     elif codec == ZSTD:
-        reader = zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True)
-        while out := reader.read(chunk):
-            yield out
+        reader = _ZSTD.stream_reader(bytes(data), read_across_frames=True)
+        out = _POOL.pop() if _POOL else bytearray(CHUNK)
+        try:  # into a reused buffer: a fresh 1 MiB per chunk costs its page faults every time
+            view = memoryview(out)[:chunk]
+            while n := reader.readinto(view):
+                yield view[:n]
+        finally:
+            if len(_POOL) < 4:
+                _POOL.append(out)
     else:
         raise CompressionError(f"unknown compression codec {codec}")
 

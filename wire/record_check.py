@@ -67,9 +67,16 @@ from wire.batch import (
     BatchHeader,
     read_batch_header,
 )
-from wire.compression import CompressionError, DecompressedTooLarge, compress, stream_decompress
+from wire.compression import (
+    CHUNK,
+    CompressionError,
+    DecompressedTooLarge,
+    compress,
+    stream_decompress,
+)
 from wire.record_kernel import BAD, DONE, WHY, scan_records
 
+CHUNK_BYTES = CHUNK  # decompressed bytes scanned at a time (tests make it tiny)
 CARRY_MAX = 1 << 20  # a record cut by a chunk boundary is joined up to this size, else walked
 _ATTRS = struct.Struct(">h")
 _TS = struct.Struct(">q")
@@ -132,7 +139,9 @@ def check_records(
     body = memoryview(data)[BATCH_HEADER_SIZE : header.total_size]
     try:
         if header.compression:
-            payload = stream_decompress(header.compression, body, policy.max_decompressed_bytes)
+            payload = stream_decompress(
+                header.compression, body, policy.max_decompressed_bytes, CHUNK_BYTES
+            )
             _scan_stream(payload, header, policy, check_ts, scan)
         else:
             _scan_buffer(body, header, policy, check_ts, scan)
@@ -219,14 +228,15 @@ def _scan(
 
 
 def _scan_stream(
-    chunks: Iterator[bytes],
+    chunks: Iterator[bytes | memoryview],
     header: BatchHeader,
     policy: RecordPolicy,
     check_ts: bool,
     scan: _Scan,
 ) -> None:
     count, index = header.records_count, 0
-    buf, pos = b"", 0
+    buf: bytes | memoryview = b""
+    pos = 0
     while index < count:
         status, pos, n, need, max_ts, consecutive = _scan(
             buf, pos, count - index, index, header, policy, check_ts, scan
@@ -244,10 +254,11 @@ def _scan_stream(
             buf, pos = walker.rest()
             index += 1
             continue
+        tail = bytes(buf[pos:])  # before the next chunk, which may reuse buf's memory
         more = next(chunks, None)
         if more is None:
             raise _Refusal("Incorrect declared batch size, premature EOF reached")
-        buf, pos = bytes(buf[pos:]) + more, 0
+        buf, pos = tail + more, 0
     if pos != len(buf) or next(chunks, None) is not None:
         raise _Refusal("Incorrect declared batch size, records still remaining in file")
 
@@ -255,7 +266,9 @@ def _scan_stream(
 class _Walker:
     """Reads a record field by field across decompressed chunks, skipping bytes unseen."""
 
-    def __init__(self, buf: bytes, pos: int, chunks: Iterator[bytes]) -> None:
+    def __init__(
+        self, buf: bytes | memoryview, pos: int, chunks: Iterator[bytes | memoryview]
+    ) -> None:
         self.buf, self.pos, self.chunks = buf, pos, chunks
         self.consumed = 0  # bytes of the current record read so far
 
@@ -293,7 +306,7 @@ class _Walker:
             self.consumed += step
             n -= step
 
-    def rest(self) -> tuple[bytes, int]:
+    def rest(self) -> tuple[bytes | memoryview, int]:
         return self.buf, self.pos
 
 
@@ -417,7 +430,8 @@ def _rebuild(
     timestamp the first record's, as Kafka's MemoryRecordsBuilder writes it. Only reached
     after a full scan accepted the records."""
     body = memoryview(data)[BATCH_HEADER_SIZE : header.total_size]
-    raw = b"".join(stream_decompress(header.compression, body, policy.max_decompressed_bytes))
+    pieces = stream_decompress(header.compression, body, policy.max_decompressed_bytes)
+    raw = b"".join(bytes(piece) for piece in pieces)  # copied as they come (reused buffers)
     parts: list[bytes] = []
     stamps: list[int] = []
     pos = 0
