@@ -162,3 +162,19 @@ def test_timestamp_errors_win_over_key_errors_and_list_every_record() -> None:
     assert got.message is not None and got.message.startswith(
         "One or more records have been rejected due to 1 record errors in total"
     )
+
+
+def test_what_kafka_accepts_is_decoded_and_reencoded() -> None:
+    """A key length of -5 is null and a header key need not be UTF-8 (Kafka reads both): the
+    batch is accepted, and the decoder (log cleaner, ListOffsets) reads it and writes the
+    header key back byte for byte."""
+    from wire.records import decode_records
+
+    body = b"\x00\x00\x00" + b"\x09" + b"\x02v" + b"\x02" + b"\x02\xff" + b"\x02x"
+    raw = bytes([len(body) * 2]) + body
+    batch = around(raw, 1, 0)
+    got = check_records(batch, read_batch_header(batch), policy(compacted=False))
+    assert isinstance(got, RecordsAccepted)
+    [record] = decode_records(raw, 1)
+    assert (record.key, record.value) == (None, b"v")
+    assert encode_record(record)[-4:] == b"\x02\xff\x02x"
