@@ -178,6 +178,8 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
                     )
                     if records.reason:
                         log.debug("%s-%d: %s", topic_data.name, pd.index, records.reason)
+                elif len(records.batch) > max_bytes:  # rebuilt (recompressed) larger
+                    code = ErrorCode.message_too_large
                 elif records.header.is_transactional and verifier is None:
                     code, message = (
                         ErrorCode.invalid_record,

@@ -306,6 +306,8 @@ def malformed(kind: str) -> bytes:
     elif kind == "length shorter than a header":
         struct.pack_into(">i", good, 8, 30)
         good = good[:42]
+    elif kind == "length shorter than a header, bytes kept":
+        struct.pack_into(">i", good, 8, 30)  # what follows reads as a batch of size -1
     return bytes(good)
 
 
@@ -316,6 +318,7 @@ MALFORMED = {
     "magic 3": (ErrorCode.corrupt_message, ErrorCode.corrupt_message),  # the whole request
     "size field under 14": (ErrorCode.corrupt_message, ErrorCode.corrupt_message),
     "length shorter than a header": (ErrorCode.corrupt_message, ErrorCode.none),
+    "length shorter than a header, bytes kept": (ErrorCode.corrupt_message, ErrorCode.none),
 }
 
 
