@@ -99,9 +99,14 @@ def _xerial_compress(data: bytes) -> bytes:
 
 
 def _xerial_decompress(data: bytes | bytearray | memoryview) -> bytes:
+    return b"".join(bytes(cramjam.snappy.decompress_raw(block)) for block in _xerial_blocks(data))
+
+
+def _xerial_blocks(data: bytes | bytearray | memoryview) -> Iterator[bytes]:
+    """The raw snappy blocks of a xerial stream."""
     if len(data) < _XERIAL_HEADER.size:
         raise CompressionError("truncated xerial snappy header")
-    pos, out = _XERIAL_HEADER.size, []
+    pos = _XERIAL_HEADER.size
     while pos < len(data):
         if pos + 4 > len(data):
             raise CompressionError("truncated xerial snappy block size")
@@ -109,9 +114,8 @@ def _xerial_decompress(data: bytes | bytearray | memoryview) -> bytes:
         pos += 4
         if size < 0 or pos + size > len(data):
             raise CompressionError(f"xerial snappy block of {size} bytes overruns the data")
-        out.append(bytes(cramjam.snappy.decompress_raw(bytes(data[pos : pos + size]))))
+        yield bytes(data[pos : pos + size])
         pos += size
-    return b"".join(out)
 
 
 def stream_decompress(
@@ -195,18 +199,8 @@ def _snappy_stream(data: bytes, limit: int) -> Iterator[bytes]:
     if data[:8] != XERIAL_MAGIC:
         yield _snappy_block(data, limit)
         return
-    if len(data) < _XERIAL_HEADER.size:
-        raise CompressionError("truncated xerial snappy header")
-    pos = _XERIAL_HEADER.size
-    while pos < len(data):
-        if pos + 4 > len(data):
-            raise CompressionError("truncated xerial snappy block size")
-        (size,) = _BLOCK_SIZE.unpack_from(data, pos)
-        pos += 4
-        if size < 0 or pos + size > len(data):
-            raise CompressionError(f"xerial snappy block of {size} bytes overruns the data")
-        yield _snappy_block(data[pos : pos + size], limit)
-        pos += size
+    for block in _xerial_blocks(data):
+        yield _snappy_block(block, limit)
 
 
 def _snappy_block(block: bytes, limit: int) -> bytes:

@@ -87,17 +87,12 @@ def _length_varint(
     buf: bytes | bytearray | memoryview, pos: int, end: int
 ) -> tuple[int, int] | None:
     """The record length at ``pos``; None if the buffer ends inside it."""
-    raw = shift = 0
-    for i in range(5):
-        if pos + i >= end:
+    try:
+        return _varint(buf, pos, end, False)
+    except _Bad as bad:
+        if bad.why == 3:
             return None
-        b = buf[pos + i]
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            raw &= _M32
-            return (raw >> 1) ^ -(raw & 1), pos + i + 1
-        shift += 7
-    raise _Bad(1)
+        raise
 
 
 def scan_records(

@@ -11,13 +11,13 @@ from typing import Any
 import crc32c
 import pytest
 import trio
-import zstandard
 from kio.schema.errors import ErrorCode
-from kio.schema.list_offsets.v7 import request as lo
 from kio.schema.produce.v9 import request as pr
 
 from tests.proxy.harness import RawClient, connect, encode_request, running_broker
 from tests.proxy.test_broker_requests import create, fetch_request, produce
+from tests.proxy.test_transactions import list_offset
+from tests.wire.test_record_check import one_value_zstd
 from wire.records import (
     Record,
     build_batch,
@@ -150,27 +150,6 @@ async def test_a_compressed_batch_with_repeated_offset_deltas_is_rebuilt() -> No
         assert same_but_offsets(plain, batches[4][1])
 
 
-async def list_offset(c: RawClient, topic: str, ts: int) -> tuple[int, int]:
-    resp = await c.request(
-        lo.ListOffsetsRequest(
-            replica_id=-1,
-            isolation_level=0,
-            topics=(
-                lo.ListOffsetsTopic(
-                    name=topic,
-                    partitions=(
-                        lo.ListOffsetsPartition(
-                            partition_index=0, current_leader_epoch=-1, timestamp=ts
-                        ),
-                    ),
-                ),
-            ),
-        )
-    )
-    p = resp.topics[0].partitions[0]
-    return p.offset, p.timestamp
-
-
 async def test_timestamps_are_checked_per_record() -> None:
     async with running_broker() as (server, port), connect(port) as c:
         now = server.broker.now_ms()
@@ -201,7 +180,7 @@ async def test_the_max_timestamp_is_recomputed_from_the_records() -> None:
         assert await create(c, "t") == ErrorCode.none
         wrong = build_batch(records(2, ts_step=1000), base_timestamp=1000, max_timestamp=1000)
         assert (await produce(c, "t", wrong)).error_code == ErrorCode.none
-        assert await list_offset(c, "t", 1500) == (1, 2000)
+        assert await list_offset(c, "t", 1500, committed=False) == (1, 2000)
         [(_, got)] = await stored(c, "t")
         assert read_batch_header(got).max_timestamp == 2000
         assert decode_batch_records(got) == decode_batch_records(wrong)
@@ -251,43 +230,17 @@ async def test_a_duplicate_answers_the_retained_batch_timestamp() -> None:
         assert first.log_append_time is not None and again.log_append_time == first.log_append_time
 
 
-def zstd_batch_of_one_value(size: int) -> bytes:
-    """A zstd batch of one keyless record whose value is ``size`` zero bytes, compressed as a
-    stream (the test never holds the value)."""
-    head = bytearray(b"\x00\x00\x00\x01")  # attributes, ts delta 0, offset delta 0, key null
-    from wire.record_codec import write_varint
-
-    write_varint(head, size)
-    body_len = len(head) + size + 1
-    prefix = bytearray()
-    write_varint(prefix, body_len)
-    z = zstandard.ZstdCompressor().compressobj()
-    parts = [z.compress(bytes(prefix + head))]
-    zeros = bytes(1 << 20)
-    for done in range(0, size, len(zeros)):
-        parts.append(z.compress(zeros[: min(len(zeros), size - done)]))
-    parts += [z.compress(b"\x00"), z.flush()]
-    return record_bytes_batch_compressed(b"".join(parts), 4)
-
-
-def record_bytes_batch_compressed(body: bytes, codec: int) -> bytes:
-    template = bytearray(build_batch(records(1), base_timestamp=NOW, compression=codec))
-    buf = template[:61] + body
-    struct.pack_into(">i", buf, 8, len(buf) - 12)
-    return resign(buf)
-
-
 async def test_a_decompression_bomb_is_refused() -> None:
     """A 13 KB zstd batch holding a 100 MiB value expands past 64 x max.message.bytes (and the
     64 MiB floor): MESSAGE_TOO_LARGE, nothing stored; one of 40 MiB is read as a stream on a
     compacted topic and refused for its missing key."""
-    bomb = zstd_batch_of_one_value(100 << 20)
+    bomb = one_value_zstd(100 << 20, None)
     assert len(bomb) < 20_000
     async with running_broker() as (_, port), connect(port) as c:
         assert await create(c, "t", cleanup_policy="compact") == ErrorCode.none
         got = await produce(c, "t", bomb)
         assert got.error_code == ErrorCode.message_too_large
-        got = await produce(c, "t", zstd_batch_of_one_value(40 << 20))
+        got = await produce(c, "t", one_value_zstd(40 << 20, None))
         assert got.error_code == ErrorCode.invalid_record
         assert [e.batch_index for e in got.record_errors] == [0]
         assert await stored(c, "t") == []
