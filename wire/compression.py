@@ -38,7 +38,7 @@ _XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
 _BLOCK_SIZE = struct.Struct(">i")
 
 
-CHUNK = 1 << 20  # decompressed bytes handed over at a time by stream_decompress
+CHUNK = 1 << 18  # decompressed bytes handed over at a time (256 KiB: scanned while in cache)
 # A snappy copy element turns 3 bytes into at most 64: no valid block expands more than this.
 _SNAPPY_MAX_RATIO = 22
 
@@ -165,7 +165,7 @@ def _stream(
     elif codec == ZSTD:
         reader = _ZSTD.stream_reader(bytes(data), read_across_frames=True)
         out = _POOL.pop() if _POOL else bytearray(CHUNK)
-        try:  # into a reused buffer: a fresh 1 MiB per chunk costs its page faults every time
+        try:  # into a reused buffer: no fresh buffer per chunk
             view = memoryview(out)[:chunk]
             while n := reader.readinto(view):
                 yield view[:n]

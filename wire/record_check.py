@@ -30,7 +30,7 @@ ones, its other record bytes unchanged (Kafka's ``buildRecordsAndAssignOffsets``
 LogAppendTime topics are stamped by the partition at append time.
 
 Memory: an uncompressed batch is scanned in place. A compressed one is decompressed as a
-stream (``wire.compression.stream_decompress``, 1 MiB at a time); a record cut by a chunk
+stream (``wire.compression.stream_decompress``, 256 KiB at a time); a record cut by a chunk
 boundary is carried over when it is at most ``CARRY_MAX`` bytes, and a larger one is walked
 field by field with its key, value and header bytes skipped, so what is held does not depend
 on how far the payload expands. Only the rare rebuild of point 2 holds the records (bounded
