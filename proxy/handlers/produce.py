@@ -51,6 +51,7 @@ from proxy.context import RequestContext
 from proxy.dispatch import NO_RESPONSE, CloseConnection
 from proxy.registry import handler
 from storage.api import StorageError, TopicPartition
+from storage.topics import Topic
 from wire.record_check import RecordPolicy, RecordsRefused, check_records
 from wire.records import first_batch_transactional, validate_produce_batch
 
@@ -95,6 +96,19 @@ def _refuse_all(ctx: RequestContext, req: Any, code: ErrorCode) -> Any:
             for t in req.topic_data
         ),
         throttle_time=0,
+    )
+
+
+def _record_policy(topic: Topic, partition: str, now: int, max_bytes: int) -> RecordPolicy:
+    """The topic's rules for the records of a produced batch (wire.record_check)."""
+    return RecordPolicy(
+        now_ms=now,
+        log_append_time=topic.settings["message.timestamp.type"] == "LogAppendTime",
+        before_max_ms=topic.int_setting("message.timestamp.before.max.ms"),
+        after_max_ms=topic.int_setting("message.timestamp.after.max.ms"),
+        compacted=topic.settings["cleanup.policy"] != "delete",
+        max_decompressed_bytes=max(DECOMPRESSED_RATIO * max_bytes, DECOMPRESSED_FLOOR),
+        partition=partition,
     )
 
 
@@ -154,18 +168,7 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
                     else check_records(
                         pd.records or b"",
                         checked.header,
-                        RecordPolicy(
-                            now_ms=now,
-                            log_append_time=topic.settings["message.timestamp.type"]
-                            == "LogAppendTime",
-                            before_max_ms=topic.int_setting("message.timestamp.before.max.ms"),
-                            after_max_ms=topic.int_setting("message.timestamp.after.max.ms"),
-                            compacted=topic.settings["cleanup.policy"] != "delete",
-                            max_decompressed_bytes=max(
-                                DECOMPRESSED_RATIO * max_bytes, DECOMPRESSED_FLOOR
-                            ),
-                            partition=f"{topic_data.name}-{pd.index}",
-                        ),
+                        _record_policy(topic, f"{topic_data.name}-{pd.index}", now, max_bytes),
                     )
                 )
                 if isinstance(records, ErrorCode):
