@@ -116,11 +116,14 @@ def scan_records(
     consecutive = True
     while n < max_records:
         start = pos
-        try:
-            got = _length_varint(buf, pos, end)
-            if got is None:
-                return MORE, start, n, 0, max_ts, consecutive
-            length, q = got
+        try:  # one-byte varints (almost all of them) inline, others through _varint
+            if pos < end and (b := buf[pos]) < 0x80:
+                length, q = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                got = _length_varint(buf, pos, end)
+                if got is None:
+                    return MORE, start, n, 0, max_ts, consecutive
+                length, q = got
             if length < 0:
                 raise _Bad(2)
             stop = q + length
@@ -129,14 +132,26 @@ def scan_records(
             q += 1  # attributes (unused in v2)
             if q > stop:
                 raise _Bad(3)
-            ts_delta, q = _varint(buf, q, stop, True)
-            offset_delta, q = _varint(buf, q, stop, False)
-            key_len, q = _varint(buf, q, stop, False)
+            if q < stop and (b := buf[q]) < 0x80:
+                ts_delta, q = (b >> 1) ^ -(b & 1), q + 1
+            else:
+                ts_delta, q = _varint(buf, q, stop, True)
+            if q < stop and (b := buf[q]) < 0x80:
+                offset_delta, q = (b >> 1) ^ -(b & 1), q + 1
+            else:
+                offset_delta, q = _varint(buf, q, stop, False)
+            if q < stop and (b := buf[q]) < 0x80:
+                key_len, q = (b >> 1) ^ -(b & 1), q + 1
+            else:
+                key_len, q = _varint(buf, q, stop, False)
             if key_len > 0:
                 q += key_len
                 if q > stop:
                     raise _Bad(3)
-            value_len, q = _varint(buf, q, stop, False)
+            if q < stop and (b := buf[q]) < 0x80:
+                value_len, q = (b >> 1) ^ -(b & 1), q + 1
+            else:
+                value_len, q = _varint(buf, q, stop, False)
             if value_len > 0:
                 q += value_len
                 if q > stop:
@@ -161,7 +176,9 @@ def scan_records(
         except _Bad as bad:
             return BAD, start, n, bad.why, max_ts, consecutive
         index = first_index + n
-        ts = _wrap64(base_timestamp + ts_delta)
+        ts = base_timestamp + ts_delta
+        if not -_S64 <= ts < _S64:
+            ts = _wrap64(ts)
         if ts > max_ts:
             max_ts = ts
         if offset_delta != index:
