@@ -148,7 +148,7 @@ def check_records(
     except DecompressedTooLarge as exc:
         return RecordsRefused(
             ErrorCode.message_too_large,
-            f"The batch's records {exc} (the limit on {policy.partition})",
+            f"The batch {exc} (the limit on {policy.partition})",
             reason=str(exc),
         )
     except CompressionError as exc:
