@@ -2,11 +2,12 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+# pyproject.toml, setup.py and the C record scanner: a change to any of them reinstalls (rebuilds)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml setup.py wire/_record_kernel.c | sha1sum | cut -c1-12)
 
 .PHONY: serve test lint type unit compat fmt bench fuzz clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py wire/_record_kernel.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'

@@ -47,6 +47,13 @@ class CloseConnection(Exception):
     for a failed acks=0 produce, so the client notices and refreshes its metadata."""
 
 
+def _no_error_reply_for_acks0(header: RequestHeader, body: Any, exc: Exception) -> None:
+    """A Produce with acks=0 never gets a response, not even an error: Kafka's
+    ``ProduceRequest.getErrorResponse`` is null there and the connection is closed."""
+    if header.api_key == PRODUCE_KEY and getattr(body, "acks", None) == 0:
+        raise CloseConnection(f"acks=0 produce failed: {exc!r}") from exc
+
+
 class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -81,8 +88,9 @@ class Dispatcher:
             raise
         except StorageError as exc:  # e.g. a read from a log that went offline
             log.error("api %d v%d: storage error: %s", header.api_key, header.api_version, exc)
+            _no_error_reply_for_acks0(header, body, exc)
             response = error_reply(header, body, ErrorCode.kafka_storage_error)
-        except Exception:
+        except Exception as exc:
             log.exception(
                 "handler for api %d v%d failed (client %s, corr %d)",
                 header.api_key,
@@ -90,6 +98,7 @@ class Dispatcher:
                 header.client_id,
                 header.correlation_id,
             )
+            _no_error_reply_for_acks0(header, body, exc)
             response = error_reply(header, body, ErrorCode.unknown_server_error)
         if fault is not None and fault.drop_after:
             raise CloseConnection(f"fault injection: dropped after api {header.api_key}")

@@ -191,8 +191,8 @@ class Partition:
                 )
                 if isinstance(checked, ErrorCode):
                     return checked
-                if isinstance(checked, BatchMetadata):
-                    return checked.first_offset, (checked.timestamp if self.log_append_time else -1)
+                if isinstance(checked, BatchMetadata):  # Kafka answers the retained batch's
+                    return checked.first_offset, checked.timestamp  # timestamp, whatever the type
                 info = checked
                 if (
                     verify is not None

@@ -11,6 +11,10 @@ int is a *zigzag* varint, the timestamp delta a zigzag varlong)::
     | headers_count varint | per header: key_length varint, key UTF-8 (never null),
                                           value_length varint (-1 null), value
 
+Decoding reads as Kafka does, which is what produce validation accepts: any negative key or
+value length is null, and a header key that is not valid UTF-8 is kept byte for byte
+(decoded with ``surrogateescape``, which ``encode_record`` reverses).
+
 Control records (transaction markers): a batch with the control and transactional attribute
 bits, baseSequence -1, uncompressed, one record whose key is ``i16 version (0), i16 type``
 (0 ABORT, 1 COMMIT, 2-6 KRaft-internal; readers ignore unknown types) and whose value is
@@ -105,7 +109,7 @@ def encode_record(record: Record) -> bytes:
     _write_bytes(body, record.value)
     write_varint(body, len(record.headers))
     for key, value in record.headers:
-        _write_bytes(body, key.encode())
+        _write_bytes(body, key.encode(errors="surrogateescape"))
         _write_bytes(body, value)
     out = bytearray()
     write_varint(out, len(body))
@@ -114,9 +118,7 @@ def encode_record(record: Record) -> bytes:
 
 def _read_bytes(buf: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
     length, pos = read_varint(buf, pos, 5)
-    if length < 0:
-        if length != -1:
-            raise RecordBatchError(f"negative length {length}")
+    if length < 0:  # any negative length is null, as Kafka's Utils.readBytes reads it
         return None, pos
     if pos + length > end:
         raise RecordBatchError("field runs past the end of its record")
@@ -145,10 +147,7 @@ def decode_records(buf: bytes, count: int) -> list[Record]:
             if name is None:
                 raise RecordBatchError("null header key")
             value_h, pos = _read_bytes(buf, pos, end)
-            try:
-                headers.append((name.decode(), value_h))
-            except UnicodeDecodeError as exc:
-                raise RecordBatchError(f"header key is not UTF-8: {exc}") from exc
+            headers.append((name.decode(errors="surrogateescape"), value_h))
         if pos != end:
             raise RecordBatchError(f"record contents do not fill its declared {length} bytes")
         records.append(Record(offset_delta, timestamp_delta, key, value, headers))

@@ -2,10 +2,11 @@
 
 Theory of operation
 -------------------
-The broker never decodes records on the produce or fetch path. A client's batch is checked by
-its 61-byte header and CRC alone (``validate_produce_batch``), stamped in place with its base
-offset and partition leader epoch (both outside the CRC, ``set_base_offset``), and stored and
-served exactly as it came, compressed or not.
+A client's batch is checked by its 61-byte header and CRC (``validate_produce_batch``), then
+record by record (``wire.record_check.check_records``, Kafka's LogValidator), stamped in place
+with its base offset and partition leader epoch (both outside the CRC, ``set_base_offset``),
+and stored and served as it came, compressed or not (only its max timestamp may be corrected,
+or a compressed batch rebuilt with consecutive offsets, see record_check).
 
 Modules behind this one:
 
@@ -42,8 +43,9 @@ and UNSUPPORTED_COMPRESSION_TYPE is non-retriable. Kafka silently trims trailing
 not form a complete batch (``UnifiedLog.trimInvalidBytes``); we refuse them, so what is stored
 is always exactly one batch.
 
-Checks that depend on the topic (timestamps, keys on compacted topics, LogAppendTime) or on the
-request (transactional id) belong to the produce handler.
+Checks that depend on the records or the topic (timestamps, keys on compacted topics,
+LogAppendTime) are ``wire.record_check``'s; those on the request (transactional id) belong to
+the produce handler.
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ __all__ = [
     "decode_records",
     "decompress",
     "encode_record",
+    "first_batch_transactional",
     "iter_batches",
     "parse_control_record_type",
     "read_batch_header",
@@ -151,6 +154,19 @@ def _batch_size(data: bytes | bytearray | memoryview, pos: int) -> int | ErrorCo
     if data[pos + _MAGIC_OFFSET] > 2:  # unsigned here: "< 0 or > 2" in Kafka's signed terms
         return ErrorCode.corrupt_message
     return int(size) + LOG_OVERHEAD
+
+
+def first_batch_transactional(data: bytes | bytearray | memoryview) -> bool | ErrorCode:
+    """Kafka's ``RequestUtils.hasTransactionalRecords`` test for one partition: whether its
+    first complete batch has the transactional bit; CORRUPT_MESSAGE where Kafka's batch
+    iterator throws (size field below 14, magic outside 0..2), which fails the whole request
+    in Kafka. A batch cut short, or a legacy (magic 0/1) one, is not transactional."""
+    size = _batch_size(data, 0)
+    if isinstance(size, ErrorCode):
+        return size
+    if size is None or size > len(data) or data[_MAGIC_OFFSET] != 2:
+        return False
+    return bool(_I16.unpack_from(data, _ATTRIBUTES_OFFSET)[0] & ATTR_TRANSACTIONAL)
 
 
 def validate_produce_batch(

@@ -4,12 +4,23 @@ spec §1.1); a v0-2 request is refused as an unsupported version. v3: transactio
 batch v2 only. v5: log start offset in the response. v7: zstd allowed. v8: record errors and
 an error message. v9: flexible. v10-11: nothing new for a single node.
 
-Per partition: the batch is validated without decoding records (``wire.records``), its offsets
-assigned in place, and it is appended; a storage failure answers KAFKA_STORAGE_ERROR (never
-UNKNOWN_SERVER_ERROR: clients may then retry a write that happened, spec §3.3). Produce never
-auto-creates topics (only Metadata does, as in Kafka). acks=0 gets no response at all. On a
-compacted topic (``cleanup.policy`` with ``compact``) the records are decoded, and a record
-without a key is INVALID_RECORD, as Kafka's LogValidator refuses it.
+Per partition: the batch's header and CRC are validated (``wire.records``), then every record
+as Kafka's LogValidator reads it (``wire.record_check``: structure and count, keys on
+compacted topics, per-record timestamps, a compressed payload streamed with bounded memory);
+its offsets are assigned in place, and it is appended; a storage failure answers
+KAFKA_STORAGE_ERROR (never UNKNOWN_SERVER_ERROR: clients may then retry a write that happened,
+spec §3.3). Record errors (keys, timestamps) come back in ``record_errors`` (v8+) with Kafka's
+messages. Produce never auto-creates topics (only Metadata does, as in Kafka).
+
+acks=0 gets no response at all: a refused partition, or any failure of the request, closes
+the connection instead (Kafka's ``ProduceRequest.getErrorResponse`` is null for acks=0; the
+dispatcher does the same for a handler that raised).
+
+Malformed batches: where Kafka's batch iterator throws while it looks for transactional
+batches (a size field below 14, a magic byte outside 0..2, in some partition's first batch,
+before any transactional one) Kafka fails the whole request, every partition answered
+CORRUPT_MESSAGE, and so do we (logged in one WARNING line). Other malformed batches are
+refused per partition by ``validate_produce_batch``.
 
 Idempotent batches (a producer id, not transactional) go through the partition's producer
 state (spec §3.2, ``storage/producer_state.py``): a retried duplicate of one of the last 5
@@ -40,25 +51,26 @@ from proxy.context import RequestContext
 from proxy.dispatch import NO_RESPONSE, CloseConnection
 from proxy.registry import handler
 from storage.api import StorageError, TopicPartition
-from wire.records import (
-    BATCH_HEADER_SIZE,
-    RecordBatchError,
-    decode_batch_records,
-    read_batch_header,
-    validate_produce_batch,
-)
+from storage.topics import Topic
+from wire.record_check import RecordPolicy, RecordsRefused, check_records
+from wire.records import first_batch_transactional, validate_produce_batch
 
 log = logging.getLogger("kafkad.produce")
 
+# The decompressed size a batch may reach: this many times max.message.bytes, and never less
+# than the floor (see wire/record_check.py: Kafka has no such bound).
+DECOMPRESSED_RATIO = 64
+DECOMPRESSED_FLOOR = 64 * 1024 * 1024
 
-def _has_transactional_records(req: Any) -> bool:
+
+def _has_transactional_records(req: Any) -> bool | ErrorCode:
     """Kafka's RequestUtils.hasTransactionalRecords: some partition's first batch is
-    transactional."""
+    transactional; CORRUPT_MESSAGE where Kafka's batch iterator throws on the way there."""
     for t in req.topic_data:
         for pd in t.partition_data:
-            data = pd.records or b""
-            if len(data) >= BATCH_HEADER_SIZE and read_batch_header(data).is_transactional:
-                return True
+            found = first_batch_transactional(pd.records or b"")
+            if found is not False:
+                return found
     return False
 
 
@@ -87,6 +99,19 @@ def _refuse_all(ctx: RequestContext, req: Any, code: ErrorCode) -> Any:
     )
 
 
+def _record_policy(topic: Topic, partition: str, now: int, max_bytes: int) -> RecordPolicy:
+    """The topic's rules for the records of a produced batch (wire.record_check)."""
+    return RecordPolicy(
+        now_ms=now,
+        log_append_time=topic.settings["message.timestamp.type"] == "LogAppendTime",
+        before_max_ms=topic.int_setting("message.timestamp.before.max.ms"),
+        after_max_ms=topic.int_setting("message.timestamp.after.max.ms"),
+        compacted=topic.settings["cleanup.policy"] != "delete",
+        max_decompressed_bytes=max(DECOMPRESSED_RATIO * max_bytes, DECOMPRESSED_FLOOR),
+        partition=partition,
+    )
+
+
 def _verify_with(
     verifier: Callable[[str, int, int, TopicPartition], ErrorCode],
     txn_id: str,
@@ -103,7 +128,13 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
     acks = req.acks
     now = broker.now_ms()
     txn_id = req.transactional_id
-    if txn_id is None and _has_transactional_records(req):
+    transactional = _has_transactional_records(req)
+    if isinstance(transactional, ErrorCode):
+        log.warning("produce from %s: a malformed batch fails the request", ctx.peer or "?")
+        if acks == 0:
+            raise CloseConnection("acks=0 produce with a malformed batch")
+        return _refuse_all(ctx, req, transactional)
+    if txn_id is None and transactional:
         if acks == 0:
             raise CloseConnection("acks=0 transactional produce without a transactional id")
         return _refuse_all(ctx, req, ErrorCode.transactional_id_authorization_failed)
@@ -114,6 +145,7 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
         parts = []
         for pd in topic_data.partition_data:
             code, message, base, append_time, start = ErrorCode.none, None, -1, -1, -1
+            record_errors: tuple[tuple[int, str], ...] = ()
             partition = broker.topics.partition(topic_data.name, pd.index)
             if acks not in (0, 1, -1):
                 code = ErrorCode.invalid_required_acks
@@ -126,47 +158,49 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
                 )
             else:
                 start = partition.log_start_offset
+                max_bytes = topic.int_setting("max.message.bytes")
                 checked = validate_produce_batch(
-                    pd.records or b"",
-                    produce_version=ctx.version,
-                    max_message_bytes=topic.int_setting("max.message.bytes"),
+                    pd.records or b"", produce_version=ctx.version, max_message_bytes=max_bytes
                 )
-                if isinstance(checked, ErrorCode):
-                    code = checked
-                elif topic.settings[
-                    "message.timestamp.type"
-                ] == "CreateTime" and checked.header.max_timestamp > now + topic.int_setting(
-                    "message.timestamp.after.max.ms"
-                ):
-                    code, message = (
-                        ErrorCode.invalid_timestamp,
-                        "Timestamp of the batch is too far in the future",
+                records = (
+                    checked
+                    if isinstance(checked, ErrorCode)
+                    else check_records(
+                        pd.records or b"",
+                        checked.header,
+                        _record_policy(topic, f"{topic_data.name}-{pd.index}", now, max_bytes),
                     )
-                elif topic.settings["cleanup.policy"] != "delete" and _keyless(pd.records):
-                    code, message = (
-                        ErrorCode.invalid_record,
-                        "Compacted topic cannot accept message without key in topic "
-                        f"partition {partition.tp}.",
+                )
+                if isinstance(records, ErrorCode):
+                    code = records
+                elif isinstance(records, RecordsRefused):
+                    code, message, record_errors = (
+                        records.code,
+                        records.message,
+                        records.record_errors,
                     )
-                elif checked.header.is_transactional and verifier is None:
+                    if records.reason:
+                        log.debug("%s-%d: %s", topic_data.name, pd.index, records.reason)
+                elif len(records.batch) > max_bytes:  # rebuilt (recompressed) larger
+                    code = ErrorCode.message_too_large
+                elif records.header.is_transactional and verifier is None:
                     code, message = (
                         ErrorCode.invalid_record,
                         "transactional batches need a transaction coordinator",
                     )
-                elif checked.header.is_transactional and checked.header.producer_id < 0:
+                elif records.header.is_transactional and records.header.producer_id < 0:
                     code, message = (
                         ErrorCode.invalid_record,
                         "transactional batch without a producer id",
                     )
                 else:
+                    h = records.header
                     verify = None
-                    if checked.header.is_transactional and verifier is not None:
-                        h, tp, v = checked.header, partition.tp, verifier
+                    if h.is_transactional and verifier is not None:
+                        tp, v = partition.tp, verifier
                         verify = _verify_with(v, txn_id or "", h.producer_id, h.producer_epoch, tp)
                     try:
-                        appended = await partition.append(
-                            bytes(pd.records or b""), checked.header, now, verify=verify
-                        )
+                        appended = await partition.append(records.batch, h, now, verify=verify)
                     except StorageError as exc:
                         log.error("append to %s failed: %s", partition.tp, exc)
                         code, message = ErrorCode.kafka_storage_error, str(exc)
@@ -184,7 +218,7 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
                     base_offset=base,
                     log_append_time=append_time,
                     log_start_offset=start,
-                    record_errors=(),
+                    record_errors=_record_errors(ctx, record_errors),
                     error_message=message,
                 )
             )
@@ -204,10 +238,11 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
     return b.ProduceResponse(responses=tuple(results), throttle_time=0)
 
 
-def _keyless(records: bytes | None) -> bool:
-    """A record without a key (refused on a compacted topic, as Kafka's LogValidator does;
-    the only case where the produce path decodes records)."""
-    try:
-        return any(r.key is None for r in decode_batch_records(records or b""))
-    except RecordBatchError:
-        return True
+def _record_errors(ctx: RequestContext, errors: tuple[tuple[int, str], ...]) -> tuple[Any, ...]:
+    """Kafka's record errors (v8+): the batch index of each refused record, with why."""
+    if not errors or not ctx.b.has("PartitionProduceResponse", "record_errors"):
+        return ()
+    return tuple(
+        ctx.b.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+        for i, m in errors
+    )

@@ -1,4 +1,5 @@
-"""Coverage-guided fuzzing of the request decoder and the batch validator with atheris.
+"""Coverage-guided fuzzing of the request decoder, the batch validator and the record scanner
+with atheris (records under valid CRCs: see ``fuzz_target.batch_around``).
 
     python -m tests.wire.fuzz_atheris [CORPUS_DIR] [libFuzzer flags, e.g. -runs=20000]
 
@@ -24,6 +25,8 @@ FRAMES = Path(__file__).resolve().parent / "frames"
 with atheris.instrument_imports(include=["wire"]):
     import wire.bounds
     import wire.codec
+    import wire.record_check
+    import wire.record_kernel
     import wire.records  # noqa: F401
 
 from tests.wire.fuzz_target import check  # noqa: E402

@@ -13,10 +13,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from wire.codec import decode_request
+from wire.compression import compress, decompress
 from wire.errors import DecodeError
 from wire.headers import RequestHeader, request_header
+from wire.records import Record, build_batch, read_batch_header
 
-from .fuzz_target import SERVED, check
+from .fuzz_target import SERVED, batch_around, check, check_batch
 from .test_golden import FRAMES
 
 NAMES = sorted(FRAMES)
@@ -93,6 +95,39 @@ def test_mutated_produce_batches(name: str, mutations: list[tuple[str, int, int,
     frame = FRAMES[name]
     start = frame.find(b"\x00\x00\x00\x00\x00\x00\x00\x00")  # the batch's base offset 0
     check(mutate(frame[start:], mutations))
+
+
+def _records_of(batch: bytes) -> tuple[int, int, bytes]:
+    """(codec, count, uncompressed record bytes) of a batch."""
+    h = read_batch_header(batch)
+    return h.compression, h.records_count, decompress(h.compression, batch[61 : h.total_size])
+
+
+GENERATED = [
+    build_batch(
+        [Record(i, i, b"k%d" % i if i % 3 else None, b"v" * i, [("h", b"x")]) for i in range(5)],
+        base_timestamp=1_700_000_000_000,
+        compression=codec,
+    )
+    for codec in range(5)
+]
+BATCHES = GENERATED + [
+    FRAMES[n][FRAMES[n].find(b"\x00" * 8) :] for n in PRODUCE if b"\x00" * 8 in FRAMES[n]
+]
+
+
+@fuzz
+@given(st.sampled_from(range(len(BATCHES))), ops, st.integers(-2, 2))
+def test_record_mutations_under_a_valid_crc(
+    which: int, mutations: list[tuple[str, int, int, str]], count_change: int
+) -> None:
+    """Records mutated (decompressed first, compressed again), the count perhaps changed, and
+    the batch re-signed: the CRC passes, so the record scanner has to catch what is wrong."""
+    codec, count, raw = _records_of(BATCHES[which])
+    records = mutate(raw, [(op, w, b, o) for op, w, b, o in mutations if op != "splice"])
+    check(bytes([max(0, count + count_change) % 256, codec]) + records)
+    squeezed = mutate(compress(codec, raw), mutations)  # the compressed bytes mutated
+    check_batch(batch_around(bytes([count % 256, codec | 128]) + squeezed), 11)
 
 
 def test_every_length_window_of_every_golden_frame() -> None:
