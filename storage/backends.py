@@ -17,7 +17,7 @@ import trio
 
 from storage.api import Store
 from storage.memory import MemoryStore
-from storage.segment.store import FileStore
+from storage.segment.store import FileStore, open_root
 
 
 def store_path(url: str) -> Path | None:
@@ -42,8 +42,9 @@ async def open_store(url: str, *, clock: Callable[[], int] | None = None) -> Asy
         finally:
             await memory.close()
         return
+    opened = await open_root(path)
     async with trio.open_nursery() as nursery:
-        store = await FileStore.open(path, nursery, clock)
+        store = FileStore.from_root(opened, nursery, clock)
         try:
             yield store
         finally:
