@@ -17,6 +17,7 @@ import trio
 
 from storage.api import Store
 from storage.memory import MemoryStore
+from storage.segment.datadir import DataDirError
 from storage.segment.store import FileStore, open_root
 
 
@@ -27,7 +28,10 @@ def store_path(url: str) -> Path | None:
     if url.startswith("file://"):
         return Path(url[len("file://") :])  # file:///abs; file://rel is taken as relative
     if "://" in url:
-        raise ValueError(f"unknown store URL scheme: {url!r}")
+        raise DataDirError(
+            f"unknown store URL scheme in data dir {url!r}: use a directory, file:///path or "
+            "memory://"
+        )
     return Path(url)
 
 

@@ -45,7 +45,7 @@ _MARKER_TEXT = (
     "# kafkad data directory: kafkad refuses directories without this file.\n"
     f"format.version={FORMAT_VERSION}\n"
 ).encode()
-_SHOWN = 6  # how many unexpected names a message lists
+_SHOWN = 8  # how many unexpected names a message lists
 
 
 class DataDirError(StorageError):
@@ -70,6 +70,15 @@ def _read_format_version(root: Path) -> int:
             with contextlib.suppress(ValueError):
                 return int(value.strip())
     raise DataDirError(f"{path} has no readable format.version: not a kafkad data directory file")
+
+
+def _cluster_id(path: Path) -> str:
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        for line in path.read_text().splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip() == "cluster.id":
+                return f" of cluster.id {value.strip()}"
+    return ""
 
 
 def inspect(root: Path) -> bool:
@@ -99,7 +108,10 @@ def inspect(root: Path) -> bool:
         return False
     hint = ""
     if "meta.properties" in names:
-        hint = " (meta.properties without kafkad.properties: an Apache Kafka log directory?)"
+        cluster = _cluster_id(root / "meta.properties")
+        hint = (
+            f" (meta.properties{cluster} without kafkad.properties: an Apache Kafka log directory?)"
+        )
     raise DataDirError(
         f"data dir {root} is not empty and is not a kafkad data directory{hint}: found "
         f"{describe_entries(root, names)}; refusing to touch it, use an empty directory"

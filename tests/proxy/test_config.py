@@ -42,8 +42,33 @@ def test_bad_values_are_refused(source: dict[str, str], message: str) -> None:
 def test_properties_file_syntax() -> None:
     text = "# comment\n! also\n\nnum.partitions = 4\nlog.retention.ms:1000\n"
     assert parse_properties(text) == {"num.partitions": "4", "log.retention.ms": "1000"}
-    with pytest.raises(ConfigError):
-        parse_properties("just words")
+    assert parse_properties("just words") == {"just": "words"}  # blanks separate, as in Java
+
+
+def test_java_properties_syntax_in_full() -> None:
+    text = (
+        "  key1   value one  \n"  # leading blanks skipped, trailing kept
+        "key2\t:\tv2\n"
+        "key3 = a \\\n"  # a continuation: the next line's leading blanks go
+        "      b\\\n"
+        "   c\n"
+        "key\\=4=x\\ty\\u00e9\\\\\n"  # escaped separator, \t, \\u, a literal backslash
+        "empty\n"
+        "  # an indented comment\n"
+        "dup=1\ndup=2\n"
+        "last=ends with a continuation\\"
+    )
+    assert parse_properties(text) == {
+        "key1": "value one  ",
+        "key2": "v2",
+        "key3": "a b" + "c",
+        "key=4": "x\ty\u00e9\\",
+        "empty": "",
+        "dup": "2",
+        "last": "ends with a continuation",
+    }
+    with pytest.raises(ConfigError, match="line 1: malformed"):
+        parse_properties("a=\\uZZ")
 
 
 def test_listen_and_advertise() -> None:
