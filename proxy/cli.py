@@ -32,7 +32,14 @@ if __name__ == "__main__" or Path(sys.argv[0]).name == "kafkad":
 
 import trio
 
-from proxy.config import WILDCARD_HOSTS, ConfigError, load_config, split_host_port
+from proxy.config import (
+    DEFAULT_DATA_DIR,
+    DEFAULT_LISTEN,
+    WILDCARD_HOSTS,
+    ConfigError,
+    load_config,
+    split_host_port,
+)
 from proxy.healthcheck import check
 from proxy.server import serve_until_signal
 from storage.api import StorageError
@@ -66,8 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     env = os.environ
     s.add_argument(
         "--listen",
-        default=env.get("KAFKAD_LISTEN", "127.0.0.1:9092"),
-        help="HOST:PORT to listen on; port 0 picks a free port (default %(default)s)",
+        default=env.get("KAFKAD_LISTEN"),
+        help="HOST:PORT to listen on; port 0 picks a free port (default: the config file's "
+        f"listeners, else {DEFAULT_LISTEN})",
     )
     s.add_argument(
         "--advertise",
@@ -77,8 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--data-dir",
-        default=env.get("KAFKAD_DATA_DIR", "./data"),
-        help="data directory, or memory:// for a throwaway broker (default %(default)s)",
+        default=env.get("KAFKAD_DATA_DIR"),
+        help="data directory, or memory:// for a throwaway broker (default: the config file's "
+        f"log.dirs, else {DEFAULT_DATA_DIR})",
     )
     s.add_argument(
         "--config", default=env.get("KAFKAD_CONFIG"), help="a Kafka-style server.properties file"
@@ -100,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     h = sub.add_parser("healthcheck", help="exit 0 if a broker answers ApiVersions")
     h.add_argument(
         "--bootstrap",
-        default=env.get("KAFKAD_LISTEN", "127.0.0.1:9092"),
+        default=env.get("KAFKAD_LISTEN", DEFAULT_LISTEN),
         help="HOST:PORT of the broker (default: KAFKAD_LISTEN or %(default)s; a wildcard host "
         "means 127.0.0.1)",
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from proxy.fault_injection import parse_spec
+from proxy.kafka_properties import translate
 from storage.api import LogConfig
 from storage.topic_config import TOPIC_CONFIGS, cleanup_flags
 
@@ -356,48 +357,61 @@ def split_host_port(text: str, what: str = "address", *, lowest_port: int = 1) -
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "0:0:0:0:0:0:0:0"})
 
 
+DEFAULT_LISTEN = "127.0.0.1:9092"
+DEFAULT_DATA_DIR = "./data"
+
+
+def _read_config_file(config_file: str) -> dict[str, str]:
+    try:
+        text = Path(config_file).read_text(encoding="latin-1")  # Java's .properties encoding
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {config_file}: {exc.strerror or exc}") from None
+    return parse_properties(text, f"config file {config_file}")
+
+
 def load_config(
     *,
-    listen: str,
+    listen: str | None,
     advertise: str | None,
-    data_dir: str,
+    data_dir: str | None,
     config_file: str | None,
     overrides: Mapping[str, str],
     environ: Mapping[str, str] | None = None,
 ) -> BrokerConfig:
+    """``listen``/``advertise``/``data_dir`` (the command line or its environment variables)
+    win over a config file's ``listeners``/``advertised.listeners``/``log.dirs``."""
     env = os.environ if environ is None else environ
-    file_values: dict[str, str] = {}
-    if config_file:
-        try:
-            text = Path(config_file).read_text(
-                encoding="latin-1"
-            )  # Java's encoding for .properties
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot read config file {config_file}: {exc.strerror or exc}"
-            ) from None
-        file_values = parse_properties(text, f"config file {config_file}")
-    host, port = split_host_port(listen, "--listen", lowest_port=0)
+    source = f"config file {config_file}"
+    kafka = translate(_read_config_file(config_file) if config_file else {}, source)
+    try:
+        values = resolve_values(kafka.values, env, overrides, file_source=source)
+    except ConfigError as exc:
+        raise ConfigError("; ".join([*kafka.errors, str(exc)])) from None
+    if kafka.errors:
+        raise ConfigError("; ".join(kafka.errors))
+    listen_what = "--listen" if listen else f"listeners in {source}"
+    listen = listen or kafka.listen or DEFAULT_LISTEN
+    host, port = split_host_port(listen, listen_what, lowest_port=0)
+    advertise_what = "--advertise" if advertise else f"advertised.listeners in {source}"
+    advertise = advertise or kafka.advertise
     adv_host: str | None = None
     adv_port: int | None = None
     if advertise:
-        adv_host, adv_port = split_host_port(advertise, "--advertise")
+        adv_host, adv_port = split_host_port(advertise, advertise_what)
         if adv_host in WILDCARD_HOSTS:
             raise ConfigError(
-                f"--advertise {advertise!r}: clients cannot connect to a wildcard address"
+                f"{advertise_what} {advertise!r}: clients cannot connect to a wildcard address"
             )
     elif host in WILDCARD_HOSTS:
         raise ConfigError(
-            f"--listen {listen!r} listens on every interface, so it needs --advertise HOST:PORT "
-            "(the address clients connect to; Kafka refuses to advertise 0.0.0.0 too)"
+            f"{listen_what} {listen!r} listens on every interface, so it needs --advertise "
+            "HOST:PORT (the address clients connect to; Kafka refuses to advertise 0.0.0.0 too)"
         )
     return BrokerConfig(
         listen_host=host,
         listen_port=port,
         advertised_host=adv_host,
         advertised_port=adv_port,
-        data_dir=data_dir,
-        values=resolve_values(
-            file_values, env, overrides, file_source=f"config file {config_file}"
-        ),
+        data_dir=data_dir or kafka.data_dir or DEFAULT_DATA_DIR,
+        values=values,
     )

@@ -266,7 +266,7 @@ def test_bad_configs_are_refused_in_one_line(
 
 def test_every_unknown_name_is_reported_at_once(tmp_path: Path) -> None:
     config = tmp_path / "server.properties"
-    config.write_text("nmu.partitions=3\nlog.dirs=/tmp/x\n")
+    config.write_text("nmu.partitions=3\nlog.dirs=/tmp/x\nlog.flush.scheduler.interval.ms=1\n")
     result = kafkad(
         "serve",
         "--data-dir",
@@ -277,7 +277,9 @@ def test_every_unknown_name_is_reported_at_once(tmp_path: Path) -> None:
         "bogus=1",
         cwd=tmp_path,
     )
-    one_line_failure(result, "nmu.partitions", "did you mean num.partitions", "bogus", "log.dirs")
+    one_line_failure(
+        result, "nmu.partitions", "did you mean num.partitions", "bogus", "log.flush.scheduler"
+    )
 
 
 # -- point 9: what a user runs ---------------------------------------------------------------
