@@ -157,6 +157,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "healthcheck":
         return _healthcheck(args)
+    if args.log_level not in LOG_LEVELS:  # argparse checks choices only when given
+        print(
+            f"kafkad: KAFKAD_LOG_LEVEL={args.log_level} from the environment: must be one of "
+            f"{', '.join(LOG_LEVELS)}",
+            file=sys.stderr,
+        )
+        return 2
     logging.basicConfig(
         level=getattr(logging, args.log_level),
         stream=sys.stderr,

@@ -17,6 +17,7 @@ two client listeners, or a non-PLAINTEXT one, is refused; the controller listene
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # Tuning Kafka's JVM broker; meaningless for kafkad's one trio process.
@@ -76,7 +77,7 @@ class Translated:
     errors: list[str] = field(default_factory=list)
 
 
-def _listeners(text: str) -> dict[str, str]:
+def _listener_map(text: str) -> dict[str, str]:
     """``NAME://host:port,...`` -> {NAME: "host:port"}; malformed entries raise ValueError."""
     out: dict[str, str] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
@@ -112,10 +113,16 @@ def _time_aliases(props: dict[str, str], out: Translated, source: str) -> None:
                 out.values[target] = str(-1 if ms < 0 else ms)
 
 
-def _kraft(props: dict[str, str], out: Translated, source: str) -> None:
+def _complainer(props: dict[str, str], out: Translated, source: str) -> Callable[[str, str], None]:
     def bad(name: str, why: str) -> None:
         out.errors.append(f"{name}={props.get(name, '')} from {source}: {why}")
 
+    return bad
+
+
+def _quorum(props: dict[str, str], out: Translated, source: str) -> None:
+    """node.id/broker.id, process.roles and the controller quorum: this node alone."""
+    bad = _complainer(props, out, source)
     node_id = props.get("node.id", out.values.get("node.id"))
     if "broker.id" in props:
         if node_id is None:
@@ -139,10 +146,15 @@ def _kraft(props: dict[str, str], out: Translated, source: str) -> None:
         servers = [s for s in props["controller.quorum.bootstrap.servers"].split(",") if s.strip()]
         if len(servers) != 1:
             bad("controller.quorum.bootstrap.servers", "kafkad is one node: give one HOST:PORT")
+
+
+def _client_listener(props: dict[str, str], out: Translated, source: str) -> None:
+    """The one PLAINTEXT client listener and its advertised address."""
+    bad = _complainer(props, out, source)
     try:
         protocols = _protocol_map(props.get("listener.security.protocol.map", ""))
-        listeners = _listeners(props.get("listeners", ""))
-        advertised = _listeners(props.get("advertised.listeners", ""))
+        listeners = _listener_map(props.get("listeners", ""))
+        advertised = _listener_map(props.get("advertised.listeners", ""))
     except ValueError as exc:
         out.errors.append(f"listeners from {source}: {exc}")
         return
@@ -174,6 +186,10 @@ def _kraft(props: dict[str, str], out: Translated, source: str) -> None:
         clients = [name for name in advertised if name not in controllers]
         if len(clients) == 1:
             out.advertise = advertised[clients[0]]
+
+
+def _data_dir(props: dict[str, str], out: Translated, source: str) -> None:
+    bad = _complainer(props, out, source)
     dirs = props.get("log.dirs", props.get("log.dir"))
     if dirs is not None:
         paths = [d.strip() for d in dirs.split(",") if d.strip()]
@@ -188,7 +204,9 @@ def translate(props: dict[str, str], source: str) -> Translated:
     out = Translated()
     rest = dict(props)
     _time_aliases(rest, out, source)
-    _kraft(rest, out, source)
+    _quorum(rest, out, source)
+    _client_listener(rest, out, source)
+    _data_dir(rest, out, source)
     for name, value in rest.items():
         if name in IGNORED or name in KRAFT:
             continue

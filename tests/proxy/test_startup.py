@@ -249,6 +249,7 @@ async def test_data_dir_problems_are_one_line(
         (["--listen", "127.0.0.1:99999"], {}, ["--listen", "between 0 and 65535"]),
         (["--listen", "0.0.0.0:9092"], {}, ["needs --advertise"]),
         (["--log-level", "LOUD"], {}, ["invalid choice: 'LOUD'"]),
+        ([], {"KAFKAD_LOG_LEVEL": "loud"}, ["KAFKAD_LOG_LEVEL=LOUD", "DEBUG, INFO"]),
     ],
 )
 def test_bad_configs_are_refused_in_one_line(
