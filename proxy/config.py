@@ -3,8 +3,12 @@
 Sources, lowest precedence first: built-in defaults, a Kafka-style ``server.properties`` file
 (``--config FILE``), environment variables (``KAFKAD_`` + the name upper-cased with dots as
 underscores, e.g. ``KAFKAD_AUTO_CREATE_TOPICS_ENABLE=false``), then ``--set name=value``.
-Unknown names are refused at start-up rather than ignored, so a typo never silently runs a
-broker with the wrong settings.
+Unknown names (and ``KAFKAD_`` variables that are neither a config nor a CLI option) are
+refused at start-up rather than ignored, so a typo never silently runs a broker with the wrong
+settings. Each config's parser is its definition: it checks type and range (Kafka's ConfigDef
+validators) and says what is wrong; every problem, with the source it came from, is reported
+at once in one ``ConfigError`` line. Kafka's own names in a properties file (``listeners``,
+``log.dirs``, KRaft settings, ...) are translated by ``proxy/kafka_properties.py``.
 """
 
 from __future__ import annotations
