@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -60,11 +61,12 @@ class Running:
             text=True,
         )
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()  # the ready line, or "" if it died
-        assert line.startswith("kafkad ready "), (
-            line,
-            self.proc.stderr and self.proc.stderr.read(),
-        )
+        ready, _, _ = select.select([self.proc.stdout], [], [], TIMEOUT_S)
+        line = self.proc.stdout.readline() if ready else ""  # the ready line, "" if it died
+        if not line.startswith("kafkad ready "):
+            self.proc.kill()
+            _, err = self.proc.communicate(timeout=TIMEOUT_S)
+            raise AssertionError(f"no ready line: {line!r} {err}")
         self.port = int(line.split()[2].rpartition(":")[2])
 
     def stop(self) -> str:
