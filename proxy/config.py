@@ -300,10 +300,10 @@ def env_name(config: str) -> str:
     return "KAFKAD_" + config.upper().replace(".", "_")
 
 
-def _unknown(name: str, source: str, known: Iterable[str]) -> str:
+def _unknown(name: str, source: str, known: Iterable[str], what: str = "config") -> str:
     close = difflib.get_close_matches(name, list(known), n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
-    return f"unknown config {name} in {source}{hint}"
+    return f"unknown {what} {name} in {source}{hint}"
 
 
 def resolve_values(
@@ -320,7 +320,7 @@ def resolve_values(
     errors: list[str] = []
     for key in sorted(environ):
         if key.startswith("KAFKAD_") and key not in env_names and key not in CLI_ENV | TOOL_ENV:
-            errors.append(_unknown(key, "the environment", [*env_names, *CLI_ENV]))
+            errors.append(_unknown(key, "the environment", [*env_names, *CLI_ENV], "variable"))
     env_values = {env_names[k]: v for k, v in environ.items() if k in env_names}
     for source, values in (
         (file_source, file_values),

@@ -219,7 +219,7 @@ def test_range_errors_name_the_config_and_source_all_at_once() -> None:
         "log.segment.bytes=10 from config file: must be at least 14",
         "message.max.bytes=-1 from environment variable KAFKAD_MESSAGE_MAX_BYTES: must be at "
         "least 0",
-        "unknown config KAFKAD_NO_SUCH in the environment",
+        "unknown variable KAFKAD_NO_SUCH in the environment",
         "socket.request.max.bytes=0 from --set: must be at least 1",
         "node.id=-3 from --set: must be at least 0",
         "log.retention.ms=-2 from --set: must be -1 (unlimited) or at least 1",
