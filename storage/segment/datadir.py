@@ -136,6 +136,9 @@ class DataDirLock:
             raise DataDirError(
                 f"data dir {root} is locked by {pid} ({path}): is another kafkad using it?"
             ) from None
+        except OSError as exc:  # e.g. ENOLCK: a file system without locks
+            os.close(fd)
+            raise DataDirError(f"cannot lock {path}: {exc.strerror or exc}") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
