@@ -18,9 +18,10 @@ Layout of the data directory (Kafka's, plus one directory of topic metadata)::
     meta.properties                 cluster.id and node.id, written by the broker
 
 Opening checks and locks the directory first (``datadir.py``): kafkad never opens, and so never
-deletes anything in, a directory it did not create. At the top level only the names above, the
-partition directories of known topics and our own ``<topic id hex>-<p>.deleted`` directories
-may exist; anything else stops start-up, listing what it found, and is left where it is.
+deletes anything in, a directory it did not create. At the top level, besides the names above
+and our own ``<topic id hex>-<p>.deleted`` directories, a ``<name>-<p>`` directory that is not
+a partition of a known topic stops start-up (listed by name, left where it is): kafkad would
+use it if such a topic were created. Any other entry is logged and left alone.
 
 A topic exists if and only if its JSON file does: creating and updating write it atomically
 (tmp, fsync, rename, fsync dir). Deleting a topic first closes its logs, then renames its JSON
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 import shutil
 import uuid
@@ -78,6 +80,8 @@ from storage.segment.files import (
 )
 from storage.segment.load import Loaded, load_partition
 from storage.segment.log import FileLog
+
+log = logging.getLogger("kafkad.storage")
 
 CLEAN_MARKER = ".kafkad-clean-shutdown"
 TOPICS_DIR = "__kafkad_topics"
@@ -191,7 +195,8 @@ def _load_root(root: Path) -> tuple[bool, dict[str, TopicMeta]]:
     for path, meta in deleting:  # a delete that crashed after its commit point
         _remove_partition_dirs(root, meta)
         path.unlink()
-    unexpected = []
+    unexpected: list[str] = []
+    strangers: list[str] = []
     for path in root.iterdir():
         name = path.name
         if name in ROOT_FILES or name in IGNORED:
@@ -201,12 +206,21 @@ def _load_root(root: Path) -> tuple[bool, dict[str, TopicMeta]]:
             continue
         match = _PARTITION_DIR.match(name)
         known = topics.get(match["topic"]) if match else None
-        if not (match and known and path.is_dir() and int(match["partition"]) < known.partitions):
-            unexpected.append(name)
+        if match is None:
+            strangers.append(name)  # kafkad never uses such a name: harmless where it is
+        elif not (known and path.is_dir() and int(match["partition"]) < known.partitions):
+            unexpected.append(name)  # a partition-shaped name kafkad might use one day
     if unexpected:
         raise DataDirError(
-            f"data dir {root} holds entries kafkad did not create (or a partition of a topic it "
-            f"does not have): {describe_entries(root, unexpected)}; move them away to start"
+            f"data dir {root} holds partition directories of topics it does not have (not "
+            f"created by kafkad, or left by an older kafkad's interrupted topic deletion): "
+            f"{describe_entries(root, unexpected)}; move them away to start"
+        )
+    if strangers:
+        log.warning(
+            "data dir %s: leaving alone what kafkad did not create: %s",
+            root,
+            describe_entries(root, strangers),
         )
     if clean:
         marker.unlink()
