@@ -2,22 +2,57 @@
 
     kafkad serve [--listen HOST:PORT] [--advertise HOST:PORT] [--data-dir DIR]
                  [--config server.properties] [--set name=value ...] [--log-level LEVEL]
+    kafkad healthcheck [--bootstrap HOST:PORT] [--timeout SECONDS]
+    kafkad --version
 
 Each option also reads an environment variable (KAFKAD_LISTEN, KAFKAD_ADVERTISE,
-KAFKAD_DATA_DIR, KAFKAD_CONFIG); broker configs read KAFKAD_<NAME> (see proxy/config.py).
+KAFKAD_DATA_DIR, KAFKAD_CONFIG, KAFKAD_LOG_LEVEL); broker configs read KAFKAD_<NAME> (see
+proxy/config.py), and any other KAFKAD_ variable is refused.
+
+A broker that cannot start (a bad config, a data dir that is not kafkad's or is locked, a port
+in use) prints one line, ``kafkad: <why>``, on stderr and exits with status 1 (2 for a bad
+command line or config); a traceback means a bug.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import importlib.metadata
 import logging
 import os
 import sys
+from pathlib import Path
+
+if __name__ == "__main__" or Path(sys.argv[0]).name == "kafkad":
+    # Run as the broker, not imported by tests: kio imports hypothesis if it is installed (it is
+    # in the test extras), and hypothesis creates a .hypothesis/ folder in the working
+    # directory. The broker has no use for it; a None entry makes kio's import fail quietly.
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
 import trio
 
-from proxy.config import ConfigError, load_config
+from proxy.config import (
+    DEFAULT_DATA_DIR,
+    DEFAULT_LISTEN,
+    WILDCARD_HOSTS,
+    ConfigError,
+    load_config,
+    split_host_port,
+)
+from proxy.healthcheck import check
 from proxy.server import serve_until_signal
+from storage.api import StorageError
+
+_BIND_ERRORS = (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("kafkad")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _parse_set(items: list[str]) -> dict[str, str]:
@@ -32,23 +67,27 @@ def _parse_set(items: list[str]) -> dict[str, str]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kafkad", description="A Kafka-compatible broker.")
+    p.add_argument("--version", action="version", version=f"kafkad {version()}")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="run the broker")
     env = os.environ
     s.add_argument(
         "--listen",
-        default=env.get("KAFKAD_LISTEN", "127.0.0.1:9092"),
-        help="HOST:PORT to listen on; port 0 picks a free port (default %(default)s)",
+        default=env.get("KAFKAD_LISTEN"),
+        help="HOST:PORT to listen on; port 0 picks a free port (default: the config file's "
+        f"listeners, else {DEFAULT_LISTEN})",
     )
     s.add_argument(
         "--advertise",
         default=env.get("KAFKAD_ADVERTISE"),
-        help="HOST:PORT clients are told to connect to (default: the bound address)",
+        help="HOST:PORT clients are told to connect to (default: the bound address; required "
+        "when listening on 0.0.0.0)",
     )
     s.add_argument(
         "--data-dir",
-        default=env.get("KAFKAD_DATA_DIR", "./data"),
-        help="data directory, or memory:// for a throwaway broker (default %(default)s)",
+        default=env.get("KAFKAD_DATA_DIR"),
+        help="data directory, or memory:// for a throwaway broker (default: the config file's "
+        f"log.dirs, else {DEFAULT_DATA_DIR})",
     )
     s.add_argument(
         "--config", default=env.get("KAFKAD_CONFIG"), help="a Kafka-style server.properties file"
@@ -60,14 +99,73 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="a broker config, Kafka's name (repeatable)",
     )
-    s.add_argument("--log-level", default="INFO")
+    s.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default=env.get("KAFKAD_LOG_LEVEL", "INFO").upper(),
+        help="default %(default)s",
+    )
+    h = sub.add_parser("healthcheck", help="exit 0 if a broker answers ApiVersions")
+    h.add_argument(
+        "--bootstrap",
+        default=env.get("KAFKAD_LISTEN", DEFAULT_LISTEN),
+        help="HOST:PORT of the broker (default: KAFKAD_LISTEN or %(default)s; a wildcard host "
+        "means 127.0.0.1)",
+    )
+    h.add_argument("--timeout", type=float, default=5.0, help="seconds (default %(default)s)")
     return p
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
+def startup_failure(exc: BaseException, listen: str) -> str | None:
+    """The one line to print for an error that stopped the broker, or None for a bug (whose
+    traceback is then shown)."""
+    lines = []
+    for leaf in _leaves(exc):
+        if isinstance(leaf, StorageError):
+            lines.append(str(leaf))
+        elif isinstance(leaf, OSError) and leaf.errno in _BIND_ERRORS:
+            lines.append(f"cannot listen on {listen}: {(leaf.strerror or str(leaf)).lower()}")
+        elif isinstance(leaf, OSError):
+            where = f" ({leaf.filename})" if leaf.filename else ""
+            lines.append(f"{leaf.strerror or leaf}{where}")
+        else:
+            return None
+    return "; ".join(dict.fromkeys(lines))
+
+
+def _healthcheck(args: argparse.Namespace) -> int:
+    try:
+        host, port = split_host_port(args.bootstrap, "--bootstrap", lowest_port=1)
+    except ConfigError as exc:
+        print(f"kafkad: {exc}", file=sys.stderr)
+        return 2
+    problem = check("127.0.0.1" if host in WILDCARD_HOSTS else host, port, args.timeout)
+    if problem is not None:
+        print(f"kafkad: unhealthy: {problem}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "healthcheck":
+        return _healthcheck(args)
+    if args.log_level not in LOG_LEVELS:  # argparse checks choices only when given
+        print(
+            f"kafkad: KAFKAD_LOG_LEVEL={args.log_level} from the environment: must be one of "
+            f"{', '.join(LOG_LEVELS)}",
+            file=sys.stderr,
+        )
+        return 2
     logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        level=getattr(logging, args.log_level),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
@@ -79,10 +177,17 @@ def main(argv: list[str] | None = None) -> int:
             config_file=args.config,
             overrides=_parse_set(args.set),
         )
-    except (ConfigError, OSError) as exc:
+    except ConfigError as exc:
         print(f"kafkad: {exc}", file=sys.stderr)
         return 2
-    trio.run(serve_until_signal, config)
+    try:
+        trio.run(serve_until_signal, config)
+    except (Exception, BaseExceptionGroup) as exc:
+        line = startup_failure(exc, f"{config.listen_host}:{config.listen_port}")
+        if line is None:
+            raise
+        print(f"kafkad: {line}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -3,19 +3,25 @@
 Sources, lowest precedence first: built-in defaults, a Kafka-style ``server.properties`` file
 (``--config FILE``), environment variables (``KAFKAD_`` + the name upper-cased with dots as
 underscores, e.g. ``KAFKAD_AUTO_CREATE_TOPICS_ENABLE=false``), then ``--set name=value``.
-Unknown names are refused at start-up rather than ignored, so a typo never silently runs a
-broker with the wrong settings.
+Unknown names (and ``KAFKAD_`` variables that are neither a config nor a CLI option) are
+refused at start-up rather than ignored, so a typo never silently runs a broker with the wrong
+settings. Each config's parser is its definition: it checks type and range (Kafka's ConfigDef
+validators) and says what is wrong; every problem, with the source it came from, is reported
+at once in one ``ConfigError`` line. Kafka's own names in a properties file (``listeners``,
+``log.dirs``, KRaft settings, ...) are translated by ``proxy/kafka_properties.py``.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from proxy.fault_injection import parse_spec
+from proxy.kafka_properties import translate
 from storage.api import LogConfig
 from storage.topic_config import TOPIC_CONFIGS, cleanup_flags
 
@@ -26,73 +32,151 @@ def _bool(v: str) -> bool:
         return True
     if s in ("false", "0", "no"):
         return False
-    raise ValueError(f"not a boolean: {v!r}")
+    raise ValueError("must be true or false")
+
+
+def _integer(v: str) -> int:
+    try:
+        return int(v.strip())
+    except ValueError:
+        raise ValueError("must be a whole number") from None
+
+
+def _number(v: str) -> float:
+    try:
+        return float(v.strip())
+    except ValueError:
+        raise ValueError("must be a number") from None
+
+
+# Plain ``int``/``float`` parsers (configs added without a range) still get readable errors.
+_READABLE: dict[Any, Callable[[str], Any]] = {int: _integer, float: _number}
+
+# Kafka's ConfigDef types: INT and LONG ranges (a value outside them fails to parse in Kafka).
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+def at_least(low: int, high: int = LONG_MAX) -> Callable[[str], int]:
+    """Kafka's ``Range.atLeast(low)`` for an INT (high=INT_MAX) or LONG config."""
+
+    def parse(v: str) -> int:
+        n = _integer(v)
+        if not low <= n <= high:
+            raise ValueError(
+                f"must be between {low} and {high}" if n > high else f"must be at least {low}"
+            )
+        return n
+
+    return parse
+
+
+def unlimited_or_at_least(low: int) -> Callable[[str], int]:
+    """-1 (no limit) or ``low`` and up: Kafka's rule for ``log.retention.ms``."""
+
+    def parse(v: str) -> int:
+        n = _integer(v)
+        if n != -1 and not low <= n <= LONG_MAX:
+            raise ValueError(f"must be -1 (unlimited) or at least {low}")
+        return n
+
+    return parse
+
+
+_int = at_least(-(2**31), INT_MAX)  # any Java int
+_long = at_least(-(2**63))  # any Java long
+_positive_int = at_least(1, INT_MAX)
+_non_negative_int = at_least(0, INT_MAX)
+_positive_long = at_least(1)
+_non_negative_long = at_least(0)
+
+
+def _cleanup_policy(v: str) -> Any:
+    return TOPIC_CONFIGS["cleanup.policy"][0](v)
+
+
+def _timestamp_type(v: str) -> str:
+    if v not in ("CreateTime", "LogAppendTime"):
+        raise ValueError("must be CreateTime or LogAppendTime")
+    return v
+
+
+def _fault_spec(v: str) -> str:
+    parse_spec(v)  # raises ValueError naming what is wrong
+    return v
+
+
+def _ratio(v: str) -> float:
+    n = _number(v)
+    if not 0 <= n <= 1:
+        raise ValueError("must be between 0 and 1")
+    return n
 
 
 # name -> (parser, default). Only what kafkad honours is listed.
 BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
-    "node.id": (int, "1"),
+    "node.id": (_non_negative_int, "1"),
     "auto.create.topics.enable": (_bool, "true"),
-    "num.partitions": (int, "1"),
-    "default.replication.factor": (int, "1"),
+    "num.partitions": (_positive_int, "1"),
+    "default.replication.factor": (_positive_int, "1"),
     "delete.topic.enable": (_bool, "true"),
-    "group.initial.rebalance.delay.ms": (int, "3000"),
-    "group.min.session.timeout.ms": (int, "6000"),
-    "group.max.session.timeout.ms": (int, "1800000"),
-    "group.max.size": (int, "2147483647"),
-    "offsets.topic.num.partitions": (int, "50"),
+    "group.initial.rebalance.delay.ms": (_non_negative_int, "3000"),
+    "group.min.session.timeout.ms": (_non_negative_int, "6000"),
+    "group.max.session.timeout.ms": (_non_negative_int, "1800000"),
+    "group.max.size": (_positive_int, "2147483647"),
+    "offsets.topic.num.partitions": (_positive_int, "50"),
     # Offsets retention (coordinator/group/offsets_api.py): an offset expires this long after
     # its commit (simple groups), or after its group became Empty; checked every interval.
-    "offsets.retention.minutes": (int, "10080"),
-    "offsets.retention.check.interval.ms": (int, "600000"),
+    "offsets.retention.minutes": (_positive_int, "10080"),
+    "offsets.retention.check.interval.ms": (_positive_long, "600000"),
     # The transaction coordinator (coordinator/txn/runtime.py, spec eos.md §4.12).
-    "transaction.state.log.num.partitions": (int, "50"),
-    "transaction.max.timeout.ms": (int, "900000"),
-    "transactional.id.expiration.ms": (int, "604800000"),
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, "10000"),
-    "transaction.remove.expired.transaction.cleanup.interval.ms": (int, "3600000"),
-    "socket.request.max.bytes": (int, "104857600"),
-    "connections.max.idle.ms": (int, "600000"),
-    "message.max.bytes": (int, "1048588"),
-    "log.segment.bytes": (int, "1073741824"),
-    "log.roll.ms": (int, str(168 * 3600 * 1000)),
-    "log.retention.ms": (int, str(168 * 3600 * 1000)),
-    "log.retention.bytes": (int, "-1"),
-    "log.retention.check.interval.ms": (int, "300000"),
-    "log.index.interval.bytes": (int, "4096"),
-    "log.index.size.max.bytes": (int, str(10 * 1024 * 1024)),
-    "log.segment.delete.delay.ms": (int, "60000"),
+    "transaction.state.log.num.partitions": (_positive_int, "50"),
+    "transaction.max.timeout.ms": (_positive_int, "900000"),
+    "transactional.id.expiration.ms": (_positive_int, "604800000"),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_positive_int, "10000"),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (_positive_int, "3600000"),
+    "socket.request.max.bytes": (_positive_int, "104857600"),
+    "connections.max.idle.ms": (_long, "600000"),
+    "message.max.bytes": (_non_negative_int, "1048588"),
+    "log.segment.bytes": (at_least(14, INT_MAX), "1073741824"),
+    "log.roll.ms": (_positive_long, str(168 * 3600 * 1000)),
+    "log.retention.ms": (unlimited_or_at_least(1), str(168 * 3600 * 1000)),
+    "log.retention.bytes": (unlimited_or_at_least(0), "-1"),
+    "log.retention.check.interval.ms": (_positive_long, "300000"),
+    "log.index.interval.bytes": (_non_negative_int, "4096"),
+    "log.index.size.max.bytes": (at_least(4, INT_MAX), str(10 * 1024 * 1024)),
+    "log.segment.delete.delay.ms": (_non_negative_long, "60000"),
     # The log cleaner (storage/cleaner/): topic defaults and the background loop.
-    "log.cleanup.policy": (str, "delete"),
+    "log.cleanup.policy": (_cleanup_policy, "delete"),
     "log.cleaner.enable": (_bool, "true"),
-    "log.cleaner.backoff.ms": (int, "15000"),
-    "log.cleaner.min.cleanable.ratio": (float, "0.5"),
-    "log.cleaner.delete.retention.ms": (int, "86400000"),
-    "log.cleaner.min.compaction.lag.ms": (int, "0"),
-    "log.cleaner.max.compaction.lag.ms": (int, str(2**63 - 1)),
-    "log.cleaner.io.max.bytes.per.second": (float, "1.7976931348623157E308"),
-    "log.cleaner.dedupe.buffer.size": (int, str(128 * 1024 * 1024)),
+    "log.cleaner.backoff.ms": (_non_negative_long, "15000"),
+    "log.cleaner.min.cleanable.ratio": (_ratio, "0.5"),
+    "log.cleaner.delete.retention.ms": (_non_negative_long, "86400000"),
+    "log.cleaner.min.compaction.lag.ms": (_non_negative_long, "0"),
+    "log.cleaner.max.compaction.lag.ms": (_positive_long, str(2**63 - 1)),
+    "log.cleaner.io.max.bytes.per.second": (_number, "1.7976931348623157E308"),
+    "log.cleaner.dedupe.buffer.size": (_long, str(128 * 1024 * 1024)),
     # Deviation: Kafka's default is 100 MiB. The active segment is never cleaned and is replayed
     # in full at startup, and a Python replay is far slower than Kafka's: 1 MiB segments keep
     # the restart after cleaning short (issue 8's "1,000,000 commits, restart < 1 s").
-    "offsets.topic.segment.bytes": (int, "1048576"),
+    "offsets.topic.segment.bytes": (_positive_int, "1048576"),
     # fsync once this many offsets are unflushed, before acknowledging the append that got
     # there (1 = every append; concurrent ones share fsyncs), or this long after the last fsync.
     # Kafka's defaults, Long.MAX_VALUE: never (the page cache; fsync on roll and shutdown).
     # Deviation: Kafka checks flush.ms only every log.flush.scheduler.interval.ms (default
     # never); kafkad keeps a timer per log, so log.flush.interval.ms works on its own.
-    "log.flush.interval.messages": (int, str(2**63 - 1)),
-    "log.flush.interval.ms": (int, str(2**63 - 1)),
-    "log.message.timestamp.type": (str, "CreateTime"),
+    "log.flush.interval.messages": (_positive_long, str(2**63 - 1)),
+    "log.flush.interval.ms": (_non_negative_long, str(2**63 - 1)),
+    "log.message.timestamp.type": (_timestamp_type, "CreateTime"),
     "compression.type": (str, "producer"),
-    "min.insync.replicas": (int, "1"),
+    "min.insync.replicas": (_positive_int, "1"),
     # Partition-side idempotent producer state idle this long (and with no open transaction)
     # is dropped; checked every producer.id.expiration.check.interval.ms (KIP-854).
-    "producer.id.expiration.ms": (int, "86400000"),
-    "producer.id.expiration.check.interval.ms": (int, "600000"),
-    "shutdown.grace.ms": (int, "10000"),
+    "producer.id.expiration.ms": (_positive_int, "86400000"),
+    "producer.id.expiration.check.interval.ms": (_positive_int, "600000"),
+    "shutdown.grace.ms": (_non_negative_long, "10000"),
     # kafkad's own: deliberate errors, delays and dropped connections (proxy/fault_injection.py)
-    "kafkad.fault.injection": (str, ""),
+    "kafkad.fault.injection": (_fault_spec, ""),
 }
 
 
@@ -135,101 +219,212 @@ class ConfigError(ValueError):
     pass
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """The subset of Java .properties that server.properties files use."""
-    out: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """Java ``Properties.load``'s logical lines: comments and blank lines dropped, a line ending
+    in an odd number of backslashes continued on the next (whose leading blanks are dropped).
+    Each comes with its first physical line number."""
+    out: list[tuple[int, str]] = []
+    parts: list[str] = []
+    start = 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.lstrip(" \t\f")
+        if not parts:
+            if not line or line[0] in "#!":
+                continue
+            start = number
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2:
+            parts.append(line[:-1])
             continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            raise ConfigError(f"not a key=value line: {raw!r}")
-        out[line[:sep].strip()] = line[sep + 1 :].strip()
+        parts.append(line)
+        out.append((start, "".join(parts)))
+        parts = []
+    if parts:
+        out.append((start, "".join(parts)))
     return out
+
+
+def _unescape(text: str, where: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c != "\\" or i + 1 == len(text):
+            out.append(c)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u":
+            digits = text[i + 2 : i + 6]
+            if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
+                raise ConfigError(f"{where}: malformed \\uxxxx escape")
+            out.append(chr(int(digits, 16)))
+            i += 6
+            continue
+        out.append(_ESCAPES.get(nxt, nxt))
+        i += 2
+    return "".join(out)
+
+
+def parse_properties(text: str, source: str = "config file") -> dict[str, str]:
+    """Java ``.properties`` syntax in full (``java.util.Properties.load``): ``#``/``!``
+    comments, ``=``, ``:`` or blanks between key and value, ``\\`` line continuations and
+    escapes (``\\t``, ``\\uXXXX``, ``\\=`` ...). A later duplicate key wins, as in Java."""
+    out: dict[str, str] = {}
+    for number, line in _logical_lines(text):
+        i = 0
+        while i < len(line):
+            c = line[i]
+            if c == "\\":
+                i += 2
+                continue
+            if c in "=: \t\f":
+                break
+            i += 1
+        key = line[:i]
+        rest = line[i:].lstrip(" \t\f")
+        if rest[:1] in ("=", ":") and (i == len(line) or line[i] in " \t\f=:"):
+            rest = rest[1:].lstrip(" \t\f")
+        where = f"{source} line {number}"
+        out[_unescape(key, where)] = _unescape(rest, where)
+    return out
+
+
+# Environment variables that are not broker configs: the CLI's options and the test tools'.
+CLI_ENV = frozenset({"KAFKAD_LISTEN", "KAFKAD_ADVERTISE", "KAFKAD_DATA_DIR", "KAFKAD_CONFIG"})
+CLI_ENV |= {"KAFKAD_LOG_LEVEL"}
+TOOL_ENV = frozenset(
+    {"KAFKAD_BOOTSTRAP", "KAFKAD_TEST_LOG_LEVEL", "KAFKAD_CLEANER_EXAMPLES"}
+    | {"KAFKAD_WORKLOAD_SEED", "KAFKAD_WORKLOAD_SECONDS", "KAFKAD_SOAK_SECONDS"}
+    | {"KAFKAD_TXN_CRASH_TXNS", "KAFKAD_TXN_CRASH_SEEDS", "KAFKAD_TXN_CRASH_DEBUG"}
+    | {"KAFKAD_PIPELINE_CRASH_TRANSFERS", "KAFKAD_PIPELINE_CRASH_SEED"}
+    | {"KAFKAD_PIPELINE_CRASH_KILLS"}
+)
+
+
+def env_name(config: str) -> str:
+    return "KAFKAD_" + config.upper().replace(".", "_")
+
+
+def _unknown(name: str, source: str, known: Iterable[str], what: str = "config") -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"unknown {what} {name} in {source}{hint}"
 
 
 def resolve_values(
     file_values: Mapping[str, str],
     environ: Mapping[str, str],
     overrides: Mapping[str, str],
+    *,
+    file_source: str = "config file",
 ) -> dict[str, Any]:
-    raw = {name: default for name, (_, default) in BROKER_CONFIGS.items()}
-    env_names = {"KAFKAD_" + n.upper().replace(".", "_"): n for n in BROKER_CONFIGS}
+    """Every config's value from the sources, parsed and checked. Every unknown name and every
+    bad value is reported at once, in one ``ConfigError`` line, each with where it came from."""
+    raw = {name: (default, "default") for name, (_, default) in BROKER_CONFIGS.items()}
+    env_names = {env_name(n): n for n in BROKER_CONFIGS}
+    errors: list[str] = []
+    for key in sorted(environ):
+        if key.startswith("KAFKAD_") and key not in env_names and key not in CLI_ENV | TOOL_ENV:
+            errors.append(_unknown(key, "the environment", [*env_names, *CLI_ENV], "variable"))
     env_values = {env_names[k]: v for k, v in environ.items() if k in env_names}
     for source, values in (
-        ("config file", file_values),
-        ("environment", env_values),
+        (file_source, file_values),
+        ("the environment", env_values),
         ("--set", overrides),
     ):
         for name, value in values.items():
             if name not in BROKER_CONFIGS:
-                raise ConfigError(f"unknown config {name!r} (from {source})")
-            raw[name] = value
+                errors.append(_unknown(name, source, BROKER_CONFIGS))
+            else:
+                where = (
+                    f"environment variable {env_name(name)}"
+                    if source == "the environment"
+                    else source
+                )
+                raw[name] = (value, where)
     resolved: dict[str, Any] = {}
-    for name, value in raw.items():
-        parser = BROKER_CONFIGS[name][0]
+    for name, (value, source) in raw.items():
+        parser = _READABLE.get(BROKER_CONFIGS[name][0], BROKER_CONFIGS[name][0])
         try:
             resolved[name] = parser(value)
         except ValueError as exc:
-            raise ConfigError(f"{name}={value!r}: {exc}") from None
-    if resolved["num.partitions"] < 1:
-        raise ConfigError("num.partitions must be >= 1")
-    for name in (
-        "offsets.topic.num.partitions",
-        "offsets.retention.minutes",
-        "offsets.retention.check.interval.ms",
-        "transaction.state.log.num.partitions",
-        "transaction.max.timeout.ms",
-        "transactional.id.expiration.ms",
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-        "transaction.remove.expired.transaction.cleanup.interval.ms",
-    ):
-        if resolved[name] < 1:
-            raise ConfigError(f"{name} must be >= 1")
-    try:
-        parse_spec(resolved["kafkad.fault.injection"])
-    except ValueError as exc:
-        raise ConfigError(f"kafkad.fault.injection: {exc}") from None
-    try:
-        resolved["log.cleanup.policy"] = TOPIC_CONFIGS["cleanup.policy"][0](
-            resolved["log.cleanup.policy"]
-        )
-    except ValueError as exc:
-        raise ConfigError(f"log.cleanup.policy: {exc}") from None
-    if resolved["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
-        raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
+            errors.append(f"{name}={value} from {source}: {exc}")
+    if errors:
+        raise ConfigError("; ".join(errors))
     return resolved
 
 
-def split_host_port(text: str) -> tuple[str, int]:
+def split_host_port(text: str, what: str = "address", *, lowest_port: int = 1) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit():
-        raise ConfigError(f"expected HOST:PORT, got {text!r}")
+        raise ConfigError(f"{what} {text!r}: expected HOST:PORT")
+    if not lowest_port <= int(port) <= 65535:
+        raise ConfigError(f"{what} {text!r}: the port must be between {lowest_port} and 65535")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "0:0:0:0:0:0:0:0"})
+
+
+DEFAULT_LISTEN = "127.0.0.1:9092"
+DEFAULT_DATA_DIR = "./data"
+
+
+def _read_config_file(config_file: str) -> dict[str, str]:
+    try:
+        text = Path(config_file).read_text(encoding="latin-1")  # Java's .properties encoding
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {config_file}: {exc.strerror or exc}") from None
+    return parse_properties(text, f"config file {config_file}")
 
 
 def load_config(
     *,
-    listen: str,
+    listen: str | None,
     advertise: str | None,
-    data_dir: str,
+    data_dir: str | None,
     config_file: str | None,
     overrides: Mapping[str, str],
     environ: Mapping[str, str] | None = None,
 ) -> BrokerConfig:
+    """``listen``/``advertise``/``data_dir`` (the command line or its environment variables)
+    win over a config file's ``listeners``/``advertised.listeners``/``log.dirs``."""
     env = os.environ if environ is None else environ
-    file_values = parse_properties(Path(config_file).read_text()) if config_file else {}
-    host, port = split_host_port(listen)
+    source = f"config file {config_file}"
+    kafka = translate(_read_config_file(config_file) if config_file else {}, source)
+    try:
+        values = resolve_values(kafka.values, env, overrides, file_source=source)
+    except ConfigError as exc:
+        raise ConfigError("; ".join([*kafka.errors, str(exc)])) from None
+    if kafka.errors:
+        raise ConfigError("; ".join(kafka.errors))
+    listen_what = "--listen" if listen else f"listeners in {source}"
+    listen = listen or kafka.listen or DEFAULT_LISTEN
+    host, port = split_host_port(listen, listen_what, lowest_port=0)
+    advertise_what = "--advertise" if advertise else f"advertised.listeners in {source}"
+    advertise = advertise or kafka.advertise
     adv_host: str | None = None
     adv_port: int | None = None
     if advertise:
-        adv_host, adv_port = split_host_port(advertise)
+        adv_host, adv_port = split_host_port(advertise, advertise_what)
+        if adv_host in WILDCARD_HOSTS:
+            raise ConfigError(
+                f"{advertise_what} {advertise!r}: clients cannot connect to a wildcard address"
+            )
+    elif host in WILDCARD_HOSTS:
+        raise ConfigError(
+            f"{listen_what} {listen!r} listens on every interface, so it needs --advertise "
+            "HOST:PORT (the address clients connect to; Kafka refuses to advertise 0.0.0.0 too)"
+        )
     return BrokerConfig(
         listen_host=host,
         listen_port=port,
         advertised_host=adv_host,
         advertised_port=adv_port,
-        data_dir=data_dir,
-        values=resolve_values(file_values, env, overrides),
+        data_dir=data_dir or kafka.data_dir or DEFAULT_DATA_DIR,
+        values=values,
     )

@@ -44,7 +44,7 @@ async def serve_connection(
 ) -> None:
     decoder = FrameDecoder(cfg.max_frame_bytes)
     stream = conn.stream
-    log.info("connection opened peer=%s", conn.peer)
+    log.debug("connection opened peer=%s", conn.peer)
     reason = "closed by peer"
     with conn.scope:
         try:
@@ -96,4 +96,4 @@ async def serve_connection(
         finally:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
-    log.info("connection closed peer=%s reason=%s", conn.peer, reason)
+    log.debug("connection closed peer=%s reason=%s", conn.peer, reason)

@@ -17,7 +17,8 @@ import trio
 
 from storage.api import Store
 from storage.memory import MemoryStore
-from storage.segment.store import FileStore
+from storage.segment.datadir import DataDirError
+from storage.segment.store import FileStore, open_root
 
 
 def store_path(url: str) -> Path | None:
@@ -27,7 +28,10 @@ def store_path(url: str) -> Path | None:
     if url.startswith("file://"):
         return Path(url[len("file://") :])  # file:///abs; file://rel is taken as relative
     if "://" in url:
-        raise ValueError(f"unknown store URL scheme: {url!r}")
+        raise DataDirError(
+            f"unknown store URL scheme in data dir {url!r}: use a directory, file:///path or "
+            "memory://"
+        )
     return Path(url)
 
 
@@ -42,8 +46,9 @@ async def open_store(url: str, *, clock: Callable[[], int] | None = None) -> Asy
         finally:
             await memory.close()
         return
+    opened = await open_root(path)
     async with trio.open_nursery() as nursery:
-        store = await FileStore.open(path, nursery, clock)
+        store = FileStore.from_root(opened, nursery, clock)
         try:
             yield store
         finally:

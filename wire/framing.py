@@ -57,6 +57,9 @@ class FrameDecoder:
         if avail >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if not 0 <= size <= self._max:
+                other = foreign_protocol(bytes(buf[pos : pos + 4]))
+                if other is not None:
+                    raise FramingError(f"{other}: this listener is PLAINTEXT Kafka")
                 raise FramingError(f"frame of {size} bytes (limit {self._max})")
             end = pos + 4 + size
             if end <= len(buf):
@@ -79,6 +82,20 @@ class FrameDecoder:
             self._pos = 0
         else:
             self._pos = end
+
+
+_TLS_HANDSHAKE = 0x16  # TLS record type of a ClientHello, then version 3.x
+_HTTP_STARTS = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC", b"CONN", b"PRI ")
+
+
+def foreign_protocol(first4: bytes) -> str | None:
+    """What else the first four bytes of a stream look like, if they are not a sane Kafka size
+    prefix: a TLS handshake or an HTTP request (both read as sizes of hundreds of MB)."""
+    if len(first4) == 4 and first4[0] == _TLS_HANDSHAKE and first4[1] == 3 and first4[2] <= 4:
+        return "looks like a TLS handshake"
+    if first4 in _HTTP_STARTS:
+        return "looks like an HTTP request"
+    return None
 
 
 def encode_frame(payload: bytes | bytearray | memoryview) -> bytes:

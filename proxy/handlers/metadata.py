@@ -10,6 +10,7 @@ LEADER_NOT_AVAILABLE while creation is in flight; ours is never in flight).
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -19,6 +20,8 @@ from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.partition import LEADER_EPOCH
 from storage.topics import Topic, TopicError, topic_name_error
+
+log = logging.getLogger("kafkad.metadata")
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: no ACLs.
@@ -94,6 +97,14 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
                 out.append(failed(name, ErrorCode.invalid_topic_exception))
             elif auto_create:
                 made = await topics.auto_create(name)
+                if not isinstance(made, TopicError):
+                    log.info(
+                        "auto-created topic %s (%d partitions) for client %r at %s",
+                        name,
+                        made.meta.partitions,
+                        ctx.header.client_id,
+                        ctx.peer,
+                    )
                 out.append(
                     failed(name, made.code) if isinstance(made, TopicError) else describe(made)
                 )

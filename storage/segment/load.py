@@ -4,7 +4,8 @@ starts and ends. Blocking; the store runs it in a worker thread.
 Recovery rules
 --------------
 0. Swaps of cleaned segments are completed or rolled back first (``swap.complete_swaps``).
-1. Strays go first: ``*.tmp`` and ``*.deleted`` files, and index files without their ``.log``.
+1. Strays go first: ``*.tmp`` and ``*.deleted`` files, and index files without their ``.log``,
+   only if the name is one this backend writes; any other file is reported and left alone.
 2. The segments are the ``<20-digit base offset>.log`` files, in base offset order.
 3. A segment that is not the last is trusted if both its index files pass the sanity checks
    (``Segment.open_sealed``). Otherwise (an index missing, cut mid-entry, out of order, or its
@@ -39,6 +40,8 @@ from storage.api import StorageError
 from storage.segment.files import (
     DELETED_SUFFIX,
     LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    SNAPSHOT_SUFFIX,
     TMP_SUFFIX,
     fsync_dir,
     parse_segment_name,
@@ -46,11 +49,12 @@ from storage.segment.files import (
     write_atomic,
 )
 from storage.segment.segment import Segment
-from storage.segment.swap import complete_swaps
+from storage.segment.swap import CLEANED_SUFFIX, SWAP_SUFFIX, complete_swaps
 
 log = logging.getLogger("kafkad.storage")
 
 CHECKPOINT = "log-start-offset"
+OWN_SUFFIXES = (*SEGMENT_SUFFIXES, SNAPSHOT_SUFFIX, SWAP_SUFFIX)
 
 
 @dataclass
@@ -74,8 +78,21 @@ def write_checkpoint(directory: Path, offset: int) -> None:
     write_atomic(directory / CHECKPOINT, f"0\n{offset}\n".encode())
 
 
-def _remove_strays(directory: Path) -> list[int]:
-    """Delete leftovers of interrupted writes and deletions; return the segment base offsets."""
+def _own_name(name: str) -> bool:
+    """A file name this backend writes in a partition directory (a stray ``.tmp`` of one
+    included): segment files, snapshots, swap manifests and ``.cleaned`` files, metadata."""
+    for suffix in (TMP_SUFFIX, CLEANED_SUFFIX):
+        name = name.removesuffix(suffix)
+    if name in (CHECKPOINT, "partition.metadata"):
+        return True
+    stem, dot, suffix = name.partition(".")
+    return len(stem) == 20 and stem.isdigit() and dot + suffix in OWN_SUFFIXES
+
+
+def _remove_strays(directory: Path, notes: list[str]) -> list[int]:
+    """Delete leftovers of interrupted writes (our ``.tmp`` files, index files without their
+    ``.log``); return the segment base offsets. Files of other names are reported in ``notes``
+    and left alone."""
     names = os.listdir(directory)
     bases: set[int] = set()
     for name in names:
@@ -83,6 +100,9 @@ def _remove_strays(directory: Path) -> list[int]:
         if parsed is not None and parsed[1] == LOG_SUFFIX:
             bases.add(parsed[0])
     for name in names:
+        if not _own_name(name.removesuffix(DELETED_SUFFIX)):
+            notes.append(f"leaving alone {name}: not a file kafkad writes")
+            continue
         parsed = parse_segment_name(name)
         if name.endswith((TMP_SUFFIX, DELETED_SUFFIX)) or (
             parsed is not None and parsed[0] not in bases
@@ -94,7 +114,7 @@ def _remove_strays(directory: Path) -> list[int]:
 def load_partition(directory: Path, interval: int, clean: bool) -> Loaded:
     directory.mkdir(parents=True, exist_ok=True)
     notes: list[str] = complete_swaps(directory)
-    bases = _remove_strays(directory)
+    bases = _remove_strays(directory, notes)
     checkpoint = read_checkpoint(directory)
     segments: list[Segment] = []
     next_offset = 0

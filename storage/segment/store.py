@@ -14,16 +14,24 @@ Layout of the data directory (Kafka's, plus one directory of topic metadata)::
     <topic>-<p>/<base:020d>.timeindex   time index
     <topic>-<p>/<offset:020d>.snapshot  producer-state snapshot (opaque here)
 
-Other files there (``meta.properties``, written by the broker) are left alone.
+    kafkad.properties               the data format version; .lock: held while open (datadir.py)
+    meta.properties                 cluster.id and node.id, written by the broker
+
+Opening checks and locks the directory first (``datadir.py``): kafkad never opens, and so never
+deletes anything in, a directory it did not create. At the top level, besides the names above
+and our own ``<topic id hex>-<p>.deleted`` directories, a ``<name>-<p>`` directory that is not
+a partition of a known topic stops start-up (listed by name, left where it is): kafkad would
+use it if such a topic were created. Any other entry is logged and left alone.
 
 A topic exists if and only if its JSON file does: creating and updating write it atomically
-(tmp, fsync, rename, fsync dir). Deleting a topic first closes its logs, then removes the JSON
-(fsync: from here on the topic is gone, whatever happens next), then renames each partition
-directory to ``<topic id hex>-<p>.deleted`` and removes it. Opening the store removes any
-``*.deleted`` directory and any partition directory whose topic has no JSON (a delete that
-crashed midway), so a half-deleted topic never comes back. A partition directory whose
-``partition.metadata`` names another topic id (an older topic of the same name) is wiped
-before use.
+(tmp, fsync, rename, fsync dir). Deleting a topic first closes its logs, then renames its JSON
+to ``<topic>.deleting`` (fsync: from here on the topic is gone, whatever happens next), then
+renames each partition directory whose ``partition.metadata`` names the topic's id to
+``<topic id hex>-<p>.deleted``, removes those, and finally the ``.deleting`` record. Opening the
+store finishes any deletion that has a ``.deleting`` record and removes ``*.deleted``
+directories of that shape, so a half-deleted topic never comes back. A topic file of a newer
+format version, or an unreadable one, stops start-up naming the file. A partition directory
+whose ``partition.metadata`` names another topic id is refused (not wiped) when opened.
 
 Clean shutdown: ``close`` closes every log (seal, index files, fsync), then writes the marker.
 ``open`` reads and removes it (fsyncing the directory before any append can happen): without
@@ -34,11 +42,14 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 import shutil
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -52,6 +63,14 @@ from storage.api import (
 )
 from storage.clock import wall_clock_ms
 from storage.segment.commit import GroupCommit
+from storage.segment.datadir import (
+    IGNORED,
+    MARKER,
+    DataDirError,
+    DataDirLock,
+    describe_entries,
+    open_data_dir,
+)
 from storage.segment.files import (
     DELETED_SUFFIX,
     TMP_SUFFIX,
@@ -62,17 +81,29 @@ from storage.segment.files import (
 from storage.segment.load import Loaded, load_partition
 from storage.segment.log import FileLog
 
+log = logging.getLogger("kafkad.storage")
+
 CLEAN_MARKER = ".kafkad-clean-shutdown"
 TOPICS_DIR = "__kafkad_topics"
 META_DIR = "__kafkad_meta"
 PARTITION_METADATA = "partition.metadata"
+TOPIC_SUFFIX = ".json"
+DELETING_SUFFIX = ".deleting"
+TOPIC_FORMAT_VERSION = 0
+# Top-level names of ours besides partition directories (meta.properties and its meta.tmp are
+# the broker's, proxy/broker.py).
+ROOT_FILES = frozenset(
+    {MARKER, MARKER + TMP_SUFFIX, CLEAN_MARKER, CLEAN_MARKER + TMP_SUFFIX, TOPICS_DIR, META_DIR}
+    | {"meta.properties", "meta.tmp"}
+)
 _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
+_DELETED_DIR = re.compile(r"^[0-9a-f]{32}-\d+" + re.escape(DELETED_SUFFIX) + "$")
 
 
 def _topic_json(meta: TopicMeta) -> bytes:
     return json.dumps(
         {
-            "version": 0,
+            "version": TOPIC_FORMAT_VERSION,
             "name": meta.name,
             "topic_id": str(meta.topic_id),
             "partitions": meta.partitions,
@@ -83,8 +114,7 @@ def _topic_json(meta: TopicMeta) -> bytes:
     ).encode()
 
 
-def _parse_topic(data: bytes) -> TopicMeta:
-    d = json.loads(data)
+def _parse_topic(d: dict[str, Any]) -> TopicMeta:
     return TopicMeta(d["name"], uuid.UUID(d["topic_id"]), int(d["partitions"]), d["configs"])
 
 
@@ -93,36 +123,105 @@ def _partition_metadata(topic_id: uuid.UUID) -> bytes:
     return f"version: 0\ntopic_id: {b64}\n".encode()
 
 
-def _open_root(root: Path) -> tuple[bool, dict[str, TopicMeta]]:
-    """Blocking: read and remove the clean marker, load topics, remove half-deleted data."""
-    root.mkdir(parents=True, exist_ok=True)
+def _read_topic_file(path: Path) -> TopicMeta:
+    try:
+        data = json.loads(path.read_bytes())
+        version = int(data.get("version", 0))
+    except (OSError, ValueError, AttributeError) as exc:
+        raise DataDirError(f"corrupt topic metadata file {path}: {exc}") from None
+    if version > TOPIC_FORMAT_VERSION:
+        raise DataDirError(
+            f"topic metadata file {path} has format version {version}; this kafkad reads "
+            f"version {TOPIC_FORMAT_VERSION} only"
+        )
+    try:
+        return _parse_topic(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataDirError(f"corrupt topic metadata file {path}: {exc!r}") from None
+
+
+def _own_partition_dir(directory: Path, topic_id: uuid.UUID) -> bool:
+    return read_if_exists(directory / PARTITION_METADATA) == _partition_metadata(topic_id)
+
+
+@dataclass(frozen=True)
+class OpenedRoot:
+    """A checked and locked data directory and what ``FileStore`` needs from it."""
+
+    root: Path
+    clean: bool
+    topics: dict[str, TopicMeta]
+    lock: DataDirLock
+
+
+def _open_root(root: Path) -> OpenedRoot:
+    """Blocking: check and lock the directory, read and remove the clean marker, load topics,
+    finish interrupted topic deletions. Releases the lock if it fails."""
+    lock = open_data_dir(root)
+    try:
+        clean, topics = _load_root(root)
+    except BaseException:
+        lock.release()
+        raise
+    return OpenedRoot(root, clean, topics, lock)
+
+
+async def open_root(root: Path) -> OpenedRoot:
+    """``_open_root`` in a worker thread (outside any nursery, so that its ``DataDirError``
+    reaches the caller as itself, not inside an exception group)."""
+    return await trio.to_thread.run_sync(_open_root, root)
+
+
+def _load_root(root: Path) -> tuple[bool, dict[str, TopicMeta]]:
     topics_dir = root / TOPICS_DIR
     topics_dir.mkdir(exist_ok=True)
     meta_dir = root / META_DIR
     meta_dir.mkdir(exist_ok=True)
     for path in meta_dir.iterdir():
         if path.name.endswith(TMP_SUFFIX):
-            path.unlink()
+            path.unlink()  # an interrupted write_metadata; every name in here is ours
     marker = root / CLEAN_MARKER
     clean = marker.exists()
     topics: dict[str, TopicMeta] = {}
+    deleting: list[tuple[Path, TopicMeta]] = []
     for path in topics_dir.iterdir():
-        if path.name.endswith(TMP_SUFFIX):
+        if path.name.endswith(TOPIC_SUFFIX + TMP_SUFFIX):
             path.unlink()
-        elif path.suffix == ".json":
-            meta = _parse_topic(path.read_bytes())
+        elif path.suffix == TOPIC_SUFFIX:
+            meta = _read_topic_file(path)
             topics[meta.name] = meta
+        elif path.suffix == DELETING_SUFFIX:
+            deleting.append((path, _read_topic_file(path)))
+    for path, meta in deleting:  # a delete that crashed after its commit point
+        _remove_partition_dirs(root, meta)
+        path.unlink()
+    unexpected: list[str] = []
+    strangers: list[str] = []
     for path in root.iterdir():
-        match = _PARTITION_DIR.match(path.name)
-        if path.is_dir() and (
-            path.name.endswith(DELETED_SUFFIX)
-            or (
-                match is not None
-                and match["topic"] not in topics
-                and (path / PARTITION_METADATA).exists()
-            )
-        ):
-            shutil.rmtree(path)
+        name = path.name
+        if name in ROOT_FILES or name in IGNORED:
+            continue
+        if path.is_dir() and _DELETED_DIR.match(name):
+            shutil.rmtree(path)  # renamed by _remove_partition_dirs: ours
+            continue
+        match = _PARTITION_DIR.match(name)
+        known = topics.get(match["topic"]) if match else None
+        if match is None:
+            strangers.append(name)  # kafkad never uses such a name: harmless where it is
+        elif not (known and path.is_dir() and int(match["partition"]) < known.partitions):
+            unexpected.append(name)  # a partition-shaped name kafkad might use one day
+    if unexpected:
+        raise DataDirError(
+            f"data dir {root} holds partition directories of topics it does not have (not "
+            f"created by kafkad, or left by an older kafkad's interrupted topic deletion): "
+            f"{describe_entries(root, unexpected)}; move them away to start"
+        )
+    if strangers:
+        log.warning(
+            "data dir %s: leaving alone what kafkad did not create: %s",
+            root,
+            describe_entries(root, strangers),
+        )
     if clean:
         marker.unlink()
     fsync_dir(root)
@@ -134,7 +233,9 @@ def _prepare_partition_dir(directory: Path, topic_id: uuid.UUID) -> None:
     meta = directory / PARTITION_METADATA
     wanted = _partition_metadata(topic_id)
     if meta.exists() and meta.read_bytes() != wanted:
-        shutil.rmtree(directory)  # left over from an earlier topic of the same name
+        raise DataDirError(
+            f"{meta} names another topic id than {topic_id}: not removing it, move it away"
+        )
     if not meta.exists():
         new_dir = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
@@ -143,21 +244,31 @@ def _prepare_partition_dir(directory: Path, topic_id: uuid.UUID) -> None:
             fsync_dir(directory.parent)
 
 
-def _delete_topic_files(root: Path, meta: TopicMeta) -> None:
-    """Blocking: the JSON goes first (the commit point), then the partition directories."""
-    path = root / TOPICS_DIR / f"{meta.name}.json"
-    path.unlink(missing_ok=True)
-    fsync_dir(path.parent)
+def _remove_partition_dirs(root: Path, meta: TopicMeta) -> None:
+    """Blocking: rename this topic's partition directories (those whose partition.metadata
+    names its id) to ``<id hex>-<p>.deleted``, then remove them."""
     doomed = []
     for p in range(meta.partitions):
         directory = root / f"{meta.name}-{p}"
-        if directory.exists():
+        if directory.is_dir() and _own_partition_dir(directory, meta.topic_id):
             target = root / f"{meta.topic_id.hex}-{p}{DELETED_SUFFIX}"
             directory.rename(target)
             doomed.append(target)
     fsync_dir(root)
     for target in doomed:
         shutil.rmtree(target)
+
+
+def _delete_topic_files(root: Path, meta: TopicMeta) -> None:
+    """Blocking: renaming the JSON to ``<topic>.deleting`` is the commit point; then the
+    partition directories go, then the record of the deletion."""
+    path = root / TOPICS_DIR / f"{meta.name}{TOPIC_SUFFIX}"
+    record = path.with_suffix(DELETING_SUFFIX)
+    path.rename(record)
+    fsync_dir(path.parent)
+    _remove_partition_dirs(root, meta)
+    record.unlink()
+    fsync_dir(path.parent)
 
 
 class FileStore:
@@ -168,8 +279,10 @@ class FileStore:
         clock: Callable[[], int],
         clean: bool,
         topics: dict[str, TopicMeta],
+        lock: DataDirLock,
     ) -> None:
         self.root = root
+        self._dir_lock = lock
         self.clean_at_open = clean
         self._nursery = nursery
         self._clock = clock
@@ -183,8 +296,14 @@ class FileStore:
     async def open(
         cls, root: Path, nursery: trio.Nursery, clock: Callable[[], int] | None = None
     ) -> FileStore:
-        clean, topics = await trio.to_thread.run_sync(_open_root, root)
-        return cls(root, nursery, clock or wall_clock_ms, clean, topics)
+        return cls.from_root(await open_root(root), nursery, clock)
+
+    @classmethod
+    def from_root(
+        cls, opened: OpenedRoot, nursery: trio.Nursery, clock: Callable[[], int] | None = None
+    ) -> FileStore:
+        o = opened
+        return cls(o.root, nursery, clock or wall_clock_ms, o.clean, o.topics, o.lock)
 
     @property
     def group_commit(self) -> GroupCommit:
@@ -294,19 +413,23 @@ class FileStore:
         if self._closed:
             return
         self._closed = True
-        clean = True
-        for log in list(self._logs.values()):
-            try:
-                await log.close()
-            except StorageError:
-                clean = False
-            clean = clean and not log.failed
-        if clean:
-            marker = self.root / CLEAN_MARKER
-            await trio.to_thread.run_sync(write_atomic, marker, b"")
+        try:
+            clean = True
+            for log in list(self._logs.values()):
+                try:
+                    await log.close()
+                except StorageError:
+                    clean = False
+                clean = clean and not log.failed
+            if clean:
+                marker = self.root / CLEAN_MARKER
+                await trio.to_thread.run_sync(write_atomic, marker, b"")
+        finally:
+            self._dir_lock.release()
 
     def abandon(self) -> None:
         """Simulate ``kill -9`` (tests): close fds, write nothing, leave no marker."""
         self._closed = True
         for log in list(self._logs.values()):
             log.abandon()
+        self._dir_lock.release()  # as the kernel does for a dead process

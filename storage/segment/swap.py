@@ -40,6 +40,7 @@ from storage.segment.files import (
     TIME_INDEX_SUFFIX,
     Buffer,
     fsync_dir,
+    parse_segment_name,
     segment_path,
     unlink_quietly,
     write_atomic,
@@ -157,7 +158,8 @@ def complete_swaps(directory: Path) -> list[str]:
             _finish(directory, bases)
             notes.append(f"completed the swap of cleaned segment {bases[0]} for {len(bases)}")
     for name in os.listdir(directory):
-        if name.endswith(CLEANED_SUFFIX):
+        parsed = parse_segment_name(name.removesuffix(CLEANED_SUFFIX))
+        if name.endswith(CLEANED_SUFFIX) and parsed is not None:
             unlink_quietly(directory / name)
             notes.append(f"deleted {name} of an unfinished cleaning")
     return notes

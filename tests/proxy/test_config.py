@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from proxy.config import ConfigError, load_config, parse_properties, resolve_values
+import proxy.config as config_module
+from proxy.config import BrokerConfig, ConfigError, load_config, parse_properties, resolve_values
 
 
 def test_defaults_are_kafkas() -> None:
@@ -42,8 +45,33 @@ def test_bad_values_are_refused(source: dict[str, str], message: str) -> None:
 def test_properties_file_syntax() -> None:
     text = "# comment\n! also\n\nnum.partitions = 4\nlog.retention.ms:1000\n"
     assert parse_properties(text) == {"num.partitions": "4", "log.retention.ms": "1000"}
-    with pytest.raises(ConfigError):
-        parse_properties("just words")
+    assert parse_properties("just words") == {"just": "words"}  # blanks separate, as in Java
+
+
+def test_java_properties_syntax_in_full() -> None:
+    text = (
+        "  key1   value one  \n"  # leading blanks skipped, trailing kept
+        "key2\t:\tv2\n"
+        "key3 = a \\\n"  # a continuation: the next line's leading blanks go
+        "      b\\\n"
+        "   c\n"
+        "key\\=4=x\\ty\\u00e9\\\\\n"  # escaped separator, \t, \\u, a literal backslash
+        "empty\n"
+        "  # an indented comment\n"
+        "dup=1\ndup=2\n"
+        "last=ends with a continuation\\"
+    )
+    assert parse_properties(text) == {
+        "key1": "value one  ",
+        "key2": "v2",
+        "key3": "a b" + "c",
+        "key=4": "x\ty\u00e9\\",
+        "empty": "",
+        "dup": "2",
+        "last": "ends with a continuation",
+    }
+    with pytest.raises(ConfigError, match="line 1: malformed"):
+        parse_properties("a=\\uZZ")
 
 
 def test_listen_and_advertise() -> None:
@@ -97,3 +125,130 @@ def test_flush_intervals_map_to_log_config_as_given() -> None:
     assert (topic.flush_messages, topic.flush_ms) == (7, 30)
     assert validate_overrides({"flush.messages": "0"}) is not None
     assert validate_overrides({"flush.ms": "-1"}) is not None
+
+
+KRAFT_COMBINED = """\
+# a single combined KRaft node, as in Kafka's config/kraft/server.properties
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@localhost:9093
+listeners=PLAINTEXT://:9092,CONTROLLER://:9093
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL
+num.network.threads=3
+socket.send.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kraft-combined-logs
+num.partitions=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+"""
+
+
+def _from_file(tmp_path: Path, text: str, **cli: str) -> BrokerConfig:
+    path = tmp_path / "server.properties"
+    path.write_text(text)
+    return load_config(
+        listen=cli.get("listen"),
+        advertise=cli.get("advertise"),
+        data_dir=cli.get("data_dir"),
+        config_file=str(path),
+        overrides={},
+        environ={},
+    )
+
+
+def test_a_stock_kraft_server_properties_works(tmp_path: Path) -> None:
+    cfg = _from_file(tmp_path, KRAFT_COMBINED)
+    assert (cfg.listen_host, cfg.listen_port) == ("0.0.0.0", 9092)
+    assert (cfg.advertised_host, cfg.advertised_port) == ("localhost", 9092)
+    assert cfg.data_dir == "/tmp/kraft-combined-logs"
+    assert cfg.get("log.retention.ms") == 168 * 3600 * 1000
+    assert cfg.get("node.id") == 1 and cfg.get("log.segment.bytes") == 1073741824
+    mine = _from_file(tmp_path, KRAFT_COMBINED, listen="127.0.0.1:0", data_dir="memory://")
+    assert (mine.listen_host, mine.listen_port, mine.data_dir) == ("127.0.0.1", 0, "memory://")
+
+
+def test_retention_units_follow_kafkas_precedence(tmp_path: Path) -> None:
+    both = "log.retention.hours=1\nlog.retention.minutes=2\nlog.roll.hours=3\n"
+    cfg = _from_file(tmp_path, both, listen="127.0.0.1:0")
+    assert cfg.get("log.retention.ms") == 120_000 and cfg.get("log.roll.ms") == 3 * 3_600_000
+    cfg = _from_file(tmp_path, both + "log.retention.ms=5\n", listen="127.0.0.1:0")
+    assert cfg.get("log.retention.ms") == 5
+
+
+def test_kraft_settings_that_make_no_sense_are_all_reported(tmp_path: Path) -> None:
+    text = (
+        "process.roles=controller\n"
+        "node.id=1\n"
+        "controller.quorum.voters=1@a:9093,2@b:9093\n"
+        "listeners=PLAINTEXT://:9092,SSL://:9094,CONTROLLER://:9093\n"
+        "controller.listener.names=CONTROLLER\n"
+        "zookeeper.connect=localhost:2181\n"
+        "offsets.topic.replication.factor=3\n"
+        "num.partitons=2\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        _from_file(tmp_path, text, listen="127.0.0.1:0")
+    message = str(err.value)
+    assert "\n" not in message
+    for needle in (
+        "process.roles=controller",
+        "give exactly one ID@HOST:PORT",
+        "one client listener, found 2",
+        "ZooKeeper mode is gone",
+        "offsets.topic.replication.factor=3",
+        "unknown config num.partitons",
+    ):
+        assert needle in message, (needle, message)
+
+
+def test_a_tls_listener_and_a_foreign_voter_are_refused(tmp_path: Path) -> None:
+    text = (
+        "node.id=2\ncontroller.quorum.voters=1@localhost:9093\n"
+        "listeners=SSL://:9093\nbroker.id=3\nlog.dirs=/a,/b\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        _from_file(tmp_path, text)
+    for needle in (
+        "not this node (node.id=2)",
+        "SSL; kafkad serves PLAINTEXT",
+        "differs",
+        "one data",
+    ):
+        assert needle in str(err.value), (needle, str(err.value))
+
+
+def test_range_errors_name_the_config_and_source_all_at_once() -> None:
+    with pytest.raises(ConfigError) as err:
+        resolve_values(
+            {"log.segment.bytes": "10"},
+            {"KAFKAD_MESSAGE_MAX_BYTES": "-1", "KAFKAD_NO_SUCH": "1"},
+            {"socket.request.max.bytes": "0", "node.id": "-3", "log.retention.ms": "-2"},
+        )
+    message = str(err.value)
+    for needle in (
+        "log.segment.bytes=10 from config file: must be at least 14",
+        "message.max.bytes=-1 from environment variable KAFKAD_MESSAGE_MAX_BYTES: must be at "
+        "least 0",
+        "unknown variable KAFKAD_NO_SUCH in the environment",
+        "socket.request.max.bytes=0 from --set: must be at least 1",
+        "node.id=-3 from --set: must be at least 0",
+        "log.retention.ms=-2 from --set: must be -1 (unlimited) or at least 1",
+    ):
+        assert needle in message, (needle, message)
+    assert resolve_values({}, {}, {"log.retention.ms": "-1"})["log.retention.ms"] == -1
+    assert resolve_values({}, {"KAFKAD_BOOTSTRAP": "x:1"}, {})  # a test tool's, not refused
+
+
+def test_a_config_added_with_plain_int_still_reads_well(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(config_module.BROKER_CONFIGS, "some.new.ms", (int, "5"))
+    with pytest.raises(ConfigError, match=r"some\.new\.ms=soon from --set: must be a whole number"):
+        resolve_values({}, {}, {"some.new.ms": "soon"})

@@ -20,6 +20,7 @@ from storage.api import LogConfig, StorageError, TopicMeta, TopicPartition
 from storage.backends import open_store
 from storage.segment import scan
 from storage.segment import segment as segment_module
+from storage.segment.datadir import DataDirError
 from storage.segment.files import FileHandle
 from storage.segment.log import FileLog
 from storage.segment.store import CLEAN_MARKER, FileStore
@@ -445,19 +446,55 @@ async def test_a_delete_interrupted_after_its_commit_point_finishes_at_open(root
     async with opened(root) as store:
         log = await open_log(store)
         await fill(log, 5)
+        topic_id = store.topics()[0].topic_id
         store.abandon()
-    (root / "__kafkad_topics" / "t.json").unlink()  # the crash came right after this
-    (root / "junk-0.deleted").mkdir()
+    topics = root / "__kafkad_topics"
+    (topics / "t.json").rename(topics / "t.deleting")  # the crash came right after this
+    (root / f"{topic_id.hex}-1.deleted").mkdir()  # and another partition was renamed already
     (root / "meta.properties").write_text("cluster.id=x\n")
     async with opened(root) as store:
         assert store.topics() == []
-        assert not (root / "t-0").exists() and not (root / "junk-0.deleted").exists()
-        assert (root / "meta.properties").exists()
+        assert sorted(os.listdir(root)) == [
+            ".lock",
+            "__kafkad_meta",
+            "__kafkad_topics",
+            "kafkad.properties",
+            "meta.properties",
+        ]
+        assert list(topics.iterdir()) == []
         log = await open_log(store)
         assert log.log_end_offset == 0
 
 
-async def test_a_stale_partition_directory_of_an_older_topic_is_wiped(root: Path) -> None:
+async def test_entries_kafkad_did_not_create_stop_the_open_and_stay(
+    root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with opened(root) as store:
+        log = await open_log(store)
+        await fill(log, 5)
+    (root / "orphan-0").mkdir()
+    (root / "orphan-0" / "partition.metadata").write_text("version: 0\n")
+    (root / "t-7").mkdir()  # t has one partition
+    (root / "junk-0.deleted").mkdir()
+    (root / "notes.txt").write_text("mine")
+    with pytest.raises(DataDirError) as err:
+        async with opened(root):
+            pass
+    message = str(err.value)
+    assert "\n" not in message and "orphan-0/" in message and "t-7/" in message
+    assert (root / "orphan-0" / "partition.metadata").exists() and (root / "t-7").is_dir()
+    (root / "orphan-0" / "partition.metadata").unlink()
+    (root / "orphan-0").rmdir()
+    (root / "t-7").rmdir()
+    async with opened(root) as store:  # the lock was released by the failed open
+        assert (await open_log(store)).log_end_offset == 11  # fill(log, 5) writes 11 records
+    assert "leaving alone what kafkad did not create: junk-0.deleted/, notes.txt" in caplog.text
+    assert (root / "junk-0.deleted").is_dir() and (root / "notes.txt").read_text() == "mine"
+
+
+async def test_a_partition_directory_of_another_topic_id_is_refused_not_wiped(
+    root: Path,
+) -> None:
     async with opened(root) as store:
         log = await open_log(store)
         await fill(log, 5)
@@ -468,8 +505,75 @@ async def test_a_stale_partition_directory_of_an_older_topic_is_wiped(root: Path
     metadata = (root / "x-0" / "partition.metadata").read_bytes()
     (root / "t-0" / "partition.metadata").write_bytes(metadata)  # t-0 now looks like x's
     async with opened(root) as store:
+        with pytest.raises(DataDirError, match="names another topic id"):
+            await open_log(store)
+    assert logs_in(root / "t-0")
+
+
+async def test_foreign_files_in_a_partition_directory_are_left_alone(root: Path) -> None:
+    async with opened(root) as store:
         log = await open_log(store)
-        assert log.log_end_offset == 0
+        await fill(log, 5)
+        store.abandon()
+    part = root / "t-0"
+    for name in ("leader-epoch-checkpoint", "00000000000000000000.txnindex", "x.tmp", "y.deleted"):
+        (part / name).write_text("keep")
+    (part / "00000000000000000099.index").write_text("")  # ours: an index without its log
+    (part / "partition.metadata.tmp").write_text("")  # ours: an interrupted write
+    async with opened(root) as store:
+        assert (await open_log(store)).log_end_offset == 11  # fill(log, 5) writes 11 records
+    left = {p.name for p in part.iterdir()}
+    assert {
+        "leader-epoch-checkpoint",
+        "00000000000000000000.txnindex",
+        "x.tmp",
+        "y.deleted",
+    } <= left
+    assert not {"00000000000000000099.index", "partition.metadata.tmp"} & left
+
+
+async def test_a_topic_file_of_a_newer_format_is_refused(root: Path) -> None:
+    async with opened(root) as store:
+        await open_log(store)
+    path = root / "__kafkad_topics" / "t.json"
+    saved = json.loads(path.read_text())
+    path.write_text(json.dumps({**saved, "version": 1}))
+    with pytest.raises(DataDirError, match=r"t\.json has format version 1"):
+        async with opened(root):
+            pass
+    path.write_text("{not json")
+    with pytest.raises(DataDirError, match=r"corrupt topic metadata file .*t\.json"):
+        async with opened(root):
+            pass
+
+
+async def test_a_second_open_of_the_same_directory_is_refused(root: Path) -> None:
+    async with opened(root):
+        with pytest.raises(DataDirError, match=f"data dir {root} is locked by pid {os.getpid()}"):
+            async with opened(root):
+                pass
+    async with opened(root):
+        pass
+
+
+async def test_a_kafkad_directory_from_before_the_marker_is_adopted(root: Path) -> None:
+    async with opened(root) as store:
+        log = await open_log(store)
+        await fill(log, 5)
+    (root / "kafkad.properties").unlink()  # as written by kafkad before the marker existed
+    (root / ".lock").unlink()
+    async with opened(root) as store:
+        assert (await open_log(store)).log_end_offset == 11  # fill(log, 5) writes 11 records
+    assert "format.version=1" in (root / "kafkad.properties").read_text()
+
+
+async def test_a_newer_data_format_is_refused(root: Path) -> None:
+    async with opened(root):
+        pass
+    (root / "kafkad.properties").write_text("format.version=2\n")
+    with pytest.raises(DataDirError, match="kafkad data format 2; this kafkad reads format 1"):
+        async with opened(root):
+            pass
 
 
 # -- a real kill -9 ----------------------------------------------------------------------
