@@ -5,10 +5,11 @@ Spark's Kafka connector hands `kafka.*` options to the Java client. librdkafka u
 of the same names itself (security.protocol, sasl.mechanism, ssl.endpoint.identification.
 algorithm, session.timeout.ms, max.partition.fetch.bytes, ...); those pass through unchanged
 and librdkafka checks them when the query starts. This module translates the ones it names
-differently (fetch.max.wait.ms -> fetch.wait.max.ms, ...), the SASL credentials inside
-`sasl.jaas.config`, and PEM trust/key stores; and refuses, naming them, the Java settings that
-have no librdkafka equivalent (JKS stores, OAUTHBEARER login modules, default.api.timeout.ms,
-max.block.ms), rather than dropping them.
+differently (fetch.max.wait.ms -> fetch.wait.max.ms, ...) or spells differently (an empty
+ssl.endpoint.identification.algorithm, Java's "no host name check", is librdkafka's "none"),
+the SASL credentials inside `sasl.jaas.config`, and PEM trust/key stores; and refuses, naming
+them, the Java settings that have no librdkafka equivalent (JKS stores, OAUTHBEARER login
+modules, default.api.timeout.ms, max.block.ms), rather than dropping them.
 
 Pure: no Spark, no Kafka client.
 """
@@ -59,6 +60,10 @@ def translate(client: Mapping[str, str]) -> dict[str, str]:
     for java, native in RENAMED.items():
         if java in rest:
             out[native] = rest.pop(java)
+    if rest.get("ssl.endpoint.identification.algorithm", "x").strip() == "":
+        # the Java client's way to turn host name verification off; librdkafka's is "none"
+        # and it refuses an empty value
+        rest["ssl.endpoint.identification.algorithm"] = "none"
     if "sasl.jaas.config" in rest:
         out.update(_jaas(rest.pop("sasl.jaas.config")))
     out.update(_store("truststore", rest, "ssl.ca.location"))

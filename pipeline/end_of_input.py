@@ -19,7 +19,9 @@ too. Anything else (unexpected bytes) is refused: the task fails rather than gue
 
 The socket is the `message_receiver` of PySpark's `worker.invoke_udf`, found on the call stack
 (the data source API gives a writer no handle on it). A PySpark whose worker has none is
-refused: the sink cannot tell a whole input from a cut one there.
+refused: the sink cannot tell a whole input from a cut one there. So is a worker started
+without PySpark's daemon (spark.python.use.daemon=false): its input is a socket.makefile()
+pair with no file descriptor to poll.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def worker_input() -> BinaryIO:
         receiver = frame.f_locals.get("message_receiver")
         infile = getattr(receiver, "_infile", None)
         if infile is not None and hasattr(infile, "peek") and hasattr(infile, "fileno"):
+            _check_pollable(infile)
             return infile  # type: ignore[no-any-return]
         frame = frame.f_back  # type: ignore[assignment]
     raise RuntimeError(
@@ -49,6 +52,21 @@ def worker_input() -> BinaryIO:
         " protocol is not supported (pin pyspark 4.3.0), so a task cut short could not be told"
         " from a complete one"
     )
+
+
+def _check_pollable(infile: BinaryIO) -> None:
+    """A worker started without PySpark's daemon (spark.python.use.daemon=false) reads the JVM
+    through socket.makefile(), a BufferedRWPair whose fileno() raises: the socket cannot be
+    polled, so a cut input could not be told from a whole one."""
+    try:
+        infile.fileno()
+    except (OSError, ValueError):  # io.UnsupportedOperation is both
+        raise RuntimeError(
+            "the kafkad sink cannot look at the Python worker's input socket: workers started"
+            " without PySpark's daemon (spark.python.use.daemon=false) are not supported, since"
+            " a task cut short could not be told from a complete one; leave"
+            " spark.python.use.daemon at its default (true)"
+        ) from None
 
 
 def check_whole(infile: BinaryIO) -> None:

@@ -150,7 +150,8 @@ def check_replay(own: Marker, batch_id: int, digest: InputDigest) -> None:
         raise MarkerError(
             f"micro-batch {batch_id} is replayed with other input for this task than it"
             f" committed ({digest.rows} rows now, {own.rows} then): the query changed between"
-            " runs of one checkpoint, its input is split differently, or it is not"
-            " deterministic; writing it would duplicate or lose rows. Restore the query of the"
-            " run that wrote it, or use a new checkpoint"
+            " runs of one checkpoint, its input is split differently, it is not"
+            " deterministic, or (failOnDataLoss=false) retention deleted input records since;"
+            " writing it would duplicate or lose rows. Restore the query of the run that wrote"
+            " it, or use a new checkpoint"
         )

@@ -10,7 +10,10 @@ log, then `partitions` cuts the ranges (`pipeline.planning.plan_ranges`) and eac
 reads one range with its own consumer (`pipeline.kafka_io.read_range`) and returns Arrow
 batches in Spark's Kafka row schema. Partitions that appear later are read from their earliest
 offset; a partition whose next offset was deleted by retention fails the query unless
-failOnDataLoss=false (then it resumes at the earliest offset still there).
+failOnDataLoss=false (then it resumes at the earliest offset still there). So does a
+partition whose offsets went backwards (a topic deleted and re-created); with
+failOnDataLoss=false such a partition starts over from its earliest offset (deviation: Spark's
+connector goes on from the partition's new end, skipping what the new topic held by then).
 
 The offsets Spark checkpoints are JSON like its Kafka connector's: {"topic": {"0": 23}}, plus,
 in a batch's end offsets, the split it was planned with (`planning.SPLIT_KEY`: minPartitions,
@@ -121,18 +124,21 @@ def _start_of(opts: ReadOptions, client: Offsets, begin: Positions, current: lis
 def _check_backwards(
     opts: ReadOptions, client: Offsets, begin: Positions, end: Positions
 ) -> Positions:
-    """Like Spark's connector: a partition whose offsets went backwards (a topic deleted and
-    re-created) fails the query with failOnDataLoss=true; with false it starts over from its
-    earliest offset (Spark's message: "offset was changed from A to B")."""
+    """A partition whose offsets went backwards (a topic deleted and re-created) fails the
+    query with failOnDataLoss=true, with Spark's message ("Partition t-0's offset was changed
+    from A to B, some data may have been missed"). With false it starts over from its earliest
+    offset: a deviation, Spark's connector drops the range and goes on from the partition's
+    new end, skipping what the re-created topic held by then."""
     back = planning.went_back(begin, end)
     if not back:
         return begin
     detail = ", ".join(
-        f"{t}-{p}'s offset was changed from {a} to {b}" for (t, p), (a, b) in sorted(back.items())
+        f"Partition {t}-{p}'s offset was changed from {a} to {b}"
+        for (t, p), (a, b) in sorted(back.items())
     )
     if opts.fail_on_data_loss:
         raise RuntimeError(
-            f"{detail}: some data may have been missed (the topic deleted and re-created?);"
+            f"{detail}, some data may have been missed (the topic deleted and re-created?);"
             " set failOnDataLoss=false to read such partitions from their earliest offset"
         )
     earliest = client.bounds(back, "earliest")

@@ -71,3 +71,24 @@ def test_the_workers_receiver_is_found_up_the_stack(
         return (lambda: worker_input())()
 
     assert invoke_udf(Receiver()) is infile
+
+
+def test_a_worker_without_the_daemon_is_refused_by_name() -> None:
+    # spark.python.use.daemon=false: worker.py's input is sock.makefile("rwb"), whose
+    # fileno() raises; before, every sink task with rows failed on an UnsupportedOperation
+    jvm, worker = socket.socketpair()
+    infile = worker.makefile("rwb", 65536)
+    try:
+
+        class Receiver:
+            _infile = infile
+
+        def invoke_udf(message_receiver: Receiver) -> BinaryIO:
+            return worker_input()
+
+        with pytest.raises(RuntimeError, match=r"spark\.python\.use\.daemon=false"):
+            invoke_udf(Receiver())
+    finally:
+        infile.close()
+        worker.close()
+        jvm.close()

@@ -209,3 +209,14 @@ def test_sink_columns_follow_spark() -> None:
     with pytest.raises(OptionError, match="'topic' column"):
         check_sink_columns({"value": "binary"}, per_row)
     check_sink_columns({"value": "binary", "topic": "string", "partition": "int"}, per_row)
+
+
+def test_java_empty_endpoint_identification_turns_host_checks_off() -> None:
+    # Java disables host name verification with an empty value; librdkafka refuses an empty
+    # value ("cannot be set to empty value") and spells it "none"
+    o = parse_write_options({**BS, "topic": "t", "kafka.ssl.endpoint.identification.algorithm": ""})
+    assert o.client == {"ssl.endpoint.identification.algorithm": "none"}
+    kept = parse_write_options(
+        {**BS, "topic": "t", "kafka.ssl.endpoint.identification.algorithm": "https"}
+    )
+    assert kept.client == {"ssl.endpoint.identification.algorithm": "https"}
