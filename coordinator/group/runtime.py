@@ -17,13 +17,14 @@ park, and reads and writes ``__consumer_offsets``.
   (``records.partition_for``) before it is applied and acknowledged; one lock keeps append +
   apply in log order. Offset records are applied through ``OffsetsStore.replay``, the same code
   that rebuilds the store at startup.
-* ``__consumer_offsets`` is created on first write (``offsets.topic.num.partitions``
-  partitions, ``cleanup.policy=compact``, ``segment.bytes=offsets.topic.segment.bytes``, as
-  in Kafka, whose default is 1 MiB here): the log cleaner keeps the latest record per key and
-  the active segment stays small, so the replay stays short. At startup it is replayed by the
-  background task (runs of plain records applied as compaction would leave them, see
-  ``offsets_log.replay_partition``); until that finishes, group APIs answer
-  COORDINATOR_LOAD_IN_PROGRESS.
+* ``__consumer_offsets`` is created on first write, or by a Metadata request that auto-creates
+  it, whichever comes first (``TopicManager.create_internal``, with the spec registered here:
+  ``offsets.topic.num.partitions`` partitions, ``cleanup.policy=compact``,
+  ``segment.bytes=offsets.topic.segment.bytes``, as in Kafka, whose default is 1 MiB here):
+  the log cleaner keeps the latest record per key and the active segment stays small, so the
+  replay stays short. At startup it is replayed by the background task (runs of plain records
+  applied as compaction would leave them, see ``offsets_log.replay_partition``); until that
+  finishes, group APIs answer COORDINATOR_LOAD_IN_PROGRESS.
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ class GroupCoordinator:
             **OFFSETS_TOPIC_CONFIGS,
             "segment.bytes": str(values.get("offsets.topic.segment.bytes", 1048576)),
         }
+        topics.register_internal(OFFSETS_TOPIC, self.num_partitions, self.topic_configs)
         self.config = GroupConfig(
             initial_rebalance_delay_ms=values["group.initial.rebalance.delay.ms"],
             min_session_timeout_ms=values["group.min.session.timeout.ms"],
@@ -226,8 +228,7 @@ class GroupCoordinator:
     async def _offsets_partition(self, group_id: str) -> Partition:
         topic = self.topics.get(OFFSETS_TOPIC)
         if topic is None:
-            topic = await self.topics.create(OFFSETS_TOPIC, self.num_partitions, self.topic_configs)
-            log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
+            topic = await self.topics.create_internal(OFFSETS_TOPIC)
         return topic.partitions[partition_for(group_id, len(topic.partitions))]
 
     async def _append(self, group_id: str, records: list[Record]) -> int:
