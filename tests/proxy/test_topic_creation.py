@@ -10,13 +10,13 @@ from typing import Any
 
 import trio
 from kio.schema.create_topics.v5 import request as ct
-from kio.schema.describe_configs.v4 import request as dc
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import request as md
 from kio.schema.offset_commit.v8 import request as oc
 
 from storage.api import Store
 from tests.proxy.harness import RawClient, connect, running_broker
+from tests.proxy.test_alter_configs import described
 
 MS = datetime.timedelta(milliseconds=1)
 
@@ -50,21 +50,6 @@ async def metadata(c: RawClient, *names: str) -> Any:
             include_topic_authorized_operations=False,
         )
     )
-
-
-async def topic_configs(c: RawClient, name: str) -> dict[str, str | None]:
-    resp = await c.request(
-        dc.DescribeConfigsRequest(
-            resources=(
-                dc.DescribeConfigsResource(
-                    resource_type=2, resource_name=name, configuration_keys=None
-                ),
-            ),
-            include_synonyms=False,
-            include_documentation=False,
-        )
-    )
-    return {e.name: e.value for e in resp.results[0].configs}
 
 
 def count_topic_writes(store: Store) -> list[str]:
@@ -147,9 +132,9 @@ async def test_metadata_creates_internal_topics_as_their_coordinators_do(tmp_pat
         assert offsets.is_internal and txns.is_internal
         assert (len(offsets.partitions), len(txns.partitions)) == (3, 4)
         for name in ("__consumer_offsets", "__transaction_state"):
-            configs = await topic_configs(c, name)
-            assert configs["cleanup.policy"] == "compact", name
-            assert configs["segment.bytes"] == "1048576", name
+            configs = await described(c, name)
+            assert configs["cleanup.policy"][0] == "compact", name
+            assert configs["segment.bytes"][0] == "1048576", name
         # the group coordinator then uses the topic the Metadata request created
         commit = await c.request(commit_request("g", "__consumer_offsets", 7))
         assert commit.topics[0].partitions[0].error_code == ErrorCode.none
@@ -204,7 +189,7 @@ async def test_coordinator_and_metadata_race_for_the_offsets_topic(tmp_path: Pat
             n.start_soon(by_commit, "g2")
         assert written == ["__consumer_offsets"]
         async with connect(port) as c:
-            assert (await topic_configs(c, "__consumer_offsets"))["cleanup.policy"] == "compact"
+            assert (await described(c, "__consumer_offsets"))["cleanup.policy"][0] == "compact"
 
 
 async def test_create_topics_checks_configs_then_replication_then_partitions() -> None:
