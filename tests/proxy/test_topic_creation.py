@@ -85,12 +85,13 @@ async def test_concurrent_create_topics_one_winner(tmp_path: Path) -> None:
                 n.start_soon(creator, partitions)
             n.start_soon(auto_creator)
         created = [a for a in answers if a[0] > 0]
-        winners = [(p, r) for p, r in created if r.error_code == ErrorCode.none]
-        assert len(winners) == 1, [(p, r.error_code, r.error_message) for p, r in created]
+        winners = [p for p, r in created if r.error_code == ErrorCode.none]
+        # one creator wins: a CreateTopics, or the Metadata request (num.partitions = 1)
+        assert len(winners) <= 1, [(p, r.error_code, r.error_message) for p, r in created]
         losers = [r.error_code for p, r in created if r.error_code != ErrorCode.none]
-        assert losers == [ErrorCode.topic_already_exists] * 5
+        assert losers == [ErrorCode.topic_already_exists] * (6 - len(winners))
         assert written == ["race"]
-        won_partitions = winners[0][0]
+        won_partitions = winners[0] if winners else 1
         async with connect(port) as c:
             (seen,) = (await metadata(c, "race")).topics
         assert len(seen.partitions) == won_partitions
