@@ -118,3 +118,12 @@ async def test_ready_replies_still_leave_in_one_write() -> None:
                 cids.append(decode_response(3, 12, frame)[0])
             assert cids == list(range(20))
             n.cancel_scope.cancel()
+
+
+async def test_replies_before_a_bad_frame_are_sent_before_closing() -> None:
+    async with running_broker() as (_, port), connect(port) as c:
+        garbage = b"\x00\x00\x00\x0a\x03\xe7\x00\x00\x00\x00\x00\x01\x00\x00"  # api key 999
+        await c.send_raw(encode_request(METADATA, 1) + garbage)
+        frame = await c.read_frame()
+        assert frame is not None and decode_response(3, 12, frame)[0] == 1
+        assert await c.read_frame() is None  # then the connection is closed
