@@ -1,13 +1,17 @@
 """One task per client connection.
 
-Kafka serves a connection's requests one at a time and answers in request order; clients
-pipeline several requests. We decode every complete frame already received, handle them in
-order, and write all their responses with one ``send_all`` (perf-notes rule 2), inside a
-shielded scope with a deadline so a cancellation never leaves half a frame on the wire.
+Kafka serves a connection's requests one at a time and answers each, in request order, as
+soon as it is done; clients pipeline several requests. We decode every complete frame already
+received, handle them in order, and write their responses together with one ``send_all``
+(perf-notes rule 2), inside a shielded scope with a deadline so a cancellation never leaves
+half a frame on the wire. Before a request that may park (a long-poll Fetch, JoinGroup, ...:
+``Dispatcher.may_park``) the replies gathered so far are sent first, so a Metadata or a
+Heartbeat pipelined just before a long poll is answered at once, not after the poll.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -39,6 +43,23 @@ class Connection:
         self.scope = trio.CancelScope()
 
 
+class _WriteTimedOut(Exception):
+    """A reply could not be written within ``write_s``: part of a frame may be out."""
+
+
+async def _send(stream: trio.abc.Stream, replies: list[bytes], write_s: float) -> None:
+    """Send and clear ``replies`` in one write; raises _WriteTimedOut."""
+    if not replies:
+        return
+    data = b"".join(replies)
+    replies.clear()
+    with trio.CancelScope(shield=True) as scope:
+        scope.deadline = trio.current_time() + write_s
+        await stream.send_all(data)
+    if scope.cancelled_caught:
+        raise _WriteTimedOut
+
+
 async def serve_connection(
     conn: Connection, dispatch: Dispatcher, cfg: NetConfig, stopping: trio.Event
 ) -> None:
@@ -46,10 +67,14 @@ async def serve_connection(
     stream = conn.stream
     log.debug("connection opened peer=%s", conn.peer)
     reason = "closed by peer"
+    replies: list[bytes] = []
+
+    async def send_ready() -> None:
+        await _send(stream, replies, cfg.write_s)
+
     with conn.scope:
         try:
             while True:
-                replies: list[bytes] = []
                 frame = decoder.next_frame()
                 if frame is Want.EOF:
                     break
@@ -67,30 +92,29 @@ async def serve_connection(
                 conn.busy = True
                 try:
                     while isinstance(frame, bytes):
-                        reply = await dispatch.handle(frame, conn.peer)
+                        reply = await dispatch.handle(frame, conn.peer, send_ready)
                         if reply is not None:
                             replies.append(reply)
                         frame = decoder.next_frame()
-                    if replies:
-                        with trio.CancelScope(shield=True) as scope:
-                            scope.deadline = trio.current_time() + cfg.write_s
-                            await stream.send_all(b"".join(replies))
-                        if scope.cancelled_caught:
-                            reason = "write timed out"
-                            break
+                    await send_ready()
                 finally:
                     conn.busy = False
                 if frame is Want.EOF:
                     break
                 # frame is Want.MORE: loop to read
-        except CloseConnection as exc:
-            reason = f"closed by handler: {exc}"
+        except _WriteTimedOut:
+            reason = "write timed out"
+        except (CloseConnection, ProtocolError) as exc:
+            # the requests before this one are answered (Kafka would have answered them)
+            if isinstance(exc, ProtocolError):
+                reason = f"protocol error: {exc!r}"
+                log.warning("closing connection peer=%s: %s", conn.peer, reason)
+            else:
+                reason = f"closed by handler: {exc}"
             if replies:
-                with trio.move_on_after(cfg.write_s):
+                lost = (trio.BrokenResourceError, trio.ClosedResourceError)
+                with trio.move_on_after(cfg.write_s), contextlib.suppress(*lost):
                     await stream.send_all(b"".join(replies))
-        except ProtocolError as exc:
-            reason = f"protocol error: {exc!r}"
-            log.warning("closing connection peer=%s: %s", conn.peer, reason)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             reason = f"connection lost: {exc!r}"
         finally:

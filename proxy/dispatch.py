@@ -8,6 +8,12 @@ API's own response shape; the connection and the broker carry on. A ``StorageErr
 escapes a handler (a log that went offline) is answered KAFKA_STORAGE_ERROR the same way, as
 Kafka's ``getErrorResponse`` maps KafkaStorageException.
 
+Requests that may park (``may_park``: a long-poll Fetch, JoinGroup/SyncGroup, the
+transaction APIs that wait for a running completion, a Produce that waits for its fsync, an
+injected delay) first call the connection's ``before_wait``, which sends the replies it has
+gathered so far: Kafka answers each request when it is done, so a reply must never wait
+behind a later request's long poll.
+
 With ``kafkad.fault.injection`` set, each decoded request first asks the injector
 (``proxy/fault_injection.py``) for a fault: a delay, an error answered in place of the
 handler, or a closed connection before or after the handler runs.
@@ -16,6 +22,7 @@ handler, or a closed connection before or after the handler runs.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -39,6 +46,10 @@ log = logging.getLogger("kafkad.dispatch")
 
 API_VERSIONS_KEY = 18
 PRODUCE_KEY = 0
+FETCH_KEY, JOIN_GROUP_KEY, SYNC_GROUP_KEY = 1, 11, 14
+# InitProducerId, AddPartitionsToTxn, EndTxn: may wait for the id's running completion
+# (TxnCoordinator.settle, up to its completion wait).
+SETTLING_TXN_KEYS = frozenset({22, 24, 26})
 NO_RESPONSE = object()  # a handler's answer when Kafka sends none (Produce with acks=0)
 
 
@@ -60,8 +71,25 @@ class Dispatcher:
         self.advertised = advertised()
         self.served = served()
         self.faults = broker.faults
+        self.fsync_each_append = broker.config.get("log.flush.interval.messages") == 1
 
-    async def handle(self, frame: bytes, peer: str = "") -> bytes | None:
+    def may_park(self, api_key: int, body: Any) -> bool:
+        """Whether the request may wait for something other than its own work (another
+        request, a timer, an fsync) before it is answered."""
+        if api_key == FETCH_KEY:
+            return bool(body.max_wait.total_seconds() > 0 and body.min_bytes > 0)
+        if api_key in (JOIN_GROUP_KEY, SYNC_GROUP_KEY) or api_key in SETTLING_TXN_KEYS:
+            return True
+        return api_key == PRODUCE_KEY and body.acks != 0 and self.fsync_each_append
+
+    async def handle(
+        self,
+        frame: bytes,
+        peer: str = "",
+        before_wait: Callable[[], Awaitable[None]] | None = None,
+    ) -> bytes | None:
+        """The response frame for ``frame`` (None: no response). ``before_wait`` is awaited
+        before a request that may park (the connection sends its ready replies)."""
         try:
             header, body = decode_request(frame, self.served)
         except UnsupportedVersion as exc:
@@ -77,6 +105,10 @@ class Dispatcher:
             header.client_id,
         )
         fault = self.faults.decide(header.api_key) if self.faults is not None else None
+        if before_wait is not None and (
+            (fault is not None and fault.delay_ms) or self.may_park(header.api_key, body)
+        ):
+            await before_wait()
         if fault is not None and not fault.none:
             injected = await self._inject(fault, header, body)
             if injected is not None:

@@ -3,19 +3,32 @@
 Everything here that changes topics persists through the ``Store`` before it changes the
 in-memory view, so a crash never leaves a topic the store does not know about. Results that
 clients see as per-topic errors are returned as ``TopicError`` values, not raised.
+
+Creation and deletion are atomic per name: the checks and the store writes of one change run
+under one lock (``_changing``), so of several concurrent creators of a name exactly one
+succeeds and the rest get TOPIC_ALREADY_EXISTS, and the topic's metadata is written once, as
+with Kafka's single-threaded controller. Explicit CreateTopics, Metadata auto-creation and the
+coordinators' internal topics all go through ``create``.
+
+Internal topics (``__consumer_offsets``, ``__transaction_state``) are created by
+``create_internal`` with the spec their coordinator registered (``register_internal``: its
+partition count and topic configs), whoever asks first: the coordinator's first write or a
+Metadata request that auto-creates it (Kafka's ``AutoTopicCreationManager.creatableTopic``).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+import trio
 from kio.schema.errors import ErrorCode
 
-from storage.api import LogConfig, Store, TopicMeta, TopicPartition
+from storage.api import LogConfig, StorageError, Store, TopicMeta, TopicPartition
 from storage.partition import Partition
 from storage.topic_config import (
     check_combination,
@@ -26,6 +39,8 @@ from storage.topic_config import (
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+log = logging.getLogger("kafkad.topics")
+
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
@@ -49,6 +64,14 @@ def topic_name_error(name: str) -> str | None:
             "alphanumerics, '.', '_' and '-'"
         )
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class InternalTopicSpec:
+    """How a coordinator wants its internal topic created."""
+
+    partitions: int
+    configs: Mapping[str, str]
 
 
 @dataclass
@@ -80,6 +103,14 @@ class TopicManager:
         self.broker_values = broker_values
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
+        self._internal: dict[str, InternalTopicSpec] = {}
+        self._changing = trio.Lock()  # one creation or deletion at a time: check + write
+
+    def register_internal(self, name: str, partitions: int, configs: Mapping[str, str]) -> None:
+        """A coordinator's internal topic: created with these partitions and configs whoever
+        asks first (``create_internal``, or Metadata auto-creation)."""
+        assert name in INTERNAL_TOPICS, name
+        self._internal[name] = InternalTopicSpec(partitions, dict(configs))
 
     async def load(self) -> None:
         for meta in self.store.topics():
@@ -139,9 +170,20 @@ class TopicManager:
     # -- changes -------------------------------------------------------------------------
 
     def check_create(
-        self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str | None]
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str | None],
+        layout_error: TopicError | None = None,
+        trusted_configs: bool = False,
     ) -> TopicError | None:
-        """Everything CreateTopics checks before it creates anything."""
+        """Everything CreateTopics checks before it creates anything, in the order of Kafka's
+        ``ReplicationControlManager.createTopics``: the name (legal, not taken, no collision),
+        the configs, then the layout: ``layout_error`` (the caller's verdict on a manual
+        assignment) if given, else the replication factor, then the partition count.
+        ``trusted_configs``: a coordinator's own configs, not checked
+        (``offsets.topic.segment.bytes`` may be below the 1 MiB a client may ask for)."""
         if (msg := topic_name_error(name)) is not None:
             return TopicError(ErrorCode.invalid_topic_exception, msg)
         if name in self._topics:
@@ -153,13 +195,23 @@ class TopicManager:
                     ErrorCode.invalid_topic_exception,
                     f"Topic '{name}' collides with existing topic: {other}",
                 )
-        if partitions < 1:
-            return TopicError(
-                ErrorCode.invalid_partitions, "Number of partitions must be larger than 0."
-            )
+        if not trusted_configs:
+            if (msg := validate_overrides(configs)) is not None:
+                return TopicError(ErrorCode.invalid_config, msg)
+            given = {k: v for k, v in configs.items() if v is not None}
+            if (msg := check_combination(given, self.broker_values)) is not None:
+                return TopicError(ErrorCode.invalid_config, msg)
+        if layout_error is not None:
+            return layout_error
         if replication_factor < 1:
             return TopicError(
-                ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."
+                ErrorCode.invalid_replication_factor,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            )
+        if partitions < 1:
+            return TopicError(
+                ErrorCode.invalid_partitions,
+                "Number of partitions was set to an invalid non-positive value.",
             )
         if replication_factor > 1:
             return TopicError(
@@ -169,42 +221,70 @@ class TopicManager:
                 f"{replication_factor} cannot be reached because only 1 "
                 "broker(s) are registered.",
             )
-        if (msg := validate_overrides(configs)) is not None:
-            return TopicError(ErrorCode.invalid_config, msg)
-        given = {k: v for k, v in configs.items() if v is not None}
-        if (msg := check_combination(given, self.broker_values)) is not None:
-            return TopicError(ErrorCode.invalid_config, msg)
         return None
 
-    async def create(self, name: str, partitions: int, configs: Mapping[str, str]) -> Topic:
-        """Create a topic that ``check_create`` accepted."""
-        meta = TopicMeta(
-            name=name, topic_id=uuid.uuid4(), partitions=partitions, configs=dict(configs)
-        )
-        await self.store.create_topic(meta)
-        return await self._open(meta)
+    async def create(
+        self,
+        name: str,
+        partitions: int,
+        configs: Mapping[str, str | None],
+        replication_factor: int = 1,
+        layout_error: TopicError | None = None,
+        trusted_configs: bool = False,
+    ) -> Topic | TopicError:
+        """Check and create a topic, atomically per name (see the module docstring)."""
+        async with self._changing:
+            err = self.check_create(
+                name, partitions, replication_factor, configs, layout_error, trusted_configs
+            )
+            if err is not None:
+                return err
+            given = {k: v for k, v in configs.items() if v is not None}
+            meta = TopicMeta(name=name, topic_id=uuid.uuid4(), partitions=partitions, configs=given)
+            await self.store.create_topic(meta)
+            topic = await self._open(meta)
+        log.info("created topic %s with %d partition(s)", name, partitions)
+        return topic
 
     async def auto_create(self, name: str) -> Topic | TopicError:
-        """Metadata/Produce auto-creation with the broker's defaults."""
-        if (existing := self._topics.get(name)) is not None:
-            return existing
-        err = self.check_create(
+        """Metadata auto-creation: an internal topic with its coordinator's spec, any other
+        with the broker's defaults. A topic created meanwhile by someone else is returned."""
+        spec = self._internal.get(name)
+        made = await self.create(
             name,
-            self.broker_values["num.partitions"],
+            self.broker_values["num.partitions"] if spec is None else spec.partitions,
+            {} if spec is None else spec.configs,
             self.broker_values["default.replication.factor"],
-            {},
+            trusted_configs=spec is not None,
         )
-        if err is not None:
-            return err
-        return await self.create(name, self.broker_values["num.partitions"], {})
+        if isinstance(made, TopicError) and (existing := self._topics.get(name)) is not None:
+            return existing
+        return made
 
-    async def delete(self, name: str) -> None:
-        topic = self._topics.pop(name)
-        self._by_id.pop(topic.topic_id, None)
-        for p in topic.partitions:
-            p.deleted = True
-            p.wake_waiters()  # long polls answer UNKNOWN_TOPIC_OR_PARTITION now (Kafka)
-        await self.store.delete_topic(name)
+    async def create_internal(self, name: str) -> Topic:
+        """The internal topic ``name`` (registered), created now if nobody has yet. Raises
+        StorageError if it cannot be created."""
+        assert name in self._internal, f"{name} is not registered"
+        made = await self.auto_create(name)
+        if isinstance(made, TopicError):
+            raise StorageError(f"cannot create {name}: {made.message}")
+        return made
+
+    async def delete(self, name: str) -> TopicError | None:
+        """Delete a topic, atomically per name like ``create``."""
+        async with self._changing:
+            topic = self._topics.pop(name, None)
+            if topic is None:
+                return TopicError(
+                    ErrorCode.unknown_topic_or_partition,
+                    "This server does not host this topic-partition.",
+                )
+            self._by_id.pop(topic.topic_id, None)
+            for p in topic.partitions:
+                p.deleted = True
+                p.wake_waiters()  # long polls answer UNKNOWN_TOPIC_OR_PARTITION now (Kafka)
+            await self.store.delete_topic(name)
+            return None
 
     async def add_partitions(self, name: str, total: int) -> None:
         topic = self._topics[name]

@@ -67,6 +67,7 @@ class GroupCoordinatorBase:
             **OFFSETS_TOPIC_CONFIGS,
             "segment.bytes": str(values.get("offsets.topic.segment.bytes", 1048576)),
         }
+        topics.register_internal(OFFSETS_TOPIC, self.num_partitions, self.topic_configs)
         self.config = GroupConfig(
             initial_rebalance_delay_ms=values["group.initial.rebalance.delay.ms"],
             min_session_timeout_ms=values["group.min.session.timeout.ms"],
@@ -171,8 +172,7 @@ class GroupCoordinatorBase:
     async def _offsets_partition(self, group_id: str) -> Partition:
         topic = self.topics.get(OFFSETS_TOPIC)
         if topic is None:
-            topic = await self.topics.create(OFFSETS_TOPIC, self.num_partitions, self.topic_configs)
-            log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
+            topic = await self.topics.create_internal(OFFSETS_TOPIC)
         return topic.partitions[partition_for(group_id, len(topic.partitions))]
 
     async def _append(self, group_id: str, records: list[Record]) -> int:

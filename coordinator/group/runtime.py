@@ -22,12 +22,14 @@ classic group protocol and the timers).
   (``records.partition_for``) before it is applied and acknowledged; one lock keeps append +
   apply in log order. Offset records are applied through ``OffsetsStore.replay``, the same code
   that rebuilds the store at startup.
-* ``__consumer_offsets`` is created on first write (``offsets.topic.num.partitions``
-  partitions, ``cleanup.policy=compact``, ``segment.bytes=offsets.topic.segment.bytes``, as
-  in Kafka, whose default is 1 MiB here): the log cleaner keeps the latest record per key and
-  the active segment stays small, so the replay stays short. At startup it is replayed by the
-  background task (runs of plain records applied as compaction would leave them, see
-  ``offsets_log.replay_partition``); until that finishes, group APIs answer
+* ``__consumer_offsets`` is created on first write, or by a Metadata request that auto-creates
+  it, whichever comes first (``TopicManager.create_internal``, with the spec registered in
+  coordinator_base.py: ``offsets.topic.num.partitions`` partitions, ``cleanup.policy=compact``,
+  ``segment.bytes=offsets.topic.segment.bytes``, as in Kafka, whose default is 1 MiB here):
+  the log cleaner keeps the latest record per key and the active segment stays small, so the
+  replay stays short. At startup it is replayed by the background task (runs of plain records
+  applied as compaction would leave them, see ``offsets_log.replay_partition``); until that
+  finishes, group APIs answer
   COORDINATOR_LOAD_IN_PROGRESS.
 """
 

@@ -7,7 +7,9 @@ The transaction coordinator's durable state is the internal topic ``__transactio
 partition ``log_format.partition_for(id, n)`` where ``n`` is the partition count of the topic
 as it exists (or the configured count before it exists), exactly as Kafka places it.
 
-* Creation is lazy: the topic appears with the first append (an InitProducerId), so a broker
+* Creation is lazy: the topic appears with the first append (an InitProducerId), or when a
+  Metadata request auto-creates it, whichever comes first (``TopicManager.create_internal``,
+  with the spec registered here), so a broker
   that never sees a transaction never creates 50 partitions and starts fast. It is created with
   ``cleanup.policy=compact`` and 1 MiB segments (Kafka: 100 MiB; the active segment, which the
   cleaner never touches, is replayed whole at startup): the log cleaner keeps the latest
@@ -28,7 +30,6 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Final
 
-import trio
 from kio.schema.errors import ErrorCode
 
 from coordinator.txn.log_format import LogFormatError, decode, encode, partition_for
@@ -56,18 +57,12 @@ class TxnLog:
         self.topics = topics
         self.num_partitions = num_partitions
         self.wall_ms = wall_ms
-        self._creating = trio.Lock()  # appends for different ids may race to create the topic
+        topics.register_internal(TXN_TOPIC, num_partitions, TXN_TOPIC_CONFIGS)
 
     async def _partition(self, transactional_id: str) -> Partition:
         topic = self.topics.get(TXN_TOPIC)
         if topic is None:
-            async with self._creating:
-                topic = self.topics.get(TXN_TOPIC)
-                if topic is None:
-                    topic = await self.topics.create(
-                        TXN_TOPIC, self.num_partitions, TXN_TOPIC_CONFIGS
-                    )
-                    log.info("created %s with %d partitions", TXN_TOPIC, self.num_partitions)
+            topic = await self.topics.create_internal(TXN_TOPIC)
         return topic.partitions[partition_for(transactional_id, len(topic.partitions))]
 
     async def append(self, transit: TxnTransit) -> None:

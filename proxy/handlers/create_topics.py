@@ -2,11 +2,14 @@
 (v4: num_partitions/replication_factor -1 take the broker defaults). v5: flexible; the
 response carries the created topic's partition count, replication factor and configs.
 
-Per topic, in Kafka's order: duplicate names in one request -> INVALID_REQUEST; legal name;
-exists -> TOPIC_ALREADY_EXISTS; partitions and replication factor (only 1 replica exists:
-a higher factor is INVALID_REPLICATION_FACTOR); manual assignments must name only this node;
-config overrides known and valid -> else INVALID_CONFIG. ``validate_only`` checks all of it
-and creates nothing.
+Per topic, in the order of Kafka's ``ReplicationControlManager.createTopics``: duplicate
+names in one request -> INVALID_REQUEST; legal name; exists -> TOPIC_ALREADY_EXISTS; config
+overrides known and valid -> else INVALID_CONFIG; then the layout: manual assignments must
+name only this node, else the replication factor (only 1 replica exists: a higher factor is
+INVALID_REPLICATION_FACTOR), then the partition count. ``validate_only`` checks all of it and
+creates nothing. The checks and the creation are one atomic step per name
+(``TopicManager.create``): of concurrent creators of a name, one wins and the rest get
+TOPIC_ALREADY_EXISTS.
 """
 
 from __future__ import annotations
@@ -41,9 +44,10 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
                 f"Create topics request from client contains multiple entries "
                 f"for the topic {t.name}",
             )
-        elif t.assignments:
+        layout: TopicError | None = None
+        if err is None and t.assignments:
             if partitions != -1 or replication != -1:
-                err = TopicError(
+                layout = TopicError(
                     ErrorCode.invalid_request,
                     "Both numPartitions or replicationFactor and replicasAssignments "
                     "were set. Both cannot be used at the same time.",
@@ -51,7 +55,7 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
             elif any(list(a.broker_ids) != [broker.node_id] for a in t.assignments) or sorted(
                 a.partition_index for a in t.assignments
             ) != list(range(len(t.assignments))):
-                err = TopicError(
+                layout = TopicError(
                     ErrorCode.invalid_replica_assignment,
                     f"Every partition must be assigned to broker {broker.node_id} "
                     "only, with partition ids 0..n-1",
@@ -63,11 +67,11 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
                 partitions = values["num.partitions"]
             if replication == -1:
                 replication = values["default.replication.factor"]
-            err = broker.topics.check_create(t.name, partitions, replication, configs)
-        if err is None and not req.validate_only:
-            await broker.topics.create(
-                t.name, partitions, {k: v for k, v in configs.items() if v is not None}
-            )
+            if req.validate_only:
+                err = broker.topics.check_create(t.name, partitions, replication, configs, layout)
+            else:
+                made = await broker.topics.create(t.name, partitions, configs, replication, layout)
+                err = made if isinstance(made, TopicError) else None
         if err is not None:
             results.append(
                 b.CreatableTopicResult(

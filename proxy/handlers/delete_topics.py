@@ -2,10 +2,17 @@
 (topics by id) is not advertised. A deleted topic's data is removed and its name can be
 reused at once; fetches and produces still in flight for it answer
 UNKNOWN_TOPIC_OR_PARTITION. The offsets groups committed for it are deleted (tombstones in
-``__consumer_offsets``), so a topic created again under the name starts with none."""
+``__consumer_offsets``), so a topic created again under the name starts with none.
+
+As Kafka's ``ControllerApis.deleteTopics``: with ``delete.topic.enable=false`` every topic is
+answered INVALID_REQUEST below v3 and TOPIC_DELETION_DISABLED from v3, with no message (the
+request's error response). A name given more than once is answered once, INVALID_REQUEST
+("Duplicate topic name."), ahead of the others, and is not deleted.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -17,19 +24,34 @@ from proxy.registry import handler
 @handler(api_key=20, versions=(1, 5))
 async def delete_topics(ctx: RequestContext, req: Any) -> Any:
     b, broker = ctx.b, ctx.broker
-    enabled = broker.config.get("delete.topic.enable")
-    results = []
+    if not broker.config.get("delete.topic.enable"):
+        code = ErrorCode.invalid_request if ctx.version < 3 else ErrorCode.topic_deletion_disabled
+        return b.DeleteTopicsResponse(
+            throttle_time=0,
+            responses=tuple(
+                b.DeletableTopicResult(name=name, error_code=code, error_message=None)
+                for name in req.topic_names
+            ),
+        )
+    counts = Counter(req.topic_names)
+    results = [
+        b.DeletableTopicResult(
+            name=name, error_code=ErrorCode.invalid_request, error_message="Duplicate topic name."
+        )
+        for name, n in counts.items()
+        if n > 1
+    ]
     for name in req.topic_names:
-        code, message = ErrorCode.none, None
-        if not enabled:
-            code, message = ErrorCode.topic_deletion_disabled, "Topic deletion is disabled."
-        elif broker.topics.get(name) is None:
-            code, message = (
-                ErrorCode.unknown_topic_or_partition,
-                "This server does not host this topic-partition.",
-            )
-        else:
-            await broker.topics.delete(name)
+        if counts[name] > 1:
+            continue
+        err = await broker.topics.delete(name)
+        if err is None:
             await broker.groups.on_topic_deleted(name)  # its committed offsets go too
-        results.append(b.DeletableTopicResult(name=name, error_code=code, error_message=message))
+        results.append(
+            b.DeletableTopicResult(
+                name=name,
+                error_code=ErrorCode.none if err is None else err.code,
+                error_message=None if err is None else err.message,
+            )
+        )
     return b.DeleteTopicsResponse(throttle_time=0, responses=tuple(results))

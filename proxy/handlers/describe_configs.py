@@ -2,13 +2,20 @@
 documentation. v4: flexible.
 
 Resource types: TOPIC (2) lists every topic config with its effective value (source
-DYNAMIC_TOPIC_CONFIG for an override, DEFAULT_CONFIG otherwise); BROKER (4) lists the broker
-configs kafkad honours, for this node's id (or "" for the cluster default). Anything else is
-INVALID_REQUEST. Synonyms: the topic override, then the broker config it defaults from.
+DYNAMIC_TOPIC_CONFIG for an override, else STATIC_BROKER_CONFIG when the broker config it
+defaults from is set, else DEFAULT_CONFIG); an illegal topic name is INVALID_TOPIC_EXCEPTION,
+a missing topic UNKNOWN_TOPIC_OR_PARTITION. BROKER (4) lists the broker configs kafkad
+honours, for this node's id (or "" for the cluster default). Anything else is
+INVALID_REQUEST. Synonyms, as Kafka's ConfigHelper lists them: the topic override, then the
+broker config it defaults from (STATIC_BROKER_CONFIG if set), then that config's default.
+
+Deviation: a broker config counts as set (STATIC_BROKER_CONFIG) when its value differs from
+its default; Kafka also reports one set explicitly to its default value as static.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -17,6 +24,7 @@ from proxy.config import BROKER_CONFIGS
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.topic_config import TOPIC_CONFIGS, effective_configs
+from storage.topics import topic_name_error
 
 TOPIC, BROKER = 2, 4
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
@@ -73,7 +81,9 @@ async def describe_configs(ctx: RequestContext, req: Any) -> Any:
         code, message = ErrorCode.none, None
         if res.resource_type == TOPIC:
             topic = broker.topics.get(res.resource_name)
-            if topic is None:
+            if (illegal := topic_name_error(res.resource_name)) is not None:
+                code, message = ErrorCode.invalid_topic_exception, illegal
+            elif topic is None:
                 code, message = (
                     ErrorCode.unknown_topic_or_partition,
                     f"Topic {res.resource_name} does not exist",
@@ -84,6 +94,18 @@ async def describe_configs(ctx: RequestContext, req: Any) -> Any:
                 ):
                     if wanted is not None and name not in wanted:
                         continue
+                    broker_name = TOPIC_CONFIGS[name][1]
+                    static = (
+                        broker_name is not None
+                        and _broker_source(broker_name, values) != DEFAULT_CONFIG
+                    )
+                    source = (
+                        DYNAMIC_TOPIC_CONFIG
+                        if override
+                        else STATIC_BROKER_CONFIG
+                        if static
+                        else DEFAULT_CONFIG
+                    )
                     syn = []
                     if synonyms_wanted:
                         if override:
@@ -92,21 +114,14 @@ async def describe_configs(ctx: RequestContext, req: Any) -> Any:
                                     name=name, value=value, source=DYNAMIC_TOPIC_CONFIG
                                 )
                             )
-                        broker_name = TOPIC_CONFIGS[name][1]
                         if broker_name is not None:
-                            syn.append(
-                                b.DescribeConfigsSynonym(
-                                    name=broker_name,
-                                    value=str(values[broker_name]),
-                                    source=DEFAULT_CONFIG,
-                                )
-                            )
+                            syn.extend(_broker_synonyms(b, broker_name, values))
                     entries.append(
                         b.DescribeConfigsResourceResult(
                             name=name,
                             value=value,
                             read_only=False,
-                            config_source=DYNAMIC_TOPIC_CONFIG if override else DEFAULT_CONFIG,
+                            config_source=source,
                             is_sensitive=False,
                             synonyms=tuple(syn),
                             config_type=_config_type(name, value),
@@ -125,9 +140,7 @@ async def describe_configs(ctx: RequestContext, req: Any) -> Any:
                     if wanted is not None and name not in wanted:
                         continue
                     value = _render(values[name])
-                    source = (
-                        STATIC_BROKER_CONFIG if value != BROKER_CONFIGS[name][1] else DEFAULT_CONFIG
-                    )
+                    source = _broker_source(name, values)
                     syn2 = (
                         (b.DescribeConfigsSynonym(name=name, value=value, source=source),)
                         if synonyms_wanted
@@ -160,6 +173,28 @@ async def describe_configs(ctx: RequestContext, req: Any) -> Any:
             )
         )
     return b.DescribeConfigsResponse(throttle_time=0, results=tuple(results))
+
+
+def _broker_source(name: str, values: Mapping[str, Any]) -> int:
+    """STATIC_BROKER_CONFIG if broker config ``name`` is set (differs from its default)."""
+    return (
+        STATIC_BROKER_CONFIG if _render(values[name]) != BROKER_CONFIGS[name][1] else DEFAULT_CONFIG
+    )
+
+
+def _broker_synonyms(b: Any, name: str, values: Mapping[str, Any]) -> list[Any]:
+    """A topic config's broker synonyms: the set value (if set), then the default."""
+    out = []
+    if _broker_source(name, values) == STATIC_BROKER_CONFIG:
+        out.append(
+            b.DescribeConfigsSynonym(
+                name=name, value=_render(values[name]), source=STATIC_BROKER_CONFIG
+            )
+        )
+    out.append(
+        b.DescribeConfigsSynonym(name=name, value=BROKER_CONFIGS[name][1], source=DEFAULT_CONFIG)
+    )
+    return out
 
 
 def _render(value: Any) -> str:

@@ -7,6 +7,13 @@ MAX_TIMESTAMP (the record with the largest timestamp). A timestamp >= 0 finds th
 record whose timestamp is at least that, through the time index; only that one batch is
 decoded. No such record: offset -1, timestamp -1.
 
+Validation, in the order of Kafka's ``ReplicaManager.fetchOffset``: a partition named twice
+in the request -> INVALID_REQUEST (answered once); a negative timestamp other than -1/-2,
+or -3 below v7 -> UNSUPPORTED_VERSION (-4 EARLIEST_LOCAL and -5 LATEST_TIERED need v8/v9,
+not advertised); an unknown partition -> UNKNOWN_TOPIC_OR_PARTITION; a
+``current_leader_epoch`` (v4+, -1 = none) above the partition's -> UNKNOWN_LEADER_EPOCH,
+below it -> FENCED_LEADER_EPOCH.
+
 Isolation (v2+, spec §5.7): LATEST is the last stable offset at read_committed, the high
 watermark otherwise. Timestamp lookups (and MAX_TIMESTAMP) that land at or above the last
 fetchable offset (LSO at read_committed, high watermark otherwise) answer offset -1,
@@ -16,6 +23,7 @@ limited.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -26,7 +34,25 @@ from storage.partition import LEADER_EPOCH, Partition
 from wire.records import decode_batch_records, read_batch_header
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+# the lowest version that may ask for each special timestamp (Kafka's ReplicaManager)
+MIN_VERSION_OF_TIMESTAMP = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7}
 READ_COMMITTED = 1
+NO_EPOCH = -1
+
+
+def _refusal(version: int, p: Partition | None, rp: Any) -> ErrorCode | None:
+    """Why partition request ``rp`` gets no offset (after the duplicate check), or None."""
+    ts = rp.timestamp
+    if ts < 0 and version < MIN_VERSION_OF_TIMESTAMP.get(ts, 2**15):
+        return ErrorCode.unsupported_version
+    if p is None:
+        return ErrorCode.unknown_topic_or_partition
+    epoch = getattr(rp, "current_leader_epoch", NO_EPOCH)
+    if epoch != NO_EPOCH and epoch > LEADER_EPOCH:
+        return ErrorCode.unknown_leader_epoch
+    if epoch != NO_EPOCH and epoch < LEADER_EPOCH:
+        return ErrorCode.fenced_leader_epoch
+    return None
 
 
 async def _lookup(p: Partition, timestamp: int, committed: bool) -> tuple[int, int] | ErrorCode:
@@ -41,8 +67,6 @@ async def _lookup(p: Partition, timestamp: int, committed: bool) -> tuple[int, i
             return -1, -1
         max_ts, batch_offset = found
         hit = await _first_at_or_after(p, max_ts, exact=True) or (max_ts, batch_offset)
-    elif timestamp < 0:
-        return ErrorCode.invalid_request
     else:
         hit = await _first_at_or_after(p, timestamp) or (-1, -1)
     return hit if hit[1] < fetchable else (-1, -1)
@@ -70,14 +94,22 @@ async def _first_at_or_after(
 async def list_offsets(ctx: RequestContext, req: Any) -> Any:
     b, broker = ctx.b, ctx.broker
     committed = ctx.version >= 2 and req.isolation_level == READ_COMMITTED
-    topics = []
+    named = Counter((t.name, rp.partition_index) for t in req.topics for rp in t.partitions)
+    answered: set[tuple[str, int]] = set()
+    by_topic: dict[str, list[Any]] = {}
     for t in req.topics:
-        parts = []
+        parts = by_topic.setdefault(t.name, [])
         for rp in t.partitions:
+            key = (t.name, rp.partition_index)
+            if key in answered:
+                continue  # a duplicate is answered once
+            answered.add(key)
             p = broker.topics.partition(t.name, rp.partition_index)
-            if p is None:
-                res: tuple[int, int] | ErrorCode = ErrorCode.unknown_topic_or_partition
-            else:
+            res: tuple[int, int] | ErrorCode | None
+            if named[key] > 1:
+                res = ErrorCode.invalid_request
+            elif (res := _refusal(ctx.version, p, rp)) is None:
+                assert p is not None
                 res = await _lookup(p, rp.timestamp, committed)
             if isinstance(res, ErrorCode):
                 parts.append(
@@ -101,5 +133,8 @@ async def list_offsets(ctx: RequestContext, req: Any) -> Any:
                         leader_epoch=LEADER_EPOCH if offset >= 0 else -1,
                     )
                 )
-        topics.append(b.ListOffsetsTopicResponse(name=t.name, partitions=tuple(parts)))
-    return b.ListOffsetsResponse(throttle_time=0, topics=tuple(topics))
+    topics = tuple(
+        b.ListOffsetsTopicResponse(name=name, partitions=tuple(parts))
+        for name, parts in by_topic.items()
+    )
+    return b.ListOffsetsResponse(throttle_time=0, topics=topics)

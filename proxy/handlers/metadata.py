@@ -4,8 +4,14 @@ operations. v9: flexible. v10: topic ids. v11: cluster authorized operations rem
 topics requested by id (name null).
 
 kafkad is one node: it leads every partition at leader epoch 0, with itself as the only
-replica. Auto-created topics are answered with their metadata at once (Kafka answers
-LEADER_NOT_AVAILABLE while creation is in flight; ours is never in flight).
+replica. Auto-creation (``auto.create.topics.enable`` and, from v4, the request's
+allow_auto_topic_creation; never for a request for all topics): Kafka 4.x (KRaft) sends a
+CreateTopics to the controller and answers UNKNOWN_TOPIC_OR_PARTITION for the topic at once
+(``AutoTopicCreationManager``), so the client retries until the topic's metadata arrives
+(LEADER_NOT_AVAILABLE was ZooKeeper mode's answer). kafkad creates the topic before it
+answers (``TopicManager.auto_create``, atomic per name) and returns its metadata in the
+same response: the answer Kafka gives on the retry. ``__consumer_offsets`` and
+``__transaction_state`` are created with their coordinators' partition counts and configs.
 """
 
 from __future__ import annotations
