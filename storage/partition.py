@@ -17,9 +17,9 @@ after the log append returned, so a failed write leaves it untouched.
 Producer-state durability: a snapshot (``storage/producer_snapshot.py``) is written when the
 log rolls (taken at the new segment's base offset, before the batch that caused the roll is
 applied) and by ``take_snapshot`` at clean shutdown. ``load_producer_state`` rebuilds the state
-when the partition is opened: the newest valid snapshot at or below the log end offset, then a
-replay of the batch headers after it (records are never decoded). Only the two newest snapshots
-are kept.
+when the partition is opened: the newest valid snapshot between the log start and end offsets,
+then a replay of the batch headers after it (records are never decoded). Only the two newest
+snapshots are kept.
 
 kafkad is a single-replica broker: the high watermark is the log end offset.
 
@@ -286,15 +286,21 @@ class Partition:
             await self._write_snapshot(end, self._encode_snapshot(end))
 
     async def load_producer_state(self) -> None:
-        """Rebuild the producer state: newest valid snapshot <= the log end, then replay
+        """Rebuild the producer state: newest valid snapshot in [log start, log end], then replay
         (markers are read from their control record: commit/abort and coordinator epoch)."""
         async with self._lock:
             end = self.log.log_end_offset
             start = 0
             entries: list[ProducerStateEntry] = []
             aborted: list[AbortedTxn] = []
+            log_start = self.log.log_start_offset
             for offset in reversed(await self.log.producer_snapshots()):
-                if offset > end:  # its log tail was lost in a crash
+                # Beyond the end: its log tail was lost in a crash. Below the log start: the
+                # batches between it and the log start are gone, so no replay can complete it
+                # (it would bring back transactions and sequences that have moved on since).
+                # Kafka's truncateAndReload drops both (and one *at* the log start, which is
+                # complete: kafkad keeps that, e.g. the one retention takes when it empties a log).
+                if offset > end or offset < log_start:
                     await self.log.delete_producer_snapshot(offset)
                     continue
                 data = await self.log.read_producer_snapshot(offset)
@@ -310,7 +316,7 @@ class Partition:
                 start = offset
                 break
             self.producers.load(entries, aborted)
-            position = max(start, self.log.log_start_offset)
+            position = max(start, log_start)
             while position < end:
                 chunk = await self.log.read(position, REPLAY_READ_BYTES)
                 if not chunk:
@@ -348,15 +354,18 @@ class Partition:
         """Retention on the log (bounded by the high watermark, as in Kafka, not by the LSO: an
         open transaction's first segments may go; ``last_stable_offset`` is then the log start),
         then forget aborted transactions below the new log start. If retention rolled the log,
-        the producer state is snapshotted at the new segment, as at every roll (under the lock,
-        so no append slips in between)."""
-        async with self._lock:
-            segment_before = self.log.active_segment_base
-            deleted = await self.log.apply_retention(now_ms)
-            self.producers.truncate_aborted(self.log.log_start_offset)
+        the producer state is snapshotted at the new segment, as at every roll, before any
+        segment is deleted (Kafka's ``roll`` takes it first too: deleting first left a crash
+        window in which no snapshot covered the deleted batches). All under the lock, so no
+        append slips in between."""
+
+        async def snapshot_at_roll() -> None:
             base = self.log.active_segment_base
-            if base != segment_before and base > 0:
-                await self._write_snapshot(base, self._encode_snapshot(base))
+            await self._write_snapshot(base, self._encode_snapshot(base))
+
+        async with self._lock:
+            deleted = await self.log.apply_retention(now_ms, after_roll=snapshot_at_roll)
+            self.producers.truncate_aborted(self.log.log_start_offset)
         return deleted
 
     async def delete_before(self, offset: int) -> None:

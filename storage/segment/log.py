@@ -48,7 +48,7 @@ from __future__ import annotations
 import logging
 import struct
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import trio
@@ -418,7 +418,9 @@ class FileLog:
                 n += 1
             await self._delete_oldest(n)
 
-    async def apply_retention(self, now_ms: int) -> int:
+    async def apply_retention(
+        self, now_ms: int, after_roll: Callable[[], Awaitable[None]] | None = None
+    ) -> int:
         self.check_usable()
         async with self._admin:
             active = self._segments[-1]
@@ -430,6 +432,8 @@ class FileLog:
             n = retention_deletable(self.config, aged, self._size, now_ms)
             if n == len(self._segments):  # the active segment too: roll, then delete it
                 self._roll()
+            if after_roll is not None and self._bases[-1] != active.base:
+                await after_roll()
             await self._delete_oldest(n)
             return n
 
