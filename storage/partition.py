@@ -21,7 +21,12 @@ when the partition is opened: the newest valid snapshot between the log start an
 then a replay of the batch headers after it (records are never decoded). Only the two newest
 snapshots are kept.
 
-kafkad is a single-replica broker: the high watermark is the log end offset.
+kafkad is a single-replica broker: the high watermark is the log end offset once the append
+that moved it is complete. As in Kafka (whose single-replica high watermark moves after
+``appendAsLeader`` returned), it moves only after the write, the fsync the flush policy asks
+for (``flush.messages=1``) and the producer-state update: a reader never sees data a power
+loss could take back after an acknowledgement was promised, nor a transaction's first batch
+before the producer state knows the transaction is open (the LSO would not hold it back).
 
 Transactions (spec eos.md §3.2 step 6, §4.10, §5.1-5.2): the first transactional batch of a
 producer opens a transaction at its base offset (after the KIP-890 ``verify`` callback agreed);
@@ -123,17 +128,20 @@ class Partition:
         self._waiters: set[trio.Event] = set()
         self.deleted = False
         self.producers = ProducerStateManager()
+        # Moves only once an append (or marker) is complete: written, fsynced if the flush
+        # policy asks for it, and applied to the producer state (see the theory above).
+        self._high_watermark = log.log_end_offset
 
     @property
     def high_watermark(self) -> int:
-        return self.log.log_end_offset
+        return self._high_watermark
 
     @property
     def last_stable_offset(self) -> int:
         """min(first offset of the earliest open transaction, HW) (spec §5.1), never below the
         log start offset: retention may delete the segment an open transaction started in
         (Kafka's ``maybeIncrementFirstUnstableOffset`` clamps the same way)."""
-        hw = self.log.log_end_offset
+        hw = self._high_watermark
         first = self.producers.first_unstable_offset()
         return hw if first is None else min(max(first, self.log.log_start_offset), hw)
 
@@ -213,6 +221,7 @@ class Partition:
             await self._append_locked(base, base + header.last_offset_delta, max_ts, bytes(buf))
             if info is not None:
                 self.producers.update(info, base)
+            self._high_watermark = self.log.log_end_offset
         self.wake_waiters()
         return base, append_time
 
@@ -259,6 +268,7 @@ class Partition:
             self.producers.complete_txn(
                 producer_id, producer_epoch, commit, coordinator_epoch, base, now_ms
             )
+            self._high_watermark = self.log.log_end_offset
         self.wake_waiters()
         return base
 

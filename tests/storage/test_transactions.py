@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
@@ -333,6 +334,36 @@ async def test_retention_snapshots_at_its_roll_before_deleting(
         assert await p.apply_retention(NOW) == 1
         assert written == [(1, 0)]  # at the new segment, while the log still started at 0
         assert p.log_start_offset == 1
+
+
+async def test_a_transactions_first_batch_is_never_below_the_lso(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The high watermark moves only after the producer state knows the transaction is open
+    (Kafka: ``producerStateManager.update`` inside ``append``, the high watermark after it).
+    Here the first batch rolls a segment and the roll's snapshot write is slow: while it runs
+    the batch is in the log but not yet in the producer state, and the LSO must not pass it."""
+    async with open_store(url) as store:
+        first = batch(7, 0, 0, txn=True)
+        p = await open_partition(store, LogConfig(segment_bytes=len(first) + 10))
+        await put(p, batch())
+        writing, proceed = trio.Event(), trio.Event()
+        original = p.log.write_producer_snapshot
+
+        async def slow(offset: int, data: bytes) -> None:
+            writing.set()
+            await proceed.wait()
+            await original(offset, data)
+
+        monkeypatch.setattr(p.log, "write_producer_snapshot", slow)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(put, p, first)
+            await writing.wait()
+            assert p.log.log_end_offset == 2
+            assert (p.high_watermark, p.last_stable_offset) == (1, 1)
+            assert await read_committed(p, 1) == ([], [])
+            proceed.set()
+        assert (p.high_watermark, p.last_stable_offset) == (2, 1)
 
 
 async def test_verify_runs_only_for_the_first_batch_and_after_the_epoch_check(url: str) -> None:
