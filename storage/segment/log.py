@@ -504,6 +504,9 @@ class FileLog:
         seg = self._segments[self._rolled_index(base_offset)]
         if (sealing := self._sealing.get(seg)) is not None:
             await sealing.wait()
+            self.check_usable()
+            if self._segments[self._rolled_index(base_offset)] is not seg:
+                raise ValueError(f"segment {base_offset} of {self.tp} was replaced")
         handle = seg.handle()
         fd, size = handle.acquire(), seg.size
         try:
