@@ -182,9 +182,7 @@ class MemoryLog:
     ) -> int:
         self._check_open()
         active = self._segments[-1]
-        if active.size and segment_expired(
-            self.config, active.first_batch_ts, active.created_ms, now_ms
-        ):
+        if active.size and segment_expired(self.config, active.created_ms, now_ms):
             self._roll()
         aged = [(s.size, s.max_ts if s.max_ts >= 0 else s.last_append_ms) for s in self._segments]
         n = retention_deletable(self.config, aged, self._size, now_ms)

@@ -424,9 +424,7 @@ class FileLog:
         self.check_usable()
         async with self._admin:
             active = self._segments[-1]
-            if active.size and segment_expired(
-                self.config, active.first_batch_ts, active.created_ms, now_ms
-            ):
+            if active.size and segment_expired(self.config, active.created_ms, now_ms):
                 self._roll()
             aged = [(s.size, _retention_timestamp(s)) for s in self._segments]
             n = retention_deletable(self.config, aged, self._size, now_ms)
