@@ -364,18 +364,21 @@ class Partition:
         """Retention on the log (bounded by the high watermark, as in Kafka, not by the LSO: an
         open transaction's first segments may go; ``last_stable_offset`` is then the log start),
         then forget aborted transactions below the new log start. If retention rolled the log,
-        the producer state is snapshotted at the new segment, as at every roll, before any
-        segment is deleted (Kafka's ``roll`` takes it first too: deleting first left a crash
-        window in which no snapshot covered the deleted batches). All under the lock, so no
-        append slips in between."""
+        the producer state is snapshotted before any segment is deleted (Kafka's ``roll`` takes
+        it first too: deleting first left a crash window in which no snapshot covered the
+        deleted batches). The snapshot is taken under the partition lock at the high watermark,
+        which is exactly what the producer state has applied once the lock is held (an append
+        moves it right after ``producers.update``; appends that came after the roll are in the
+        snapshot and not replayed). Only that step holds the lock: appends go on while retention
+        waits for the log's admin lock (the cleaner's swaps) and for the rolled segment's seal."""
 
         async def snapshot_at_roll() -> None:
-            base = self.log.active_segment_base
-            await self._write_snapshot(base, self._encode_snapshot(base))
+            async with self._lock:
+                at = self._high_watermark
+                await self._write_snapshot(at, self._encode_snapshot(at))
 
-        async with self._lock:
-            deleted = await self.log.apply_retention(now_ms, after_roll=snapshot_at_roll)
-            self.producers.truncate_aborted(self.log.log_start_offset)
+        deleted = await self.log.apply_retention(now_ms, after_roll=snapshot_at_roll)
+        self.producers.truncate_aborted(self.log.log_start_offset)
         return deleted
 
     async def delete_before(self, offset: int) -> None:

@@ -8,6 +8,7 @@ here, so nothing rolls."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -182,3 +183,48 @@ async def test_flush_messages_1_hides_an_append_until_its_fsync(root: Path) -> N
             assert (p.high_watermark, p.last_stable_offset) == (1, 1)
     finally:
         osio.install(old)
+
+
+class _HeldFsync(osio.Ops):
+    """``fsync`` of a segment's ``.log`` (sealing a rolled segment) waits in its worker thread
+    until released; other fsyncs (snapshots, index files) go through."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def fsync(self, fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".log"):
+            self.entered.set()
+            assert self.release.wait(30), "fsync never released"
+        super().fsync(fd)
+
+
+async def test_appends_go_on_while_retention_waits_for_a_seal(root: Path) -> None:
+    """Retention that takes the active segment rolls it and waits for the old segment's seal
+    (its fsync, held here) before deleting it; producers must not wait with it (Kafka's roll
+    flushes asynchronously). The append lands in the new segment, which retention leaves
+    alone."""
+    held = _HeldFsync()
+    async with open_store(f"file://{root}") as store:
+        p = await open_partition(store, LogConfig(retention_bytes=0))
+        await put(p, batch())
+        old = osio.install(held)
+        try:
+            async with trio.open_nursery() as nursery:
+                deleted: list[int] = []
+
+                async def retention() -> None:
+                    deleted.append(await p.apply_retention(0))
+
+                nursery.start_soon(retention)
+                try:
+                    await until(held.entered.is_set, "no seal")
+                    with trio.fail_after(10):
+                        assert await put(p, batch()) == 1
+                finally:
+                    held.release.set()
+        finally:
+            osio.install(old)
+        assert deleted == [1]
+        assert (p.log_start_offset, p.high_watermark) == (1, 2)
