@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -190,11 +190,16 @@ class PartitionLog(Protocol):
         log start offset; ``ValueError`` if it is past ``log_end_offset``."""
         ...
 
-    async def apply_retention(self, now_ms: int) -> int:
+    async def apply_retention(
+        self, now_ms: int, after_roll: Callable[[], Awaitable[None]] | None = None
+    ) -> int:
         """Roll an over-age active segment, then delete whole segments past ``retention_ms`` /
         ``retention_bytes`` (``log_policy.retention_deletable``). The active segment counts
         too: if it goes, the log rolls first and a new empty segment at the log end offset
-        remains. Returns the number of segments deleted.
+        remains. Returns the number of segments deleted. If it rolled, ``after_roll`` is
+        awaited before anything is deleted (the partition snapshots its producer state there,
+        as Kafka's ``roll`` does, so a crash never leaves a log without a snapshot that covers
+        what retention removed).
 
         Time: leading segments whose largest timestamp is more than ``retention_ms`` before
         ``now_ms`` (deletion stops at the first segment that is not). Size: the oldest segments

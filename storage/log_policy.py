@@ -6,8 +6,9 @@ suite observes (retention, ``size_bytes``), are identical.
 
 Kafka sources: ``LogSegment.shouldRoll`` / ``timeWaitedForRoll``, ``UnifiedLog.deletableSegments``
 and its ``retention.ms`` / ``retention.bytes`` predicates. Differences: no ``segment.jitter.ms``;
-retention also rolls an active segment older than ``segment.ms`` (``segment_expired``: Kafka rolls
-only on append), so an idle compacted partition's data becomes cleanable; and in the memory
+retention also rolls an active segment created more than ``segment.ms`` ago by the wall clock
+(``segment_expired``: Kafka rolls only on append), so an idle compacted partition's data becomes
+cleanable; and in the memory
 backend a segment without timestamps ages by its last append's wall time for retention (Kafka,
 and the file backend: the file's mtime).
 """
@@ -69,12 +70,12 @@ def should_roll(
     )
 
 
-def segment_expired(
-    cfg: LogConfig, first_batch_ts: int | None, created_ms: int, now_ms: int
-) -> bool:
-    """The active segment is over ``segment_ms`` old by ``segment_age`` seen from ``now_ms``
-    (retention rolls it; a kafkad addition, Kafka rolls only on append)."""
-    return segment_age(first_batch_ts, created_ms, now_ms, now_ms) > cfg.segment_ms
+def segment_expired(cfg: LogConfig, created_ms: int, now_ms: int) -> bool:
+    """The active segment was created (or opened) more than ``segment_ms`` ago by the wall
+    clock (retention rolls it; a kafkad addition, Kafka rolls only on append). Wall time
+    against wall time: comparing ``now_ms`` with record timestamps would roll a segment of
+    old records (a mirrored topic) at every retention check and never one of future records."""
+    return now_ms - created_ms > cfg.segment_ms
 
 
 def retention_deletable(

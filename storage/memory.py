@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from storage.api import (
@@ -177,17 +177,19 @@ class MemoryLog:
             n += 1
         self._delete_oldest(n)
 
-    async def apply_retention(self, now_ms: int) -> int:
+    async def apply_retention(
+        self, now_ms: int, after_roll: Callable[[], Awaitable[None]] | None = None
+    ) -> int:
         self._check_open()
         active = self._segments[-1]
-        if active.size and segment_expired(
-            self.config, active.first_batch_ts, active.created_ms, now_ms
-        ):
+        if active.size and segment_expired(self.config, active.created_ms, now_ms):
             self._roll()
         aged = [(s.size, s.max_ts if s.max_ts >= 0 else s.last_append_ms) for s in self._segments]
         n = retention_deletable(self.config, aged, self._size, now_ms)
         if n == len(self._segments):  # the active segment too: roll, then delete it
             self._roll()
+        if after_roll is not None and self._segments[-1] is not active:
+            await after_roll()
         self._delete_oldest(n)
         return n
 

@@ -17,11 +17,16 @@ after the log append returned, so a failed write leaves it untouched.
 Producer-state durability: a snapshot (``storage/producer_snapshot.py``) is written when the
 log rolls (taken at the new segment's base offset, before the batch that caused the roll is
 applied) and by ``take_snapshot`` at clean shutdown. ``load_producer_state`` rebuilds the state
-when the partition is opened: the newest valid snapshot at or below the log end offset, then a
-replay of the batch headers after it (records are never decoded). Only the two newest snapshots
-are kept.
+when the partition is opened: the newest valid snapshot between the log start and end offsets,
+then a replay of the batch headers after it (records are never decoded). Only the two newest
+snapshots are kept.
 
-kafkad is a single-replica broker: the high watermark is the log end offset.
+kafkad is a single-replica broker: the high watermark is the log end offset once the append
+that moved it is complete. As in Kafka (whose single-replica high watermark moves after
+``appendAsLeader`` returned), it moves only after the write, the fsync the flush policy asks
+for (``flush.messages=1``) and the producer-state update: a reader never sees data a power
+loss could take back after an acknowledgement was promised, nor a transaction's first batch
+before the producer state knows the transaction is open (the LSO would not hold it back).
 
 Transactions (spec eos.md §3.2 step 6, §4.10, §5.1-5.2): the first transactional batch of a
 producer opens a transaction at its base offset (after the KIP-890 ``verify`` callback agreed);
@@ -123,17 +128,20 @@ class Partition:
         self._waiters: set[trio.Event] = set()
         self.deleted = False
         self.producers = ProducerStateManager()
+        # Moves only once an append (or marker) is complete: written, fsynced if the flush
+        # policy asks for it, and applied to the producer state (see the theory above).
+        self._high_watermark = log.log_end_offset
 
     @property
     def high_watermark(self) -> int:
-        return self.log.log_end_offset
+        return self._high_watermark
 
     @property
     def last_stable_offset(self) -> int:
         """min(first offset of the earliest open transaction, HW) (spec §5.1), never below the
         log start offset: retention may delete the segment an open transaction started in
         (Kafka's ``maybeIncrementFirstUnstableOffset`` clamps the same way)."""
-        hw = self.log.log_end_offset
+        hw = self._high_watermark
         first = self.producers.first_unstable_offset()
         return hw if first is None else min(max(first, self.log.log_start_offset), hw)
 
@@ -213,6 +221,7 @@ class Partition:
             await self._append_locked(base, base + header.last_offset_delta, max_ts, bytes(buf))
             if info is not None:
                 self.producers.update(info, base)
+            self._high_watermark = self.log.log_end_offset
         self.wake_waiters()
         return base, append_time
 
@@ -259,6 +268,7 @@ class Partition:
             self.producers.complete_txn(
                 producer_id, producer_epoch, commit, coordinator_epoch, base, now_ms
             )
+            self._high_watermark = self.log.log_end_offset
         self.wake_waiters()
         return base
 
@@ -286,15 +296,21 @@ class Partition:
             await self._write_snapshot(end, self._encode_snapshot(end))
 
     async def load_producer_state(self) -> None:
-        """Rebuild the producer state: newest valid snapshot <= the log end, then replay
+        """Rebuild the producer state: newest valid snapshot in [log start, log end], then replay
         (markers are read from their control record: commit/abort and coordinator epoch)."""
         async with self._lock:
             end = self.log.log_end_offset
             start = 0
             entries: list[ProducerStateEntry] = []
             aborted: list[AbortedTxn] = []
+            log_start = self.log.log_start_offset
             for offset in reversed(await self.log.producer_snapshots()):
-                if offset > end:  # its log tail was lost in a crash
+                # Beyond the end: its log tail was lost in a crash. Below the log start: the
+                # batches between it and the log start are gone, so no replay can complete it
+                # (it would bring back transactions and sequences that have moved on since).
+                # Kafka's truncateAndReload drops both (and one *at* the log start, which is
+                # complete: kafkad keeps that, e.g. the one retention takes when it empties a log).
+                if offset > end or offset < log_start:
                     await self.log.delete_producer_snapshot(offset)
                     continue
                 data = await self.log.read_producer_snapshot(offset)
@@ -310,7 +326,7 @@ class Partition:
                 start = offset
                 break
             self.producers.load(entries, aborted)
-            position = max(start, self.log.log_start_offset)
+            position = max(start, log_start)
             while position < end:
                 chunk = await self.log.read(position, REPLAY_READ_BYTES)
                 if not chunk:
@@ -348,15 +364,21 @@ class Partition:
         """Retention on the log (bounded by the high watermark, as in Kafka, not by the LSO: an
         open transaction's first segments may go; ``last_stable_offset`` is then the log start),
         then forget aborted transactions below the new log start. If retention rolled the log,
-        the producer state is snapshotted at the new segment, as at every roll (under the lock,
-        so no append slips in between)."""
-        async with self._lock:
-            segment_before = self.log.active_segment_base
-            deleted = await self.log.apply_retention(now_ms)
-            self.producers.truncate_aborted(self.log.log_start_offset)
-            base = self.log.active_segment_base
-            if base != segment_before and base > 0:
-                await self._write_snapshot(base, self._encode_snapshot(base))
+        the producer state is snapshotted before any segment is deleted (Kafka's ``roll`` takes
+        it first too: deleting first left a crash window in which no snapshot covered the
+        deleted batches). The snapshot is taken under the partition lock at the high watermark,
+        which is exactly what the producer state has applied once the lock is held (an append
+        moves it right after ``producers.update``; appends that came after the roll are in the
+        snapshot and not replayed). Only that step holds the lock: appends go on while retention
+        waits for the log's admin lock (the cleaner's swaps) and for the rolled segment's seal."""
+
+        async def snapshot_at_roll() -> None:
+            async with self._lock:
+                at = self._high_watermark
+                await self._write_snapshot(at, self._encode_snapshot(at))
+
+        deleted = await self.log.apply_retention(now_ms, after_roll=snapshot_at_roll)
+        self.producers.truncate_aborted(self.log.log_start_offset)
         return deleted
 
     async def delete_before(self, offset: int) -> None:

@@ -48,7 +48,7 @@ from __future__ import annotations
 import logging
 import struct
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import trio
@@ -418,18 +418,20 @@ class FileLog:
                 n += 1
             await self._delete_oldest(n)
 
-    async def apply_retention(self, now_ms: int) -> int:
+    async def apply_retention(
+        self, now_ms: int, after_roll: Callable[[], Awaitable[None]] | None = None
+    ) -> int:
         self.check_usable()
         async with self._admin:
             active = self._segments[-1]
-            if active.size and segment_expired(
-                self.config, active.first_batch_ts, active.created_ms, now_ms
-            ):
+            if active.size and segment_expired(self.config, active.created_ms, now_ms):
                 self._roll()
             aged = [(s.size, _retention_timestamp(s)) for s in self._segments]
             n = retention_deletable(self.config, aged, self._size, now_ms)
             if n == len(self._segments):  # the active segment too: roll, then delete it
                 self._roll()
+            if after_roll is not None and self._bases[-1] != active.base:
+                await after_roll()
             await self._delete_oldest(n)
             return n
 
@@ -500,6 +502,9 @@ class FileLog:
         seg = self._segments[self._rolled_index(base_offset)]
         if (sealing := self._sealing.get(seg)) is not None:
             await sealing.wait()
+            self.check_usable()
+            if self._segments[self._rolled_index(base_offset)] is not seg:
+                raise ValueError(f"segment {base_offset} of {self.tp} was replaced")
         handle = seg.handle()
         fd, size = handle.acquire(), seg.size
         try:

@@ -230,6 +230,26 @@ async def test_retention_rolls_an_expired_active_segment(store: Store, clock: Cl
     assert log.log_end_offset == 7
 
 
+async def test_the_idle_roll_ages_segments_by_wall_time_not_record_time(
+    store: Store, clock: Clock
+) -> None:
+    """Retention's roll of an idle active segment (a kafkad addition) compares wall time with
+    wall time: batches with old timestamps (a mirrored or replayed topic) must not have their
+    segment rolled at every retention check, nor future timestamps keep it from ever rolling.
+    Record time against record time stays the append's rule (``should_roll``)."""
+    cfg = LogConfig(segment_ms=1_000, retention_ms=-1)
+    log = await new_log(store, cfg)
+    await append(log, timestamp=clock.now - 10**9)  # a year-old record, appended now
+    assert await log.apply_retention(clock.now + 500) == 0
+    assert bases(log) == [0]  # not rolled: the segment is half a second old
+    assert await log.apply_retention(clock.now + 1_001) == 0
+    assert bases(log) == [0, 1]  # now it is over segment.ms
+    clock.now += 1_001  # the new segment is created at this wall time
+    await append(log, timestamp=clock.now + 10**9)  # far in the future
+    assert await log.apply_retention(clock.now + 1_001) == 0
+    assert bases(log) == [0, 1, 2]  # rolled all the same
+
+
 def bases(log: PartitionLog) -> list[int]:
     return [s.base_offset for s in log.segment_infos()]
 

@@ -626,3 +626,31 @@ async def test_acknowledged_appends_survive_kill_9(root: Path, mode: str) -> Non
             for base in range(0, log.log_end_offset, 2)
         )
         assert await log.read(0, 1 << 30) == expected
+
+
+async def test_reading_a_segment_that_retention_deletes_while_it_seals(root: Path) -> None:
+    """The cleaner's ``read_segment`` of a just-rolled segment waits for its seal; if retention
+    (or DeleteRecords) deletes the segment meanwhile, the read says it is gone (ValueError: the
+    pass stops quietly), never "segment file is closed" (StorageError: logged as a failed
+    pass). Which of the two waiters trio resumes first is random, so the race runs a few times.
+    """
+    async with opened(root) as store:
+        log = await open_log(store, LogConfig(segment_bytes=200, file_delete_delay_ms=0))
+        outcomes: set[str] = set()
+        for _ in range(12):
+            while len(log.segments) < 2:
+                await append(log)
+            base, next_base = log.segments[-2].base, log.segments[-1].base
+
+            async def read(base: int) -> None:
+                try:
+                    await log.read_segment(base)
+                    outcomes.add("read")
+                except ValueError:
+                    outcomes.add("gone")
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(read, base)
+                nursery.start_soon(log.delete_before, next_base)
+            await append(log)  # the active segment fills and rolls again
+        assert outcomes  # (a StorageError from the read fails the test through the nursery)

@@ -8,6 +8,8 @@ here, so nothing rolls."""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,9 +20,12 @@ import trio.lowlevel
 import trio.testing
 
 from storage.api import LogConfig
+from storage.backends import open_store
+from storage.segment import osio
 from tests.storage.conftest import append
 from tests.storage.faulty import faulty_disk
 from tests.storage.test_file_backend import open_log, opened
+from tests.storage.test_transactions import batch, open_partition, put
 
 
 @pytest.fixture
@@ -142,3 +147,84 @@ async def test_no_delay_deletes_at_once(root: Path) -> None:
         await append(log, 1, value_size=120)
         assert await log.apply_retention(0) == 1
         assert names(root / "t-0") == ["00000000000000000001.log"]
+
+
+class _HeldSync(osio.Ops):
+    """``fdatasync`` waits, in its worker thread, until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def fdatasync(self, fd: int) -> None:
+        self.entered.set()
+        assert self.release.wait(30), "fdatasync never released"
+        super().fdatasync(fd)
+
+
+async def test_flush_messages_1_hides_an_append_until_its_fsync(root: Path) -> None:
+    """Kafka's single-replica high watermark moves after ``appendAsLeader`` returned, and with
+    ``flush.messages=1`` that is after the fsync: a consumer never reads (and never commits an
+    offset past) data that a power loss could still take back. So with an fsync under way the
+    high watermark, the LSO and a Fetch still stop before the batch."""
+    held = _HeldSync()
+    old = osio.install(held)
+    try:
+        async with open_store(f"file://{root}") as store:
+            p = await open_partition(store, LogConfig(flush_messages=1))
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(put, p, batch())
+                try:
+                    await until(held.entered.is_set, "no fsync")
+                    assert p.log.log_end_offset == 1  # written to the page cache...
+                    assert (p.high_watermark, p.last_stable_offset) == (0, 0)  # ...not visible
+                finally:
+                    held.release.set()
+            assert (p.high_watermark, p.last_stable_offset) == (1, 1)
+    finally:
+        osio.install(old)
+
+
+class _HeldFsync(osio.Ops):
+    """``fsync`` of a segment's ``.log`` (sealing a rolled segment) waits in its worker thread
+    until released; other fsyncs (snapshots, index files) go through."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def fsync(self, fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".log"):
+            self.entered.set()
+            assert self.release.wait(30), "fsync never released"
+        super().fsync(fd)
+
+
+async def test_appends_go_on_while_retention_waits_for_a_seal(root: Path) -> None:
+    """Retention that takes the active segment rolls it and waits for the old segment's seal
+    (its fsync, held here) before deleting it; producers must not wait with it (Kafka's roll
+    flushes asynchronously). The append lands in the new segment, which retention leaves
+    alone."""
+    held = _HeldFsync()
+    async with open_store(f"file://{root}") as store:
+        p = await open_partition(store, LogConfig(retention_bytes=0))
+        await put(p, batch())
+        old = osio.install(held)
+        try:
+            async with trio.open_nursery() as nursery:
+                deleted: list[int] = []
+
+                async def retention() -> None:
+                    deleted.append(await p.apply_retention(0))
+
+                nursery.start_soon(retention)
+                try:
+                    await until(held.entered.is_set, "no seal")
+                    with trio.fail_after(10):
+                        assert await put(p, batch()) == 1
+                finally:
+                    held.release.set()
+        finally:
+            osio.install(old)
+        assert deleted == [1]
+        assert (p.log_start_offset, p.high_watermark) == (1, 2)

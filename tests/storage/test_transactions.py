@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from storage.api import LogConfig, Store, TopicMeta, TopicPartition
+from storage.api import LogConfig, StorageError, Store, TopicMeta, TopicPartition
 from storage.backends import open_store
 from storage.partition import Partition
 from storage.producer_snapshot import encode_snapshot, read_snapshot
@@ -276,6 +277,93 @@ async def check_hanging_txn_resolves(p: Partition, first: int) -> None:
     assert await p.write_marker(7, 0, False, 0, NOW) == 5
     assert p.last_stable_offset == 6
     assert await read_committed(p, 3) == ([4], [(7, first)])
+
+
+async def test_a_snapshot_below_the_log_start_is_not_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot older than the log start cannot be completed by a replay (the batches
+    between it and the log start are gone), so it is not used: Kafka's ``truncateAndReload``
+    drops it. Here retention deleted the whole log and the snapshot at its roll was not
+    written (it failed, or the process died first): loading the older snapshot brought back a
+    transaction committed since (a phantom that pinned the LSO at the log start forever) and
+    an idempotent producer's old sequence (OUT_OF_ORDER_SEQUENCE_NUMBER for its next batch)."""
+    url = f"file://{tmp_path / 'data'}"
+    cfg = LogConfig(retention_bytes=0)
+    async with open_store(url) as store:
+        p = await open_partition(store, cfg)
+        await put(p, batch(7, 0, 0, txn=True))  # P7 opens a transaction at 0
+        await put(p, batch(8, 0, 0))
+        await p.take_snapshot()  # at 2: P7 open, P8 at sequence 0
+        await p.write_marker(7, 0, True, 0, NOW)
+        await put(p, batch(8, 0, 1))
+        assert (p.last_stable_offset, p.high_watermark) == (4, 4)
+
+        async def failing(offset: int, data: bytes) -> None:
+            raise StorageError("disk full")
+
+        monkeypatch.setattr(p.log, "write_producer_snapshot", failing)
+        assert await p.apply_retention(NOW) == 1  # roll at 4, the segment goes
+        assert isinstance(store, FileStore)
+        store.abandon()
+    async with open_store(url) as store:
+        p = await open_partition(store, cfg)
+        assert p.producers.ongoing == {}
+        assert await put(p, batch(8, 0, 2)) == 4  # accepted (as an unknown producer)
+        await put(p, batch())
+        assert (p.log_start_offset, p.last_stable_offset, p.high_watermark) == (4, 6, 6)
+
+
+async def test_retention_snapshots_at_its_roll_before_deleting(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's ``roll`` snapshots the producer state before ``deleteSegments`` removes
+    anything: retention that empties the log writes its snapshot at the new segment while the
+    old segments are still there, so no crash finds the batches gone and no snapshot for them."""
+    async with open_store(url) as store:
+        p = await open_partition(store, LogConfig(retention_bytes=0))
+        await put(p, batch(8, 0, 0))
+        written: list[tuple[int, int]] = []
+        original = p.log.write_producer_snapshot
+
+        async def recording(offset: int, data: bytes) -> None:
+            written.append((offset, p.log.log_start_offset))
+            await original(offset, data)
+
+        monkeypatch.setattr(p.log, "write_producer_snapshot", recording)
+        assert await p.apply_retention(NOW) == 1
+        assert written == [(1, 0)]  # at the new segment, while the log still started at 0
+        assert p.log_start_offset == 1
+
+
+async def test_a_transactions_first_batch_is_never_below_the_lso(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The high watermark moves only after the producer state knows the transaction is open
+    (Kafka: ``producerStateManager.update`` inside ``append``, the high watermark after it).
+    Here the first batch rolls a segment and the roll's snapshot write is slow: while it runs
+    the batch is in the log but not yet in the producer state, and the LSO must not pass it."""
+    async with open_store(url) as store:
+        first = batch(7, 0, 0, txn=True)
+        p = await open_partition(store, LogConfig(segment_bytes=len(first) + 10))
+        await put(p, batch())
+        writing, proceed = trio.Event(), trio.Event()
+        original = p.log.write_producer_snapshot
+
+        async def slow(offset: int, data: bytes) -> None:
+            writing.set()
+            await proceed.wait()
+            await original(offset, data)
+
+        monkeypatch.setattr(p.log, "write_producer_snapshot", slow)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(put, p, first)
+            await writing.wait()
+            assert p.log.log_end_offset == 2
+            assert (p.high_watermark, p.last_stable_offset) == (1, 1)
+            assert await read_committed(p, 1) == ([], [])
+            proceed.set()
+        assert (p.high_watermark, p.last_stable_offset) == (2, 1)
 
 
 async def test_verify_runs_only_for_the_first_batch_and_after_the_epoch_check(url: str) -> None:
