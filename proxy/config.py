@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,6 +214,11 @@ class ConfigError(ValueError):
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
+# Java's line terminators only: str.splitlines would also break at \f (a blank in Java), \v,
+# \x1c-\x1e and \x85, which latin-1 files may hold inside a value.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
 def _logical_lines(text: str) -> list[tuple[int, str]]:
     """Java ``Properties.load``'s logical lines: comments and blank lines dropped, a line ending
     in an odd number of backslashes continued on the next (whose leading blanks are dropped).
@@ -220,7 +226,7 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     parts: list[str] = []
     start = 0
-    for number, raw in enumerate(text.splitlines(), 1):
+    for number, raw in enumerate(_LINE_BREAK.split(text), 1):
         line = raw.lstrip(" \t\f")
         if not parts:
             if not line or line[0] in "#!":
@@ -296,6 +302,12 @@ TOOL_ENV = frozenset(
 )
 
 
+def _java_trim(value: str) -> str:
+    """``String.trim``, which Kafka's ConfigDef applies to every value before parsing it (a
+    properties file keeps a value's trailing blanks)."""
+    return value.strip("".join(map(chr, range(33))))
+
+
 def env_name(config: str) -> str:
     return "KAFKAD_" + config.upper().replace(".", "_")
 
@@ -341,7 +353,7 @@ def resolve_values(
     for name, (value, source) in raw.items():
         parser = _READABLE.get(BROKER_CONFIGS[name][0], BROKER_CONFIGS[name][0])
         try:
-            resolved[name] = parser(value)
+            resolved[name] = parser(_java_trim(value))
         except ValueError as exc:
             errors.append(f"{name}={value} from {source}: {exc}")
     if errors:

@@ -163,9 +163,12 @@ def _client_listener(props: dict[str, str], out: Translated, source: str) -> Non
         for n in props.get("controller.listener.names", "").split(",")
         if n.strip()
     }
+    roles = {r.strip() for r in props.get("process.roles", "broker,controller").split(",")}
     if listeners:
         missing = controllers - listeners.keys()
-        if missing and "controller.listener.names" in props:
+        # A broker-only node's controller listener lives on the controllers (Kafka requires it
+        # absent from listeners then); a combined node binds it itself.
+        if missing and "controller.listener.names" in props and "controller" in roles:
             bad("controller.listener.names", f"{', '.join(sorted(missing))} not in listeners")
         clients = [name for name in listeners if name not in controllers]
         if len(clients) != 1:

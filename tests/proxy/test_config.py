@@ -233,3 +233,42 @@ def test_a_config_added_with_plain_int_still_reads_well(monkeypatch: pytest.Monk
     monkeypatch.setitem(config_module.BROKER_CONFIGS, "some.new.ms", (int, "5"))
     with pytest.raises(ConfigError, match=r"some\.new\.ms=soon from --set: must be a whole number"):
         resolve_values({}, {}, {"some.new.ms": "soon"})
+
+
+def test_only_javas_line_terminators_end_a_line() -> None:
+    # \f is a blank to java.util.Properties, and \v, \x1c and \x85 (latin-1 NEL) are value
+    # characters: none of them ends a line (str.splitlines would split at each).
+    text = "a=x\fy\nb\fv\nc=1\x85 2\x1c3\vz\r\nd=cr\re=lf\n"
+    assert parse_properties(text) == {
+        "a": "x\fy",
+        "b": "v",
+        "c": "1\x85 2\x1c3\vz",
+        "d": "cr",
+        "e": "lf",
+    }
+
+
+def test_values_are_trimmed_as_kafkas_configdef_does(tmp_path: Path) -> None:
+    # A properties file keeps a value's trailing blanks; Kafka's ConfigDef trims before parsing.
+    text = "log.message.timestamp.type=LogAppendTime \t\nlog.cleanup.policy=compact \n"
+    cfg = _from_file(tmp_path, text, listen="127.0.0.1:0")
+    assert cfg.get("log.message.timestamp.type") == "LogAppendTime"
+    assert cfg.get("log.cleanup.policy") == "compact"
+
+
+def test_a_broker_only_kraft_node_leaves_its_controller_listener_to_the_controllers(
+    tmp_path: Path,
+) -> None:
+    # Kafka's config/kraft/broker.properties: the controller listener is named but not bound
+    # here (Kafka requires it absent from listeners on a broker-only node).
+    text = (
+        "process.roles=broker\nnode.id=2\ncontroller.quorum.bootstrap.servers=localhost:9093\n"
+        "listeners=PLAINTEXT://localhost:9092\ninter.broker.listener.name=PLAINTEXT\n"
+        "advertised.listeners=PLAINTEXT://localhost:9092\ncontroller.listener.names=CONTROLLER\n"
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n"
+    )
+    cfg = _from_file(tmp_path, text)
+    assert (cfg.listen_host, cfg.listen_port, cfg.get("node.id")) == ("localhost", 9092, 2)
+    combined = text.replace("process.roles=broker", "process.roles=broker,controller")
+    with pytest.raises(ConfigError, match="CONTROLLER not in listeners"):
+        _from_file(tmp_path, combined)
