@@ -114,16 +114,22 @@ def _ratio(v: str) -> float:
     return n
 
 
-# name -> (parser, default). Only what kafkad honours is listed.
+# name -> (parser, default). Only what kafkad honours is listed. Ranges are Kafka's ConfigDef
+# validators (and KafkaConfig's start-up checks: node.id >= 0 in KRaft, log.roll.ms >= 1,
+# log.retention.ms -1 or >= 1). Stricter than Kafka: default.replication.factor >= 1 (Kafka has
+# no range; below 1 every CreateTopics that asks for the default fails) and the replication
+# settings a properties file may carry (proxy/kafka_properties.py: they must be 1).
 BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "node.id": (_non_negative_int, "1"),
     "auto.create.topics.enable": (_bool, "true"),
     "num.partitions": (_positive_int, "1"),
     "default.replication.factor": (_positive_int, "1"),
     "delete.topic.enable": (_bool, "true"),
-    "group.initial.rebalance.delay.ms": (_non_negative_int, "3000"),
-    "group.min.session.timeout.ms": (_non_negative_int, "6000"),
-    "group.max.session.timeout.ms": (_non_negative_int, "1800000"),
+    # Kafka's GroupCoordinatorConfig gives these three no range (a negative delay is none, a
+    # negative minimum no minimum): a server.properties Kafka starts with must start kafkad.
+    "group.initial.rebalance.delay.ms": (_int, "3000"),
+    "group.min.session.timeout.ms": (_int, "6000"),
+    "group.max.session.timeout.ms": (_int, "1800000"),
     "group.max.size": (_positive_int, "2147483647"),
     "offsets.topic.num.partitions": (_positive_int, "50"),
     # The transaction coordinator (coordinator/txn/runtime.py, spec eos.md §4.12).
@@ -138,7 +144,7 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "log.segment.bytes": (at_least(14, INT_MAX), "1073741824"),
     "log.roll.ms": (_positive_long, str(168 * 3600 * 1000)),
     "log.retention.ms": (unlimited_or_at_least(1), str(168 * 3600 * 1000)),
-    "log.retention.bytes": (unlimited_or_at_least(0), "-1"),
+    "log.retention.bytes": (_long, "-1"),  # Kafka: any long, below 0 unlimited
     "log.retention.check.interval.ms": (_positive_long, "300000"),
     "log.index.interval.bytes": (_non_negative_int, "4096"),
     "log.index.size.max.bytes": (at_least(4, INT_MAX), str(10 * 1024 * 1024)),

@@ -272,3 +272,19 @@ def test_a_broker_only_kraft_node_leaves_its_controller_listener_to_the_controll
     combined = text.replace("process.roles=broker", "process.roles=broker,controller")
     with pytest.raises(ConfigError, match="CONTROLLER not in listeners"):
         _from_file(tmp_path, combined)
+
+
+def test_values_kafkas_config_defs_accept_are_accepted() -> None:
+    # No validator in Kafka's ConfigDef (GroupCoordinatorConfig, ServerLogConfigs): a
+    # server.properties Kafka starts with must not stop kafkad.
+    v = resolve_values(
+        {
+            "group.initial.rebalance.delay.ms": "-1",
+            "group.min.session.timeout.ms": "-5",
+            "log.retention.bytes": "-2",
+            "connections.max.idle.ms": "-1",
+        },
+        {},
+        {},
+    )
+    assert v["group.initial.rebalance.delay.ms"] == -1 and v["log.retention.bytes"] == -2
