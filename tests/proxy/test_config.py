@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -288,3 +289,31 @@ def test_values_kafkas_config_defs_accept_are_accepted() -> None:
         {},
     )
     assert v["group.initial.rebalance.delay.ms"] == -1 and v["log.retention.bytes"] == -2
+
+
+# Refused on purpose by the tests that check unknown variables are refused.
+_DELIBERATELY_UNKNOWN = {"KAFKAD_NO_SUCH", "KAFKAD_NUM_PARTITION"}
+
+
+def test_every_kafkad_variable_the_repo_sets_is_allowed() -> None:
+    # The test tools pass their own KAFKAD_ variables down to the brokers they start (they
+    # inherit the environment): one missing from TOOL_ENV stops every such broker.
+    repo = Path(__file__).resolve().parents[2]
+    skip = {".git", ".venv", "node_modules", ".mypy_cache", ".ruff_cache", ".hypothesis"}
+    files = [
+        p
+        for p in repo.rglob("*")
+        if p.is_file()
+        and not skip & set(p.relative_to(repo).parts)
+        and p.suffix in {".py", ".sh", ".js", ".yml", ".yaml", ".md", ".toml", ""}
+    ]
+    used = set()
+    for path in files:
+        try:
+            used |= set(re.findall(r"KAFKAD_[A-Z0-9_]*[A-Z0-9]", path.read_text()))
+        except UnicodeDecodeError:
+            continue
+    allowed = config_module.CLI_ENV | config_module.TOOL_ENV | _DELIBERATELY_UNKNOWN
+    allowed |= {config_module.env_name(n) for n in config_module.BROKER_CONFIGS}
+    assert "KAFKAD_SOAK_SECONDS" in used  # the scan sees the compat tests
+    assert used - allowed == set()
