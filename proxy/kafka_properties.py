@@ -1,7 +1,8 @@
 """A stock Kafka ``server.properties`` read as kafkad's configuration.
 
 Kafka's names are mapped where kafkad has the concept: ``listeners``/``advertised.listeners``
-(the one client listener) become ``--listen``/``--advertise``, ``log.dirs``/``log.dir`` the
+(the one client listener) become ``--listen``/``--advertise`` (a listener without a host,
+``PLAINTEXT://:9092``, is advertised as this machine's host name, as Kafka does), ``log.dirs``/``log.dir`` the
 data directory, ``log.retention.hours``/``minutes`` and ``log.roll.hours`` their ``.ms`` forms
 (Kafka's precedence: ms, then minutes, then hours), ``broker.id`` ``node.id``. KRaft settings of
 a single combined node are accepted and checked for sense (``process.roles`` has both roles,
@@ -17,6 +18,7 @@ two client listeners, or a non-PLAINTEXT one, is refused; the controller listene
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -183,12 +185,25 @@ def _client_listener(props: dict[str, str], out: Translated, source: str) -> Non
             bad("inter.broker.listener.name", f"must be the client listener {name}")
         host, _, port = listeners[name].rpartition(":")
         out.listen = f"{host or '0.0.0.0'}:{port}"
-        if name in advertised:
-            out.advertise = advertised[name]
+        out.advertise = _resolve_blank_host(
+            advertised.get(name, listeners[name] if not host else None)
+        )
     elif advertised:
         clients = [name for name in advertised if name not in controllers]
         if len(clients) == 1:
-            out.advertise = advertised[clients[0]]
+            out.advertise = _resolve_blank_host(advertised[clients[0]])
+
+
+def _resolve_blank_host(address: str | None) -> str | None:
+    """Kafka advertises a listener without a host (``PLAINTEXT://:9092``) as the machine's
+    canonical host name (ListenerInfo.withWildcardHostnamesResolved); an explicit 0.0.0.0 is
+    refused later, as Kafka refuses it."""
+    if address is None:
+        return None
+    host, sep, port = address.rpartition(":")
+    if sep and not host.strip("[]"):
+        return f"{socket.getfqdn()}:{port}"
+    return address
 
 
 def _data_dir(props: dict[str, str], out: Translated, source: str) -> None:

@@ -317,3 +317,22 @@ def test_every_kafkad_variable_the_repo_sets_is_allowed() -> None:
     allowed |= {config_module.env_name(n) for n in config_module.BROKER_CONFIGS}
     assert "KAFKAD_SOAK_SECONDS" in used  # the scan sees the compat tests
     assert used - allowed == set()
+
+
+def test_a_listener_without_a_host_is_advertised_as_this_machine_as_kafka_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kafka (ListenerInfo.withWildcardHostnamesResolved) advertises PLAINTEXT://:9092 as the
+    # canonical host name; only an explicit 0.0.0.0 is refused.
+    monkeypatch.setattr("proxy.kafka_properties.socket.getfqdn", lambda: "broker.example")
+    cfg = _from_file(tmp_path, "listeners=PLAINTEXT://:9092\n")
+    assert (cfg.listen_host, cfg.advertised_host, cfg.advertised_port) == (
+        "0.0.0.0",
+        "broker.example",
+        9092,
+    )
+    text = "listeners=PLAINTEXT://:9092\nadvertised.listeners=PLAINTEXT://:19092\n"
+    cfg = _from_file(tmp_path, text)
+    assert (cfg.advertised_host, cfg.advertised_port) == ("broker.example", 19092)
+    with pytest.raises(ConfigError, match="needs --advertise"):
+        _from_file(tmp_path, "listeners=PLAINTEXT://0.0.0.0:9092\n")
