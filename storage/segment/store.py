@@ -48,6 +48,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import re
 import shutil
 import uuid
@@ -295,11 +296,15 @@ def _prepare_partition_dir(directory: Path, topic_id: uuid.UUID) -> None:
 
 def _remove_partition_dirs(root: Path, meta: TopicMeta) -> None:
     """Blocking: rename this topic's partition directories (those whose partition.metadata
-    names its id) to ``<id hex>-<p>.deleted``, then remove them."""
+    names its id, and those whose creation a crash cut before their partition.metadata was in
+    place: empty but for its tmp file) to ``<id hex>-<p>.deleted``, then remove them."""
     doomed = []
     for p in range(meta.partitions):
         directory = root / f"{meta.name}-{p}"
-        if directory.is_dir() and _own_partition_dir(directory, meta.topic_id):
+        if directory.is_dir() and (
+            _own_partition_dir(directory, meta.topic_id)
+            or set(os.listdir(directory)) <= {PARTITION_METADATA + TMP_SUFFIX}
+        ):
             target = root / f"{meta.topic_id.hex}-{p}{DELETED_SUFFIX}"
             directory.rename(target)
             doomed.append(target)

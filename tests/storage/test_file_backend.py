@@ -466,6 +466,25 @@ async def test_an_older_kafkads_interrupted_delete_is_finished_when_its_dir_is_a
     assert (root / "gone-0" / "partition.metadata").exists()
 
 
+async def test_a_partition_directory_cut_before_its_metadata_goes_with_its_topic(
+    root: Path,
+) -> None:
+    # A crash between mkdir and writing partition.metadata leaves an empty directory; deleting
+    # the topic must take it too, or the next open would refuse it as a stranger.
+    async with opened(root) as store:
+        await store.create_topic(TopicMeta("t", uuid.uuid4(), 3))
+        await store.open_partition(TopicPartition("t", 0), LogConfig())
+        store.abandon()
+    (root / "t-1").mkdir()
+    (root / "t-2").mkdir()
+    (root / "t-2" / "partition.metadata.tmp").write_bytes(b"version: 0\n")
+    async with opened(root) as store:
+        await store.delete_topic("t")
+    async with opened(root) as store:
+        assert store.topics() == []
+    assert not [n for n in os.listdir(root) if n.startswith("t-")]
+
+
 async def test_entries_kafkad_did_not_create_stop_the_open_and_stay(
     root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
