@@ -2,14 +2,15 @@
 
 Kafka's names are mapped where kafkad has the concept: ``listeners``/``advertised.listeners``
 (the one client listener) become ``--listen``/``--advertise`` (a listener without a host,
-``PLAINTEXT://:9092``, is advertised as this machine's host name, as Kafka does), ``log.dirs``/``log.dir`` the
-data directory, ``log.retention.hours``/``minutes`` and ``log.roll.hours`` their ``.ms`` forms
-(Kafka's precedence: ms, then minutes, then hours), ``broker.id`` ``node.id``. KRaft settings of
-a single combined node are accepted and checked for sense (``process.roles`` has both roles,
-``controller.quorum.voters`` is this node alone, the controller listener is named in
-``listeners``...); settings that only tune Kafka's threads and buffers are accepted and ignored,
-and replication settings must say 1 (one node). Every other name is passed on, so that the
-caller reports all unknown names at once.
+``PLAINTEXT://:9092``, is advertised as this machine's host name, as Kafka does),
+``log.dirs``/``log.dir`` the data directory, ``log.retention.hours``/``minutes`` and
+``log.roll.hours`` their ``.ms`` forms (Kafka's precedence: ms, then minutes, then hours),
+``broker.id`` ``node.id``. KRaft settings of a single node are accepted and checked for sense
+(``process.roles`` has the broker role; a combined node names its controller listener in
+``listeners``, a broker-only node leaves it to the controllers; ``controller.quorum.voters``
+is this node alone...); settings that only tune Kafka's threads and buffers are accepted and
+ignored, and replication settings must say 1 (one node). Every other name is passed on, so
+that the caller reports all unknown names at once.
 
 Deviations: kafkad has one listener (the security-protocol issue may add more), so a file with
 two client listeners, or a non-PLAINTEXT one, is refused; the controller listener is not bound
