@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,16 +114,22 @@ def _ratio(v: str) -> float:
     return n
 
 
-# name -> (parser, default). Only what kafkad honours is listed.
+# name -> (parser, default). Only what kafkad honours is listed. Ranges are Kafka's ConfigDef
+# validators (and KafkaConfig's start-up checks: node.id >= 0 in KRaft, log.roll.ms >= 1,
+# log.retention.ms -1 or >= 1). Stricter than Kafka: default.replication.factor >= 1 (Kafka has
+# no range; below 1 every CreateTopics that asks for the default fails) and the replication
+# settings a properties file may carry (proxy/kafka_properties.py: they must be 1).
 BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "node.id": (_non_negative_int, "1"),
     "auto.create.topics.enable": (_bool, "true"),
     "num.partitions": (_positive_int, "1"),
     "default.replication.factor": (_positive_int, "1"),
     "delete.topic.enable": (_bool, "true"),
-    "group.initial.rebalance.delay.ms": (_non_negative_int, "3000"),
-    "group.min.session.timeout.ms": (_non_negative_int, "6000"),
-    "group.max.session.timeout.ms": (_non_negative_int, "1800000"),
+    # Kafka's GroupCoordinatorConfig gives these three no range (a negative delay is none, a
+    # negative minimum no minimum): a server.properties Kafka starts with must start kafkad.
+    "group.initial.rebalance.delay.ms": (_int, "3000"),
+    "group.min.session.timeout.ms": (_int, "6000"),
+    "group.max.session.timeout.ms": (_int, "1800000"),
     "group.max.size": (_positive_int, "2147483647"),
     "offsets.topic.num.partitions": (_positive_int, "50"),
     # Offsets retention (coordinator/group/offsets_api.py): an offset expires this long after
@@ -141,7 +148,7 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "log.segment.bytes": (at_least(14, INT_MAX), "1073741824"),
     "log.roll.ms": (_positive_long, str(168 * 3600 * 1000)),
     "log.retention.ms": (unlimited_or_at_least(1), str(168 * 3600 * 1000)),
-    "log.retention.bytes": (unlimited_or_at_least(0), "-1"),
+    "log.retention.bytes": (_long, "-1"),  # Kafka: any long, below 0 unlimited
     "log.retention.check.interval.ms": (_positive_long, "300000"),
     "log.index.interval.bytes": (_non_negative_int, "4096"),
     "log.index.size.max.bytes": (at_least(4, INT_MAX), str(10 * 1024 * 1024)),
@@ -222,6 +229,11 @@ class ConfigError(ValueError):
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
+# Java's line terminators only: str.splitlines would also break at \f (a blank in Java), \v,
+# \x1c-\x1e and \x85, which latin-1 files may hold inside a value.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
 def _logical_lines(text: str) -> list[tuple[int, str]]:
     """Java ``Properties.load``'s logical lines: comments and blank lines dropped, a line ending
     in an odd number of backslashes continued on the next (whose leading blanks are dropped).
@@ -229,7 +241,7 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     parts: list[str] = []
     start = 0
-    for number, raw in enumerate(text.splitlines(), 1):
+    for number, raw in enumerate(_LINE_BREAK.split(text), 1):
         line = raw.lstrip(" \t\f")
         if not parts:
             if not line or line[0] in "#!":
@@ -305,6 +317,12 @@ TOOL_ENV = frozenset(
 )
 
 
+def _java_trim(value: str) -> str:
+    """``String.trim``, which Kafka's ConfigDef applies to every value before parsing it (a
+    properties file keeps a value's trailing blanks)."""
+    return value.strip("".join(map(chr, range(33))))
+
+
 def env_name(config: str) -> str:
     return "KAFKAD_" + config.upper().replace(".", "_")
 
@@ -350,7 +368,7 @@ def resolve_values(
     for name, (value, source) in raw.items():
         parser = _READABLE.get(BROKER_CONFIGS[name][0], BROKER_CONFIGS[name][0])
         try:
-            resolved[name] = parser(value)
+            resolved[name] = parser(_java_trim(value))
         except ValueError as exc:
             errors.append(f"{name}={value} from {source}: {exc}")
     if errors:

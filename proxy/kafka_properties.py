@@ -1,14 +1,16 @@
 """A stock Kafka ``server.properties`` read as kafkad's configuration.
 
 Kafka's names are mapped where kafkad has the concept: ``listeners``/``advertised.listeners``
-(the one client listener) become ``--listen``/``--advertise``, ``log.dirs``/``log.dir`` the
-data directory, ``log.retention.hours``/``minutes`` and ``log.roll.hours`` their ``.ms`` forms
-(Kafka's precedence: ms, then minutes, then hours), ``broker.id`` ``node.id``. KRaft settings of
-a single combined node are accepted and checked for sense (``process.roles`` has both roles,
-``controller.quorum.voters`` is this node alone, the controller listener is named in
-``listeners``...); settings that only tune Kafka's threads and buffers are accepted and ignored,
-and replication settings must say 1 (one node). Every other name is passed on, so that the
-caller reports all unknown names at once.
+(the one client listener) become ``--listen``/``--advertise`` (a listener without a host,
+``PLAINTEXT://:9092``, is advertised as this machine's host name, as Kafka does),
+``log.dirs``/``log.dir`` the data directory, ``log.retention.hours``/``minutes`` and
+``log.roll.hours`` their ``.ms`` forms (Kafka's precedence: ms, then minutes, then hours),
+``broker.id`` ``node.id``. KRaft settings of a single node are accepted and checked for sense
+(``process.roles`` has the broker role; a combined node names its controller listener in
+``listeners``, a broker-only node leaves it to the controllers; ``controller.quorum.voters``
+is this node alone...); settings that only tune Kafka's threads and buffers are accepted and
+ignored, and replication settings must say 1 (one node). Every other name is passed on, so
+that the caller reports all unknown names at once.
 
 Deviations: kafkad has one listener (the security-protocol issue may add more), so a file with
 two client listeners, or a non-PLAINTEXT one, is refused; the controller listener is not bound
@@ -17,6 +19,7 @@ two client listeners, or a non-PLAINTEXT one, is refused; the controller listene
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -163,9 +166,12 @@ def _client_listener(props: dict[str, str], out: Translated, source: str) -> Non
         for n in props.get("controller.listener.names", "").split(",")
         if n.strip()
     }
+    roles = {r.strip() for r in props.get("process.roles", "broker,controller").split(",")}
     if listeners:
         missing = controllers - listeners.keys()
-        if missing and "controller.listener.names" in props:
+        # A broker-only node's controller listener lives on the controllers (Kafka requires it
+        # absent from listeners then); a combined node binds it itself.
+        if missing and "controller.listener.names" in props and "controller" in roles:
             bad("controller.listener.names", f"{', '.join(sorted(missing))} not in listeners")
         clients = [name for name in listeners if name not in controllers]
         if len(clients) != 1:
@@ -180,12 +186,25 @@ def _client_listener(props: dict[str, str], out: Translated, source: str) -> Non
             bad("inter.broker.listener.name", f"must be the client listener {name}")
         host, _, port = listeners[name].rpartition(":")
         out.listen = f"{host or '0.0.0.0'}:{port}"
-        if name in advertised:
-            out.advertise = advertised[name]
+        out.advertise = _resolve_blank_host(
+            advertised.get(name, listeners[name] if not host else None)
+        )
     elif advertised:
         clients = [name for name in advertised if name not in controllers]
         if len(clients) == 1:
-            out.advertise = advertised[clients[0]]
+            out.advertise = _resolve_blank_host(advertised[clients[0]])
+
+
+def _resolve_blank_host(address: str | None) -> str | None:
+    """Kafka advertises a listener without a host (``PLAINTEXT://:9092``) as the machine's
+    canonical host name (ListenerInfo.withWildcardHostnamesResolved); an explicit 0.0.0.0 is
+    refused later, as Kafka refuses it."""
+    if address is None:
+        return None
+    host, sep, port = address.rpartition(":")
+    if sep and not host.strip("[]"):
+        return f"{socket.getfqdn()}:{port}"
+    return address
 
 
 def _data_dir(props: dict[str, str], out: Translated, source: str) -> None:

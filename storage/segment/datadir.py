@@ -11,7 +11,7 @@ only ever open a directory it owns. Like Kafka's ``meta.properties`` check and `
    its ``format.version`` is one this kafkad understands; a newer or unreadable version is
    refused. A directory without the marker but with ``__kafkad_topics/`` was written by a
    kafkad from before the marker existed and is adopted (the marker is written after the lock
-   is taken, see 3). Anything else (an Apache Kafka log dir, a home directory) is refused, naming
+   is taken, see 4). Anything else (an Apache Kafka log dir, a home directory) is refused, naming
    what was found. Nothing is created in a refused directory.
 2. Lock: ``.lock`` is opened (created if needed) and ``flock``-ed exclusively, without waiting;
    the holder writes its pid into it. A second broker on the same directory is refused, naming
@@ -19,7 +19,9 @@ only ever open a directory it owns. Like Kafka's ``meta.properties`` check and `
    ``kill -9`` never leaves a stale lock behind. (Deviation: Kafka's FileLock is a POSIX
    ``fcntl`` lock; ``flock`` also refuses a second store in the same process, which the tests
    use, and kafkad never opens a Kafka directory, so the two never need to see each other.)
-3. Mark: a new or adopted directory gets ``kafkad.properties`` (written atomically).
+3. Adopt: in a directory from before the marker, ``adopt`` (the store's) finishes what that
+   older kafkad would have finished at its next open (its interrupted topic deletions).
+4. Mark: a new or adopted directory gets ``kafkad.properties`` (written atomically).
 
 What the store then finds at the top level must be one of its own names (``OWN_ENTRIES``, the
 partition directories of known topics, its own ``<topic id hex>-<p>.deleted`` directories);
@@ -31,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from storage.api import StorageError
@@ -149,14 +152,19 @@ class DataDirLock:
             os.close(fd)  # drops the flock; the pid stays behind, harmlessly
 
 
-def open_data_dir(root: Path) -> DataDirLock:
-    """Blocking: inspect, lock and mark ``root`` (steps 1-3 above)."""
+def open_data_dir(root: Path, adopt: Callable[[Path], None]) -> DataDirLock:
+    """Blocking: inspect, lock, adopt and mark ``root`` (steps 1-4 above)."""
     marked = inspect(root)
     lock = DataDirLock(root)
     try:
+        if not marked and (root / LEGACY_SIGNATURE).is_dir():
+            adopt(root)
         if not marked:
-            write_atomic(root / MARKER, _MARKER_TEXT)
-    except OSError as exc:
+            try:
+                write_atomic(root / MARKER, _MARKER_TEXT)
+            except OSError as exc:
+                raise DataDirError(f"cannot write {root / MARKER}: {exc.strerror or exc}") from None
+    except BaseException:
         lock.release()
-        raise DataDirError(f"cannot write {root / MARKER}: {exc.strerror or exc}") from None
+        raise
     return lock

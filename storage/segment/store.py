@@ -33,6 +33,11 @@ directories of that shape, so a half-deleted topic never comes back. A topic fil
 format version, or an unreadable one, stops start-up naming the file. A partition directory
 whose ``partition.metadata`` names another topic id is refused (not wiped) when opened.
 
+Kafkad before the marker deleted the JSON first and had no ``.deleting`` record, so a crash
+mid-delete left ``<topic>-<p>`` directories of a topic without JSON, which it removed at its
+next open. When such a directory is adopted (``datadir.py``), directories of that shape (our
+``partition.metadata``, no topic of the name) are finished as those deletions, once.
+
 Clean shutdown: ``close`` closes every log (seal, index files, fsync), then writes the marker.
 ``open`` reads and removes it (fsyncing the directory before any append can happen): without
 it, each partition's last segment is validated batch by batch when the partition is opened.
@@ -43,6 +48,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import re
 import shutil
 import uuid
@@ -144,6 +150,50 @@ def _own_partition_dir(directory: Path, topic_id: uuid.UUID) -> bool:
     return read_if_exists(directory / PARTITION_METADATA) == _partition_metadata(topic_id)
 
 
+def _partition_metadata_id(directory: Path) -> uuid.UUID | None:
+    """The topic id of a ``partition.metadata`` exactly as ``_partition_metadata`` writes it."""
+    try:
+        data = (directory / PARTITION_METADATA).read_bytes()
+        b64 = data.removeprefix(b"version: 0\ntopic_id: ").removesuffix(b"\n")
+        topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(b64 + b"=="))
+    except (OSError, ValueError):
+        return None
+    return topic_id if _partition_metadata(topic_id) == data else None
+
+
+def _finish_legacy_deletions(root: Path) -> None:
+    """Blocking, when a kafkad directory from before the marker is adopted: that kafkad deleted
+    a topic by removing its JSON first, then its partition directories, and a crash in between
+    left directories of a topic without JSON, which it removed at its next open. Do the same
+    for such directories whose ``partition.metadata`` is ours and names no topic of the store:
+    rename them to ``<topic id hex>-<p>.deleted``, which ``_load_root`` removes."""
+    names = set()
+    topics_dir = root / TOPICS_DIR
+    for path in topics_dir.iterdir():
+        if path.suffix == TOPIC_SUFFIX:
+            names.add(_read_topic_file(path).name)
+    renamed = False
+    for path in sorted(root.iterdir()):
+        match = _PARTITION_DIR.match(path.name)
+        if match is None or match["topic"] in names or not path.is_dir():
+            continue
+        topic_id = _partition_metadata_id(path)
+        if topic_id is None:
+            continue
+        log.warning(
+            "data dir %s: removing %s, left by an older kafkad's interrupted deletion of topic "
+            "%s (id %s)",
+            root,
+            path.name,
+            match["topic"],
+            topic_id,
+        )
+        path.rename(root / f"{topic_id.hex}-{match['partition']}{DELETED_SUFFIX}")
+        renamed = True
+    if renamed:
+        fsync_dir(root)
+
+
 @dataclass(frozen=True)
 class OpenedRoot:
     """A checked and locked data directory and what ``FileStore`` needs from it."""
@@ -157,7 +207,7 @@ class OpenedRoot:
 def _open_root(root: Path) -> OpenedRoot:
     """Blocking: check and lock the directory, read and remove the clean marker, load topics,
     finish interrupted topic deletions. Releases the lock if it fails."""
-    lock = open_data_dir(root)
+    lock = open_data_dir(root, _finish_legacy_deletions)
     try:
         clean, topics = _load_root(root)
     except BaseException:
@@ -246,11 +296,15 @@ def _prepare_partition_dir(directory: Path, topic_id: uuid.UUID) -> None:
 
 def _remove_partition_dirs(root: Path, meta: TopicMeta) -> None:
     """Blocking: rename this topic's partition directories (those whose partition.metadata
-    names its id) to ``<id hex>-<p>.deleted``, then remove them."""
+    names its id, and those whose creation a crash cut before their partition.metadata was in
+    place: empty but for its tmp file) to ``<id hex>-<p>.deleted``, then remove them."""
     doomed = []
     for p in range(meta.partitions):
         directory = root / f"{meta.name}-{p}"
-        if directory.is_dir() and _own_partition_dir(directory, meta.topic_id):
+        if directory.is_dir() and (
+            _own_partition_dir(directory, meta.topic_id)
+            or set(os.listdir(directory)) <= {PARTITION_METADATA + TMP_SUFFIX}
+        ):
             target = root / f"{meta.topic_id.hex}-{p}{DELETED_SUFFIX}"
             directory.rename(target)
             doomed.append(target)

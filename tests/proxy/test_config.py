@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -252,3 +253,105 @@ def test_a_config_added_with_plain_int_still_reads_well(monkeypatch: pytest.Monk
     monkeypatch.setitem(config_module.BROKER_CONFIGS, "some.new.ms", (int, "5"))
     with pytest.raises(ConfigError, match=r"some\.new\.ms=soon from --set: must be a whole number"):
         resolve_values({}, {}, {"some.new.ms": "soon"})
+
+
+def test_only_javas_line_terminators_end_a_line() -> None:
+    # \f is a blank to java.util.Properties, and \v, \x1c and \x85 (latin-1 NEL) are value
+    # characters: none of them ends a line (str.splitlines would split at each).
+    text = "a=x\fy\nb\fv\nc=1\x85 2\x1c3\vz\r\nd=cr\re=lf\n"
+    assert parse_properties(text) == {
+        "a": "x\fy",
+        "b": "v",
+        "c": "1\x85 2\x1c3\vz",
+        "d": "cr",
+        "e": "lf",
+    }
+
+
+def test_values_are_trimmed_as_kafkas_configdef_does(tmp_path: Path) -> None:
+    # A properties file keeps a value's trailing blanks; Kafka's ConfigDef trims before parsing.
+    text = "log.message.timestamp.type=LogAppendTime \t\nlog.cleanup.policy=compact \n"
+    cfg = _from_file(tmp_path, text, listen="127.0.0.1:0")
+    assert cfg.get("log.message.timestamp.type") == "LogAppendTime"
+    assert cfg.get("log.cleanup.policy") == "compact"
+
+
+def test_a_broker_only_kraft_node_leaves_its_controller_listener_to_the_controllers(
+    tmp_path: Path,
+) -> None:
+    # Kafka's config/kraft/broker.properties: the controller listener is named but not bound
+    # here (Kafka requires it absent from listeners on a broker-only node).
+    text = (
+        "process.roles=broker\nnode.id=2\ncontroller.quorum.bootstrap.servers=localhost:9093\n"
+        "listeners=PLAINTEXT://localhost:9092\ninter.broker.listener.name=PLAINTEXT\n"
+        "advertised.listeners=PLAINTEXT://localhost:9092\ncontroller.listener.names=CONTROLLER\n"
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n"
+    )
+    cfg = _from_file(tmp_path, text)
+    assert (cfg.listen_host, cfg.listen_port, cfg.get("node.id")) == ("localhost", 9092, 2)
+    combined = text.replace("process.roles=broker", "process.roles=broker,controller")
+    with pytest.raises(ConfigError, match="CONTROLLER not in listeners"):
+        _from_file(tmp_path, combined)
+
+
+def test_values_kafkas_config_defs_accept_are_accepted() -> None:
+    # No validator in Kafka's ConfigDef (GroupCoordinatorConfig, ServerLogConfigs): a
+    # server.properties Kafka starts with must not stop kafkad.
+    v = resolve_values(
+        {
+            "group.initial.rebalance.delay.ms": "-1",
+            "group.min.session.timeout.ms": "-5",
+            "log.retention.bytes": "-2",
+            "connections.max.idle.ms": "-1",
+        },
+        {},
+        {},
+    )
+    assert v["group.initial.rebalance.delay.ms"] == -1 and v["log.retention.bytes"] == -2
+
+
+# Refused on purpose by the tests that check unknown variables are refused.
+_DELIBERATELY_UNKNOWN = {"KAFKAD_NO_SUCH", "KAFKAD_NUM_PARTITION"}
+
+
+def test_every_kafkad_variable_the_repo_sets_is_allowed() -> None:
+    # The test tools pass their own KAFKAD_ variables down to the brokers they start (they
+    # inherit the environment): one missing from TOOL_ENV stops every such broker.
+    repo = Path(__file__).resolve().parents[2]
+    skip = {".git", ".venv", "node_modules", ".mypy_cache", ".ruff_cache", ".hypothesis"}
+    files = [
+        p
+        for p in repo.rglob("*")
+        if p.is_file()
+        and not skip & set(p.relative_to(repo).parts)
+        and p.suffix in {".py", ".sh", ".js", ".yml", ".yaml", ".md", ".toml", ""}
+    ]
+    used = set()
+    for path in files:
+        try:
+            used |= set(re.findall(r"KAFKAD_[A-Z0-9_]*[A-Z0-9]", path.read_text()))
+        except UnicodeDecodeError:
+            continue
+    allowed = config_module.CLI_ENV | config_module.TOOL_ENV | _DELIBERATELY_UNKNOWN
+    allowed |= {config_module.env_name(n) for n in config_module.BROKER_CONFIGS}
+    assert "KAFKAD_SOAK_SECONDS" in used  # the scan sees the compat tests
+    assert used - allowed == set()
+
+
+def test_a_listener_without_a_host_is_advertised_as_this_machine_as_kafka_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kafka (ListenerInfo.withWildcardHostnamesResolved) advertises PLAINTEXT://:9092 as the
+    # canonical host name; only an explicit 0.0.0.0 is refused.
+    monkeypatch.setattr("proxy.kafka_properties.socket.getfqdn", lambda: "broker.example")
+    cfg = _from_file(tmp_path, "listeners=PLAINTEXT://:9092\n")
+    assert (cfg.listen_host, cfg.advertised_host, cfg.advertised_port) == (
+        "0.0.0.0",
+        "broker.example",
+        9092,
+    )
+    text = "listeners=PLAINTEXT://:9092\nadvertised.listeners=PLAINTEXT://:19092\n"
+    cfg = _from_file(tmp_path, text)
+    assert (cfg.advertised_host, cfg.advertised_port) == ("broker.example", 19092)
+    with pytest.raises(ConfigError, match="needs --advertise"):
+        _from_file(tmp_path, "listeners=PLAINTEXT://0.0.0.0:9092\n")

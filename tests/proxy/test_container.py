@@ -91,3 +91,33 @@ def test_make_serve_installs_runtime_deps_only_and_skips_the_rebalance_delay() -
     assert "install --quiet -e ." in runtime and "[test]" not in runtime
     test = makefile.split("\ntest:", 1)[1].split("\n", 1)[0]
     assert "$(TEST_STAMP)" in test
+
+
+def _make_dry_run(workdir: Path, target: str) -> str:
+    result = subprocess.run(
+        ["make", "-n", "--no-print-directory", target],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_make_test_after_make_serve_installs_the_test_extras(tmp_path: Path) -> None:
+    # A dry run (make -n) in a copy: the stamps decide what a fresh clone installs.
+    for name in ("Makefile", "pyproject.toml"):
+        (tmp_path / name).write_bytes((REPO / name).read_bytes())
+    fresh_serve = _make_dry_run(tmp_path, "serve")
+    assert "install --quiet -e .\n" in fresh_serve and "[test]" not in fresh_serve
+    runtime_stamp = next(
+        line.split()[-1] for line in fresh_serve.splitlines() if line.startswith("touch ")
+    )
+    (tmp_path / runtime_stamp).parent.mkdir(parents=True)
+    (tmp_path / runtime_stamp).touch()  # as `make serve` leaves it
+    after_serve = _make_dry_run(tmp_path, "test")
+    assert "install --quiet -e '.[test]'" in after_serve
+    assert "install --quiet -e .\n" not in after_serve  # the runtime install is not redone
+    assert "install --quiet -e '.[test]'" not in _make_dry_run(tmp_path, "serve")

@@ -240,7 +240,7 @@ async def test_data_dir_problems_are_one_line(
         (["--set", "log.segment.bytes=10"], {}, ["log.segment.bytes", "at least 14"]),
         (["--set", "node.id=-3"], {}, ["node.id=-3"]),
         (["--set", "log.retention.ms=-5"], {}, ["-1 (unlimited) or at least 1"]),
-        (["--set", "group.initial.rebalance.delay.ms=-1"], {}, ["must be at least 0"]),
+        (["--set", "log.segment.delete.delay.ms=-1"], {}, ["must be at least 0"]),
         (["--set", "num.partitions=many"], {}, ["num.partitions=many", "whole number"]),
         (
             [],

@@ -466,6 +466,57 @@ async def test_a_delete_interrupted_after_its_commit_point_finishes_at_open(root
         assert log.log_end_offset == 0
 
 
+async def test_an_older_kafkads_interrupted_delete_is_finished_when_its_dir_is_adopted(
+    root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafkad before the marker deleted the topic's JSON, then renamed its partition
+    directories: a crash in between left them behind, and it removed them at its next open."""
+    async with opened(root) as store:
+        t = await open_log(store)
+        await fill(t, 5)
+        gone_id = uuid.uuid4()
+        await store.create_topic(TopicMeta("gone", gone_id, 3))
+        for p in range(3):
+            await store.open_partition(TopicPartition("gone", p), LogConfig())
+        store.abandon()
+    (root / "kafkad.properties").unlink()  # a directory written before the marker existed
+    (root / "__kafkad_topics" / "gone.json").unlink()  # the old delete's commit point
+    (root / "gone-1").rename(root / f"{gone_id.hex}-1.deleted")  # and one rename, then a crash
+    async with opened(root) as store:
+        assert [m.name for m in store.topics()] == ["t"]
+        assert (await open_log(store)).log_end_offset == 11  # fill(log, 5) writes 11 records
+    assert not [n for n in os.listdir(root) if n.startswith("gone-") or ".deleted" in n]
+    assert "interrupted deletion of topic gone" in caplog.text
+    # Once the directory is kafkad's (marked), such a directory is a stranger again: refused.
+    (root / "gone-0").mkdir()
+    (root / "gone-0" / "partition.metadata").write_bytes(
+        (root / "t-0" / "partition.metadata").read_bytes()
+    )
+    with pytest.raises(DataDirError, match="gone-0/"):
+        async with opened(root):
+            pass
+    assert (root / "gone-0" / "partition.metadata").exists()
+
+
+async def test_a_partition_directory_cut_before_its_metadata_goes_with_its_topic(
+    root: Path,
+) -> None:
+    # A crash between mkdir and writing partition.metadata leaves an empty directory; deleting
+    # the topic must take it too, or the next open would refuse it as a stranger.
+    async with opened(root) as store:
+        await store.create_topic(TopicMeta("t", uuid.uuid4(), 3))
+        await store.open_partition(TopicPartition("t", 0), LogConfig())
+        store.abandon()
+    (root / "t-1").mkdir()
+    (root / "t-2").mkdir()
+    (root / "t-2" / "partition.metadata.tmp").write_bytes(b"version: 0\n")
+    async with opened(root) as store:
+        await store.delete_topic("t")
+    async with opened(root) as store:
+        assert store.topics() == []
+    assert not [n for n in os.listdir(root) if n.startswith("t-")]
+
+
 async def test_entries_kafkad_did_not_create_stop_the_open_and_stay(
     root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
