@@ -108,7 +108,8 @@ def _make_dry_run(workdir: Path, target: str) -> str:
 
 def test_make_test_after_make_serve_installs_the_test_extras(tmp_path: Path) -> None:
     # A dry run (make -n) in a copy: the stamps decide what a fresh clone installs.
-    for name in ("Makefile", "pyproject.toml"):
+    for name in ("Makefile", "pyproject.toml", "setup.py", "wire/_record_kernel.c"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes((REPO / name).read_bytes())
     fresh_serve = _make_dry_run(tmp_path, "serve")
     assert "install --quiet -e .\n" in fresh_serve and "[test]" not in fresh_serve
