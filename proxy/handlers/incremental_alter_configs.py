@@ -46,7 +46,10 @@ async def incremental_alter_configs(ctx: RequestContext, req: Any) -> Any:
                 code, message = ErrorCode[new[0]], new[1]
             elif (err := broker.topics.check_alter(res.resource_name, new)) is not None:
                 code, message = err.code, err.message
-            elif not req.validate_only:
-                await broker.topics.alter_configs(res.resource_name, new)
+            elif (
+                not req.validate_only
+                and (err := await broker.topics.alter_configs(res.resource_name, new)) is not None
+            ):
+                code, message = err.code, err.message  # deleted meanwhile
         responses.append(resource_response(b, res, code, message))
     return b.IncrementalAlterConfigsResponse(throttle_time=0, responses=tuple(responses))
