@@ -45,11 +45,11 @@ async def create_one(c: RawClient, topic: ct.CreatableTopic) -> Any:
     return resp.topics[0]
 
 
-async def metadata(c: RawClient, *names: str) -> Any:
+async def metadata(c: RawClient, *names: str, auto_create: bool = True) -> Any:
     return await c.request(
         md.MetadataRequest(
             topics=tuple(md.MetadataRequestTopic(topic_id=None, name=n) for n in names),
-            allow_auto_topic_creation=True,
+            allow_auto_topic_creation=auto_create,
             include_topic_authorized_operations=False,
         )
     )
@@ -283,11 +283,5 @@ async def test_concurrent_grow_alter_and_delete_of_one_topic(tmp_path: Path) -> 
         }, grown
         assert set(altered) <= {ErrorCode.none, ErrorCode.unknown_topic_or_partition}, altered
     async with running_broker(str(tmp_path)) as (_, port), connect(port) as c:
-        resp = await c.request(
-            md.MetadataRequest(
-                topics=(md.MetadataRequestTopic(topic_id=None, name="grow"),),
-                allow_auto_topic_creation=False,
-                include_topic_authorized_operations=False,
-            )
-        )
+        resp = await metadata(c, "grow", auto_create=False)
         assert resp.topics[0].error_code == ErrorCode.unknown_topic_or_partition
