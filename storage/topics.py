@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -319,16 +319,28 @@ class TopicManager:
             return TopicError(ErrorCode.invalid_config, msg)
         return None
 
-    async def alter_configs(self, name: str, overrides: Mapping[str, str]) -> TopicError | None:
+    async def alter_configs(
+        self,
+        name: str,
+        overrides: Mapping[str, str]
+        | Callable[[Mapping[str, str]], Mapping[str, str] | TopicError],
+    ) -> TopicError | None:
         """Replace a topic's overrides (persisted first), then apply them to its open
         partitions: later appends, rolls, retention and cleaning use them, no restart. Under
-        the lock of ``create``/``delete`` (a topic deleted meanwhile is refused)."""
+        the lock of ``create``/``delete`` (a topic deleted meanwhile is refused). A callable
+        ``overrides`` computes the new overrides from the current ones under the lock
+        (IncrementalAlterConfigs: concurrent changes apply one after the other, none lost)."""
         async with self._changing:
             topic = self._topics.get(name)
             if topic is None:
                 return TopicError(
                     ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist"
                 )
+            if callable(overrides):
+                computed = overrides(topic.meta.configs)
+                if isinstance(computed, TopicError):
+                    return computed
+                overrides = computed
             meta = replace(topic.meta, configs=dict(overrides))
             await self.store.update_topic(meta)
             topic.meta = meta

@@ -19,7 +19,7 @@ from kio.schema.offset_commit.v8 import request as oc
 
 from storage.api import Store
 from tests.proxy.harness import RawClient, connect, running_broker
-from tests.proxy.test_alter_configs import described
+from tests.proxy.test_alter_configs import described, incremental
 
 MS = datetime.timedelta(milliseconds=1)
 
@@ -285,3 +285,27 @@ async def test_concurrent_grow_alter_and_delete_of_one_topic(tmp_path: Path) -> 
     async with running_broker(str(tmp_path)) as (_, port), connect(port) as c:
         resp = await metadata(c, "grow", auto_create=False)
         assert resp.topics[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+async def test_concurrent_incremental_alters_of_one_topic_all_apply(tmp_path: Path) -> None:
+    """Each IncrementalAlterConfigs applies its operations to the overrides as they are when
+    its change runs (under the topic lock), as Kafka's controller applies them one at a time:
+    concurrent SETs of different configs all land, none overwritten by a stale copy."""
+    keys = ("retention.ms", "segment.ms", "retention.bytes", "segment.bytes", "max.message.bytes")
+    values = ("60000", "70000", "80000", "2000000", "90000")
+    async with running_broker(str(tmp_path)) as (_, port):
+        async with connect(port) as c:
+            assert (await create_one(c, creatable("inc"))).error_code == ErrorCode.none
+
+        async def set_one(key: str, value: str) -> None:
+            async with connect(port) as c:
+                assert (await incremental(c, "inc", (key, 0, value))).error_code == ErrorCode.none
+
+        async with trio.open_nursery() as n:
+            for key, value in zip(keys, values, strict=True):
+                n.start_soon(set_one, key, value)
+        async with connect(port) as c:
+            configs = await described(c, "inc")
+        assert {k: configs[k] for k in keys} == {
+            k: (v, 1) for k, v in zip(keys, values, strict=True)
+        }
