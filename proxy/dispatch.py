@@ -47,9 +47,9 @@ log = logging.getLogger("kafkad.dispatch")
 API_VERSIONS_KEY = 18
 PRODUCE_KEY = 0
 FETCH_KEY, JOIN_GROUP_KEY, SYNC_GROUP_KEY = 1, 11, 14
-# InitProducerId, AddPartitionsToTxn, EndTxn: may wait for the id's running completion
-# (TxnCoordinator.settle, up to its completion wait).
-SETTLING_TXN_KEYS = frozenset({22, 24, 26})
+# InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn: may wait for the id's running
+# completion (TxnCoordinator.settle, up to its completion wait).
+SETTLING_TXN_KEYS = frozenset({22, 24, 25, 26})
 NO_RESPONSE = object()  # a handler's answer when Kafka sends none (Produce with acks=0)
 
 

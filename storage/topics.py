@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -286,13 +286,28 @@ class TopicManager:
             await self.store.delete_topic(name)
             return None
 
-    async def add_partitions(self, name: str, total: int) -> None:
-        topic = self._topics[name]
-        meta = replace(topic.meta, partitions=total)
-        await self.store.update_topic(meta)
-        for i in range(len(topic.partitions), total):
-            topic.partitions.append(await self._open_partition(meta, i))
-        topic.meta = meta
+    async def add_partitions(self, name: str, total: int) -> TopicError | None:
+        """Grow a topic to ``total`` partitions, under the lock of ``create``/``delete``: a
+        topic deleted or grown meanwhile is refused as Kafka's controller would, and the
+        topic's metadata file is never written by two changes at once (or after a delete)."""
+        async with self._changing:
+            topic = self._topics.get(name)
+            if topic is None:
+                return TopicError(
+                    ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
+                )
+            if total <= len(topic.partitions):
+                return TopicError(
+                    ErrorCode.invalid_partitions,
+                    f"Topic currently has {len(topic.partitions)} partitions, which is "
+                    f"higher than or equal to the requested {total}.",
+                )
+            meta = replace(topic.meta, partitions=total)
+            await self.store.update_topic(meta)
+            for i in range(len(topic.partitions), total):
+                topic.partitions.append(await self._open_partition(meta, i))
+            topic.meta = meta
+            return None
 
     def check_alter(self, name: str, overrides: Mapping[str, str | None]) -> TopicError | None:
         """Everything AlterConfigs/IncrementalAlterConfigs check for a topic's new overrides."""
@@ -305,19 +320,38 @@ class TopicManager:
             return TopicError(ErrorCode.invalid_config, msg)
         return None
 
-    async def alter_configs(self, name: str, overrides: Mapping[str, str]) -> None:
+    async def alter_configs(
+        self,
+        name: str,
+        overrides: Mapping[str, str]
+        | Callable[[Mapping[str, str]], Mapping[str, str] | TopicError],
+    ) -> TopicError | None:
         """Replace a topic's overrides (persisted first), then apply them to its open
-        partitions: later appends, rolls, retention and cleaning use them, no restart."""
-        topic = self._topics[name]
-        meta = replace(topic.meta, configs=dict(overrides))
-        await self.store.update_topic(meta)
-        topic.meta = meta
-        topic.settings = {
-            k: v for k, (v, _) in effective_configs(meta.configs, self.broker_values).items()
-        }
-        cfg = self._log_config(meta)
-        for p in topic.partitions:
-            p.update_config(cfg, self._log_append_time(meta))
+        partitions: later appends, rolls, retention and cleaning use them, no restart. Under
+        the lock of ``create``/``delete`` (a topic deleted meanwhile is refused). A callable
+        ``overrides`` computes the new overrides from the current ones under the lock
+        (IncrementalAlterConfigs: concurrent changes apply one after the other, none lost)."""
+        async with self._changing:
+            topic = self._topics.get(name)
+            if topic is None:
+                return TopicError(
+                    ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist"
+                )
+            if callable(overrides):
+                computed = overrides(topic.meta.configs)
+                if isinstance(computed, TopicError):
+                    return computed
+                overrides = computed
+            meta = replace(topic.meta, configs=dict(overrides))
+            await self.store.update_topic(meta)
+            topic.meta = meta
+            topic.settings = {
+                k: v for k, (v, _) in effective_configs(meta.configs, self.broker_values).items()
+            }
+            cfg = self._log_config(meta)
+            for p in topic.partitions:
+                p.update_config(cfg, self._log_append_time(meta))
+            return None
 
     async def take_snapshots(self) -> None:
         """Producer-state snapshots of every partition (clean shutdown)."""

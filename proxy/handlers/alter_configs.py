@@ -39,6 +39,7 @@ async def alter_configs(ctx: RequestContext, req: Any) -> Any:
                 code, message = err.code, err.message
             elif not req.validate_only:
                 new = {k: v for k, v in given.items() if v is not None}
-                await broker.topics.alter_configs(res.resource_name, new)
+                if (err := await broker.topics.alter_configs(res.resource_name, new)) is not None:
+                    code, message = err.code, err.message  # deleted meanwhile
         responses.append(resource_response(b, res, code, message))
     return b.AlterConfigsResponse(throttle_time=0, responses=tuple(responses))

@@ -46,8 +46,11 @@ async def create_partitions(ctx: RequestContext, req: Any) -> Any:
                 ErrorCode.invalid_replica_assignment,
                 f"Each new partition must be assigned to broker {broker.node_id}.",
             )
-        elif not req.validate_only:
-            await broker.topics.add_partitions(t.name, t.count)
+        elif (
+            not req.validate_only
+            and (err := await broker.topics.add_partitions(t.name, t.count)) is not None
+        ):
+            code, message = err.code, err.message  # deleted or grown meanwhile
         results.append(
             b.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
         )

@@ -16,6 +16,7 @@ Other resource types (BROKER_LOGGER, CLIENT_METRICS, GROUP) -> INVALID_REQUEST.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -24,6 +25,22 @@ from proxy.config_resources import refuse_resource, resource_counts, resource_re
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.topic_config import incremental_overrides
+from storage.topics import TopicError, TopicManager
+
+
+def _change(
+    topics: TopicManager, name: str, ops: list[tuple[str, int, str | None]], values: Any
+) -> Callable[[Mapping[str, str]], Mapping[str, str] | TopicError]:
+    """The new overrides of topic ``name`` from its current ones, checked as AlterConfigs
+    checks them, or the refusal."""
+
+    def change(current: Mapping[str, str]) -> Mapping[str, str] | TopicError:
+        new = incremental_overrides(current, ops, values)
+        if isinstance(new, tuple):
+            return TopicError(ErrorCode[new[0]], new[1])
+        return err if (err := topics.check_alter(name, new)) is not None else new
+
+    return change
 
 
 @handler(api_key=44, versions=(0, 1))
@@ -41,12 +58,12 @@ async def incremental_alter_configs(ctx: RequestContext, req: Any) -> Any:
             ops = [(c.name, int(c.config_operation), c.value) for c in res.configs]
             topic = broker.topics.get(res.resource_name)
             assert topic is not None  # refuse_resource answered for unknown topics
-            new = incremental_overrides(topic.meta.configs, ops, values)
-            if isinstance(new, tuple):
-                code, message = ErrorCode[new[0]], new[1]
-            elif (err := broker.topics.check_alter(res.resource_name, new)) is not None:
-                code, message = err.code, err.message
-            elif not req.validate_only:
-                await broker.topics.alter_configs(res.resource_name, new)
+            change = _change(broker.topics, res.resource_name, ops, values)
+            refusal: Mapping[str, str] | TopicError | None = change(topic.meta.configs)
+            if not isinstance(refusal, TopicError) and not req.validate_only:
+                # applied to the overrides as they are under the topic lock: none lost
+                refusal = await broker.topics.alter_configs(res.resource_name, change)
+            if isinstance(refusal, TopicError):
+                code, message = refusal.code, refusal.message
         responses.append(resource_response(b, res, code, message))
     return b.IncrementalAlterConfigsResponse(throttle_time=0, responses=tuple(responses))

@@ -9,6 +9,7 @@ from typing import Any
 
 import trio
 import trio.testing
+from kio.schema.add_offsets_to_txn.v3 import request as ao
 from kio.schema.errors import ErrorCode
 from kio.schema.join_group.v9 import request as jg
 from kio.schema.metadata.v12 import request as md
@@ -127,3 +128,16 @@ async def test_replies_before_a_bad_frame_are_sent_before_closing() -> None:
         frame = await c.read_frame()
         assert frame is not None and decode_response(3, 12, frame)[0] == 1
         assert await c.read_frame() is None  # then the connection is closed
+
+
+async def test_every_settling_txn_api_may_park() -> None:
+    """InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn all wait in
+    ``TxnCoordinator.settle`` (AddOffsetsToTxn through ``add_partitions``) for up to the
+    completion wait, so the replies gathered before them must be sent first."""
+    async with running_broker() as (server, _):
+        assert server.broker is not None
+        d = Dispatcher(server.broker)
+        add_offsets = ao.AddOffsetsToTxnRequest(
+            transactional_id="t", producer_id=1, producer_epoch=0, group_id="g"
+        )
+        assert d.may_park(25, add_offsets)

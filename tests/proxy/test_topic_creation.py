@@ -9,14 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from kio.schema.alter_configs.v2 import request as ac
+from kio.schema.create_partitions.v3 import request as cp
 from kio.schema.create_topics.v5 import request as ct
+from kio.schema.delete_topics.v5 import request as dt
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import request as md
 from kio.schema.offset_commit.v8 import request as oc
 
 from storage.api import Store
 from tests.proxy.harness import RawClient, connect, running_broker
-from tests.proxy.test_alter_configs import described
+from tests.proxy.test_alter_configs import described, incremental
 
 MS = datetime.timedelta(milliseconds=1)
 
@@ -42,11 +45,11 @@ async def create_one(c: RawClient, topic: ct.CreatableTopic) -> Any:
     return resp.topics[0]
 
 
-async def metadata(c: RawClient, *names: str) -> Any:
+async def metadata(c: RawClient, *names: str, auto_create: bool = True) -> Any:
     return await c.request(
         md.MetadataRequest(
             topics=tuple(md.MetadataRequestTopic(topic_id=None, name=n) for n in names),
-            allow_auto_topic_creation=True,
+            allow_auto_topic_creation=auto_create,
             include_topic_authorized_operations=False,
         )
     )
@@ -218,3 +221,91 @@ async def test_create_topics_checks_configs_then_replication_then_partitions() -
             configs=(ct.CreatableTopicConfig(name="retention.ms", value="abc"),),
         )
         assert (await create_one(c, manual)).error_code == ErrorCode.invalid_config
+
+
+async def test_concurrent_grow_alter_and_delete_of_one_topic(tmp_path: Path) -> None:
+    """CreatePartitions, AlterConfigs and DeleteTopics of one topic at once take the lock of
+    creation and deletion: each is answered a Kafka code (never UNKNOWN_SERVER_ERROR or
+    KAFKA_STORAGE_ERROR from two writers of the topic's metadata file), one grow wins, and a
+    delete answered NONE stays deleted after a restart (no later write brings the file back)."""
+    async with running_broker(str(tmp_path)) as (_, port):
+        async with connect(port) as c:
+            assert (await create_one(c, creatable("grow"))).error_code == ErrorCode.none
+        grown: list[int] = []
+        altered: list[int] = []
+        deleted: list[int] = []
+
+        async def grow() -> None:
+            async with connect(port) as c:
+                resp = await c.request(
+                    cp.CreatePartitionsRequest(
+                        topics=(cp.CreatePartitionsTopic(name="grow", count=3, assignments=None),),
+                        timeout=1000 * MS,
+                        validate_only=False,
+                    )
+                )
+                grown.append(resp.results[0].error_code)
+
+        async def alter() -> None:
+            async with connect(port) as c:
+                resp = await c.request(
+                    ac.AlterConfigsRequest(
+                        resources=(
+                            ac.AlterConfigsResource(
+                                resource_type=2,
+                                resource_name="grow",
+                                configs=(ac.AlterableConfig(name="retention.ms", value="60000"),),
+                            ),
+                        ),
+                        validate_only=False,
+                    )
+                )
+                altered.append(resp.responses[0].error_code)
+
+        async def delete() -> None:
+            async with connect(port) as c:
+                resp = await c.request(
+                    dt.DeleteTopicsRequest(topic_names=("grow",), timeout=1000 * MS)
+                )
+                deleted.append(resp.responses[0].error_code)
+
+        async with trio.open_nursery() as n:
+            for _ in range(3):
+                n.start_soon(grow)
+                n.start_soon(alter)
+            n.start_soon(delete)
+        assert deleted == [ErrorCode.none]
+        assert grown.count(ErrorCode.none) <= 1
+        assert set(grown) <= {
+            ErrorCode.none,
+            ErrorCode.invalid_partitions,
+            ErrorCode.unknown_topic_or_partition,
+        }, grown
+        assert set(altered) <= {ErrorCode.none, ErrorCode.unknown_topic_or_partition}, altered
+    async with running_broker(str(tmp_path)) as (_, port), connect(port) as c:
+        resp = await metadata(c, "grow", auto_create=False)
+        assert resp.topics[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+async def test_concurrent_incremental_alters_of_one_topic_all_apply(tmp_path: Path) -> None:
+    """Each IncrementalAlterConfigs applies its operations to the overrides as they are when
+    its change runs (under the topic lock), as Kafka's controller applies them one at a time:
+    concurrent SETs of different configs all land, none overwritten by a stale copy."""
+    keys = ("retention.ms", "segment.ms", "retention.bytes", "segment.bytes", "max.message.bytes")
+    values = ("60000", "70000", "80000", "2000000", "90000")
+    async with running_broker(str(tmp_path)) as (_, port):
+        async with connect(port) as c:
+            assert (await create_one(c, creatable("inc"))).error_code == ErrorCode.none
+
+        async def set_one(key: str, value: str) -> None:
+            async with connect(port) as c:
+                assert (await incremental(c, "inc", (key, 0, value))).error_code == ErrorCode.none
+
+        async with trio.open_nursery() as n:
+            for key, value in zip(keys, values, strict=True):
+                n.start_soon(set_one, key, value)
+        async with connect(port) as c:
+            configs = await described(c, "inc")
+        assert {k: configs[k] for k in keys} == {
+            k: (v, 1) for k, v in zip(keys, values, strict=True)
+        }
