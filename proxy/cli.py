@@ -35,12 +35,12 @@ import trio
 from proxy.config import (
     DEFAULT_DATA_DIR,
     DEFAULT_LISTEN,
-    WILDCARD_HOSTS,
     ConfigError,
     load_config,
     split_host_port,
 )
 from proxy.healthcheck import check
+from proxy.listeners import WILDCARD_HOSTS
 from proxy.server import serve_until_signal
 from storage.api import StorageError
 
