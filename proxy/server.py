@@ -72,13 +72,15 @@ class Server:
                 background.start_soon(broker.txns.run)
                 background.start_soon(broker.producer_expiration_loop)
                 async with trio.open_nursery() as conns:
-                    accept_scope = trio.CancelScope()
+                    # One scope per listener, made before any accept task starts (a scope
+                    # cancelled before it is entered cancels at once).
+                    accept_scopes = {name: trio.CancelScope() for name in sockets}
 
                     async def accept_loop(name: str, bound: list[trio.SocketListener]) -> None:
                         async def handle(stream: trio.SocketStream) -> None:
                             await self._serve(stream, dispatch, net, name)
 
-                        with accept_scope:
+                        with accept_scopes[name]:
                             await trio.serve_listeners(handle, bound, handler_nursery=conns)
 
                     for name, bound in sockets.items():
@@ -88,7 +90,8 @@ class Server:
                         on_ready(self)
                     await self.stopping.wait()
                     log.info("shutting down: no new connections")
-                    accept_scope.cancel()
+                    for scope in accept_scopes.values():
+                        scope.cancel()
                     broker.begin_shutdown()
                     for conn in list(self.connections):
                         if not conn.busy:

@@ -352,5 +352,5 @@ def test_a_listener_without_a_host_is_advertised_as_this_machine_as_kafka_does(
     text = "listeners=PLAINTEXT://:9092\nadvertised.listeners=PLAINTEXT://:19092\n"
     cfg = _from_file(tmp_path, text)
     assert (cfg.advertised_host, cfg.advertised_port) == ("broker.example", 19092)
-    with pytest.raises(ConfigError, match="needs an advertised.listeners entry"):
+    with pytest.raises(ConfigError, match=r"needs an advertised\.listeners entry"):
         _from_file(tmp_path, "listeners=PLAINTEXT://0.0.0.0:9092\n")
