@@ -337,6 +337,7 @@ TOOL_ENV = frozenset(
     | {"KAFKAD_TXN_CRASH_TXNS", "KAFKAD_TXN_CRASH_SEEDS", "KAFKAD_TXN_CRASH_DEBUG"}
     | {"KAFKAD_PIPELINE_CRASH_TRANSFERS", "KAFKAD_PIPELINE_CRASH_SEED"}
     | {"KAFKAD_PIPELINE_CRASH_KILLS"}
+    | {"KAFKAD_HOST_PORT"}  # docker-compose.yml's published port for the HOST listener
 )
 
 
@@ -461,7 +462,9 @@ def load_config(
     except ConfigError as exc:
         raise ConfigError("; ".join([*kafka.errors, str(exc)])) from None
     explicit = [
-        n for n in ("listeners", "advertised.listeners") if n in overrides or env_name(n) in env
+        n
+        for n in ("listeners", "advertised.listeners")
+        if overrides.get(n) or env.get(env_name(n))  # empty: not given (clears an image's)
     ]
     if (listen or advertise) and explicit:
         given = "--listen" if listen else "--advertise"
