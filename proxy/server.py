@@ -53,7 +53,14 @@ class Server:
             self.broker = broker
             sockets: dict[str, list[trio.SocketListener]] = {}
             for endpoint in cfg.endpoints():
-                bound = await trio.open_tcp_listeners(endpoint.port, host=endpoint.host)
+                try:
+                    bound = await trio.open_tcp_listeners(endpoint.port, host=endpoint.host)
+                except OSError as exc:  # name the listener that failed (cli: one line)
+                    for opened in sockets.values():
+                        for listener in opened:
+                            listener.socket.close()
+                    where = f"{endpoint.host}:{endpoint.port}"
+                    raise OSError(exc.errno, exc.strerror, where) from exc
                 sockets[endpoint.name] = bound
                 sockname = bound[0].socket.getsockname()
                 self.bound_listeners[endpoint.name] = (sockname[0], sockname[1])

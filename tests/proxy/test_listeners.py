@@ -12,6 +12,7 @@ from kio.schema.describe_cluster.v1 import request as dcl
 from kio.schema.find_coordinator.v4 import request as fc
 from kio.schema.metadata.v12 import request as md
 
+from proxy.cli import startup_failure
 from proxy.config import BrokerConfig, ConfigError, load_config
 from proxy.listeners import Listener
 from proxy.server import Server
@@ -234,4 +235,22 @@ def test_the_simple_form_is_one_plaintext_listener() -> None:
     cfg = _load(listen="127.0.0.1:9092", advertise="localhost:9093")
     assert cfg.endpoints() == (
         Listener("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 9092, "localhost", 9093),
+    )
+
+
+async def test_a_taken_port_on_the_second_listener_is_named() -> None:
+    taken = trio.socket.socket()
+    await taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    cfg = _load(
+        listeners=f"A://127.0.0.1:0,B://127.0.0.1:{port}",
+        listener_security_protocol_map="A:PLAINTEXT,B:PLAINTEXT",
+    )
+    with taken, pytest.raises((OSError, BaseExceptionGroup)) as err:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(Server(cfg).run)
+    # The second listener's address, not the first's (the one cli passes).
+    assert startup_failure(err.value, "127.0.0.1:0") == (
+        f"cannot listen on 127.0.0.1:{port}: address already in use"
     )
