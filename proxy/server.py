@@ -137,14 +137,16 @@ async def serve_until_signal(config: BrokerConfig) -> None:
         host, port = s.bound
         b = s.broker
         adv_host, adv_port = b.advertised_address(b.first_listener)
-        # listen=/advertise= name the first listener (scripts parse them); listeners= all.
+        # listen=/advertise= name the first listener (scripts parse them); with several,
+        # listeners= lists every one as NAME://bound->advertised.
         every = ",".join(
             f"{name}://{h}:{p}->{':'.join(map(str, b.advertised_address(name)))}"
             for name, (h, p) in s.bound_listeners.items()
         )
+        several = f" listeners={every}" if len(s.bound_listeners) > 1 else ""
         print(
-            f"kafkad ready listen={host}:{port} advertise={adv_host}:{adv_port} "
-            f"listeners={every} data_dir={config.data_dir}",
+            f"kafkad ready listen={host}:{port} advertise={adv_host}:{adv_port}{several} "
+            f"data_dir={config.data_dir}",
             flush=True,
         )
 

@@ -3,7 +3,10 @@ whose answers advertise the address of the listener each request came in on."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,8 @@ from proxy.config import BrokerConfig, ConfigError, load_config
 from proxy.listeners import Listener
 from proxy.server import Server
 from tests.proxy.harness import connect
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _load(
@@ -254,3 +259,25 @@ async def test_a_taken_port_on_the_second_listener_is_named() -> None:
     assert startup_failure(err.value, "127.0.0.1:0") == (
         f"cannot listen on 127.0.0.1:{port}: address already in use"
     )
+
+
+def test_the_ready_line_lists_every_bound_listener(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKAD_")}
+    env |= {
+        "KAFKAD_LISTENERS": "A://127.0.0.1:0,B://127.0.0.1:0",
+        "KAFKAD_ADVERTISED_LISTENERS": "A://kafkad:9092",
+        "KAFKAD_LISTENER_SECURITY_PROTOCOL_MAP": "A:PLAINTEXT,B:PLAINTEXT",
+    }
+    cmd = [sys.executable, "-m", "proxy.cli", "serve", "--data-dir", str(tmp_path / "d")]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env, cwd=REPO) as proc:
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+        finally:
+            proc.terminate()
+        assert proc.wait(timeout=30) == 0
+    found = re.search(r"listeners=A://127\.0\.0\.1:(\d+)->kafkad:9092,B://127\.0\.0\.1:(\d+)", line)
+    assert found is not None, line
+    a, b = found.groups()
+    assert a != b and f"->127.0.0.1:{b} " in line  # B advertises its bound port
+    assert line.startswith(f"kafkad ready listen=127.0.0.1:{a} advertise=kafkad:9092 ")
