@@ -8,7 +8,8 @@ request's listener name), so one broker serves clients on different networks (a 
 network and the host).
 
 Rules, as Kafka's KafkaConfig checks them: names are unique, bind ports are unique (port 0,
-"pick a free port", may repeat), every name has a security protocol in the protocol map,
+"pick a free port", may repeat; two listeners may share a port if one binds an IPv4 address and
+the other an IPv6 one, KIP-797), every name has a security protocol in the protocol map,
 ``advertised.listeners`` names only listeners, a listener without an advertised entry
 advertises its bind address, a blank host (``PLAINTEXT://:9092``) binds every interface and is
 advertised as this machine's canonical host name, and an explicit wildcard bind (``0.0.0.0``)
@@ -20,6 +21,7 @@ issue adds SSL/SASL: the protocol is already carried per listener).
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from dataclasses import dataclass
 
@@ -112,7 +114,7 @@ def parse_listeners(
             "(an advertised listener must be one the broker binds)"
         )
     out: list[Listener] = []
-    ports: dict[int, str] = {}
+    ports: dict[int, list[tuple[str, str]]] = {}
     for name, address in binds.items():
         protocol = pmap.get(name)
         if protocol is None:
@@ -123,9 +125,9 @@ def parse_listeners(
         if protocol not in SERVED_PROTOCOLS:
             raise ListenerError(f"listeners: {name} is {protocol}; kafkad serves PLAINTEXT only")
         host, port = host_port(address, f"listeners {name}", lowest_port=0)
-        if port and port in ports:
-            raise ListenerError(f"listeners: {ports[port]} and {name} both bind port {port}")
-        ports[port] = name
+        if port:
+            ports.setdefault(port, []).append((name, host))
+            _check_shared_port(port, ports[port])
         if name in adverts:
             adv_host, adv_port = host_port(
                 resolve_blank_host(adverts[name]), f"advertised.listeners {name}"
@@ -148,3 +150,24 @@ def parse_listeners(
             adv_host, advertised_port = host, port or None
         out.append(Listener(name, protocol, host, port, adv_host, advertised_port))
     return tuple(out)
+
+
+def _ip_version(host: str) -> int | None:
+    try:
+        return ipaddress.ip_address(host).version
+    except ValueError:
+        return None
+
+
+def _check_shared_port(port: int, users: list[tuple[str, str]]) -> None:
+    """Kafka (CoreUtils.listenerListToEndPoints): one port, one listener, except an IPv4
+    address and an IPv6 address sharing it."""
+    if len(users) == 1:
+        return
+    versions = sorted(str(_ip_version(host)) for _, host in users)
+    if versions != ["4", "6"]:
+        names = " and ".join(name for name, _ in users)
+        raise ListenerError(
+            f"listeners: {names} all bind port {port} (only an IPv4 and an IPv6 address "
+            "may share a port)"
+        )

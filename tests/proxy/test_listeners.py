@@ -100,7 +100,7 @@ def test_a_listener_without_an_advertised_entry_advertises_its_bind_address() ->
                 "listeners": "A://a:9092,B://b:9092",
                 "listener.security.protocol.map": "A:PLAINTEXT,B:PLAINTEXT",
             },
-            "A and B both bind port 9092",
+            "A and B all bind port 9092",
         ),
         (
             {
@@ -135,12 +135,22 @@ def test_listener_rules(settings: dict[str, str], needle: str) -> None:
         )
 
 
-def test_port_zero_may_repeat() -> None:
+def test_port_zero_may_repeat_and_ipv4_and_ipv6_may_share_a_port() -> None:
     cfg = _load(
         listeners="A://127.0.0.1:0,B://127.0.0.1:0",
         listener_security_protocol_map="A:PLAINTEXT,B:PLAINTEXT",
     )
     assert [x.port for x in cfg.endpoints()] == [0, 0]
+    cfg = _load(
+        listeners="A://127.0.0.1:9092,B://[::1]:9092",
+        listener_security_protocol_map="A:PLAINTEXT,B:PLAINTEXT",
+    )
+    assert [(x.host, x.port) for x in cfg.endpoints()] == [("127.0.0.1", 9092), ("::1", 9092)]
+    with pytest.raises(ConfigError, match="A and B and C all bind port 9092"):
+        _load(
+            listeners="A://127.0.0.1:9092,B://[::1]:9092,C://host:9092",
+            listener_security_protocol_map="A:PLAINTEXT,B:PLAINTEXT,C:PLAINTEXT",
+        )
 
 
 def test_listen_and_listeners_are_not_combined() -> None:
