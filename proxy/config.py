@@ -472,15 +472,18 @@ def load_config(
             f"{given} and {' and '.join(explicit)} are both given: use --listen/--advertise for "
             "one listener or listeners/advertised.listeners for several, not both"
         )
+    # As in Kafka, advertised.listeners alone applies to the default listener (PLAINTEXT).
+    default = "" if advertise else f"PLAINTEXT://{DEFAULT_LISTEN}"
+    binds = values["listeners"] or (default if values["advertised.listeners"] else "")
     try:
         parsed = (
             parse_listeners(
-                values["listeners"],
+                binds,
                 values["advertised.listeners"],
                 values["listener.security.protocol.map"],
                 kafka.controllers,
             )
-            if values["listeners"] and not listen
+            if binds and not listen
             else ()
         )
     except ListenerError as exc:
@@ -488,8 +491,6 @@ def load_config(
         kafka.errors.append(f"{exc} (from {where})")
     if kafka.errors:
         raise ConfigError("; ".join(kafka.errors))
-    if not parsed and values["advertised.listeners"] and not listen and not advertise:
-        raise ConfigError("advertised.listeners is given without listeners")
     if parsed and advertise:
         if len(parsed) > 1:
             raise ConfigError(

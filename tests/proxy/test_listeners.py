@@ -120,7 +120,7 @@ def test_a_listener_without_an_advertised_entry_advertises_its_bind_address() ->
         ),
         ({"listeners": "PLAINTEXT://a:99999"}, "between 0 and 65535"),
         ({"listeners": "a:9092"}, "is not NAME://HOST:PORT"),
-        ({"advertised.listeners": "PLAINTEXT://a:9092"}, "advertised.listeners is given without"),
+        ({"advertised.listeners": "OTHER://a:9092"}, "OTHER not in listeners"),
     ],
 )
 def test_listener_rules(settings: dict[str, str], needle: str) -> None:
@@ -244,6 +244,13 @@ async def test_each_listener_answers_with_its_own_advertised_address() -> None:
     assert outside == (("localhost", 19092),) * 3
     # No advertised entry and port 0: the bound address itself.
     assert plain == (("127.0.0.1", bound["PLAIN"][1]),) * 3
+
+
+def test_advertised_listeners_alone_applies_to_the_default_listener() -> None:
+    # Kafka: listeners defaults to PLAINTEXT://:9092; kafkad's default is 127.0.0.1:9092.
+    assert _addresses(_load(advertised_listeners="PLAINTEXT://public:19092")) == [
+        ("PLAINTEXT", "127.0.0.1", 9092, "public", 19092)
+    ]
 
 
 def test_the_simple_form_is_one_plaintext_listener() -> None:
