@@ -17,7 +17,7 @@ import difflib
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -498,7 +498,11 @@ def load_config(
                 f"({', '.join(x.name for x in parsed)}): use advertised.listeners"
             )
         only = f"{parsed[0].host}:{parsed[0].port}"
-        parsed = (_one_listener(only, advertise, "listeners", "--advertise"),)
+        parsed = (
+            replace(
+                _one_listener(only, advertise, "listeners", "--advertise"), name=parsed[0].name
+            ),
+        )
     if not parsed:
         listen_what = "--listen" if listen else "the default listener"
         parsed = (_one_listener(listen or DEFAULT_LISTEN, advertise, listen_what, "--advertise"),)

@@ -298,3 +298,13 @@ def test_the_ready_line_lists_every_bound_listener(tmp_path: Path) -> None:
     a, b = found.groups()
     assert a != b and f"->127.0.0.1:{b} " in line  # B advertises its bound port
     assert line.startswith(f"kafkad ready listen=127.0.0.1:{a} advertise=kafkad:9092 ")
+
+
+def test_advertise_alone_sets_the_files_one_listener(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "listeners=HOST://0.0.0.0:9092\nlistener.security.protocol.map=HOST:PLAINTEXT\n"
+    )
+    assert _addresses(_load(config_file=str(path), advertise="public:19092")) == [
+        ("HOST", "0.0.0.0", 9092, "public", 19092)
+    ]
