@@ -17,7 +17,7 @@ import difflib
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from proxy.listeners import (
     Listener,
     ListenerError,
     host_port,
+    listener_map,
     parse_listeners,
 )
 from storage.api import LogConfig
@@ -475,11 +476,20 @@ def load_config(
     # As in Kafka, advertised.listeners alone applies to the default listener (PLAINTEXT).
     default = "" if advertise else f"PLAINTEXT://{DEFAULT_LISTEN}"
     binds = values["listeners"] or (default if values["advertised.listeners"] else "")
+    adverts = values["advertised.listeners"]
     try:
+        if binds and advertise and not listen:
+            names = [n for n in listener_map(binds, "listeners") if n not in kafka.controllers]
+            if len(names) > 1:
+                raise ConfigError(
+                    f"--advertise is for one listener, but {source} has {len(names)} "
+                    f"({', '.join(names)}): use advertised.listeners"
+                )
+            adverts = ",".join(f"{n}://{advertise}" for n in names)  # checked as the file's
         parsed = (
             parse_listeners(
                 binds,
-                values["advertised.listeners"],
+                adverts,
                 values["listener.security.protocol.map"],
                 kafka.controllers,
             )
@@ -491,18 +501,6 @@ def load_config(
         kafka.errors.append(f"{exc} (from {where})")
     if kafka.errors:
         raise ConfigError("; ".join(kafka.errors))
-    if parsed and advertise:
-        if len(parsed) > 1:
-            raise ConfigError(
-                f"--advertise is for one listener, but {source} has {len(parsed)} "
-                f"({', '.join(x.name for x in parsed)}): use advertised.listeners"
-            )
-        only = f"{parsed[0].host}:{parsed[0].port}"
-        parsed = (
-            replace(
-                _one_listener(only, advertise, "listeners", "--advertise"), name=parsed[0].name
-            ),
-        )
     if not parsed:
         listen_what = "--listen" if listen else "the default listener"
         parsed = (_one_listener(listen or DEFAULT_LISTEN, advertise, listen_what, "--advertise"),)
