@@ -16,12 +16,15 @@ RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
     && mkdir -p /data && chown kafkad:kafkad /data
 # Not root: the broker only needs its data directory.
 USER kafkad
-EXPOSE 9092
+EXPOSE 9092 9093
 VOLUME ["/data"]
-# KAFKAD_ADVERTISE: the host:port clients use to reach the broker (it has one listener, so one
-# address: localhost:9092 for clients on the Docker host with -p 9092:9092; see docker-compose.yml).
-ENV KAFKAD_ADVERTISE=localhost:9092 \
-    KAFKAD_LISTEN=0.0.0.0:9092 \
+# Two listeners, as in docker-compose.yml: INTERNAL (:9092, advertised kafkad:9092) for other
+# containers, HOST (:9093, advertised localhost:9092) for the Docker host with -p 9092:9093.
+# The healthcheck asks 127.0.0.1:9092 (INTERNAL). For one listener instead, set
+# KAFKAD_LISTENERS= and KAFKAD_ADVERTISED_LISTENERS= empty and use KAFKAD_LISTEN/KAFKAD_ADVERTISE.
+ENV KAFKAD_LISTENERS=INTERNAL://0.0.0.0:9092,HOST://0.0.0.0:9093 \
+    KAFKAD_ADVERTISED_LISTENERS=INTERNAL://kafkad:9092,HOST://localhost:9092 \
+    KAFKAD_LISTENER_SECURITY_PROTOCOL_MAP=INTERNAL:PLAINTEXT,HOST:PLAINTEXT \
     KAFKAD_DATA_DIR=/data \
     KAFKAD_GROUP_INITIAL_REBALANCE_DELAY_MS=0
 # Ready when the broker answers an ApiVersions request on its listener.

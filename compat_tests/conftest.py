@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 READY = re.compile(
     r"^kafkad ready listen=(?P<listen>\S+):(?P<port>\d+) advertise=(?P<advertise>\S+)"
-    r" data_dir=(?P<data_dir>.+)$"
+    r"(?: listeners=\S+)? data_dir=(?P<data_dir>.+)$"
 )
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0

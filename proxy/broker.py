@@ -69,8 +69,13 @@ class Broker:
         self.node_id: int = config.get("node.id")
         self.cluster_id = load_cluster_id(config.data_dir, self.node_id)
         self.topics = TopicManager(store, config.log_config(), config.values or {})
-        self.advertised_host = config.advertised_host or config.listen_host
-        self.advertised_port = config.advertised_port or config.listen_port
+        # Listener name -> the address advertised on it; a port-0 listener without an
+        # advertised entry gets its bound port once the server binds it (``bind_port``).
+        self.advertised: dict[str, tuple[str, int]] = {
+            lst.name: (lst.advertised_host, lst.advertised_port or lst.port)
+            for lst in config.endpoints()
+        }
+        self.first_listener = config.endpoints()[0].name
         self.shutting_down = trio.Event()
         self.cleaner = LogCleaner(
             dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"),
@@ -95,6 +100,17 @@ class Broker:
             self.txns.verify_partition
         )
         self.txn_verifier = self.txns.verify_partition
+
+    def bound(self, name: str, port: int) -> None:
+        """Listener ``name`` is bound to ``port``: advertise it if nothing else was given."""
+        listener = next(x for x in self.config.endpoints() if x.name == name)
+        if listener.advertised_port is None:
+            self.advertised[name] = (listener.advertised_host, port)
+
+    def advertised_address(self, listener: str) -> tuple[str, int]:
+        """The address advertised on ``listener`` (Kafka answers Metadata with the request's
+        listener name); an unknown name (an in-process test) gets the first listener's."""
+        return self.advertised.get(listener) or self.advertised[self.first_listener]
 
     def crash_point(self, point: str) -> None:
         """Exit the process at once if the fault-injection spec says so (a kill -9 at a chosen

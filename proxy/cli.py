@@ -35,12 +35,12 @@ import trio
 from proxy.config import (
     DEFAULT_DATA_DIR,
     DEFAULT_LISTEN,
-    WILDCARD_HOSTS,
     ConfigError,
     load_config,
     split_host_port,
 )
 from proxy.healthcheck import check
+from proxy.listeners import WILDCARD_HOSTS
 from proxy.server import serve_until_signal
 from storage.api import StorageError
 
@@ -131,7 +131,8 @@ def startup_failure(exc: BaseException, listen: str) -> str | None:
         if isinstance(leaf, StorageError):
             lines.append(str(leaf))
         elif isinstance(leaf, OSError) and leaf.errno in _BIND_ERRORS:
-            lines.append(f"cannot listen on {listen}: {(leaf.strerror or str(leaf)).lower()}")
+            where = leaf.filename or listen  # the server names the listener that failed
+            lines.append(f"cannot listen on {where}: {(leaf.strerror or str(leaf)).lower()}")
         elif isinstance(leaf, OSError):
             where = f" ({leaf.filename})" if leaf.filename else ""
             lines.append(f"{leaf.strerror or leaf}{where}")

@@ -23,6 +23,15 @@ from typing import Any
 
 from proxy.fault_injection import parse_spec
 from proxy.kafka_properties import translate
+from proxy.listeners import (
+    DEFAULT_PROTOCOL_MAP,
+    WILDCARD_HOSTS,
+    Listener,
+    ListenerError,
+    host_port,
+    listener_map,
+    parse_listeners,
+)
 from storage.api import LogConfig
 from storage.topic_config import TOPIC_CONFIGS, cleanup_flags
 
@@ -121,6 +130,11 @@ def _ratio(v: str) -> float:
 # settings a properties file may carry (proxy/kafka_properties.py: they must be 1).
 BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "node.id": (_non_negative_int, "1"),
+    # Named client listeners (proxy/listeners.py); empty: --listen's one listener, else
+    # 127.0.0.1:9092. Checked together in load_config.
+    "listeners": (str, ""),
+    "advertised.listeners": (str, ""),
+    "listener.security.protocol.map": (str, DEFAULT_PROTOCOL_MAP),
     "auto.create.topics.enable": (_bool, "true"),
     "num.partitions": (_positive_int, "1"),
     "default.replication.factor": (_positive_int, "1"),
@@ -195,6 +209,16 @@ class BrokerConfig:
     advertised_port: int | None = None  # None: the bound port
     data_dir: str = "./data"  # a path, or a store URL such as memory://
     values: Mapping[str, Any] | None = None
+    # Every client listener; empty: the one listener of the four fields above.
+    listeners: tuple[Listener, ...] = ()
+
+    def endpoints(self) -> tuple[Listener, ...]:
+        """The client listeners, the first being the one ``listen_*``/``advertised_*`` name."""
+        if self.listeners:
+            return self.listeners
+        host = self.advertised_host or self.listen_host
+        port = self.advertised_port or self.listen_port or None
+        return (Listener("PLAINTEXT", "PLAINTEXT", self.listen_host, self.listen_port, host, port),)
 
     def get(self, name: str) -> Any:
         assert self.values is not None
@@ -314,6 +338,7 @@ TOOL_ENV = frozenset(
     | {"KAFKAD_TXN_CRASH_TXNS", "KAFKAD_TXN_CRASH_SEEDS", "KAFKAD_TXN_CRASH_DEBUG"}
     | {"KAFKAD_PIPELINE_CRASH_TRANSFERS", "KAFKAD_PIPELINE_CRASH_SEED"}
     | {"KAFKAD_PIPELINE_CRASH_KILLS"}
+    | {"KAFKAD_HOST_PORT"}  # docker-compose.yml's published port for the HOST listener
 )
 
 
@@ -377,15 +402,10 @@ def resolve_values(
 
 
 def split_host_port(text: str, what: str = "address", *, lowest_port: int = 1) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(f"{what} {text!r}: expected HOST:PORT")
-    if not lowest_port <= int(port) <= 65535:
-        raise ConfigError(f"{what} {text!r}: the port must be between {lowest_port} and 65535")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
-WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "0:0:0:0:0:0:0:0"})
+    try:
+        return host_port(text, what, lowest_port=lowest_port)
+    except ListenerError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
@@ -400,6 +420,24 @@ def _read_config_file(config_file: str) -> dict[str, str]:
     return parse_properties(text, f"config file {config_file}")
 
 
+def _one_listener(listen: str, advertise: str | None, listen_what: str, adv_what: str) -> Listener:
+    """``--listen``/``--advertise``: one PLAINTEXT listener."""
+    host, port = split_host_port(listen, listen_what, lowest_port=0)
+    if advertise:
+        adv_host, adv_port = split_host_port(advertise, adv_what)
+        if adv_host in WILDCARD_HOSTS:
+            raise ConfigError(
+                f"{adv_what} {advertise!r}: clients cannot connect to a wildcard address"
+            )
+        return Listener("PLAINTEXT", "PLAINTEXT", host, port, adv_host, adv_port)
+    if host in WILDCARD_HOSTS:
+        raise ConfigError(
+            f"{listen_what} {listen!r} listens on every interface, so it needs --advertise "
+            "HOST:PORT (the address clients connect to; Kafka refuses to advertise 0.0.0.0 too)"
+        )
+    return Listener("PLAINTEXT", "PLAINTEXT", host, port, host, port or None)
+
+
 def load_config(
     *,
     listen: str | None,
@@ -410,7 +448,13 @@ def load_config(
     environ: Mapping[str, str] | None = None,
 ) -> BrokerConfig:
     """``listen``/``advertise``/``data_dir`` (the command line or its environment variables)
-    win over a config file's ``listeners``/``advertised.listeners``/``log.dirs``."""
+    win over a config file's ``listeners``/``advertised.listeners``/``log.dirs``.
+
+    Listeners, one rule: ``--listen``/``--advertise`` are the one-listener form and replace a
+    config file's ``listeners``/``advertised.listeners``; given together with ``listeners`` or
+    ``advertised.listeners`` from ``--set`` or the environment they are refused (two explicit
+    answers to one question). ``--advertise`` alone keeps a config file's one client listener
+    and sets its advertised address (refused if the file has several)."""
     env = os.environ if environ is None else environ
     source = f"config file {config_file}"
     kafka = translate(_read_config_file(config_file) if config_file else {}, source)
@@ -418,31 +462,55 @@ def load_config(
         values = resolve_values(kafka.values, env, overrides, file_source=source)
     except ConfigError as exc:
         raise ConfigError("; ".join([*kafka.errors, str(exc)])) from None
+    explicit = [
+        n
+        for n in ("listeners", "advertised.listeners")
+        if overrides.get(n) or env.get(env_name(n))  # empty: not given (clears an image's)
+    ]
+    if (listen or advertise) and explicit:
+        given = "--listen" if listen else "--advertise"
+        raise ConfigError(
+            f"{given} and {' and '.join(explicit)} are both given: use --listen/--advertise for "
+            "one listener or listeners/advertised.listeners for several, not both"
+        )
+    # As in Kafka, advertised.listeners alone applies to the default listener (PLAINTEXT).
+    default = "" if advertise else f"PLAINTEXT://{DEFAULT_LISTEN}"
+    binds = values["listeners"] or (default if values["advertised.listeners"] else "")
+    adverts = values["advertised.listeners"]
+    try:
+        if binds and advertise and not listen:
+            names = [n for n in listener_map(binds, "listeners") if n not in kafka.controllers]
+            if len(names) > 1:
+                raise ConfigError(
+                    f"--advertise is for one listener, but {source} has {len(names)} "
+                    f"({', '.join(names)}): use advertised.listeners"
+                )
+            adverts = ",".join(f"{n}://{advertise}" for n in names)  # checked as the file's
+        parsed = (
+            parse_listeners(
+                binds,
+                adverts,
+                values["listener.security.protocol.map"],
+                kafka.controllers,
+            )
+            if binds and not listen
+            else ()
+        )
+    except ListenerError as exc:
+        where = source if not explicit else "--set or the environment"
+        kafka.errors.append(f"{exc} (from {where})")
     if kafka.errors:
         raise ConfigError("; ".join(kafka.errors))
-    listen_what = "--listen" if listen else f"listeners in {source}"
-    listen = listen or kafka.listen or DEFAULT_LISTEN
-    host, port = split_host_port(listen, listen_what, lowest_port=0)
-    advertise_what = "--advertise" if advertise else f"advertised.listeners in {source}"
-    advertise = advertise or kafka.advertise
-    adv_host: str | None = None
-    adv_port: int | None = None
-    if advertise:
-        adv_host, adv_port = split_host_port(advertise, advertise_what)
-        if adv_host in WILDCARD_HOSTS:
-            raise ConfigError(
-                f"{advertise_what} {advertise!r}: clients cannot connect to a wildcard address"
-            )
-    elif host in WILDCARD_HOSTS:
-        raise ConfigError(
-            f"{listen_what} {listen!r} listens on every interface, so it needs --advertise "
-            "HOST:PORT (the address clients connect to; Kafka refuses to advertise 0.0.0.0 too)"
-        )
+    if not parsed:
+        listen_what = "--listen" if listen else "the default listener"
+        parsed = (_one_listener(listen or DEFAULT_LISTEN, advertise, listen_what, "--advertise"),)
+    first = parsed[0]
     return BrokerConfig(
-        listen_host=host,
-        listen_port=port,
-        advertised_host=adv_host,
-        advertised_port=adv_port,
+        listen_host=first.host,
+        listen_port=first.port,
+        advertised_host=first.advertised_host,
+        advertised_port=first.advertised_port,
         data_dir=data_dir or kafka.data_dir or DEFAULT_DATA_DIR,
         values=values,
+        listeners=parsed,
     )

@@ -36,9 +36,10 @@ class NetConfig:
 class Connection:
     """A connection the server can stop between requests at shutdown."""
 
-    def __init__(self, stream: trio.abc.Stream, peer: str) -> None:
+    def __init__(self, stream: trio.abc.Stream, peer: str, listener: str = "") -> None:
         self.stream = stream
         self.peer = peer
+        self.listener = listener  # the listener's name: answers advertise its address
         self.busy = False
         self.scope = trio.CancelScope()
 
@@ -92,7 +93,7 @@ async def serve_connection(
                 conn.busy = True
                 try:
                     while isinstance(frame, bytes):
-                        reply = await dispatch.handle(frame, conn.peer, send_ready)
+                        reply = await dispatch.handle(frame, conn.peer, send_ready, conn.listener)
                         if reply is not None:
                             replies.append(reply)
                         frame = decoder.next_frame()

@@ -18,6 +18,12 @@ class RequestContext:
     header: RequestHeader
     broker: Broker
     peer: str = ""  # "host:port" of the client, for DescribeGroups' client_host
+    listener: str = ""  # the listener the request came in on ("": the first)
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """This broker's address as advertised on the request's listener."""
+        return self.broker.advertised_address(self.listener)
 
     @property
     def client_host(self) -> str:

@@ -87,6 +87,7 @@ class Dispatcher:
         frame: bytes,
         peer: str = "",
         before_wait: Callable[[], Awaitable[None]] | None = None,
+        listener: str = "",
     ) -> bytes | None:
         """The response frame for ``frame`` (None: no response). ``before_wait`` is awaited
         before a request that may park (the connection sends its ready replies)."""
@@ -113,7 +114,7 @@ class Dispatcher:
             injected = await self._inject(fault, header, body)
             if injected is not None:
                 return encode_response(header, injected)
-        ctx = RequestContext(header, self.broker, peer)
+        ctx = RequestContext(header, self.broker, peer, listener)
         try:
             response = await REGISTRY[header.api_key].fn(ctx, body)
         except CloseConnection:

@@ -1,8 +1,8 @@
 """A stock Kafka ``server.properties`` read as kafkad's configuration.
 
-Kafka's names are mapped where kafkad has the concept: ``listeners``/``advertised.listeners``
-(the one client listener) become ``--listen``/``--advertise`` (a listener without a host,
-``PLAINTEXT://:9092``, is advertised as this machine's host name, as Kafka does),
+Kafka's names are mapped where kafkad has the concept: ``listeners``/``advertised.listeners``/
+``listener.security.protocol.map`` are kafkad's own broker configs too (several named client
+listeners, checked in ``proxy/listeners.py``; the controller listener is left out of them),
 ``log.dirs``/``log.dir`` the data directory, ``log.retention.hours``/``minutes`` and
 ``log.roll.hours`` their ``.ms`` forms (Kafka's precedence: ms, then minutes, then hours),
 ``broker.id`` ``node.id``. KRaft settings of a single node are accepted and checked for sense
@@ -12,16 +12,16 @@ is this node alone...); settings that only tune Kafka's threads and buffers are 
 ignored, and replication settings must say 1 (one node). Every other name is passed on, so
 that the caller reports all unknown names at once.
 
-Deviations: kafkad has one listener (the security-protocol issue may add more), so a file with
-two client listeners, or a non-PLAINTEXT one, is refused; the controller listener is not bound
-(kafkad has no controller quorum to serve).
+Deviations: a non-PLAINTEXT client listener is refused (the security issue adds SSL/SASL); the
+controller listener is not bound (kafkad has no controller quorum to serve).
 """
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from proxy.listeners import ListenerError, listener_map
 
 # Tuning Kafka's JVM broker; meaningless for kafkad's one trio process.
 IGNORED = frozenset(
@@ -55,10 +55,7 @@ KRAFT = frozenset(
         "controller.quorum.voters",
         "controller.quorum.bootstrap.servers",
         "controller.listener.names",
-        "listener.security.protocol.map",
         "inter.broker.listener.name",
-        "listeners",
-        "advertised.listeners",
         "log.dirs",
         "log.dir",
         "broker.id",
@@ -74,31 +71,9 @@ _TIME_ALIASES = {
 @dataclass
 class Translated:
     values: dict[str, str] = field(default_factory=dict)  # kafkad broker configs and unknowns
-    listen: str | None = None
-    advertise: str | None = None
+    controllers: frozenset[str] = frozenset()  # controller.listener.names
     data_dir: str | None = None
     errors: list[str] = field(default_factory=list)
-
-
-def _listener_map(text: str) -> dict[str, str]:
-    """``NAME://host:port,...`` -> {NAME: "host:port"}; malformed entries raise ValueError."""
-    out: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, sep, address = item.partition("://")
-        if not sep or not name:
-            raise ValueError(f"{item!r} is not NAME://HOST:PORT")
-        out[name.upper()] = address
-    return out
-
-
-def _protocol_map(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, sep, protocol = item.partition(":")
-        if not sep:
-            raise ValueError(f"{item!r} is not NAME:PROTOCOL")
-        out[name.strip().upper()] = protocol.strip().upper()
-    return out
 
 
 def _time_aliases(props: dict[str, str], out: Translated, source: str) -> None:
@@ -151,60 +126,34 @@ def _quorum(props: dict[str, str], out: Translated, source: str) -> None:
             bad("controller.quorum.bootstrap.servers", "kafkad is one node: give one HOST:PORT")
 
 
-def _client_listener(props: dict[str, str], out: Translated, source: str) -> None:
-    """The one PLAINTEXT client listener and its advertised address."""
+def _controller_listeners(props: dict[str, str], out: Translated, source: str) -> None:
+    """The controller listener's place in ``listeners`` and ``inter.broker.listener.name``;
+    the client listeners themselves are checked in ``proxy/listeners.py``."""
     bad = _complainer(props, out, source)
     try:
-        protocols = _protocol_map(props.get("listener.security.protocol.map", ""))
-        listeners = _listener_map(props.get("listeners", ""))
-        advertised = _listener_map(props.get("advertised.listeners", ""))
-    except ValueError as exc:
-        out.errors.append(f"listeners from {source}: {exc}")
+        listeners = listener_map(props.get("listeners", ""), "listeners")
+    except ListenerError as exc:
+        out.errors.append(f"{exc} (from {source})")
         return
-    controllers = {
+    controllers = frozenset(
         n.strip().upper()
         for n in props.get("controller.listener.names", "").split(",")
         if n.strip()
-    }
+    )
+    out.controllers = controllers
     roles = {r.strip() for r in props.get("process.roles", "broker,controller").split(",")}
-    if listeners:
-        missing = controllers - listeners.keys()
-        # A broker-only node's controller listener lives on the controllers (Kafka requires it
-        # absent from listeners then); a combined node binds it itself.
-        if missing and "controller.listener.names" in props and "controller" in roles:
-            bad("controller.listener.names", f"{', '.join(sorted(missing))} not in listeners")
-        clients = [name for name in listeners if name not in controllers]
-        if len(clients) != 1:
-            bad("listeners", f"kafkad has one client listener, found {len(clients)}")
-            return
-        (name,) = clients
-        protocol = protocols.get(name, name)
-        if protocol != "PLAINTEXT":
-            bad("listeners", f"listener {name} is {protocol}; kafkad serves PLAINTEXT only")
-        inter = props.get("inter.broker.listener.name", name).strip().upper()
-        if inter != name:
-            bad("inter.broker.listener.name", f"must be the client listener {name}")
-        host, _, port = listeners[name].rpartition(":")
-        out.listen = f"{host or '0.0.0.0'}:{port}"
-        out.advertise = _resolve_blank_host(
-            advertised.get(name, listeners[name] if not host else None)
-        )
-    elif advertised:
-        clients = [name for name in advertised if name not in controllers]
-        if len(clients) == 1:
-            out.advertise = _resolve_blank_host(advertised[clients[0]])
-
-
-def _resolve_blank_host(address: str | None) -> str | None:
-    """Kafka advertises a listener without a host (``PLAINTEXT://:9092``) as the machine's
-    canonical host name (ListenerInfo.withWildcardHostnamesResolved); an explicit 0.0.0.0 is
-    refused later, as Kafka refuses it."""
-    if address is None:
-        return None
-    host, sep, port = address.rpartition(":")
-    if sep and not host.strip("[]"):
-        return f"{socket.getfqdn()}:{port}"
-    return address
+    if not listeners:
+        return
+    missing = controllers - listeners.keys()
+    # A broker-only node's controller listener lives on the controllers (Kafka requires it
+    # absent from listeners then); a combined node binds it itself.
+    if missing and "controller.listener.names" in props and "controller" in roles:
+        bad("controller.listener.names", f"{', '.join(sorted(missing))} not in listeners")
+    clients = [name for name in listeners if name not in controllers]
+    if "inter.broker.listener.name" in props:
+        inter = props["inter.broker.listener.name"].strip().upper()
+        if inter not in clients:
+            bad("inter.broker.listener.name", f"must be a client listener ({', '.join(clients)})")
 
 
 def _data_dir(props: dict[str, str], out: Translated, source: str) -> None:
@@ -224,7 +173,7 @@ def translate(props: dict[str, str], source: str) -> Translated:
     rest = dict(props)
     _time_aliases(rest, out, source)
     _quorum(rest, out, source)
-    _client_listener(rest, out, source)
+    _controller_listeners(rest, out, source)
     _data_dir(rest, out, source)
     for name, value in rest.items():
         if name in IGNORED or name in KRAFT:

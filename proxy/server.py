@@ -1,5 +1,9 @@
 """The network front: listeners, connection tasks, background tasks, graceful shutdown.
 
+Every client listener (``BrokerConfig.endpoints()``) is bound before the broker reports ready;
+each accepted connection carries its listener's name, so answers advertise that listener's
+address. ``bound`` is the first listener's address, ``bound_listeners`` every one's.
+
 Shutdown (SIGINT/SIGTERM, or ``Server.stop()``): stop accepting; idle connections are closed
 at once, busy ones finish the requests they already read and then close; after
 ``shutdown.grace.ms`` whatever is left is cancelled. Then the broker snapshots producer state
@@ -30,6 +34,7 @@ class Server:
         self.stopping = trio.Event()
         self.connections: set[Connection] = set()
         self.bound: tuple[str, int] | None = None
+        self.bound_listeners: dict[str, tuple[str, int]] = {}
         self.broker: Broker | None = None
 
     def stop(self) -> None:
@@ -46,11 +51,21 @@ class Server:
             broker = Broker(cfg, store)
             await broker.start()
             self.broker = broker
-            listeners = await trio.open_tcp_listeners(cfg.listen_port, host=cfg.listen_host)
-            sockname = listeners[0].socket.getsockname()
-            self.bound = (sockname[0], sockname[1])
-            if cfg.advertised_port is None:
-                broker.advertised_port = self.bound[1]
+            sockets: dict[str, list[trio.SocketListener]] = {}
+            for endpoint in cfg.endpoints():
+                try:
+                    bound = await trio.open_tcp_listeners(endpoint.port, host=endpoint.host)
+                except OSError as exc:  # name the listener that failed (cli: one line)
+                    for opened in sockets.values():
+                        for listener in opened:
+                            listener.socket.close()
+                    where = f"{endpoint.host}:{endpoint.port}"
+                    raise OSError(exc.errno, exc.strerror, where) from exc
+                sockets[endpoint.name] = bound
+                sockname = bound[0].socket.getsockname()
+                self.bound_listeners[endpoint.name] = (sockname[0], sockname[1])
+                broker.bound(endpoint.name, sockname[1])
+            self.bound = next(iter(self.bound_listeners.values()))
             dispatch = Dispatcher(broker)
             net = NetConfig(
                 max_frame_bytes=cfg.get("socket.request.max.bytes"),
@@ -64,26 +79,26 @@ class Server:
                 background.start_soon(broker.txns.run)
                 background.start_soon(broker.producer_expiration_loop)
                 async with trio.open_nursery() as conns:
-                    accept_scope = trio.CancelScope()
+                    # One scope per listener, made before any accept task starts (a scope
+                    # cancelled before it is entered cancels at once).
+                    accept_scopes = {name: trio.CancelScope() for name in sockets}
 
-                    async def handle(stream: trio.SocketStream) -> None:
-                        await self._serve(stream, dispatch, net)
+                    async def accept_loop(name: str, bound: list[trio.SocketListener]) -> None:
+                        async def handle(stream: trio.SocketStream) -> None:
+                            await self._serve(stream, dispatch, net, name)
 
-                    async def accept_loop() -> None:
-                        with accept_scope:
-                            await trio.serve_listeners(
-                                handle,
-                                listeners,
-                                handler_nursery=conns,
-                            )
+                        with accept_scopes[name]:
+                            await trio.serve_listeners(handle, bound, handler_nursery=conns)
 
-                    conns.start_soon(accept_loop)
+                    for name, bound in sockets.items():
+                        conns.start_soon(accept_loop, name, bound)
                     task_status.started(self.bound)
                     if on_ready is not None:
                         on_ready(self)
                     await self.stopping.wait()
                     log.info("shutting down: no new connections")
-                    accept_scope.cancel()
+                    for scope in accept_scopes.values():
+                        scope.cancel()
                     broker.begin_shutdown()
                     for conn in list(self.connections):
                         if not conn.busy:
@@ -96,7 +111,9 @@ class Server:
                 await broker.close()
         log.info("stopped: segments flushed and closed")
 
-    async def _serve(self, stream: trio.abc.Stream, dispatch: Dispatcher, net: NetConfig) -> None:
+    async def _serve(
+        self, stream: trio.abc.Stream, dispatch: Dispatcher, net: NetConfig, listener: str = ""
+    ) -> None:
         peer = "?"
         if isinstance(stream, trio.SocketStream):
             try:
@@ -104,7 +121,7 @@ class Server:
                 peer = f"{host}:{port}"
             except OSError:
                 pass
-        conn = Connection(stream, peer)
+        conn = Connection(stream, peer, listener)
         self.connections.add(conn)
         try:
             await serve_connection(conn, dispatch, net, self.stopping)
@@ -119,9 +136,17 @@ async def serve_until_signal(config: BrokerConfig) -> None:
         assert s.bound is not None and s.broker is not None
         host, port = s.bound
         b = s.broker
+        adv_host, adv_port = b.advertised_address(b.first_listener)
+        # listen=/advertise= name the first listener (scripts parse them); with several,
+        # listeners= lists every one as NAME://bound->advertised.
+        every = ",".join(
+            f"{name}://{h}:{p}->{':'.join(map(str, b.advertised_address(name)))}"
+            for name, (h, p) in s.bound_listeners.items()
+        )
+        several = f" listeners={every}" if len(s.bound_listeners) > 1 else ""
         print(
-            f"kafkad ready listen={host}:{port} advertise={b.advertised_host}:"
-            f"{b.advertised_port} data_dir={config.data_dir}",
+            f"kafkad ready listen={host}:{port} advertise={adv_host}:{adv_port}{several} "
+            f"data_dir={config.data_dir}",
             flush=True,
         )
 

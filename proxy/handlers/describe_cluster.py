@@ -41,8 +41,8 @@ async def describe_cluster(ctx: RequestContext, req: Any) -> Any:
         brokers=(
             b.DescribeClusterBroker(
                 broker_id=broker.node_id,
-                host=broker.advertised_host,
-                port=broker.advertised_port,
+                host=ctx.advertised[0],
+                port=ctx.advertised[1],
                 rack=None,
             ),
         ),

@@ -23,7 +23,8 @@ GROUP, TRANSACTION = 0, 1
 def _answer(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
     broker = ctx.broker
     if key_type in (GROUP, TRANSACTION):
-        return ErrorCode.none, None, broker.node_id, broker.advertised_host, broker.advertised_port
+        host, port = ctx.advertised
+        return ErrorCode.none, None, broker.node_id, host, port
     return ErrorCode.invalid_request, f"Unsupported key type {key_type}", -1, "", -1
 
 

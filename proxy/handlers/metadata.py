@@ -116,11 +116,12 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
                 )
             else:
                 out.append(failed(name, ErrorCode.unknown_topic_or_partition))
+    host, port = ctx.advertised
     brokers = (
         b.MetadataResponseBroker(
             node_id=broker.node_id,
-            host=broker.advertised_host,
-            port=broker.advertised_port,
+            host=host,
+            port=port,
             rack=None,
         ),
     )

@@ -61,14 +61,19 @@ def test_the_image_runs_as_a_user_with_a_healthcheck_and_dev_defaults() -> None:
     assert env["KAFKAD_GROUP_INITIAL_REBALANCE_DELAY_MS"] == "0"
     # The image's settings are ones kafkad accepts (a wildcard listen needs an advertise).
     cfg = load_config(
-        listen=env["KAFKAD_LISTEN"],
-        advertise=env["KAFKAD_ADVERTISE"],
+        listen=env.get("KAFKAD_LISTEN"),
+        advertise=env.get("KAFKAD_ADVERTISE"),
         data_dir=env["KAFKAD_DATA_DIR"],
         config_file=None,
         overrides={},
         environ=env,
     )
     assert cfg.get("group.initial.rebalance.delay.ms") == 0
+    # Two listeners: other containers (kafkad:9092) and the Docker host (-p 9092:9093).
+    assert [(x.name, x.port, x.advertised_host, x.advertised_port) for x in cfg.endpoints()] == [
+        ("INTERNAL", 9092, "kafkad", 9092),
+        ("HOST", 9093, "localhost", 9092),
+    ]
 
 
 def test_compose_services_have_healthchecks_and_kafka_two_listeners() -> None:
@@ -76,6 +81,25 @@ def test_compose_services_have_healthchecks_and_kafka_two_listeners() -> None:
     kafkad = compose["services"]["kafkad"]
     assert kafkad["healthcheck"]["test"] == ["CMD", "kafkad", "healthcheck"]
     assert kafkad["environment"]["KAFKAD_GROUP_INITIAL_REBALANCE_DELAY_MS"] == "0"
+    # Two listeners, each advertising what its audience can reach: kafkad:9092 for services
+    # in the compose project, the published host port for the host (and kafkad accepts them).
+    env = {
+        k: str(v).replace("${KAFKAD_HOST_PORT:-9092}", "9092")
+        for k, v in kafkad["environment"].items()
+    }
+    assert kafkad["ports"] == ["${KAFKAD_HOST_PORT:-9092}:9093"]
+    cfg = load_config(
+        listen=None,
+        advertise=None,
+        data_dir="memory://",
+        config_file=None,
+        overrides={},
+        environ=env,
+    )
+    assert [(x.name, x.port, x.advertised_host, x.advertised_port) for x in cfg.endpoints()] == [
+        ("INTERNAL", 9092, "kafkad", 9092),
+        ("HOST", 9093, "localhost", 9092),
+    ]
     kafka = compose["services"]["kafka"]
     assert "kafka-broker-api-versions.sh" in " ".join(kafka["healthcheck"]["test"])
     advertised = kafka["environment"]["KAFKA_ADVERTISED_LISTENERS"]
