@@ -50,6 +50,11 @@ static PyObject *scan_records(PyObject *self, PyObject *args) {
     const uint8_t *b = (const uint8_t *)view.buf;
     if (end > view.len)
         end = view.len;
+    if (pos < 0 || pos > end) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "scan_records: pos outside the buffer");
+        return NULL;
+    }
     int64_t max_ts = -1;
     int consecutive = 1, status = DONE;
     Py_ssize_t n = 0, need = 0, start = pos;
