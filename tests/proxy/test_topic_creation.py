@@ -15,11 +15,11 @@ from kio.schema.create_topics.v5 import request as ct
 from kio.schema.delete_topics.v5 import request as dt
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import request as md
-from kio.schema.offset_commit.v8 import request as oc
 
 from storage.api import Store
 from tests.proxy.harness import RawClient, connect, running_broker
 from tests.proxy.test_alter_configs import described, incremental
+from tests.proxy.test_transactions import commit_request
 
 MS = datetime.timedelta(milliseconds=1)
 
@@ -140,32 +140,10 @@ async def test_metadata_creates_internal_topics_as_their_coordinators_do(tmp_pat
             assert configs["cleanup.policy"][0] == "compact", name
             assert configs["segment.bytes"][0] == "1048576", name
         # the group coordinator then uses the topic the Metadata request created
-        commit = await c.request(commit_request("g", "__consumer_offsets", 7))
+        commit = await c.request(commit_request("g", "__consumer_offsets", {0: 7}))
         assert commit.topics[0].partitions[0].error_code == ErrorCode.none
         (again,) = (await metadata(c, "__consumer_offsets")).topics
         assert again.topic_id == offsets.topic_id and len(again.partitions) == 3
-
-
-def commit_request(group: str, topic: str, offset: int) -> oc.OffsetCommitRequest:
-    return oc.OffsetCommitRequest(
-        group_id=group,
-        generation_id_or_member_epoch=-1,
-        member_id="",
-        group_instance_id=None,
-        topics=(
-            oc.OffsetCommitRequestTopic(
-                name=topic,
-                partitions=(
-                    oc.OffsetCommitRequestPartition(
-                        partition_index=0,
-                        committed_offset=offset,
-                        committed_leader_epoch=-1,
-                        committed_metadata="",
-                    ),
-                ),
-            ),
-        ),
-    )
 
 
 async def test_coordinator_and_metadata_race_for_the_offsets_topic(tmp_path: Path) -> None:
@@ -183,7 +161,7 @@ async def test_coordinator_and_metadata_race_for_the_offsets_topic(tmp_path: Pat
 
         async def by_commit(group: str) -> None:
             async with connect(port) as c:
-                resp = await c.request(commit_request(group, "data", 3))
+                resp = await c.request(commit_request(group, "data", {0: 3}))
                 assert resp.topics[0].partitions[0].error_code == ErrorCode.none
 
         async with trio.open_nursery() as n:
