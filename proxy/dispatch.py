@@ -33,7 +33,7 @@ from proxy.context import RequestContext
 from proxy.error_replies import error_reply
 from proxy.fault_injection import Fault
 from proxy.registry import REGISTRY, advertised, served
-from storage.api import StorageError
+from storage.api import NEVER, StorageError
 from wire.codec import (
     RequestHeader,
     api_versions_fallback,
@@ -71,7 +71,6 @@ class Dispatcher:
         self.advertised = advertised()
         self.served = served()
         self.faults = broker.faults
-        self.fsync_each_append = broker.config.get("log.flush.interval.messages") == 1
 
     def may_park(self, api_key: int, body: Any) -> bool:
         """Whether the request may wait for something other than its own work (another
@@ -80,7 +79,15 @@ class Dispatcher:
             return bool(body.max_wait.total_seconds() > 0 and body.min_bytes > 0)
         if api_key in (JOIN_GROUP_KEY, SYNC_GROUP_KEY) or api_key in SETTLING_TXN_KEYS:
             return True
-        return api_key == PRODUCE_KEY and body.acks != 0 and self.fsync_each_append
+        if api_key != PRODUCE_KEY or body.acks == 0:
+            return False
+        return any(self._waits_for_fsync(t.name) for t in body.topic_data)
+
+    def _waits_for_fsync(self, topic_name: str) -> bool:
+        """An append to the topic may wait for a (group-commit) fsync: its effective
+        ``flush.messages`` (the topic's own, or ``log.flush.interval.messages``) is finite."""
+        topic = self.broker.topics.get(topic_name)
+        return topic is not None and topic.int_setting("flush.messages") < NEVER
 
     async def handle(
         self,

@@ -13,6 +13,7 @@ from kio.schema.add_offsets_to_txn.v3 import request as ao
 from kio.schema.errors import ErrorCode
 from kio.schema.join_group.v9 import request as jg
 from kio.schema.metadata.v12 import request as md
+from kio.schema.produce.v11 import request as pr
 
 from proxy.connection import Connection, NetConfig, serve_connection
 from proxy.dispatch import Dispatcher
@@ -141,3 +142,29 @@ async def test_every_settling_txn_api_may_park() -> None:
             transactional_id="t", producer_id=1, producer_epoch=0, group_id="g"
         )
         assert d.may_park(25, add_offsets)
+
+
+async def test_a_produce_waits_for_fsync_by_its_topics_flush_messages() -> None:
+    """A Produce (acks != 0) may wait for the fsync that covers it wherever the topic's own
+    ``flush.messages`` is finite (issue 23.12), not only when the broker default is 1."""
+    async with running_broker() as (server, port):
+        assert server.broker is not None
+        async with connect(port) as c:
+            assert await create(c, "plain") == ErrorCode.none
+            assert await create(c, "durable", flush_messages="1") == ErrorCode.none
+            assert await create(c, "every100", flush_messages="100") == ErrorCode.none
+        d = Dispatcher(server.broker)
+
+        def request(topic: str, acks: int) -> pr.ProduceRequest:
+            return pr.ProduceRequest(
+                transactional_id=None,
+                acks=acks,
+                timeout=datetime.timedelta(seconds=1),
+                topic_data=(pr.TopicProduceData(name=topic, partition_data=()),),
+            )
+
+        assert not d.may_park(0, request("plain", -1))
+        assert d.may_park(0, request("durable", -1))
+        assert d.may_park(0, request("every100", 1))
+        assert not d.may_park(0, request("durable", 0))  # acks=0 waits for nothing
+        assert not d.may_park(0, request("no-such-topic", -1))
