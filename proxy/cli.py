@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import importlib.metadata
 import logging
 import os
 import sys
@@ -49,10 +48,36 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def version() -> str:
+    import importlib.metadata  # ~10 ms: only for --version, not on every start
+
     try:
         return importlib.metadata.version("kafkad")
     except importlib.metadata.PackageNotFoundError:
         return "unknown (not installed)"
+
+
+class _VersionAction(argparse.Action):
+    """--version, looking the version up only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print kafkad's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kw: object) -> None:
+        parser.exit(message=f"kafkad {version()}\n")
+
+
+SERVE_EXAMPLES = """\
+examples:
+  kafkad serve --data-dir memory://                     a throwaway broker on 127.0.0.1:9092
+  kafkad serve --listen 127.0.0.1:0 --data-dir ./data    a free port (printed on the ready line)
+  kafkad serve --listen 0.0.0.0:9092 --advertise myhost:9092 --data-dir /var/lib/kafkad
+  kafkad serve --config server.properties --set num.partitions=3 --log-level DEBUG
+  kafkad serve --set "kafkad.fault.injection=produce:error=not_leader_or_follower@0.3"
+  KAFKAD_DATA_DIR=memory:// KAFKAD_NUM_PARTITIONS=3 kafkad serve
+
+Ready when it prints 'kafkad ready listen=HOST:PORT advertise=HOST:PORT data_dir=DIR' on
+stdout; SIGINT or SIGTERM stops it cleanly.
+"""
 
 
 def _parse_set(items: list[str]) -> dict[str, str]:
@@ -67,9 +92,15 @@ def _parse_set(items: list[str]) -> dict[str, str]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kafkad", description="A Kafka-compatible broker.")
-    p.add_argument("--version", action="version", version=f"kafkad {version()}")
+    p.add_argument("--version", action=_VersionAction)
     sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("serve", help="run the broker")
+    s = sub.add_parser(
+        "serve",
+        help="run the broker",
+        description="Run a Kafka-compatible broker until SIGINT or SIGTERM.",
+        epilog=SERVE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     env = os.environ
     s.add_argument(
         "--listen",
@@ -90,21 +121,26 @@ def build_parser() -> argparse.ArgumentParser:
         f"log.dirs, else {DEFAULT_DATA_DIR})",
     )
     s.add_argument(
-        "--config", default=env.get("KAFKAD_CONFIG"), help="a Kafka-style server.properties file"
+        "--config",
+        default=env.get("KAFKAD_CONFIG"),
+        metavar="FILE",
+        help="a Kafka-style server.properties file (listeners, log.dirs and broker configs); "
+        "--listen, --data-dir and --set override it",
     )
     s.add_argument(
         "--set",
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a broker config, Kafka's name (repeatable)",
+        help="a broker config by Kafka's name, e.g. --set num.partitions=3 (repeatable; see the "
+        "README's config table; also KAFKAD_<NAME> in the environment)",
     )
     s.add_argument(
         "--log-level",
         type=str.upper,
         choices=LOG_LEVELS,
         default=env.get("KAFKAD_LOG_LEVEL", "INFO").upper(),
-        help="default %(default)s",
+        help="log level of the broker's log on stderr (default %(default)s)",
     )
     h = sub.add_parser("healthcheck", help="exit 0 if a broker answers ApiVersions")
     h.add_argument(

@@ -1,0 +1,241 @@
+"""Start-up time: process spawn to the first answered ApiVersions, and a big data dir's restart.
+
+    .venv/bin/python -m bench.startup                   # 10 cold starts each, 1,000,000 records
+    .venv/bin/python -m bench.startup --runs 5 --records 200000
+
+* memory: ``python -m proxy.cli serve --data-dir memory://`` on a free loopback port;
+* empty dir: the same with a fresh empty ``--data-dir``;
+* 1M records: a data dir holding ``--records`` records in one partition (written once through
+  the raw protocol, big uncompressed batches), restarted 3 times.
+
+Each start is timed from just before ``Popen`` until a plain-socket ApiVersions v0 (the
+healthcheck's) is answered, polling the port every millisecond; the broker is stopped with
+SIGTERM between runs. Medians are printed as a table. Not a timed test: this machine's load
+moves the figures (perf-notes.md), so compare before/after in the same session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from proxy.healthcheck import check
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+TOPIC = b"startup-bench"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env(bytecode: bool) -> dict[str, str]:
+    """An installed kafkad runs from .pyc files (pip compiles them); a checkout with
+    PYTHONDONTWRITEBYTECODE=1 compiles ~200 modules on every start (~0.1 s). ``bytecode``
+    uses a private cache (PYTHONPYCACHEPREFIX, warmed by a first untimed start) so the
+    checkout gets no __pycache__ folders."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPATH"] = str(REPO_DIR)
+    if bytecode:
+        env["PYTHONPYCACHEPREFIX"] = _PYCACHE
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+_PYCACHE = os.path.join(tempfile.gettempdir(), f"kafkad-startup-pycache-{os.getuid()}")
+BYTECODE = True
+
+
+def _spawn(data_dir: str, port: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            *(sys.executable, "-m", "proxy.cli", "serve", "--listen", f"127.0.0.1:{port}"),
+            *("--data-dir", data_dir, "--log-level", "WARNING"),
+        ],
+        cwd=REPO_DIR,
+        env=_env(BYTECODE),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def time_start(
+    data_dir: str, timeout_s: float = 120.0
+) -> tuple[float, int, subprocess.Popen[bytes]]:
+    """Seconds from spawn to the first answered ApiVersions, the port, and the still running
+    process."""
+    port = free_port()
+    t0 = time.perf_counter()
+    proc = _spawn(data_dir, port)
+    while check("127.0.0.1", port, 1.0) is not None:
+        if proc.poll() is not None:
+            raise RuntimeError(f"kafkad exited with {proc.returncode} while starting")
+        if time.perf_counter() - t0 > timeout_s:
+            _stop(proc)
+            raise RuntimeError(f"kafkad did not answer within {timeout_s} s")
+        time.sleep(0.001)
+    return time.perf_counter() - t0, port, proc
+
+
+def cold_starts(on_disk: bool, runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="kafkad-startup-") as tmp:
+            data_dir = tmp if on_disk else "memory://"
+            seconds, _port, proc = time_start(data_dir)
+            _stop(proc)
+            times.append(seconds)
+    return times
+
+
+# ------------------------------------------------------------------ raw-protocol writer
+
+
+def _str(s: bytes) -> bytes:
+    return struct.pack(">h", len(s)) + s
+
+
+def _request(sock: socket.socket, api_key: int, version: int, body: bytes, corr: int) -> bytes:
+    head = struct.pack(">hhi", api_key, version, corr) + _str(b"startup-bench")
+    sock.sendall(struct.pack(">i", len(head) + len(body)) + head + body)
+    size = struct.unpack(">i", _recv(sock, 4))[0]
+    reply = _recv(sock, size)
+    assert struct.unpack(">i", reply[:4])[0] == corr
+    return reply[4:]
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        buf += chunk
+    return bytes(buf)
+
+
+def _varint(n: int) -> bytes:
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while True:
+        b = z & 0x7F
+        z >>= 7
+        if z:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def record_batch(count: int, value: bytes) -> bytes:
+    """A v2 batch of ``count`` records (no key, no headers), base offset 0, no producer id."""
+    import crc32c
+
+    records = bytearray()
+    for i in range(count):
+        # attributes, timestamp delta, offset delta, key (null), value, no headers
+        body = b"\x00" + _varint(0) + _varint(i) + _varint(-1) + _varint(len(value)) + value
+        body += _varint(0)
+        records += _varint(len(body)) + body
+    now = int(time.time() * 1000)
+    after_crc = struct.pack(">hiqqqhii", 0, count - 1, now, now, -1, -1, -1, count) + records
+    crc = crc32c.crc32c(after_crc)
+    head = struct.pack(">qiiBI", 0, 4 + 1 + 4 + len(after_crc), -1, 2, crc)
+    return head + after_crc
+
+
+def fill(port: int, records: int, per_batch: int = 5_000, value_size: int = 100) -> None:
+    """Create the topic (1 partition) and produce ``records`` records with acks=1."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        # CreateTopics v2: [topics: name, partitions, replication, assignments[], configs[]],
+        # timeout_ms, validate_only
+        topic = _str(TOPIC) + struct.pack(">ihii", 1, 1, 0, 0)
+        reply = _request(
+            sock, 19, 2, struct.pack(">i", 1) + topic + struct.pack(">ib", 30000, 0), 1
+        )
+        batch = record_batch(per_batch, b"v" * value_size)
+        corr = 2
+        for _ in range(records // per_batch):
+            # Produce v3: transactional_id, acks, timeout, [topic, [partition, records]]
+            body = (
+                struct.pack(">hhi", -1, 1, 30000)
+                + struct.pack(">i", 1)
+                + _str(TOPIC)
+                + struct.pack(">iii", 1, 0, len(batch))
+                + batch
+            )
+            reply = _request(sock, 0, 3, body, corr)
+            corr += 1
+            # [topics: name, [partition, error_code, ...]]
+            name_len = struct.unpack(">h", reply[4:6])[0]
+            error = struct.unpack(">h", reply[6 + name_len + 8 : 6 + name_len + 10])[0]
+            if error:
+                raise RuntimeError(f"Produce answered error code {error}")
+
+
+def restarts(records: int, runs: int) -> list[float]:
+    with tempfile.TemporaryDirectory(prefix="kafkad-startup-1m-") as tmp:
+        _seconds, port, proc = time_start(tmp)
+        try:
+            fill(port, records)
+        finally:
+            _stop(proc)
+        times = []
+        for _ in range(runs):
+            seconds, _port, proc = time_start(tmp)
+            _stop(proc)
+            times.append(seconds)
+        return times
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--runs", type=int, default=10, help="cold starts per case (default 10)")
+    p.add_argument("--records", type=int, default=1_000_000, help="records for the restart case")
+    p.add_argument("--restarts", type=int, default=3, help="restarts of the big dir (default 3)")
+    args = p.parse_args()
+    global BYTECODE
+    rows: list[tuple[str, list[float]]] = []
+    BYTECODE = False
+    rows.append(("memory://, no .pyc cache", cold_starts(False, args.runs)))
+    BYTECODE = True
+    cold_starts(False, 1)  # fills the bytecode cache
+    rows.append(("memory://", cold_starts(False, args.runs)))
+    rows.append(("empty data dir", cold_starts(True, args.runs)))
+    if args.records:
+        rows.append(
+            (f"data dir with {args.records:,} records", restarts(args.records, args.restarts))
+        )
+    print(f"{'case':<34} {'runs':>4} {'median s':>9} {'min s':>7} {'max s':>7}")
+    for name, times in rows:
+        print(
+            f"{name:<34} {len(times):>4} {statistics.median(times):>9.3f} "
+            f"{min(times):>7.3f} {max(times):>7.3f}"
+        )
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
