@@ -7,6 +7,7 @@ COPY proxy ./proxy
 COPY coordinator ./coordinator
 COPY storage ./storage
 COPY pipeline ./pipeline
+COPY kafkad ./kafkad
 # Runtime dependencies only (no test extras). gcc only for the build: it compiles the record
 # scanner (wire/_record_kernel.c), then goes.
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = ("wire", "proxy", "coordinator", "storage", "pipeline")
+OURS = ("wire", "proxy", "coordinator", "storage", "pipeline", "kafkad")
 ALLOWED: dict[str, set[str]] = {
     "wire": {"wire"},
     "storage": {"storage", "wire"},
     "coordinator": {"coordinator", "storage", "wire"},
     "proxy": {"proxy", "coordinator", "storage", "wire"},
     "pipeline": {"pipeline", "wire"},
+    "kafkad": {"kafkad", "proxy", "coordinator", "storage", "wire"},
 }
 FORBIDDEN_THIRD_PARTY = {"wire": {"trio", "socket", "asyncio"}}
 
