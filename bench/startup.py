@@ -6,7 +6,10 @@
 * memory: ``python -m proxy.cli serve --data-dir memory://`` on a free loopback port;
 * empty dir: the same with a fresh empty ``--data-dir``;
 * 1M records: a data dir holding ``--records`` records in one partition (written once through
-  the raw protocol, big uncompressed batches), restarted 3 times.
+  the raw protocol, 5,000-record uncompressed batches of 100-byte values), restarted 3 times
+  after a clean stop; then, 3 times over, a fresh such dir whose broker was SIGKILLed, restarted
+  once (recovery). Each restart is timed to the first ApiVersions and to the first
+  ListOffsets, which must answer the full log end offset.
 
 Each start is timed from just before ``Popen`` until a plain-socket ApiVersions v0 (the
 healthcheck's) is answered, polling the port every millisecond; the broker is stopped with
@@ -47,7 +50,7 @@ def _env(bytecode: bool) -> dict[str, str]:
     checkout gets no __pycache__ folders."""
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPATH"] = str(REPO_DIR)
+    env["PYTHONPATH"] = str(CHECKOUT)
     if bytecode:
         env["PYTHONPYCACHEPREFIX"] = _PYCACHE
     else:
@@ -55,8 +58,9 @@ def _env(bytecode: bool) -> dict[str, str]:
     return env
 
 
-_PYCACHE = os.path.join(tempfile.gettempdir(), f"kafkad-startup-pycache-{os.getuid()}")
+_PYCACHE = tempfile.mkdtemp(prefix="kafkad-startup-pycache-")
 BYTECODE = True
+CHECKOUT = REPO_DIR
 
 
 def _spawn(data_dir: str, port: int) -> subprocess.Popen[bytes]:
@@ -65,7 +69,7 @@ def _spawn(data_dir: str, port: int) -> subprocess.Popen[bytes]:
             *(sys.executable, "-m", "proxy.cli", "serve", "--listen", f"127.0.0.1:{port}"),
             *("--data-dir", data_dir, "--log-level", "WARNING"),
         ],
-        cwd=REPO_DIR,
+        cwd=CHECKOUT,
         env=_env(BYTECODE),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -195,19 +199,55 @@ def fill(port: int, records: int, per_batch: int = 5_000, value_size: int = 100)
                 raise RuntimeError(f"Produce answered error code {error}")
 
 
-def restarts(records: int, runs: int) -> list[float]:
+def log_end_offset(port: int) -> int:
+    """ListOffsets v1 for the bench topic's partition 0, latest."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        body = struct.pack(">ii", -1, 1) + _str(TOPIC) + struct.pack(">iiq", 1, 0, -1)
+        reply = _request(sock, 2, 1, body, 1)
+    # [topics: name, [partition, error_code, timestamp, offset]]
+    name_len = struct.unpack(">h", reply[4:6])[0]
+    error, _ts, offset = struct.unpack(">hqq", reply[6 + name_len + 8 : 6 + name_len + 26])
+    if error:
+        raise RuntimeError(f"ListOffsets answered error code {error}")
+    return int(offset)
+
+
+def restarts(records: int, runs: int, crash: bool = False) -> tuple[list[float], list[float]]:
+    """Restart times of a data dir holding ``records`` records: to the first answered
+    ApiVersions, and to the first ListOffsets answering the full log end offset. ``crash``:
+    the filling broker is SIGKILLed (no clean shutdown), and only the first restart (the one
+    that recovers) is timed, ``runs`` times over."""
+    if crash:
+        ready, served = [], []
+        for _ in range(runs):
+            r, s = _restarts(records, 1, signal.SIGKILL)
+            ready += r
+            served += s
+        return ready, served
+    return _restarts(records, runs, signal.SIGTERM)
+
+
+def _restarts(records: int, runs: int, how: signal.Signals) -> tuple[list[float], list[float]]:
     with tempfile.TemporaryDirectory(prefix="kafkad-startup-1m-") as tmp:
         _seconds, port, proc = time_start(tmp)
         try:
             fill(port, records)
         finally:
+            proc.send_signal(how)
             _stop(proc)
-        times = []
+        ready, served = [], []
         for _ in range(runs):
-            seconds, _port, proc = time_start(tmp)
-            _stop(proc)
-            times.append(seconds)
-        return times
+            t0 = time.perf_counter()
+            seconds, port, proc = time_start(tmp)
+            try:
+                end = log_end_offset(port)
+                served.append(time.perf_counter() - t0)
+            finally:
+                _stop(proc)
+            if end != records // 5_000 * 5_000:
+                raise RuntimeError(f"the restarted log ends at {end}, not {records}")
+            ready.append(seconds)
+        return ready, served
 
 
 def main() -> None:
@@ -215,25 +255,39 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=10, help="cold starts per case (default 10)")
     p.add_argument("--records", type=int, default=1_000_000, help="records for the restart case")
     p.add_argument("--restarts", type=int, default=3, help="restarts of the big dir (default 3)")
+    p.add_argument(
+        "--checkout",
+        type=Path,
+        default=REPO_DIR,
+        help="the kafkad source tree to start (default: this one); e.g. a `git archive` of main "
+        "for a before/after comparison in one session",
+    )
     args = p.parse_args()
+    global CHECKOUT
+    CHECKOUT = args.checkout.resolve()
     global BYTECODE
     rows: list[tuple[str, list[float]]] = []
     BYTECODE = False
     rows.append(("memory://, no .pyc cache", cold_starts(False, args.runs)))
     BYTECODE = True
+CHECKOUT = REPO_DIR
     cold_starts(False, 1)  # fills the bytecode cache
     rows.append(("memory://", cold_starts(False, args.runs)))
     rows.append(("empty data dir", cold_starts(True, args.runs)))
     if args.records:
-        rows.append(
-            (f"data dir with {args.records:,} records", restarts(args.records, args.restarts))
-        )
+        ready, served = restarts(args.records, args.restarts)
+        rows.append((f"{args.records:,} records: ApiVersions", ready))
+        rows.append((f"{args.records:,} records: ListOffsets", served))
+        ready, served = restarts(args.records, args.restarts, crash=True)
+        rows.append(("  after kill -9: ApiVersions", ready))
+        rows.append(("  after kill -9: ListOffsets", served))
     print(f"{'case':<34} {'runs':>4} {'median s':>9} {'min s':>7} {'max s':>7}")
     for name, times in rows:
         print(
             f"{name:<34} {len(times):>4} {statistics.median(times):>9.3f} "
             f"{min(times):>7.3f} {max(times):>7.3f}"
         )
+    print(f"checkout: {CHECKOUT}")
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
