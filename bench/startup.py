@@ -263,14 +263,12 @@ def main() -> None:
         "for a before/after comparison in one session",
     )
     args = p.parse_args()
-    global CHECKOUT
     CHECKOUT = args.checkout.resolve()
-    global BYTECODE
+    global BYTECODE, CHECKOUT
     rows: list[tuple[str, list[float]]] = []
     BYTECODE = False
     rows.append(("memory://, no .pyc cache", cold_starts(False, args.runs)))
     BYTECODE = True
-CHECKOUT = REPO_DIR
     cold_starts(False, 1)  # fills the bytecode cache
     rows.append(("memory://", cold_starts(False, args.runs)))
     rows.append(("empty data dir", cold_starts(True, args.runs)))
