@@ -251,6 +251,7 @@ def _restarts(records: int, runs: int, how: signal.Signals) -> tuple[list[float]
 
 
 def main() -> None:
+    global BYTECODE, CHECKOUT
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--runs", type=int, default=10, help="cold starts per case (default 10)")
     p.add_argument("--records", type=int, default=1_000_000, help="records for the restart case")
@@ -264,7 +265,6 @@ def main() -> None:
     )
     args = p.parse_args()
     CHECKOUT = args.checkout.resolve()
-    global BYTECODE, CHECKOUT
     rows: list[tuple[str, list[float]]] = []
     BYTECODE = False
     rows.append(("memory://, no .pyc cache", cold_starts(False, args.runs)))
