@@ -31,10 +31,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from kafkad.testing import create_topics, exchange, kafka_string
 from proxy.healthcheck import check
+from wire.record_codec import Record, build_batch
 
 REPO_DIR = Path(__file__).resolve().parent.parent
-TOPIC = b"startup-bench"
+TOPIC = "startup-bench"
 
 
 def free_port() -> int:
@@ -117,68 +119,18 @@ def cold_starts(on_disk: bool, runs: int) -> list[float]:
 # ------------------------------------------------------------------ raw-protocol writer
 
 
-def _str(s: bytes) -> bytes:
-    return struct.pack(">h", len(s)) + s
-
-
-def _request(sock: socket.socket, api_key: int, version: int, body: bytes, corr: int) -> bytes:
-    head = struct.pack(">hhi", api_key, version, corr) + _str(b"startup-bench")
-    sock.sendall(struct.pack(">i", len(head) + len(body)) + head + body)
-    size = struct.unpack(">i", _recv(sock, 4))[0]
-    reply = _recv(sock, size)
-    assert struct.unpack(">i", reply[:4])[0] == corr
-    return reply[4:]
-
-
-def _recv(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        buf += chunk
-    return bytes(buf)
-
-
-def _varint(n: int) -> bytes:
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while True:
-        b = z & 0x7F
-        z >>= 7
-        if z:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def record_batch(count: int, value: bytes) -> bytes:
     """A v2 batch of ``count`` records (no key, no headers), base offset 0, no producer id."""
-    import crc32c
-
-    records = bytearray()
-    for i in range(count):
-        # attributes, timestamp delta, offset delta, key (null), value, no headers
-        body = b"\x00" + _varint(0) + _varint(i) + _varint(-1) + _varint(len(value)) + value
-        body += _varint(0)
-        records += _varint(len(body)) + body
-    now = int(time.time() * 1000)
-    after_crc = struct.pack(">hiqqqhii", 0, count - 1, now, now, -1, -1, -1, count) + records
-    crc = crc32c.crc32c(after_crc)
-    head = struct.pack(">qiiBI", 0, 4 + 1 + 4 + len(after_crc), -1, 2, crc)
-    return head + after_crc
+    records = [
+        Record(offset_delta=i, timestamp_delta=0, key=None, value=value) for i in range(count)
+    ]
+    return build_batch(records, base_timestamp=int(time.time() * 1000))
 
 
 def fill(port: int, records: int, per_batch: int = 5_000, value_size: int = 100) -> None:
     """Create the topic (1 partition) and produce ``records`` records with acks=1."""
     with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
-        # CreateTopics v2: [topics: name, partitions, replication, assignments[], configs[]],
-        # timeout_ms, validate_only
-        topic = _str(TOPIC) + struct.pack(">ihii", 1, 1, 0, 0)
-        reply = _request(
-            sock, 19, 2, struct.pack(">i", 1) + topic + struct.pack(">ib", 30000, 0), 1
-        )
+        create_topics("127.0.0.1", port, TOPIC, partitions=1, configs={}, timeout=30)
         batch = record_batch(per_batch, b"v" * value_size)
         corr = 2
         for _ in range(records // per_batch):
@@ -186,11 +138,11 @@ def fill(port: int, records: int, per_batch: int = 5_000, value_size: int = 100)
             body = (
                 struct.pack(">hhi", -1, 1, 30000)
                 + struct.pack(">i", 1)
-                + _str(TOPIC)
+                + kafka_string(TOPIC)
                 + struct.pack(">iii", 1, 0, len(batch))
                 + batch
             )
-            reply = _request(sock, 0, 3, body, corr)
+            reply = exchange(sock, 0, 3, body, corr)
             corr += 1
             # [topics: name, [partition, error_code, ...]]
             name_len = struct.unpack(">h", reply[4:6])[0]
@@ -202,8 +154,8 @@ def fill(port: int, records: int, per_batch: int = 5_000, value_size: int = 100)
 def log_end_offset(port: int) -> int:
     """ListOffsets v1 for the bench topic's partition 0, latest."""
     with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
-        body = struct.pack(">ii", -1, 1) + _str(TOPIC) + struct.pack(">iiq", 1, 0, -1)
-        reply = _request(sock, 2, 1, body, 1)
+        body = struct.pack(">ii", -1, 1) + kafka_string(TOPIC) + struct.pack(">iiq", 1, 0, -1)
+        reply = exchange(sock, 2, 1, body, 1)
     # [topics: name, [partition, error_code, timestamp, offset]]
     name_len = struct.unpack(">h", reply[4:6])[0]
     error, _ts, offset = struct.unpack(">hqq", reply[6 + name_len + 8 : 6 + name_len + 26])

@@ -226,20 +226,30 @@ def broker(
 _UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
-def _string(s: str) -> bytes:
-    raw = s.encode()
+def kafka_string(s: str | bytes) -> bytes:
+    """A non-flexible STRING: i16 length, bytes."""
+    raw = s.encode() if isinstance(s, str) else s
     return struct.pack(">h", len(raw)) + raw
+
+
+def exchange(
+    sock: socket.socket, api_key: int, version: int, body: bytes, correlation_id: int = 1
+) -> bytes:
+    """Send one request (header v1, non-flexible ``body``) and return its response body."""
+    head = struct.pack(">hhi", api_key, version, correlation_id) + kafka_string("kafkad-testing")
+    sock.sendall(struct.pack(">i", len(head) + len(body)) + head + body)
+    (size,) = struct.unpack(">i", _recv(sock, 4))
+    reply = _recv(sock, size)
+    if struct.unpack_from(">i", reply)[0] != correlation_id:
+        raise BrokerError("the response has another correlation id")
+    return reply[4:]
 
 
 def _roundtrip(
     host: str, port: int, api_key: int, version: int, body: bytes, timeout: float
 ) -> bytes:
-    head = struct.pack(">hhi", api_key, version, 1) + _string("kafkad-testing")
     with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.sendall(struct.pack(">i", len(head) + len(body)) + head + body)
-        (size,) = struct.unpack(">i", _recv(sock, 4))
-        reply = _recv(sock, size)
-    return reply[4:]  # drop the correlation id
+        return exchange(sock, api_key, version, body)
 
 
 def _recv(sock: socket.socket, n: int) -> bytes:
@@ -273,10 +283,10 @@ class _Reader:
 def create_topics(
     host: str, port: int, name: str, partitions: int, configs: Mapping[str, str], timeout: float
 ) -> None:
-    entry = _string(name) + struct.pack(">ihi", partitions, -1, 0)
+    entry = kafka_string(name) + struct.pack(">ihi", partitions, -1, 0)
     entry += struct.pack(">i", len(configs))
     for key, value in configs.items():
-        entry += _string(key) + _string(value)
+        entry += kafka_string(key) + kafka_string(value)
     body = struct.pack(">i", 1) + entry + struct.pack(">ib", int(timeout * 1000), 0)
     r = _Reader(_roundtrip(host, port, 19, 2, body, timeout))
     r.take(">i")  # throttle_time_ms
@@ -287,7 +297,7 @@ def create_topics(
 
 
 def delete_topics(host: str, port: int, names: tuple[str, ...], timeout: float) -> None:
-    body = struct.pack(">i", len(names)) + b"".join(_string(n) for n in names)
+    body = struct.pack(">i", len(names)) + b"".join(kafka_string(n) for n in names)
     body += struct.pack(">i", int(timeout * 1000))
     r = _Reader(_roundtrip(host, port, 20, 1, body, timeout))
     r.take(">i")  # throttle_time_ms
