@@ -123,6 +123,12 @@ def kafkad_broker(request: pytest.FixtureRequest) -> Iterator[Broker]:
     wanted = {**session_configs, **_marker_configs(request.node)}
     if wanted == session_configs:
         b: Broker = request.getfixturevalue("kafkad_session_broker")
+        if not b.alive():  # a crash= fault or a bug took it down in an earlier test
+            pytest.fail(
+                f"the session's kafkad broker ({b.bootstrap_servers}) has exited with status "
+                f"{b.returncode}; its log ends:\n{b.log_text()[-4000:]}",
+                pytrace=False,
+            )
         request.node.stash[_BROKER_LOG] = (b, b.log_size())
         yield b
         return

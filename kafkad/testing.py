@@ -150,6 +150,11 @@ class Broker:
         except FileNotFoundError:
             return ""
 
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once the process has ended (None while it runs)."""
+        return None if self._proc is None else self._proc.poll()
+
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 

@@ -164,3 +164,15 @@ def test_embedded_api(configs: dict[str, int]) -> None:
         assert b.alive()
     assert not b.alive()
     assert not b.log_path.exists()
+
+
+def test_a_dead_session_broker_fails_later_tests_with_its_exit_status(tmp_path: Path) -> None:
+    run = _run(tmp_path, files=("test_dead_broker.py",))
+    out = run.stdout + run.stderr
+    assert _outcomes(out) == {
+        "test_kills_the_session_broker": "PASSED",
+        "test_after_the_broker_died": "ERROR",  # at setup, in the fixture
+    }, out
+    assert "has exited with status -9; its log ends:" in out, out
+    assert "kafkad ready" not in out  # the log is stderr; the ready line went to stdout
+    assert "not reached" not in out, out
