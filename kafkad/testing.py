@@ -5,8 +5,8 @@
         topic = b.create_topic(partitions=2)
 
 Theory of operation: the broker is a **subprocess** (``python -m proxy.cli serve`` with this
-very interpreter and this very copy of kafkad on its path), not a trio loop on a thread of
-the test process. It costs one process start (~0.2 s, bench/startup.py) per broker, and buys:
+very interpreter and, from a checkout, this checkout on its path), not a trio loop on a thread
+of the test process. It costs one process start (~0.2 s, bench/startup.py) per broker, and buys:
 a broker crash, hang or ``os._exit`` (the ``crash=`` fault injection) never takes the test
 process with it; its logging, warnings and signal handling stay out of the test process (whose
 pytest may turn warnings into errors); pytest-xdist workers each get their own broker for free;
@@ -49,6 +49,15 @@ __all__ = ["Broker", "BrokerError", "broker", "normalize_configs"]
 _CODE_ROOT = Path(__file__).resolve().parent.parent
 _READY = re.compile(r"^kafkad ready listen=(\S+):(\d+) ")
 DEFAULT_CONFIGS: Mapping[str, str] = {"group.initial.rebalance.delay.ms": "0"}
+
+
+def _installed() -> bool:
+    """Whether this kafkad lives in a site-packages directory (then it needs no path entry;
+    putting site-packages ahead of the standard library would be wrong)."""
+    import site
+
+    sites = [*site.getsitepackages(), site.getusersitepackages()]
+    return any(Path(d).resolve() == _CODE_ROOT for d in sites if d)
 
 
 class BrokerError(RuntimeError):
@@ -108,9 +117,10 @@ class Broker:
 
     def _start(self, timeout: float) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKAD_")}
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(_CODE_ROOT), env.get("PYTHONPATH", "")) if p
-        )
+        if not _installed():  # a checkout: start its proxy/, not another kafkad's
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(_CODE_ROOT), env.get("PYTHONPATH", "")) if p
+            )
         cmd = [sys.executable, "-m", "proxy.cli", "serve", "--listen", "127.0.0.1:0"]
         cmd += ["--data-dir", self.data_dir]
         for name, value in self.configs.items():
