@@ -176,3 +176,15 @@ def test_a_dead_session_broker_fails_later_tests_with_its_exit_status(tmp_path: 
     assert "has exited with status -9; its log ends:" in out, out
     assert "kafkad ready" not in out  # the log is stderr; the ready line went to stdout
     assert "not reached" not in out, out
+
+
+def test_embedded_api_on_disk_keeps_the_data_dir(tmp_path: Path) -> None:
+    import kafkad.testing
+
+    data = tmp_path / "data"
+    with kafkad.testing.broker(data_dir=data) as b:
+        b.create_topic("kept", partitions=2)
+    assert data.is_dir()  # stop() removes the log, never the data dir
+    with kafkad.testing.broker(data_dir=data) as b:
+        with pytest.raises(kafkad.testing.BrokerError, match="error code 36"):
+            b.create_topic("kept")  # TOPIC_ALREADY_EXISTS: it survived the restart
