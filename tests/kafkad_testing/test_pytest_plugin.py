@@ -185,6 +185,8 @@ def test_embedded_api_on_disk_keeps_the_data_dir(tmp_path: Path) -> None:
     with kafkad.testing.broker(data_dir=data) as b:
         b.create_topic("kept", partitions=2)
     assert data.is_dir()  # stop() removes the log, never the data dir
-    with kafkad.testing.broker(data_dir=data) as b:
-        with pytest.raises(kafkad.testing.BrokerError, match="error code 36"):
-            b.create_topic("kept")  # TOPIC_ALREADY_EXISTS: it survived the restart
+    with (
+        kafkad.testing.broker(data_dir=data) as b,
+        pytest.raises(kafkad.testing.BrokerError, match="error code 36"),
+    ):
+        b.create_topic("kept")  # TOPIC_ALREADY_EXISTS: it survived the restart
