@@ -190,3 +190,17 @@ def test_embedded_api_on_disk_keeps_the_data_dir(tmp_path: Path) -> None:
         pytest.raises(kafkad.testing.BrokerError, match="error code 36"),
     ):
         b.create_topic("kept")  # TOPIC_ALREADY_EXISTS: it survived the restart
+
+
+def test_the_readme_fixture_example_runs_and_is_five_lines(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    after = readme.split("In your own tests", 1)[1]
+    code = after.split("```python\n", 1)[1].split("```", 1)[0]
+    assert len([line for line in code.splitlines() if line.strip()]) == 5, code
+    (tmp_path / "proj").mkdir()
+    example = tmp_path / "proj" / "test_readme_example.py"
+    example.write_text(code)
+    run = _run(tmp_path, str(example))
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    assert _outcomes(out) == {"test_greeting": "PASSED"}, out
