@@ -119,6 +119,7 @@ class ConsoleApp:
             ("GET", re.compile(r"/transactions"), self.transactions_page),
             ("GET", re.compile(r"/transactions/(?P<tid>.+)"), self.transaction_page),
             ("POST", re.compile(r"/admin/abort"), self.abort),
+            ("GET", re.compile(r"/producers"), self.producers_page),
             ("GET", re.compile(r"/groups"), self.groups_page),
             ("GET", re.compile(r"/groups/(?P<gid>.+)"), self.group_page),
             ("GET", re.compile(r"/clients"), self.clients_page),
@@ -252,6 +253,10 @@ class ConsoleApp:
             raise HttpError(409, f"the ABORT marker was refused: {code.name}")
         where = f"/topics/{urllib.parse.quote(topic, safe='')}/{index}"
         return Response(303, b"", headers=[("location", where)])
+
+    async def producers_page(self, request: Request) -> Response:
+        rows = partition.producers_by_partition(self.broker)
+        return self.render("producers.html", title="Producers", partitions=rows)
 
     async def groups_page(self, request: Request) -> Response:
         return self.render(

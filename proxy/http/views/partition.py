@@ -168,3 +168,13 @@ async def partition_detail(
         ),
         producers=producer_rows(p),
     )
+
+
+def producers_by_partition(broker: Broker) -> list[tuple[TopicPartition, tuple[ProducerRow, ...]]]:
+    """DescribeProducers over every partition that has producer state."""
+    return [
+        (p.tp, producer_rows(p))
+        for topic in broker.topics
+        for p in topic.partitions
+        if not p.deleted and len(p.producers)
+    ]

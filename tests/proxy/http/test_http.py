@@ -66,7 +66,15 @@ async def test_pages_and_bad_input() -> None:
         assert server.broker is not None
         (p,) = (await server.broker.topics.create("orders", 1, {})).partitions  # type: ignore[union-attr]
         await plain(p, b"hello <script>")
-        for path in ("/", "/topics/orders", "/topics/orders/0", "/transactions", "/groups"):
+        for path in (
+            "/",
+            "/topics/orders",
+            "/topics/orders/0",
+            "/transactions",
+            "/producers",
+            "/groups",
+            "/clients",
+        ):
             status, headers, _ = await http(url + path)
             assert (path, status) == (path, 200)
             assert headers["content-type"] == "text/html; charset=utf-8"

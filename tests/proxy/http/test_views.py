@@ -207,3 +207,18 @@ def test_clients_without_and_with_telemetry() -> None:
     rows = clients.client_rows(WithTelemetry())
     assert rows is not None and [r.client_id for r in rows] == ["new", "old"]
     assert rows[1].metrics == (clients.MetricRow("m", "a=1,b=2", 3.0),)
+
+
+async def test_producers_by_partition_is_what_describe_producers_returns(broker: Broker) -> None:
+    p0, p1, _ = await topic(broker, "t", 3)
+    t = await Txn(broker, "x").init()
+    await t.send(p0, b"a", b"b")
+    await t.send(p1, b"c")
+    got = partition.producers_by_partition(broker)
+    assert [
+        (tp.partition, [(r.producer_id, r.last_sequence) for r in rows]) for tp, rows in got
+    ] == [
+        (0, [(t.producer_id, 1)]),
+        (1, [(t.producer_id, 2)]),
+    ]
+    assert got[0][1][0].current_txn_start_offset == 0
