@@ -10,24 +10,20 @@ WriteTxnMarkers request the tool's ``Admin.abortTransaction`` sends to the parti
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.txn.log_format import LogFormatError, decode, partition_for
 from coordinator.txn.metadata import TxnMetadata
 from coordinator.txn.state import TxnState
-from coordinator.txn.txn_log import TXN_TOPIC
 from proxy.http.views.partition import OpenTxnRow, first_batch_timestamp
 from storage.api import StorageError, TopicPartition
-from wire.batch import RecordBatchError, iter_batches
-from wire.record_codec import decode_batch_records
 
 if TYPE_CHECKING:
     from proxy.broker import Broker
 
-HISTORY_READ_BYTES = 1 << 20
 HISTORY_MAX_ENTRIES = 500
 
 
@@ -120,48 +116,28 @@ async def hanging_on_partitions(broker: Broker, now_ms: int, hanging_ms: int) ->
 
 async def txn_history(broker: Broker, tid: str) -> list[HistoryRow]:
     """Every record of ``tid`` still in ``__transaction_state`` (the cleaner keeps only the
-    latest per id once it has compacted a segment), oldest first."""
-    topic = broker.topics.get(TXN_TOPIC)
-    if topic is None or not topic.partitions:
-        return []
-    p = topic.partitions[partition_for(tid, len(topic.partitions))]
+    latest per id once it has compacted a segment), oldest first, at most
+    ``HISTORY_MAX_ENTRIES``."""
     out: list[HistoryRow] = []
-    offset = p.log_start_offset
-    while offset < p.high_watermark and len(out) < HISTORY_MAX_ENTRIES:
-        try:
-            data = await p.read(offset, HISTORY_READ_BYTES)
-        except (StorageError, ValueError):
-            break
-        if not data:
-            break
-        for pos, h in iter_batches(data):
-            if h.last_offset >= offset and not h.is_control:
-                try:
-                    records = decode_batch_records(data[pos : pos + h.total_size])
-                except RecordBatchError:
-                    records = []
-                for r in records:
-                    at = h.base_offset + r.offset_delta
-                    if at < offset or r.key is None:
-                        continue
-                    try:
-                        t = decode(r.key, r.value)
-                    except LogFormatError:
-                        continue
-                    if t.transactional_id == tid:
-                        out.append(
-                            HistoryRow(
-                                at,
-                                h.base_timestamp + r.timestamp_delta,
-                                t.state.kafka_name,
-                                t.producer_id,
-                                t.producer_epoch,
-                                t.txn_timeout_ms,
-                                _tps(t.partitions),
-                                t.txn_start_timestamp,
-                            )
-                        )
-            offset = max(offset, h.last_offset + 1)
+    try:
+        async with aclosing(broker.txns.txn_log.history(tid)) as records:
+            async for offset, timestamp, t in records:
+                out.append(
+                    HistoryRow(
+                        offset,
+                        timestamp,
+                        t.state.kafka_name,
+                        t.producer_id,
+                        t.producer_epoch,
+                        t.txn_timeout_ms,
+                        _tps(t.partitions),
+                        t.txn_start_timestamp,
+                    )
+                )
+                if len(out) >= HISTORY_MAX_ENTRIES:
+                    break
+    except (StorageError, ValueError):  # the log moved under the read (retention, cleaning)
+        pass
     return out
 
 
