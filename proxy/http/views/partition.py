@@ -2,10 +2,10 @@
 transactions, its aborted-transaction index, and its producers (DescribeProducers' answer).
 
 An open transaction is *hanging* when the coordinator does not have its producer's
-transaction open on this partition (Kafka's ``kafka-transactions.sh find-hanging``: the
-coordinator aborted or forgot it, so no marker will ever come), when the coordinator's
-transaction is past its timeout, or when it has been open longer than
-``kafkad.http.hanging.transaction.ms``.
+transaction open on this partition, Ongoing or being completed (Kafka's
+``kafka-transactions.sh find-hanging``: the coordinator aborted or forgot it, so no marker
+will ever come), when the coordinator's transaction is past its timeout, or when it has been
+open here longer than ``kafkad.http.hanging.transaction.ms``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,15 @@ if TYPE_CHECKING:
     from proxy.broker import Broker
 
 FIRST_BATCH_READ_BYTES = 64 * 1024
+# Coordinator states in which a partition of the transaction may still lack its marker.
+OPEN_STATES = frozenset(
+    {
+        TxnState.ONGOING,
+        TxnState.PREPARE_COMMIT,
+        TxnState.PREPARE_ABORT,
+        TxnState.PREPARE_EPOCH_FENCE,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +93,7 @@ def hanging_reasons(
     why = []
     if meta is None:
         why.append("no transactional id has this producer id")
-    elif meta.state is not TxnState.ONGOING or (tp.topic, tp.partition) not in meta.partitions:
+    elif meta.state not in OPEN_STATES or (tp.topic, tp.partition) not in meta.partitions:
         why.append(f"the coordinator's transaction is {meta.state.kafka_name}, not open here")
     elif meta.txn_start_timestamp >= 0 and now_ms - meta.txn_start_timestamp > meta.txn_timeout_ms:
         why.append(f"past its timeout of {meta.txn_timeout_ms} ms")

@@ -222,3 +222,29 @@ async def test_producers_by_partition_is_what_describe_producers_returns(broker:
         (1, [(t.producer_id, 2)]),
     ]
     assert got[0][1][0].current_txn_start_offset == 0
+
+
+def test_hanging_reasons_follow_the_coordinator() -> None:
+    from coordinator.txn.metadata import TxnMetadata
+    from coordinator.txn.state import TxnState
+
+    tp = TopicPartition("t", 0)
+    meta = TxnMetadata("x", 7, 60_000, NOW, producer_epoch=0, txn_start_timestamp=NOW)
+    assert partition.hanging_reasons(tp, 10, None, NOW, HANG_MS) == (
+        "no transactional id has this producer id",
+    )
+    for state in (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+        meta.state, meta.partitions = state, frozenset({("t", 0)})
+        assert partition.hanging_reasons(tp, 10, meta, NOW, HANG_MS) == (), state
+    meta.partitions = frozenset({("t", 1)})
+    (why,) = partition.hanging_reasons(tp, 10, meta, NOW, HANG_MS)
+    assert "not open here" in why
+    meta.state, meta.partitions = TxnState.COMPLETE_ABORT, frozenset()
+    assert "CompleteAbort" in partition.hanging_reasons(tp, 10, meta, NOW, HANG_MS)[0]
+    meta.state, meta.partitions = TxnState.ONGOING, frozenset({("t", 0)})
+    assert partition.hanging_reasons(tp, 10, meta, NOW + 60_001, HANG_MS) == (
+        "past its timeout of 60000 ms",
+    )
+    assert partition.hanging_reasons(tp, HANG_MS + 1, meta, NOW, HANG_MS) == (
+        f"open here for more than {HANG_MS} ms",
+    )
