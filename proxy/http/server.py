@@ -98,7 +98,11 @@ async def serve_console(
 
         async def handle(stream: trio.SocketStream) -> None:
             conn = DeadlineStream(stream, write_timeout)
-            await TCPServer(wrapped, config, context, ConnectionState({}), conn)  # type: ignore[arg-type]
+            try:
+                await TCPServer(wrapped, config, context, ConnectionState({}), conn)  # type: ignore[arg-type]
+            except Exception:  # one connection's failure is not the console's
+                log.exception("web console: a connection failed")
+                await trio.aclose_forcefully(stream)
 
         async with trio.open_nursery() as nursery:
             for b in bound:

@@ -194,3 +194,24 @@ def test_serve_without_the_console_imports_neither_hypercorn_nor_jinja2() -> Non
         "assert not {'hypercorn', 'jinja2'} & set(sys.modules), sorted(sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=console_app.TEMPLATES.parents[2])
+
+
+async def test_a_connection_that_fails_leaves_the_console_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hypercorn.trio.tcp_server import TCPServer
+
+    real, failed = TCPServer.run, []
+
+    async def fails_once(self: TCPServer) -> None:
+        if not failed:
+            failed.append(True)
+            raise RuntimeError("bug in one connection")
+        await real(self)
+
+    monkeypatch.setattr(TCPServer, "run", fails_once)
+    async with console() as (_, url, port):
+        with pytest.raises(OSError):
+            await http(url + "/")
+        assert (await http(url + "/"))[0] == 200
+        await kafka_answers(port)
