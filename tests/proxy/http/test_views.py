@@ -11,7 +11,9 @@ from kio.schema.errors import ErrorCode
 from proxy.broker import Broker
 from proxy.http.views import clients, groups, partition, records, topics, transactions
 from storage.api import TopicPartition
+from storage.topics import Topic
 from tests.proxy.http.conftest import NOW, Txn, plain, topic
+from wire.records import Record, build_batch, read_batch_header
 
 HANG_MS = 30_000
 
@@ -248,3 +250,21 @@ def test_hanging_reasons_follow_the_coordinator() -> None:
     assert partition.hanging_reasons(tp, HANG_MS + 1, meta, NOW, HANG_MS) == (
         f"open here for more than {HANG_MS} ms",
     )
+
+
+async def test_dirty_ratio_and_the_cleaners_last_pass(broker: Broker) -> None:
+    configs = {"cleanup.policy": "compact", "segment.bytes": "200"}
+    t = await broker.topics.create("c", 1, configs, trusted_configs=True)  # tiny segments
+    assert isinstance(t, Topic)
+    (p,) = t.partitions
+    for i in range(6):
+        data = build_batch([Record(0, 0, b"same-key", b"value-%d" % i)], base_timestamp=NOW)
+        assert isinstance(await p.append(data, read_batch_header(data), NOW), tuple)
+    row = topics.partition_row(broker, p, NOW)
+    assert row.dirty_ratio is not None and row.dirty_ratio > 0.5 and row.last_pass is None
+    assert len(row.segments) > 1
+    (result,) = await broker.cleaner.clean_once(broker.topics, NOW)
+    cleaned = topics.partition_row(broker, p, NOW + 5)
+    assert cleaned.last_pass is not None and cleaned.last_pass.at_ms == NOW
+    assert cleaned.last_pass.bytes_read == result.bytes_read > 0
+    assert cleaned.dirty_ratio == 0.0
