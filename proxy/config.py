@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from proxy.fault_injection import parse_spec
+from proxy.http.settings import parse_http_listeners
 from proxy.kafka_properties import translate
 from proxy.listeners import (
     DEFAULT_PROTOCOL_MAP,
@@ -116,6 +117,11 @@ def _fault_spec(v: str) -> str:
     return v
 
 
+def _http_listeners(v: str) -> str:
+    parse_http_listeners(v)  # raises ValueError naming what is wrong
+    return v
+
+
 def _ratio(v: str) -> float:
     n = _number(v)
     if not 0 <= n <= 1:
@@ -198,6 +204,11 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "shutdown.grace.ms": (_non_negative_long, "10000"),
     # kafkad's own: deliberate errors, delays and dropped connections (proxy/fault_injection.py)
     "kafkad.fault.injection": (_fault_spec, ""),
+    # kafkad's own: the web console (proxy/http/). Off while empty; read-only unless
+    # admin.enable; an open transaction older than hanging.transaction.ms is flagged hanging.
+    "kafkad.http.listeners": (_http_listeners, ""),
+    "kafkad.http.admin.enable": (_bool, "false"),
+    "kafkad.http.hanging.transaction.ms": (_positive_long, "900000"),
 }
 
 

@@ -23,6 +23,7 @@ from proxy.broker import Broker
 from proxy.config import BrokerConfig
 from proxy.connection import Connection, NetConfig, serve_connection
 from proxy.dispatch import Dispatcher
+from proxy.http.settings import parse_http_listeners
 from storage.api import open_store
 
 log = logging.getLogger("kafkad.server")
@@ -36,6 +37,7 @@ class Server:
         self.bound: tuple[str, int] | None = None
         self.bound_listeners: dict[str, tuple[str, int]] = {}
         self.broker: Broker | None = None
+        self.console_urls: list[str] = []  # the web console's, if it runs (proxy/http/)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -78,6 +80,10 @@ class Server:
                 background.start_soon(broker.groups.run)
                 background.start_soon(broker.txns.run)
                 background.start_soon(broker.producer_expiration_loop)
+                if parse_http_listeners(cfg.get("kafkad.http.listeners")):
+                    from proxy.http.server import run_console  # hypercorn only when asked for
+
+                    self.console_urls = await background.start(run_console, broker, cfg)
                 async with trio.open_nursery() as conns:
                     # One scope per listener, made before any accept task starts (a scope
                     # cancelled before it is entered cancels at once).

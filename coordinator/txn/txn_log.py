@@ -27,7 +27,7 @@ as it exists (or the configured count before it exists), exactly as Kafka places
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Final
 
 from kio.schema.errors import ErrorCode
@@ -81,24 +81,44 @@ class TxnLog:
         if topic is None:
             return
         for p in topic.partitions:
-            offset = p.log_start_offset
-            while offset < p.high_watermark:
-                data = await p.read(offset, READ_CHUNK)
-                if not data:
-                    break
-                for pos, h in iter_batches(data):
-                    if h.last_offset >= offset and not h.attributes & ATTR_CONTROL:
+            async for _, _, transit in self.records(p):
+                yield transit
+
+    async def history(
+        self, transactional_id: str
+    ) -> AsyncGenerator[tuple[int, int, TxnTransit], None]:
+        """(offset, timestamp, transit) of every record of ``transactional_id`` still in the
+        log, oldest first (read-only: the web console's timeline)."""
+        topic = self.topics.get(TXN_TOPIC)
+        if topic is None or not topic.partitions:
+            return
+        p = topic.partitions[partition_for(transactional_id, len(topic.partitions))]
+        async for offset, timestamp, transit in self.records(p):
+            if transit.transactional_id == transactional_id:
+                yield offset, timestamp, transit
+
+    @staticmethod
+    async def records(p: Partition) -> AsyncIterator[tuple[int, int, TxnTransit]]:
+        """(offset, timestamp, transit) of every record of ``p`` from its log start; a batch or
+        record that does not decode is skipped with a warning."""
+        offset = p.log_start_offset
+        while offset < p.high_watermark:
+            data = await p.read(offset, READ_CHUNK)
+            if not data:
+                break
+            for pos, h in iter_batches(data):
+                if h.last_offset >= offset and not h.attributes & ATTR_CONTROL:
+                    try:
+                        records = decode_batch_records(data[pos : pos + h.total_size])
+                    except RecordBatchError as exc:
+                        log.warning("%s: skipping batch at %d: %s", p.tp, h.base_offset, exc)
+                        records = []
+                    for r in records:
+                        at = h.base_offset + r.offset_delta
+                        if at < offset or r.key is None:
+                            continue
                         try:
-                            records = decode_batch_records(data[pos : pos + h.total_size])
-                        except RecordBatchError as exc:
-                            log.warning("%s: skipping batch at %d: %s", p.tp, h.base_offset, exc)
-                            records = []
-                        for r in records:
-                            at = h.base_offset + r.offset_delta
-                            if at < offset or r.key is None:
-                                continue
-                            try:
-                                yield decode(r.key, r.value)
-                            except LogFormatError as exc:
-                                log.warning("%s: skipping record at %d: %s", p.tp, at, exc)
-                    offset = max(offset, h.last_offset + 1)
+                            yield at, h.base_timestamp + r.timestamp_delta, decode(r.key, r.value)
+                        except LogFormatError as exc:
+                            log.warning("%s: skipping record at %d: %s", p.tp, at, exc)
+                offset = max(offset, h.last_offset + 1)

@@ -200,6 +200,8 @@ class LogCleaner:
         self.io_rate = io_max_bytes_per_second
         self.checkpoints: dict[TopicPartition, int] = {}
         self.uncleanable: set[TopicPartition] = set()  # a pass failed unexpectedly (Kafka's)
+        # The last pass over each partition and when it ran (read by the web console)
+        self.last_passes: dict[TopicPartition, tuple[PassResult, int]] = {}
 
     def plans(self, topics: TopicManager, now_ms: int) -> list[tuple[Partition, CleanPlan]]:
         """The compacted partitions worth cleaning now, dirtiest first."""
@@ -208,19 +210,23 @@ class LogCleaner:
             for p in topic.partitions:
                 if p.deleted or not p.config.compact or p.tp in self.uncleanable:
                     continue
-                pl = plan(
-                    p.log.segment_infos(),
-                    p.config,
-                    checkpoint=self.checkpoints.get(p.tp),
-                    log_start=p.log_start_offset,
-                    log_end=p.high_watermark,
-                    last_stable=p.last_stable_offset,
-                    now_ms=now_ms,
-                )
+                pl = self.plan(p, now_ms)
                 if pl.worth_cleaning(p.config):
                     out.append((p, pl))
         out.sort(key=lambda x: -x[1].ratio)
         return out
+
+    def plan(self, p: Partition, now_ms: int) -> CleanPlan:
+        """What a pass over ``p`` would clean now (its ``ratio`` is the dirty ratio)."""
+        return plan(
+            p.log.segment_infos(),
+            p.config,
+            checkpoint=self.checkpoints.get(p.tp),
+            log_start=p.log_start_offset,
+            log_end=p.high_watermark,
+            last_stable=p.last_stable_offset,
+            now_ms=now_ms,
+        )
 
     async def clean_partition(self, p: Partition, pl: CleanPlan, now_ms: int) -> PassResult:
         """One pass. Raises ``StorageError`` (retried next round); any other failure (say a
@@ -241,6 +247,7 @@ class LogCleaner:
             raise StorageError(f"{p.tp} marked uncleanable: {exc!r}") from exc
         if result.complete:
             self.checkpoints[p.tp] = result.map_end
+        self.last_passes[p.tp] = (result, now_ms)
         return result
 
     async def clean_once(self, topics: TopicManager, now_ms: int) -> list[PassResult]:
