@@ -56,7 +56,7 @@ from crc32c import crc32c
 from kio.schema.errors import ErrorCode
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from wire.compression import CompressionError, stream_decompress
+from wire.compression import NONE, CompressionError, stream_decompress
 
 log = logging.getLogger("kafkad.telemetry")
 
@@ -265,9 +265,7 @@ class ClientTelemetry:
         inst.terminating = terminating
         if code is ErrorCode.none and payload:
             try:
-                data = b"".join(
-                    bytes(p) for p in stream_decompress(compression, payload, MAX_DECOMPRESSED)
-                )
+                data = payload if compression == NONE else _decompress(compression, payload)
                 decoded = decode_metrics(data)
             except (CompressionError, ValueError) as exc:
                 log.info("client %s (%s): undecodable telemetry: %s", instance_id, client_id, exc)
@@ -345,6 +343,11 @@ class ClientTelemetry:
             value=len(self.instances),
         )
         yield from families.values()
+
+
+def _decompress(codec: int, payload: bytes) -> bytes:
+    """At most MAX_DECOMPRESSED bytes (a small payload may expand enormously)."""
+    return b"".join(bytes(p) for p in stream_decompress(codec, payload, MAX_DECOMPRESSED))
 
 
 _NOT_NAME = re.compile(r"[^a-zA-Z0-9_]")
