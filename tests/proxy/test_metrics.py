@@ -205,11 +205,15 @@ async def test_errors_counted_by_code_and_timeout_aborts() -> None:
         await trio.to_thread.run_sync(open_txn)
 
         def aborted() -> bool:
-            return value(scrape(server), "kafkad_transaction_timeout_aborts_total") == 1
+            # the timeout abort is counted when started, the abort once CompleteAbort is durable
+            m = scrape(server)
+            return value(m, "kafkad_transaction_aborts_total") == 1
 
         await until(aborted)
         m = scrape(server)
-        assert value(m, "kafkad_transaction_aborts_total") == 1
+        assert value(m, "kafkad_transaction_timeout_aborts_total") == 1
+        assert value(m, "kafkad_transaction_commits_total") == 0
+        assert value(m, "kafkad_transactions", state="CompleteAbort") == 1
 
 
 async def test_cleaner_passes_and_bytes() -> None:
