@@ -148,6 +148,18 @@ def test_malformed_payload_is_invalid_record() -> None:
     assert t.push(iid, "c1", sid, False, GZIP, gzip.compress(otlp(("a", 2.0)))) is E.none
 
 
+def test_payload_expanding_past_the_bound_is_invalid_record() -> None:
+    """A small zstd payload that expands to 40 MB is cut off at MAX_DECOMPRESSED (32 MiB)."""
+    import zstandard
+
+    bomb = zstandard.ZstdCompressor().compress(b"\0" * 40_000_000)
+    clock = Clock()
+    t = ClientTelemetry(enabled=True, push_interval_ms=1000, max_bytes=1 << 20, now_ms=clock)
+    sub = t.get_subscription(None, "c1")
+    assert len(bomb) < 1 << 20
+    assert t.push(sub.instance_id, "c1", sub.subscription_id, False, ZSTD, bomb) is E.invalid_record
+
+
 def test_delta_sums_add_up_and_gauges_replace() -> None:
     clock = Clock()
     t = store(clock)
