@@ -2,6 +2,11 @@
 
 Each broker gets its own ``CollectorRegistry`` (``registry_for``), never prometheus_client's
 global one, so several brokers in one process (tests) keep their metrics apart.
+
+Call ``render_metrics`` on the trio thread (not ``trio.to_thread``): the collectors walk the
+broker's live dicts without locks, which is safe only because nothing else runs meanwhile. It
+costs about 40 µs per partition (120 partitions: ~5 ms, 76 kB), i.e. ~0.5 % of one core at
+one scrape a second.
 """
 
 from __future__ import annotations
