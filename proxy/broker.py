@@ -24,6 +24,8 @@ from coordinator.producer_ids import ProducerIdManager
 from coordinator.txn.runtime import TxnConfig, TxnCoordinator
 from proxy.config import BrokerConfig
 from proxy.fault_injection import CRASH_EXIT_CODE, injector_from_config
+from proxy.metrics.requests import BrokerMetrics
+from proxy.metrics.telemetry import ClientTelemetry
 from storage.api import StorageError, Store, TopicPartition
 from storage.cleaner.runner import LogCleaner
 from storage.topics import TopicManager
@@ -100,6 +102,9 @@ class Broker:
             self.txns.verify_partition
         )
         self.txn_verifier = self.txns.verify_partition
+        # counters of the request path and background work (/metrics: proxy/metrics/)
+        self.metrics = BrokerMetrics()
+        self.client_telemetry = ClientTelemetry.from_values(config.values or {}, self.now_ms)
 
     def bound(self, name: str, port: int) -> None:
         """Listener ``name`` is bound to ``port``: advertise it if nothing else was given."""
@@ -133,6 +138,7 @@ class Broker:
         partition = self.topics.partition(tp.topic, tp.partition)
         if partition is None or partition.deleted:
             return ErrorCode.unknown_topic_or_partition
+        started = time.perf_counter()
         try:
             if tp.topic == OFFSETS_TOPIC:
                 written = await self.groups.write_txn_marker(
@@ -145,6 +151,7 @@ class Broker:
         except StorageError as exc:
             log.error("marker on %s failed: %s", tp, exc)
             return ErrorCode.kafka_storage_error
+        self.metrics.markers.observe(time.perf_counter() - started)
         return written if isinstance(written, ErrorCode) else ErrorCode.none
 
     def begin_shutdown(self) -> None:
@@ -191,6 +198,7 @@ class Broker:
                 except StorageError as exc:
                     log.error("cleaning %s failed: %s", p.tp, exc)
                     continue
+                self.metrics.cleaner.observe(r.bytes_read, r.bytes_written)
                 log.info(
                     "cleaned %s: %d -> %d segment(s), %d bytes read, %d written",
                     r.tp,

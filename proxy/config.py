@@ -202,6 +202,11 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "producer.id.expiration.ms": (_positive_int, "86400000"),
     "producer.id.expiration.check.interval.ms": (_positive_int, "600000"),
     "shutdown.grace.ms": (_non_negative_long, "10000"),
+    # KIP-714 client telemetry (proxy/metrics/telemetry.py): Kafka's payload limit; kafkad's
+    # switch and the push interval every client is subscribed at (Kafka's default interval)
+    "telemetry.max.bytes": (_positive_int, "1048576"),
+    "kafkad.client.telemetry.enable": (_bool, "true"),
+    "kafkad.client.telemetry.push.interval.ms": (_positive_int, "300000"),
     # kafkad's own: deliberate errors, delays and dropped connections (proxy/fault_injection.py)
     "kafkad.fault.injection": (_fault_spec, ""),
     # kafkad's own: the web console (proxy/http/). Off while empty; read-only unless

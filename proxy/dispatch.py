@@ -22,6 +22,7 @@ handler, or a closed connection before or after the handler runs.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -71,6 +72,7 @@ class Dispatcher:
         self.advertised = advertised()
         self.served = served()
         self.faults = broker.faults
+        self.record = broker.metrics.requests.record  # /metrics: per-API counters
 
     def may_park(self, api_key: int, body: Any) -> bool:
         """Whether the request may wait for something other than its own work (another
@@ -122,6 +124,7 @@ class Dispatcher:
             if injected is not None:
                 return encode_response(header, injected)
         ctx = RequestContext(header, self.broker, peer, listener)
+        started = time.perf_counter()
         try:
             response = await REGISTRY[header.api_key].fn(ctx, body)
         except CloseConnection:
@@ -140,6 +143,7 @@ class Dispatcher:
             )
             _no_error_reply_for_acks0(header, body, exc)
             response = error_reply(header, body, ErrorCode.unknown_server_error)
+        self.record(header.api_key, header.api_version, time.perf_counter() - started, response)
         if fault is not None and fault.drop_after:
             raise CloseConnection(f"fault injection: dropped after api {header.api_key}")
         if response is NO_RESPONSE:

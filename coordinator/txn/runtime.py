@@ -67,6 +67,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.producer_ids import ProducerIdManager
 from coordinator.txn import decisions, lifecycle
+from coordinator.txn.counters import TxnCounters
 from coordinator.txn.decisions import Write
 from coordinator.txn.lifecycle import Completion, MarkerAction
 from coordinator.txn.metadata import TP, TxnCache, TxnMetadata
@@ -137,6 +138,7 @@ class TxnCoordinator:
         self.write_marker = write_marker
         self.now_ms = now_ms
         self.cache = TxnCache()
+        self.counters = TxnCounters()
         self.txn_log = TxnLog(topics, config.num_partitions, now_ms)
         self.loaded = trio.Event()
         self._completions: dict[str, trio.Event] = {}
@@ -184,6 +186,7 @@ class TxnCoordinator:
             write = lifecycle.abort_timed_out(meta, now)
             if write is not None:
                 log.info("%s: transaction timed out, aborting with a bumped epoch", tid)
+                self.counters.timeout_aborts += 1
                 await self._execute(write)
 
     async def expire_ids(self) -> None:
@@ -255,6 +258,7 @@ class TxnCoordinator:
                     with trio.CancelScope(shield=True):
                         await self.txn_log.append(completion.transit)
                         self.cache.apply(completion.transit)
+                    self.counters.completed(markers.commit)
                     break
                 except StorageError as exc:
                     log.error("%s: writing %s failed: %s", tid, completion.transit.state.name, exc)

@@ -151,7 +151,10 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
             if any(s.error for s in slots):
                 break
     by_topic: dict[str, list[Any]] = {}
+    fetched = broker.metrics.topics.fetched  # /metrics: bytes out per topic
     for s in slots:
+        if s.data:
+            fetched(s.topic, len(s.data))
         part = s.partition if s.error is not ErrorCode.unknown_topic_or_partition else None
         hw = part.high_watermark if part is not None else -1
         lso = part.last_stable_offset if part is not None else -1

@@ -139,6 +139,7 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
             raise CloseConnection("acks=0 transactional produce without a transactional id")
         return _refuse_all(ctx, req, ErrorCode.transactional_id_authorization_failed)
     verifier = broker.txn_verifier
+    produced = broker.metrics.topics.produced  # /metrics: bytes and messages in per topic
     results = []
     for topic_data in req.topic_data:
         topic = broker.topics.get(topic_data.name)
@@ -209,6 +210,7 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
                             code = appended
                         else:
                             base, append_time = appended
+                            produced(topic_data.name, len(records.batch), h.records_count)
             if code is not ErrorCode.none:
                 log.debug("produce to %s-%d refused: %s", topic_data.name, pd.index, code.name)
             parts.append(
