@@ -2,8 +2,8 @@
 
 Every client listener (``BrokerConfig.endpoints()``) is bound before the broker reports ready;
 each accepted connection carries its listener's name, so answers advertise that listener's
-address. ``bound`` is the first listener's address, ``bound_listeners`` every one's. A caller may hand
-the server its listeners instead (``Server(config, listeners={name: [listener, ...]})``, e.g.
+address. ``bound`` is the first listener's address, ``bound_listeners`` every one's. A caller
+may hand the server its listeners instead (``Server(config, listeners={name: [...]})``, e.g.
 in-memory ones under trio's autojump clock in tests): then nothing is bound, and each name
 must be one of ``BrokerConfig.endpoints()`` (its configured port is what it advertises).
 

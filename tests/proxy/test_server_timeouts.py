@@ -26,7 +26,6 @@ from tests.proxy.harness import RawClient, encode_request
 from tests.proxy.test_broker_requests import create, fetch_request
 
 
-
 class MemoryListener(trio.abc.Listener[trio.abc.Stream]):
     """A listener whose connections are in-memory stream pairs; ``lockstep`` pairs make the
     server's ``send_all`` wait until the client reads, as a full socket buffer would."""
@@ -78,7 +77,9 @@ async def closed_at(client: RawClient) -> float:
     return trio.current_time()
 
 
-async def test_the_given_listeners_are_served_and_advertise_their_configured_port(autojump_clock: trio.testing.MockClock) -> None:
+async def test_the_given_listeners_are_served_and_advertise_their_configured_port(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     async with memory_broker() as (server, listener):
         client = RawClient(await listener.connect())  # type: ignore[arg-type]
         resp = await client.request(ApiVersionsRequest())
@@ -86,7 +87,9 @@ async def test_the_given_listeners_are_served_and_advertise_their_configured_por
         assert server.bound == ("127.0.0.1", 9092)
 
 
-async def test_a_listener_that_is_not_configured_is_refused(autojump_clock: trio.testing.MockClock) -> None:
+async def test_a_listener_that_is_not_configured_is_refused(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     cfg = load_config(
         listen="127.0.0.1:9092",
         advertise=None,
@@ -100,14 +103,18 @@ async def test_a_listener_that_is_not_configured_is_refused(autojump_clock: trio
         await server.run()
 
 
-async def test_an_idle_connection_is_closed_after_connections_max_idle_ms(autojump_clock: trio.testing.MockClock) -> None:
+async def test_an_idle_connection_is_closed_after_connections_max_idle_ms(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     async with memory_broker(**{"connections.max.idle.ms": "5000"}) as (_, listener):
         client = RawClient(await listener.connect())  # type: ignore[arg-type]
         start = trio.current_time()
         assert await closed_at(client) - start == pytest.approx(5.0, abs=0.01)
 
 
-async def test_requests_keep_a_connection_open_past_the_idle_timeout(autojump_clock: trio.testing.MockClock) -> None:
+async def test_requests_keep_a_connection_open_past_the_idle_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     async with memory_broker(**{"connections.max.idle.ms": "5000"}) as (_, listener):
         client = RawClient(await listener.connect())  # type: ignore[arg-type]
         start = trio.current_time()
@@ -119,17 +126,18 @@ async def test_requests_keep_a_connection_open_past_the_idle_timeout(autojump_cl
         assert await closed_at(client) - last == pytest.approx(5.0, abs=0.01)
 
 
-async def test_a_client_that_stops_reading_is_cut_after_the_write_timeout(autojump_clock: trio.testing.MockClock) -> None:
+async def test_a_client_that_stops_reading_is_cut_after_the_write_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     async with memory_broker() as (server, listener):
         stream = await listener.connect(lockstep=True)
-        start = trio.current_time()
         # the request goes out; its reply cannot, as nobody reads the client side
         await stream.send_all(encode_request(ApiVersionsRequest(), 1))
-        with trio.fail_after(120):
-            while server.connections or trio.current_time() == start:
-                await trio.sleep(0.5)
         # NetConfig.write_s: 30 s, then the connection is dropped, the broker serves on
-        assert trio.current_time() - start == pytest.approx(30.0, abs=1.0)
+        await trio.sleep(29.5)
+        assert len(server.connections) == 1
+        await trio.sleep(1)
+        assert not server.connections
         again = RawClient(await listener.connect())  # type: ignore[arg-type]
         assert (await again.request(ApiVersionsRequest())).error_code == 0
 
@@ -142,7 +150,9 @@ def _metadata() -> Any:
     )
 
 
-async def test_shutdown_answers_long_polls_at_once_and_busy_connections_within_the_grace(autojump_clock: trio.testing.MockClock) -> None:
+async def test_shutdown_answers_long_polls_at_once_and_busy_connections_within_the_grace(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     # a Metadata request is delayed 3 s by fault injection: it is busy when the broker stops
     overrides = {"shutdown.grace.ms": "10000", "kafkad.fault.injection": "metadata:delay=3000"}
     async with memory_broker(**overrides) as (server, listener):
@@ -176,7 +186,9 @@ async def test_shutdown_answers_long_polls_at_once_and_busy_connections_within_t
         assert times["fetch closed"] == pytest.approx(1.0, abs=0.01)
 
 
-async def test_shutdown_cuts_what_is_left_after_the_grace(autojump_clock: trio.testing.MockClock) -> None:
+async def test_shutdown_cuts_what_is_left_after_the_grace(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     overrides = {"shutdown.grace.ms": "2000", "kafkad.fault.injection": "metadata:delay=60000"}
     async with memory_broker(**overrides) as (server, listener):
         busy = RawClient(await listener.connect())  # type: ignore[arg-type]
