@@ -11,8 +11,8 @@ The log is deliberately dumb: bytes and offsets only. It never decides offsets, 
 producer sequences and never looks inside records. The layer above (``storage/partition.py``)
 validates a batch, assigns its offsets by patching the base offset in place (``wire.records``),
 and hands the finished bytes to ``PartitionLog.append``. Producer state, the aborted-transaction
-index and the last stable offset live above the log too (later issues), so a second backend
-only has to store bytes.
+index and the last stable offset live above the log too (``storage/partition.py``,
+``storage/producer_state.py``), so a second backend only has to store bytes.
 
 Backends are picked by URL scheme in ``open_store``: ``file:///path`` (segment files with
 sparse offset and time indexes, recovery of a torn tail after a crash) and ``memory://`` (for
