@@ -26,7 +26,7 @@ from proxy.broker import Broker
 from proxy.config import BrokerConfig
 from proxy.connection import Connection, NetConfig, serve_connection
 from proxy.dispatch import Dispatcher
-from storage.api import open_store
+from storage.backends import open_store
 
 log = logging.getLogger("kafkad.server")
 
