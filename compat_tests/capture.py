@@ -50,6 +50,7 @@ import trio
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import proxy.handlers  # noqa: F401, E402  (registers every handler)
 from proxy.registry import served  # noqa: E402
 from wire.codec import decode_request  # noqa: E402
 from wire.errors import ProtocolError  # noqa: E402

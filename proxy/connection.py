@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import trio
 
-from proxy.dispatch import CloseConnection, Dispatcher
+from proxy.dispatch import Dispatcher
+from proxy.outcomes import CloseConnection
 from wire.errors import ProtocolError
 from wire.framing import FrameDecoder, Want
 

@@ -29,10 +29,12 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
+import proxy.handlers  # noqa: F401  (registers every handler module before the table is read)
 from proxy.broker import Broker
 from proxy.context import RequestContext
 from proxy.error_replies import error_reply
 from proxy.fault_injection import Fault
+from proxy.outcomes import NO_RESPONSE, CloseConnection
 from proxy.registry import REGISTRY, advertised, served
 from storage.api import NEVER, StorageError
 from wire.codec import (
@@ -51,12 +53,6 @@ FETCH_KEY, JOIN_GROUP_KEY, SYNC_GROUP_KEY = 1, 11, 14
 # InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn: may wait for the id's running
 # completion (TxnCoordinator.settle, up to its completion wait).
 SETTLING_TXN_KEYS = frozenset({22, 24, 25, 26})
-NO_RESPONSE = object()  # a handler's answer when Kafka sends none (Produce with acks=0)
-
-
-class CloseConnection(Exception):
-    """Raised by a handler that must close the connection without answering: Kafka does this
-    for a failed acks=0 produce, so the client notices and refreshes its metadata."""
 
 
 def _no_error_reply_for_acks0(header: RequestHeader, body: Any, exc: Exception) -> None:

@@ -1,7 +1,9 @@
 """The handler registry: one entry per API key, with the version range it serves.
 
 Versions are declared only in the ``@handler`` decorator; ApiVersions is answered from this
-table, so what kafkad advertises cannot drift from what it implements.
+table, so what kafkad advertises cannot drift from what it implements. The table is complete
+once ``proxy.handlers`` is imported (``proxy.dispatch`` does so); reading it before is a bug
+and raises, rather than advertising nothing. This module imports no handler: handlers import it.
 """
 
 from __future__ import annotations
@@ -39,20 +41,20 @@ def handler(
     return register
 
 
+def _table() -> dict[int, Handler]:
+    if not REGISTRY:
+        raise RuntimeError("no handler registered yet: import proxy.handlers first")
+    return REGISTRY
+
+
 def advertised() -> dict[int, tuple[int, int]]:
     """api_key -> (min, max) as ApiVersions reports them."""
-    load_handlers()
-    return {k: (h.min_version, h.max_version) for k, h in sorted(REGISTRY.items())}
+    return {k: (h.min_version, h.max_version) for k, h in sorted(_table().items())}
 
 
 def served() -> dict[int, tuple[int, int]]:
     """api_key -> (min, max) that requests are decoded for."""
-    load_handlers()
     return {
         k: (h.min_served if h.min_served is not None else h.min_version, h.max_version)
-        for k, h in sorted(REGISTRY.items())
+        for k, h in sorted(_table().items())
     }
-
-
-def load_handlers() -> None:
-    import proxy.handlers  # noqa: F401  (registers every handler module)

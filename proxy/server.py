@@ -2,7 +2,10 @@
 
 Every client listener (``BrokerConfig.endpoints()``) is bound before the broker reports ready;
 each accepted connection carries its listener's name, so answers advertise that listener's
-address. ``bound`` is the first listener's address, ``bound_listeners`` every one's.
+address. ``bound`` is the first listener's address, ``bound_listeners`` every one's. A caller
+may hand the server its listeners instead (``Server(config, listeners={name: [...]})``, e.g.
+in-memory ones under trio's autojump clock in tests): then nothing is bound, and each name
+must be one of ``BrokerConfig.endpoints()`` (its configured port is what it advertises).
 
 Shutdown (SIGINT/SIGTERM, or ``Server.stop()``): stop accepting; idle connections are closed
 at once, busy ones finish the requests they already read and then close; after
@@ -15,7 +18,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 import trio
 
@@ -24,14 +27,22 @@ from proxy.config import BrokerConfig
 from proxy.connection import Connection, NetConfig, serve_connection
 from proxy.dispatch import Dispatcher
 from proxy.http.settings import parse_http_listeners
-from storage.api import open_store
+from storage.backends import open_store
 
 log = logging.getLogger("kafkad.server")
 
 
+StreamListener = trio.abc.Listener[trio.abc.Stream]
+
+
 class Server:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        listeners: Mapping[str, Sequence[StreamListener]] | None = None,
+    ) -> None:
         self.config = config
+        self.given_listeners = listeners
         self.stopping = trio.Event()
         self.connections: set[Connection] = set()
         self.bound: tuple[str, int] | None = None
@@ -53,20 +64,7 @@ class Server:
             broker = Broker(cfg, store)
             await broker.start()
             self.broker = broker
-            sockets: dict[str, list[trio.SocketListener]] = {}
-            for endpoint in cfg.endpoints():
-                try:
-                    bound = await trio.open_tcp_listeners(endpoint.port, host=endpoint.host)
-                except OSError as exc:  # name the listener that failed (cli: one line)
-                    for opened in sockets.values():
-                        for listener in opened:
-                            listener.socket.close()
-                    where = f"{endpoint.host}:{endpoint.port}"
-                    raise OSError(exc.errno, exc.strerror, where) from exc
-                sockets[endpoint.name] = bound
-                sockname = bound[0].socket.getsockname()
-                self.bound_listeners[endpoint.name] = (sockname[0], sockname[1])
-                broker.bound(endpoint.name, sockname[1])
+            sockets = await self._listeners(broker)
             self.bound = next(iter(self.bound_listeners.values()))
             dispatch = Dispatcher(broker)
             net = NetConfig(
@@ -89,8 +87,8 @@ class Server:
                     # cancelled before it is entered cancels at once).
                     accept_scopes = {name: trio.CancelScope() for name in sockets}
 
-                    async def accept_loop(name: str, bound: list[trio.SocketListener]) -> None:
-                        async def handle(stream: trio.SocketStream) -> None:
+                    async def accept_loop(name: str, bound: list[StreamListener]) -> None:
+                        async def handle(stream: trio.abc.Stream) -> None:
                             await self._serve(stream, dispatch, net, name)
 
                         with accept_scopes[name]:
@@ -116,6 +114,38 @@ class Server:
             with trio.CancelScope(shield=True):
                 await broker.close()
         log.info("stopped: segments flushed and closed")
+
+    async def _listeners(self, broker: Broker) -> dict[str, list[StreamListener]]:
+        """Every client listener, bound (or as given), in ``endpoints()`` order; records each
+        one's address in ``bound_listeners`` and tells the broker its port."""
+        endpoints = self.config.endpoints()
+        if self.given_listeners is not None:
+            names = {e.name for e in endpoints}
+            unknown = sorted(set(self.given_listeners) - names)
+            if unknown:
+                raise ValueError(f"listeners {unknown} are not configured (have {sorted(names)})")
+            given: dict[str, list[StreamListener]] = {}
+            for endpoint in endpoints:
+                if endpoint.name in self.given_listeners:
+                    given[endpoint.name] = list(self.given_listeners[endpoint.name])
+                    self.bound_listeners[endpoint.name] = (endpoint.host, endpoint.port)
+                    broker.bound(endpoint.name, endpoint.port)
+            return given
+        sockets: dict[str, list[StreamListener]] = {}
+        for endpoint in endpoints:
+            try:
+                bound = await trio.open_tcp_listeners(endpoint.port, host=endpoint.host)
+            except OSError as exc:  # name the listener that failed (cli: one line)
+                for opened in sockets.values():
+                    for listener in opened:
+                        await trio.aclose_forcefully(listener)
+                where = f"{endpoint.host}:{endpoint.port}"
+                raise OSError(exc.errno, exc.strerror, where) from exc
+            sockets[endpoint.name] = list(bound)
+            sockname = bound[0].socket.getsockname()
+            self.bound_listeners[endpoint.name] = (sockname[0], sockname[1])
+            broker.bound(endpoint.name, sockname[1])
+        return sockets
 
     async def _serve(
         self, stream: trio.abc.Stream, dispatch: Dispatcher, net: NetConfig, listener: str = ""

@@ -11,12 +11,12 @@ The log is deliberately dumb: bytes and offsets only. It never decides offsets, 
 producer sequences and never looks inside records. The layer above (``storage/partition.py``)
 validates a batch, assigns its offsets by patching the base offset in place (``wire.records``),
 and hands the finished bytes to ``PartitionLog.append``. Producer state, the aborted-transaction
-index and the last stable offset live above the log too (later issues), so a second backend
-only has to store bytes.
+index and the last stable offset live above the log too (``storage/partition.py``,
+``storage/producer_state.py``), so a second backend only has to store bytes.
 
-Backends are picked by URL scheme in ``open_store``: ``file:///path`` (segment files with
-sparse offset and time indexes, recovery of a torn tail after a crash) and ``memory://`` (for
-tests and throwaway brokers). Both pass ``tests/storage/test_contract.py``.
+Backends are picked by URL scheme in ``storage.backends.open_store`` (not here: the interface
+imports no backend): ``file:///path`` (segment files with sparse offset and time indexes,
+recovery of a torn tail after a crash) and ``memory://`` (for tests and throwaway brokers). Both pass ``tests/storage/test_contract.py``.
 
 Invariants every backend keeps:
 * ``log_start_offset <= log_end_offset``; batches are contiguous: an append's ``base_offset``
@@ -32,7 +32,6 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -310,10 +309,3 @@ class Store(Protocol):
         """Flush and close every open partition log (the file backend then writes its
         clean-shutdown marker, so the next open skips recovery)."""
         ...
-
-
-def open_store(url: str) -> AbstractAsyncContextManager[Store]:
-    """``file:///abs/path``, a plain path, or ``memory://``."""
-    from storage.backends import open_store as _open
-
-    return _open(url)

@@ -109,7 +109,7 @@ class ProducerStateEntry:
         default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN)
     )
     coordinator_epoch: int = -1
-    current_txn_first_offset: int = NO_OFFSET  # transactions (later issue): -1 = none open
+    current_txn_first_offset: int = NO_OFFSET  # the open transaction's first offset, -1 = none
     last_timestamp: int = -1
 
     @property

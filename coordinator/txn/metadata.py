@@ -9,7 +9,7 @@ Every change follows prepare -> append -> complete::
 
     transit = meta.prepare_...(..., now_ms)   # checks EDGES, nothing pending; sets pending_state
     try:
-        await txn_log.append(*encode(transit))
+        await txn_log.append(transit)         # TxnLog encodes it (log_format.encode)
     except ...:
         meta.abandon(transit)                 # clear pending_state; the client retries
     else:

@@ -48,7 +48,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from proxy.context import RequestContext
-from proxy.dispatch import NO_RESPONSE, CloseConnection
+from proxy.outcomes import NO_RESPONSE, CloseConnection
 from proxy.registry import handler
 from storage.api import StorageError, TopicPartition
 from storage.topics import Topic

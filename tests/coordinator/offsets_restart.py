@@ -24,7 +24,8 @@ from coordinator.group.offsets import CommitRequest
 from coordinator.group.offsets_log import OFFSETS_TOPIC
 from proxy.broker import Broker
 from proxy.config import load_config
-from storage.api import TopicPartition, open_store
+from storage.api import TopicPartition
+from storage.backends import open_store
 from wire.records import iter_batches
 
 GROUPS, PARTITIONS, PER_COMMIT = 20, 100, 10

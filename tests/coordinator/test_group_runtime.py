@@ -30,7 +30,8 @@ from coordinator.group.records import (
 )
 from coordinator.group.runtime import GroupCoordinator
 from coordinator.group.state import GroupState
-from storage.api import LogConfig, TopicPartition, open_store
+from storage.api import LogConfig, TopicPartition
+from storage.backends import open_store
 from storage.topics import TopicManager
 
 E = ErrorCode

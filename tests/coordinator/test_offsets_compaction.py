@@ -9,7 +9,8 @@ from pathlib import Path
 
 from coordinator.group.offsets import CommitRequest
 from coordinator.group.offsets_log import OFFSETS_TOPIC
-from storage.api import TopicMeta, TopicPartition, open_store
+from storage.api import TopicMeta, TopicPartition
+from storage.backends import open_store
 from tests.coordinator.offsets_restart import GROUPS, PARTITIONS, broker_at, run
 
 

@@ -17,7 +17,8 @@ import uuid
 
 import trio
 
-from storage.api import LogConfig, TopicMeta, TopicPartition, open_store
+from storage.api import LogConfig, TopicMeta, TopicPartition
+from storage.backends import open_store
 from storage.cleaner.policy import plan
 from storage.cleaner.runner import Throttle, clean_partition
 from storage.partition import Partition

@@ -25,6 +25,7 @@ import struct
 import crc32c
 from kio.schema.errors import ErrorCode
 
+import proxy.handlers  # noqa: F401  (registers every handler)
 from proxy.registry import served
 from wire import record_kernel
 from wire.codec import decode_request

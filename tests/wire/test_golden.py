@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from kio.serial import entity_writer
 
+import proxy.handlers  # noqa: F401  (registers every handler)
 from proxy.registry import served
 from wire.codec import decode_request
 from wire.headers import read_request_header, request_header

@@ -24,7 +24,8 @@ from coordinator.txn.metadata import TP, TxnCache
 from coordinator.txn.runtime import COORDINATOR_EPOCH, TxnConfig, TxnCoordinator
 from coordinator.txn.state import TxnState
 from coordinator.txn.txn_log import TXN_TOPIC
-from storage.api import LogConfig, StorageError, Store, TopicPartition, open_store
+from storage.api import LogConfig, StorageError, Store, TopicPartition
+from storage.backends import open_store
 from storage.memory import MemoryStore
 from storage.topics import TopicManager
 
