@@ -16,7 +16,8 @@ index and the last stable offset live above the log too (``storage/partition.py`
 
 Backends are picked by URL scheme in ``storage.backends.open_store`` (not here: the interface
 imports no backend): ``file:///path`` (segment files with sparse offset and time indexes,
-recovery of a torn tail after a crash) and ``memory://`` (for tests and throwaway brokers). Both pass ``tests/storage/test_contract.py``.
+recovery of a torn tail after a crash) and ``memory://`` (for tests and throwaway brokers).
+Both pass ``tests/storage/test_contract.py``.
 
 Invariants every backend keeps:
 * ``log_start_offset <= log_end_offset``; batches are contiguous: an append's ``base_offset``
