@@ -198,8 +198,9 @@ class BrokerMetrics:
 
 
 def served_api_names() -> dict[int, str]:
-    """Kafka's name of every API key kafkad serves."""
-    from proxy.registry import REGISTRY, load_handlers
+    """Kafka's name of every API key kafkad serves (the registry is filled once
+    ``proxy.handlers`` is imported: the server imports it through ``proxy.dispatch``)."""
+    from proxy.registry import REGISTRY, served
 
-    load_handlers()
+    served()  # raises if no handler is registered yet
     return {key: api_name(h.fn.__name__) for key, h in REGISTRY.items()}

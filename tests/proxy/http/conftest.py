@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from proxy.broker import Broker
 from proxy.config import load_config
-from storage.api import open_store
+from storage.backends import open_store
 from storage.partition import Partition
 from storage.topics import Topic
 from wire.records import Record, build_batch, read_batch_header
