@@ -30,9 +30,9 @@ from coordinator.group.records import (
     decode_offset_commit_value,
     encode_group_metadata_key,
     encode_group_metadata_value,
-    partition_for,
 )
 from coordinator.group.state import GroupState
+from coordinator.placement import partition_for
 from storage.api import StorageError
 from storage.partition import Partition
 from storage.topics import TopicManager

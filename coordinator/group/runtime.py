@@ -19,7 +19,7 @@ classic group protocol and the timers).
 * Parked JoinGroup/SyncGroup: a request waits on a ``trio.Event`` for its (group, member,
   kind) key; the group's ``outbox`` answers are moved to a mailbox and the event set.
 * Writes: every change is appended to the group's partition of ``__consumer_offsets``
-  (``records.partition_for``) before it is applied and acknowledged; one lock keeps append +
+  (``placement.partition_for``) before it is applied and acknowledged; one lock keeps append +
   apply in log order. Offset records are applied through ``OffsetsStore.replay``, the same code
   that rebuilds the store at startup.
 * ``__consumer_offsets`` is created on first write, or by a Metadata request that auto-creates
