@@ -99,7 +99,6 @@ class Broker:
         self.txn_verifier: Callable[[str, int, int, TopicPartition], ErrorCode] | None = (
             self.txns.verify_partition
         )
-        self.txn_verifier = self.txns.verify_partition
 
     def bound(self, name: str, port: int) -> None:
         """Listener ``name`` is bound to ``port``: advertise it if nothing else was given."""
