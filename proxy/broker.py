@@ -101,7 +101,6 @@ class Broker:
         self.txn_verifier: Callable[[str, int, int, TopicPartition], ErrorCode] | None = (
             self.txns.verify_partition
         )
-        self.txn_verifier = self.txns.verify_partition
         # counters of the request path and background work (/metrics: proxy/metrics/)
         self.metrics = BrokerMetrics()
         self.client_telemetry = ClientTelemetry.from_values(config.values or {}, self.now_ms)

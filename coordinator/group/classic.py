@@ -68,6 +68,21 @@ E = ErrorCode
 __all__ = ["NEVER", "ClassicGroup", "GroupConfig", "JoinRequest", "JoinResult", "SyncResult"]
 
 
+@dataclass(frozen=True, slots=True)
+class StaticRejoin:
+    """What a static member's rejoin in STABLE replaced, to undo it if persisting fails
+    (Kafka's ``updateStaticMemberThenRebalanceOrCompleteJoin`` append callback)."""
+
+    instance_id: str
+    old_member_id: str
+    new_member_id: str
+    protocols: tuple[tuple[str, bytes], ...]
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    leader_before: str
+    answer: JoinResult
+
+
 @dataclass
 class ClassicGroup:
     group_id: str
@@ -89,6 +104,9 @@ class ClassicGroup:
     state_timestamp_ms: int | None = None  # monotonic; None: unknown
     outbox: list[tuple[str, JoinResult | SyncResult]] = field(default_factory=list)
     persist_requested: bool = False  # the runtime must write the group's record
+    # a static member's rejoin while STABLE that the runtime must persist before answering
+    # (``complete_static_rejoin`` / ``revert_static_rejoin``)
+    static_rejoin: StaticRejoin | None = None
 
     # -- state ------------------------------------------------------------------------------
 
@@ -256,6 +274,39 @@ class ClassicGroup:
             self.maybe_complete_join(now_ms)
         return Act.AWAIT_JOIN, m.member_id
 
+    def _rename_static(self, instance_id: str, old_id: str, new_id: str) -> None:
+        m = self.members.pop(old_id)
+        m.member_id = new_id
+        self.members[new_id] = m
+        self.static_members[instance_id] = new_id
+        if old_id in self.pending_sync:
+            self.pending_sync.discard(old_id)
+            self.pending_sync.add(new_id)
+        if self.leader_id == old_id:
+            self.leader_id = new_id
+
+    def revert_static_rejoin(
+        self, rejoin: StaticRejoin, code: ErrorCode, now_ms: int
+    ) -> JoinResult:
+        """Persisting ``rejoin`` failed: the member gets its old id and settings back (the old
+        id is what the log still holds), unless the instance has moved on since, and the
+        JoinGroup is answered ``code`` with no member id, as Kafka does."""
+        m = self.members.get(rejoin.new_member_id)
+        if m is not None and self.static_members.get(rejoin.instance_id) == rejoin.new_member_id:
+            m.protocols = rejoin.protocols
+            m.rebalance_timeout_ms = rejoin.rebalance_timeout_ms
+            m.session_timeout_ms = rejoin.session_timeout_ms
+            m.session_deadline = now_ms + m.session_timeout_ms
+            self._rename_static(rejoin.instance_id, rejoin.new_member_id, rejoin.old_member_id)
+        return JoinResult(
+            code,
+            "",
+            self.generation,
+            self.protocol_type,
+            self.protocol_name,
+            rejoin.leader_before,
+        )
+
     def _current_generation(self, m: Member, leader: str) -> JoinResult:
         lead = self.is_leader(m.member_id)
         return JoinResult(
@@ -274,20 +325,14 @@ class ClassicGroup:
     ) -> JoinResult | tuple[Act, str]:
         """KIP-345: a static member came back with a new member id; the old one is fenced."""
         current_leader = self.leader_id or ""
-        m = self.members.pop(old_id)
+        m = self.members[old_id]
         if m.awaiting_join:
             self.outbox.append((old_id, JoinResult(E.fenced_instance_id, old_id)))
         if m.awaiting_sync:
             self.outbox.append((old_id, SyncResult(E.fenced_instance_id)))
             m.awaiting_sync = False
-        if old_id in self.pending_sync:
-            self.pending_sync.discard(old_id)
-            self.pending_sync.add(new_id)
-        m.member_id = new_id
-        self.members[new_id] = m
-        self.static_members[req.group_instance_id or ""] = new_id
-        if self.leader_id == old_id:
-            self.leader_id = new_id
+        old_settings = (m.protocols, m.rebalance_timeout_ms, m.session_timeout_ms)
+        self._rename_static(req.group_instance_id or "", old_id, new_id)
         old_selected = self.select_protocol()
         self._update_member(m, req)
         m.session_deadline = now_ms + req.session_timeout_ms
@@ -296,16 +341,23 @@ class ClassicGroup:
                 m.awaiting_join = True
                 self.prepare_rebalance(now_ms)
                 return Act.AWAIT_JOIN, new_id
-            self.persist_requested = True
             if req.supports_skip_assignment:
                 # KIP-814 (v9+): a rejoining leader is told it leads, with the members, and that
                 # it need not assign again
                 lead = self.is_leader(new_id)
                 result = self._current_generation(m, leader=self.leader_id or "")
-                return replace(result, skip_assignment=lead)
-            # older versions: the leader id from before the replacement and no member list, so
-            # a restarted leader acts as a follower and keeps the current assignment
-            return replace(self._current_generation(m, leader=current_leader), members=())
+                answer = replace(result, skip_assignment=lead)
+            else:
+                # older versions: the leader id from before the replacement and no member list,
+                # so a restarted leader acts as a follower and keeps the current assignment
+                answer = replace(self._current_generation(m, leader=current_leader), members=())
+            # the runtime sends this answer only once the group's record with the new member
+            # id is durable, and undoes the rejoin if that write fails (``static_rejoin``)
+            self.persist_requested = True
+            self.static_rejoin = StaticRejoin(
+                req.group_instance_id or "", old_id, new_id, *old_settings, current_leader, answer
+            )
+            return answer
         m.awaiting_join = True
         if self.state is S.COMPLETING_REBALANCE:
             self.prepare_rebalance(now_ms)
@@ -329,9 +381,9 @@ class ClassicGroup:
 
     def prepare_rebalance(self, now_ms: int) -> None:
         if self.state is S.COMPLETING_REBALANCE:
-            # members parked in SyncGroup learn that the generation is over
-            for mid in list(self.members):
-                self._reset_sync(mid, E.rebalance_in_progress, now_ms)
+            # members parked in SyncGroup learn that the generation is over; no assignment of
+            # it is kept
+            self._reset_assignments(E.rebalance_in_progress, now_ms)
         self.pending_sync.clear()
         self.sync_deadline = NEVER
         initial = self.state is S.EMPTY
@@ -458,12 +510,18 @@ class ClassicGroup:
                 self._answer_sync(m, self._sync_result(m), now_ms)
 
     def fail_assignment(self, generation: int, code: ErrorCode, now_ms: int) -> None:
-        """Persisting the assignment failed: parked SyncGroups get ``code``; rebalance."""
+        """Persisting the assignment failed: every assignment is reset, parked SyncGroups
+        (the leader's too) get ``code``, and the group rebalances (Kafka's
+        ``resetAndPropagateAssignmentWithError`` then ``maybePrepareRebalanceOrCompleteJoin``)."""
         if self.state is not S.COMPLETING_REBALANCE or generation != self.generation:
             return
-        for mid in list(self.members):
-            self._reset_sync(mid, code, now_ms)
+        self._reset_assignments(code, now_ms)
         self.prepare_rebalance(now_ms)
+
+    def _reset_assignments(self, code: ErrorCode, now_ms: int) -> None:
+        for mid, m in self.members.items():
+            m.assignment = b""
+            self._reset_sync(mid, code, now_ms)
 
     # -- Heartbeat, LeaveGroup ---------------------------------------------------------------
 

@@ -30,9 +30,9 @@ from coordinator.group.records import (
     decode_offset_commit_value,
     encode_group_metadata_key,
     encode_group_metadata_value,
-    partition_for,
 )
 from coordinator.group.state import GroupState
+from coordinator.placement import partition_for
 from storage.api import StorageError
 from storage.partition import Partition
 from storage.topics import TopicManager
@@ -192,7 +192,16 @@ class GroupCoordinatorBase:
     # -- parked requests ------------------------------------------------------------------------
 
     async def _after(self, g: ClassicGroup) -> None:
-        """Hand out the group's answers, write its record if asked, re-arm the timers."""
+        """Write the group's record if asked, then hand out its answers and re-arm the timers:
+        an answer never goes out before the record of the change it reports is durable. A
+        failed write of an emptied group's record is only logged, as Kafka only warns (the
+        previous generation in the log has no live members either)."""
+        if g.persist_requested:
+            g.persist_requested = False
+            try:
+                await self._write_group(g)
+            except StorageError as exc:
+                log.error("group %s: writing its metadata failed: %s", g.group_id, exc)
         outbox, g.outbox = g.outbox, []
         for member_id, result in outbox:
             kind = "join" if isinstance(result, JoinResult) else "sync"
@@ -200,12 +209,6 @@ class GroupCoordinatorBase:
             self._mailbox[key] = result
             if (ev := self._events.get(key)) is not None:
                 ev.set()
-        if g.persist_requested:
-            g.persist_requested = False
-            try:
-                await self._write_group(g)
-            except StorageError as exc:
-                log.error("group %s: writing its metadata failed: %s", g.group_id, exc)
         self._wake.set()
 
     async def _await(self, key: tuple[str, str, str]) -> JoinResult | SyncResult:

@@ -212,9 +212,6 @@ class OffsetsStore:
                     have[tp] = om
         return list(done)
 
-    def has_pending_for(self, producer_id: int, group: str) -> bool:
-        return group in self.pending.get(producer_id, {})
-
     def forget_group(self, group: str) -> None:
         self.committed.pop(group, None)
         for by_group in self.pending.values():

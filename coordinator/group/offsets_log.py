@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Every group change and offset commit is one batch of (key, value) records appended to the
-group's partition (``records.partition_for``); ``append_records`` builds and appends it.
+group's partition (``placement.partition_for``); ``append_records`` builds and appends it.
 ``replay_partition`` reads a partition back from its log start to its high watermark and hands
 each record to the coordinator, in log order, with one shortcut: runs of plain
 (non-transactional) records are handed over as the log cleaner would leave them — only each

@@ -19,7 +19,7 @@ classic group protocol and the timers).
 * Parked JoinGroup/SyncGroup: a request waits on a ``trio.Event`` for its (group, member,
   kind) key; the group's ``outbox`` answers are moved to a mailbox and the event set.
 * Writes: every change is appended to the group's partition of ``__consumer_offsets``
-  (``records.partition_for``) before it is applied and acknowledged; one lock keeps append +
+  (``placement.partition_for``) before it is applied and acknowledged; one lock keeps append +
   apply in log order. Offset records are applied through ``OffsetsStore.replay``, the same code
   that rebuilds the store at startup.
 * ``__consumer_offsets`` is created on first write, or by a Metadata request that auto-creates
@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping
 import trio
 from kio.schema.errors import ErrorCode
 
+from coordinator.append_errors import STORAGE_FAILURE
 from coordinator.group.classic import (
     NEVER,
     ClassicGroup,
@@ -110,6 +111,19 @@ class GroupCoordinator(OffsetsApi):
         self._mailbox.pop((group_id, req.member_id, "join"), None)
         outcome = g.join(req, self.now_ms())
         log.debug("group %s: join %r -> %s (%s)", group_id, req.member_id, _brief(outcome), g.state)
+        if (rejoin := g.static_rejoin) is not None:  # persist the rejoined member, then answer
+            g.static_rejoin, g.persist_requested = None, False
+            try:
+                await self._write_group(g)
+            except StorageError as exc:
+                log.warning(
+                    "group %s: persisting a static member's rejoin failed: %s", group_id, exc
+                )
+                answer = g.revert_static_rejoin(rejoin, STORAGE_FAILURE, self.now_ms())
+            else:
+                answer = rejoin.answer
+            await self._after(g)
+            return answer
         await self._after(g)
         if isinstance(outcome, JoinResult):
             return outcome
@@ -155,7 +169,7 @@ class GroupCoordinator(OffsetsApi):
                 await self._write_group(g, value)
             except StorageError as exc:
                 log.error("group %s: writing the assignment failed: %s", group_id, exc)
-                g.fail_assignment(gen, E.coordinator_not_available, self.now_ms())
+                g.fail_assignment(gen, STORAGE_FAILURE, self.now_ms())
             else:
                 g.complete_assignment(gen, assignments, self.now_ms())
         await self._after(g)

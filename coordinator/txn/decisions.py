@@ -51,6 +51,7 @@ from typing import Final
 
 from kio.schema.errors import ErrorCode
 
+from coordinator.append_errors import APPEND_ERRORS, append_error
 from coordinator.txn.metadata import TP, TxnMetadata, TxnTransit
 from coordinator.txn.state import (
     NO_PRODUCER_EPOCH,
@@ -351,25 +352,3 @@ def end_txn(
     if isinstance(outcome, ErrorCode):
         return outcome
     return Write(meta.prepare_end(outcome is S.PREPARE_COMMIT, now_ms))
-
-
-# -- append failures -------------------------------------------------------------------------
-
-# What the client gets when the __transaction_state append fails (Kafka's
-# TransactionStateManager.appendTransactionToLog); other codes pass through unchanged.
-APPEND_ERRORS: Final[Mapping[ErrorCode, ErrorCode]] = MappingProxyType(
-    {
-        E.unknown_topic_or_partition: E.coordinator_not_available,
-        E.not_enough_replicas: E.coordinator_not_available,
-        E.not_enough_replicas_after_append: E.coordinator_not_available,
-        E.request_timed_out: E.coordinator_not_available,
-        E.not_leader_or_follower: E.not_coordinator,
-        E.kafka_storage_error: E.not_coordinator,
-        E.message_too_large: E.unknown_server_error,
-        E.record_list_too_large: E.unknown_server_error,
-    }
-)
-
-
-def append_error(storage_error: ErrorCode) -> ErrorCode:
-    return APPEND_ERRORS.get(storage_error, storage_error)

@@ -1,4 +1,4 @@
-"""``__transaction_state`` records in Kafka's own format, and transactional-id placement.
+"""``__transaction_state`` records in Kafka's own format.
 
 Theory of operation
 -------------------
@@ -36,10 +36,8 @@ Deliberate difference: we write v1 by default (``VALUE_VERSION``) although we do
 ``transaction.version``, because v1 keeps PreviousProducerId, which the KIP-360 retry after a
 producer-id rotation needs after a restart. Both versions are read.
 
-``partition_for`` places an id on a ``__transaction_state`` partition (and a group on a
-``__consumer_offsets`` partition) exactly as Kafka does: ``Utils.abs(key.hashCode()) % n`` with
-Java's ``String.hashCode`` (UTF-16 code units, int32 overflow) and ``Utils.abs`` mapping
-Integer.MIN_VALUE to 0.
+An id's ``__transaction_state`` partition is ``coordinator.placement.partition_for`` (one
+implementation of Kafka's ``Utils.abs(key.hashCode()) % n`` for both coordinators).
 """
 
 from __future__ import annotations
@@ -60,8 +58,6 @@ __all__ = [
     "encode",
     "encode_key",
     "encode_value",
-    "java_string_hash",
-    "partition_for",
 ]
 
 KEY_VERSION: Final = 0
@@ -84,25 +80,6 @@ class LogFormatError(ValueError):
 
 class UnknownKeyVersion(LogFormatError):
     """Kafka skips such records while loading ("a left over from an aborted upgrade")."""
-
-
-# -- placement -----------------------------------------------------------------------------
-
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode``: over UTF-16 code units, wrapping at 32 bits (signed)."""
-    units = s.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for (unit,) in struct.iter_unpack(">H", units):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(key: str, num_partitions: int) -> int:
-    """Kafka's ``Utils.abs(key.hashCode) % numPartitions`` (``__transaction_state`` for a
-    transactional id, ``__consumer_offsets`` for a group id)."""
-    h = java_string_hash(key)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 
 # -- encoding ------------------------------------------------------------------------------

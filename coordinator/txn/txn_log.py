@@ -32,7 +32,8 @@ from typing import Final
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.txn.log_format import LogFormatError, decode, encode, partition_for
+from coordinator.placement import partition_for
+from coordinator.txn.log_format import LogFormatError, decode, encode
 from coordinator.txn.metadata import TxnTransit
 from storage.api import StorageError
 from storage.partition import Partition

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from coordinator.group.offsets_log import OFFSETS_TOPIC
-from coordinator.group.records import partition_for
+from coordinator.placement import partition_for
 from proxy.context import RequestContext
 from proxy.registry import handler
 

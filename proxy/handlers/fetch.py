@@ -129,7 +129,7 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
         for t in req.topics
         for p in t.partitions
     ]
-    max_bytes = req.max_bytes if ctx.version >= 3 else 2**31 - 1
+    max_bytes = req.max_bytes  # every served version (4+) has it
     total = await _read_all(slots, max_bytes, committed)
     wait_s = req.max_wait.total_seconds()
     if total < req.min_bytes and wait_s > 0 and not any(s.error for s in slots):

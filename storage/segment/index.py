@@ -94,11 +94,6 @@ class Index:
                 hi = mid - 1
         return found
 
-    def truncate_entries(self, n: int) -> None:
-        buf = self._buf
-        assert isinstance(buf, bytearray)
-        del buf[n * self._width :]
-
     def close(self) -> None:
         if isinstance(self._buf, mmap.mmap):
             self._buf.close()

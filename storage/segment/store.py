@@ -457,9 +457,6 @@ class FileStore:
         if self._logs.get(log.tp) is log:
             del self._logs[log.tp]
 
-    def open_logs(self) -> list[FileLog]:
-        return list(self._logs.values())
-
     # -- closing ---------------------------------------------------------------------------
 
     async def close(self) -> None:

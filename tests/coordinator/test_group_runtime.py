@@ -25,11 +25,10 @@ from coordinator.group.records import (
     encode_group_metadata_value,
     encode_offset_commit_key,
     encode_offset_commit_value,
-    java_string_hash,
-    partition_for,
 )
 from coordinator.group.runtime import GroupCoordinator
 from coordinator.group.state import GroupState
+from coordinator.placement import java_string_hash, partition_for
 from storage.api import LogConfig, TopicPartition
 from storage.backends import open_store
 from storage.topics import TopicManager

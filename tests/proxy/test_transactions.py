@@ -24,7 +24,7 @@ from kio.schema.txn_offset_commit.v0 import request as toc0
 from kio.schema.txn_offset_commit.v3 import request as toc
 from kio.schema.txn_offset_commit.v4 import request as toc4
 
-from coordinator.group.records import partition_for
+from coordinator.placement import partition_for
 from proxy.broker import Broker
 from storage.api import TopicPartition
 from tests.proxy.harness import RawClient, connect, running_broker

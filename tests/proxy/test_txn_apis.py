@@ -18,7 +18,7 @@ import pytest
 import trio
 from kio.schema.errors import ErrorCode
 
-from coordinator.group.records import partition_for
+from coordinator.placement import partition_for
 from proxy.registry import advertised
 from proxy.server import Server
 from tests.proxy.harness import RawClient, connect, encode_request, running_broker

@@ -1,25 +1,14 @@
-"""Clients: the KIP-714 telemetry clients push (stored by ``proxy/metrics/telemetry.py``).
-
-Coded against this interface until that module is merged: ``broker.client_telemetry`` with
-``snapshot() -> list[ClientTelemetrySnapshot]``; a broker without it has no client telemetry.
+"""Clients: the KIP-714 telemetry clients push (``broker.client_telemetry``, stored by
+``proxy/metrics/telemetry.py``); None when telemetry is off (``kafkad.client.telemetry.enable``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-
-class ClientTelemetrySnapshot(Protocol):
-    client_instance_id: str
-    client_id: str
-    software: str
-    last_push_ms: int
-    metrics: list[tuple[str, dict[str, str], float]]
-
-
-class ClientTelemetrySource(Protocol):
-    def snapshot(self) -> list[ClientTelemetrySnapshot]: ...
+if TYPE_CHECKING:
+    from proxy.broker import Broker
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +27,10 @@ class ClientRow:
     metrics: tuple[MetricRow, ...]
 
 
-def client_rows(broker: object) -> list[ClientRow] | None:
-    """Each client's last push, newest first; None when the broker keeps no telemetry."""
-    source: ClientTelemetrySource | None = getattr(broker, "client_telemetry", None)
-    if source is None:
+def client_rows(broker: Broker) -> list[ClientRow] | None:
+    """Each client's last push, newest first; None when client telemetry is off."""
+    source = broker.client_telemetry
+    if not source.enabled:
         return None
     return [
         ClientRow(

@@ -9,14 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from coordinator.placement import java_string_hash, partition_for
 from coordinator.txn import log_format
 from coordinator.txn.log_format import (
     LogFormatError,
     UnknownKeyVersion,
     decode,
     encode,
-    java_string_hash,
-    partition_for,
 )
 from coordinator.txn.metadata import TxnTransit
 from coordinator.txn.state import TxnState
@@ -242,3 +241,10 @@ def test_partition_for() -> None:
     negative = next(s for s in (f"txn-{i}" for i in range(100)) if java_string_hash(s) < 0)
     assert partition_for(negative, 50) == -java_string_hash(negative) % 50
     assert partition_for("anything", 1) == 0
+
+
+def test_a_lone_surrogate_is_one_utf16_unit_for_groups_and_transactions() -> None:
+    # a Java String may hold a lone surrogate; both coordinators hash it as one code unit
+    # (one of the two former copies raised UnicodeEncodeError on it)
+    assert java_string_hash("\ud800") == 0xD800
+    assert partition_for("g\udc00", 50) == (31 * ord("g") + 0xDC00) % 50

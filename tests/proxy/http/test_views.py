@@ -4,7 +4,6 @@ what each page shows, without HTTP."""
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
@@ -183,32 +182,23 @@ async def test_group_lag_against_the_high_watermark_and_the_lso(broker: Broker) 
     assert groups.group_row(broker, "nope") is None
 
 
-@dataclass
-class Snap:
-    client_instance_id: str
-    client_id: str
-    software: str
-    last_push_ms: int
-    metrics: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
+async def test_clients_without_and_with_telemetry(broker: Broker) -> None:
+    from tests.proxy.test_client_telemetry import otlp
 
-
-class Source:
-    def snapshot(self) -> list[Snap]:
-        return [
-            Snap("i1", "old", "librdkafka 2.5", 1, [("m", {"b": "2", "a": "1"}, 3.0)]),
-            Snap("i2", "new", "java 4.0", 2),
-        ]
-
-
-def test_clients_without_and_with_telemetry() -> None:
-    assert clients.client_rows(object()) is None
-
-    class WithTelemetry:
-        client_telemetry = Source()
-
-    rows = clients.client_rows(WithTelemetry())
-    assert rows is not None and [r.client_id for r in rows] == ["new", "old"]
-    assert rows[1].metrics == (clients.MetricRow("m", "a=1,b=2", 3.0),)
+    telemetry = broker.client_telemetry
+    assert telemetry.enabled  # on by default: no client has pushed yet
+    assert clients.client_rows(broker) == []
+    for client_id in ("old", "new"):
+        sub = telemetry.get_subscription(None, client_id)
+        payload = otlp(("m", 3.0), attrs={"b": "2", "a": "1"})
+        code = telemetry.push(sub.instance_id, client_id, sub.subscription_id, False, 0, payload)
+        assert code == 0
+    rows = clients.client_rows(broker)
+    assert rows is not None and {r.client_id for r in rows} == {"new", "old"}
+    assert rows[0].last_push_ms >= rows[1].last_push_ms
+    assert any(m.labels == "a=1,b=2" and m.value == 3.0 for m in rows[0].metrics)
+    telemetry.enabled = False
+    assert clients.client_rows(broker) is None
 
 
 async def test_producers_by_partition_is_what_describe_producers_returns(broker: Broker) -> None:
