@@ -30,22 +30,18 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Final
 
-from kio.schema.errors import ErrorCode
-
-from coordinator.placement import partition_for
+from coordinator.internal_topic import InternalTopic
 from coordinator.txn.log_format import LogFormatError, decode, encode
 from coordinator.txn.metadata import TxnTransit
-from storage.api import StorageError
-from storage.partition import Partition
-from storage.topics import TopicManager
+from storage.api import TRANSACTION_STATE, InternalTopics
 from wire.batch import ATTR_CONTROL, RecordBatchError, iter_batches
-from wire.records import Record, build_batch, decode_batch_records, read_batch_header
+from wire.records import decode_batch_records
 
 __all__ = ["TXN_TOPIC", "TXN_TOPIC_CONFIGS", "TxnLog"]
 
 log = logging.getLogger("kafkad.txn")
 
-TXN_TOPIC: Final = "__transaction_state"
+TXN_TOPIC: Final = TRANSACTION_STATE
 TXN_TOPIC_CONFIGS: Final[Mapping[str, str]] = {
     "cleanup.policy": "compact",
     "segment.bytes": "1048576",  # Kafka: 100 MiB (see above)
@@ -54,34 +50,19 @@ READ_CHUNK: Final = 1 << 20
 
 
 class TxnLog:
-    def __init__(self, topics: TopicManager, num_partitions: int, wall_ms: Callable[[], int]):
+    def __init__(self, topics: InternalTopics, num_partitions: int, wall_ms: Callable[[], int]):
         self.topics = topics
+        self.topic = InternalTopic(topics, TXN_TOPIC, num_partitions, TXN_TOPIC_CONFIGS)
         self.num_partitions = num_partitions
         self.wall_ms = wall_ms
-        topics.register_internal(TXN_TOPIC, num_partitions, TXN_TOPIC_CONFIGS)
-
-    async def _partition(self, transactional_id: str) -> Partition:
-        topic = self.topics.get(TXN_TOPIC)
-        if topic is None:
-            topic = await self.topics.create_internal(TXN_TOPIC)
-        return topic.partitions[partition_for(transactional_id, len(topic.partitions))]
 
     async def append(self, transit: TxnTransit) -> None:
         """Append the record of ``transit``; raises StorageError if it is not in the log."""
-        p = await self._partition(transit.transactional_id)
-        key, value = encode(transit)
-        now = self.wall_ms()
-        batch = build_batch([Record(0, 0, key, value)], base_timestamp=now)
-        appended = await p.append(batch, read_batch_header(batch), now)
-        if isinstance(appended, ErrorCode):  # only producer-id batches are refused; ours has none
-            raise StorageError(f"append to {p.tp} refused: {appended.name}")
+        await self.topic.append(transit.transactional_id, [encode(transit)], self.wall_ms())
 
     async def replay(self) -> AsyncIterator[TxnTransit]:
         """Every record of every partition, in offset order per partition."""
-        topic = self.topics.get(TXN_TOPIC)
-        if topic is None:
-            return
-        for p in topic.partitions:
+        for p in self.topic.partitions():
             offset = p.log_start_offset
             while offset < p.high_watermark:
                 data = await p.read(offset, READ_CHUNK)
