@@ -13,12 +13,14 @@ Theory of operation
   the partition count of the topic as it exists (or the configured count before it exists).
 * ``append`` writes records as one uncompressed batch without a producer id through the
   partition layer, and returns only once the batch is in the log (``StorageError`` if not).
-* ``partitions`` lists what exists, for the coordinators' replay at startup.
+* ``partitions`` lists what exists, and ``read_batches`` reads a partition from its log start
+  to its high watermark, batch by batch: the one read loop of both coordinators' replay at
+  startup (what each does with a batch is its own).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
@@ -30,9 +32,27 @@ from storage.api import (
     PartitionWriter,
     StorageError,
 )
+from wire.batch import BatchHeader, iter_batches
 from wire.records import Record, build_batch, read_batch_header
 
-__all__ = ["CONSUMER_OFFSETS", "TRANSACTION_STATE", "InternalTopic"]
+__all__ = ["CONSUMER_OFFSETS", "TRANSACTION_STATE", "InternalTopic", "read_batches"]
+
+READ_CHUNK = 1 << 20
+
+
+async def read_batches(p: PartitionWriter) -> AsyncIterator[tuple[BatchHeader, bytes, int]]:
+    """Every batch of ``p`` from its log start to its high watermark, in offset order, each
+    with the first offset not read before it (a first batch may begin below the log start)."""
+    offset = p.log_start_offset
+    while offset < p.high_watermark:
+        data = await p.read(offset, READ_CHUNK)
+        if not data:
+            break
+        for pos, h in iter_batches(data):
+            if h.last_offset < offset:
+                continue
+            yield h, data[pos : pos + h.total_size], offset
+            offset = h.last_offset + 1
 
 
 class InternalTopic:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from coordinator.internal_topic import read_batches
 from storage.api import CONSUMER_OFFSETS, PartitionWriter
-from wire.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, iter_batches
+from wire.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
 from wire.record_scan import key_values
 from wire.records import (
     decode_batch_records,
@@ -26,7 +27,6 @@ from wire.records import (
 )
 
 OFFSETS_TOPIC = CONSUMER_OFFSETS
-READ_CHUNK = 1 << 20
 
 # (key, value or None for a tombstone, offset, producer id or -1 outside transactions)
 OnRecord = Callable[[bytes, bytes | None, int, int], None]
@@ -42,30 +42,21 @@ async def replay_partition(p: PartitionWriter, on_record: OnRecord, on_marker: O
             on_record(key, value, at, -1)
         run.clear()
 
-    offset = p.log_start_offset
-    while offset < p.high_watermark:
-        data = await p.read(offset, READ_CHUNK)
-        if not data:
-            break
-        for pos, h in iter_batches(data):
-            if h.last_offset < offset:
-                continue
-            batch = data[pos : pos + h.total_size]
-            if h.attributes & ATTR_CONTROL:
-                flush()
-                records = decode_batch_records(batch)
-                kind = parse_control_record_type(records[0].key) if records else -1
-                if kind in (0, 1):
-                    on_marker(h.producer_id, kind == 1)
-            elif h.attributes & ATTR_TRANSACTIONAL:
-                flush()
-                for delta, key, value in key_values(batch):
-                    if key is not None:
-                        on_record(key, value, h.base_offset + delta, h.producer_id)
-            else:
-                for delta, key, value in key_values(batch):
-                    if key is not None:
-                        run.pop(key, None)
-                        run[key] = (value, h.base_offset + delta)
-            offset = h.last_offset + 1
+    async for h, batch, _ in read_batches(p):
+        if h.attributes & ATTR_CONTROL:
+            flush()
+            records = decode_batch_records(batch)
+            kind = parse_control_record_type(records[0].key) if records else -1
+            if kind in (0, 1):
+                on_marker(h.producer_id, kind == 1)
+        elif h.attributes & ATTR_TRANSACTIONAL:
+            flush()
+            for delta, key, value in key_values(batch):
+                if key is not None:
+                    on_record(key, value, h.base_offset + delta, h.producer_id)
+        else:
+            for delta, key, value in key_values(batch):
+                if key is not None:
+                    run.pop(key, None)
+                    run[key] = (value, h.base_offset + delta)
     flush()

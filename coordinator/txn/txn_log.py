@@ -30,11 +30,11 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Final
 
-from coordinator.internal_topic import InternalTopic
+from coordinator.internal_topic import InternalTopic, read_batches
 from coordinator.txn.log_format import LogFormatError, decode, encode
 from coordinator.txn.metadata import TxnTransit
 from storage.api import TRANSACTION_STATE, InternalTopics
-from wire.batch import ATTR_CONTROL, RecordBatchError, iter_batches
+from wire.batch import ATTR_CONTROL, RecordBatchError
 from wire.records import decode_batch_records
 
 __all__ = ["TXN_TOPIC", "TXN_TOPIC_CONFIGS", "TxnLog"]
@@ -46,7 +46,6 @@ TXN_TOPIC_CONFIGS: Final[Mapping[str, str]] = {
     "cleanup.policy": "compact",
     "segment.bytes": "1048576",  # Kafka: 100 MiB (see above)
 }
-READ_CHUNK: Final = 1 << 20
 
 
 class TxnLog:
@@ -63,24 +62,19 @@ class TxnLog:
     async def replay(self) -> AsyncIterator[TxnTransit]:
         """Every record of every partition, in offset order per partition."""
         for p in self.topic.partitions():
-            offset = p.log_start_offset
-            while offset < p.high_watermark:
-                data = await p.read(offset, READ_CHUNK)
-                if not data:
-                    break
-                for pos, h in iter_batches(data):
-                    if h.last_offset >= offset and not h.attributes & ATTR_CONTROL:
-                        try:
-                            records = decode_batch_records(data[pos : pos + h.total_size])
-                        except RecordBatchError as exc:
-                            log.warning("%s: skipping batch at %d: %s", p.tp, h.base_offset, exc)
-                            records = []
-                        for r in records:
-                            at = h.base_offset + r.offset_delta
-                            if at < offset or r.key is None:
-                                continue
-                            try:
-                                yield decode(r.key, r.value)
-                            except LogFormatError as exc:
-                                log.warning("%s: skipping record at %d: %s", p.tp, at, exc)
-                    offset = max(offset, h.last_offset + 1)
+            async for h, batch, start in read_batches(p):
+                if h.attributes & ATTR_CONTROL:
+                    continue
+                try:
+                    records = decode_batch_records(batch)
+                except RecordBatchError as exc:
+                    log.warning("%s: skipping batch at %d: %s", p.tp, h.base_offset, exc)
+                    continue
+                for r in records:
+                    at = h.base_offset + r.offset_delta
+                    if at < start or r.key is None:
+                        continue
+                    try:
+                        yield decode(r.key, r.value)
+                    except LogFormatError as exc:
+                        log.warning("%s: skipping record at %d: %s", p.tp, at, exc)
