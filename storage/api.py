@@ -36,6 +36,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from kio.schema.errors import ErrorCode
+
+from wire.batch import BatchHeader
+
 _METADATA_NAME = re.compile(r"^[a-z0-9._-]+$")
 
 
@@ -52,6 +56,11 @@ class TopicPartition:
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
 
+
+# The coordinators' internal topics: the one definition of their names.
+CONSUMER_OFFSETS = "__consumer_offsets"
+TRANSACTION_STATE = "__transaction_state"
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE})
 
 NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE defaults
 
@@ -310,3 +319,72 @@ class Store(Protocol):
         """Flush and close every open partition log (the file backend then writes its
         clean-shutdown marker, so the next open skips recovery)."""
         ...
+
+
+# -- what the coordinators see of the partition layer ----------------------------------------
+
+
+class PartitionWriter(Protocol):
+    """One partition of a coordinator's internal topic, as the coordinators write and replay
+    it (Kafka's coordinator-common ``PartitionWriter``); ``storage.partition.Partition``
+    implements it. Appends go through the partition layer, so producer state, markers and the
+    durability settings apply to internal topics as to any other."""
+
+    @property
+    def tp(self) -> TopicPartition: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    async def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole batches from ``offset`` (at least one if any), below the high watermark."""
+        ...
+
+    async def append(
+        self,
+        data: bytes,
+        header: BatchHeader,
+        now_ms: int,
+        *,
+        coordinator: bool = False,
+        verify: Callable[[], ErrorCode] | None = None,
+    ) -> tuple[int, int] | ErrorCode:
+        """Append one batch: (base offset, log append time or -1), or the code that refused
+        it. Raises ``StorageError`` if the write failed."""
+        ...
+
+    async def write_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        now_ms: int,
+    ) -> int | ErrorCode:
+        """A COMMIT/ABORT control batch for the producer: its offset, or the refusal."""
+        ...
+
+
+class TopicPartitions(Protocol):
+    @property
+    def partitions(self) -> Sequence[PartitionWriter]: ...
+
+
+class InternalTopics(Protocol):
+    """The topic layer as the coordinators use it (``storage.topics.TopicManager``): their
+    internal topics, registered up front and created on first use, and partition lookup."""
+
+    def register_internal(self, name: str, partitions: int, configs: Mapping[str, str]) -> None:
+        """``name`` is created with these partitions and configs by whoever asks first."""
+        ...
+
+    def get(self, name: str) -> TopicPartitions | None: ...
+
+    async def create_internal(self, name: str) -> TopicPartitions:
+        """The registered internal topic ``name``, created now if need be (StorageError)."""
+        ...
+
+    def partition(self, topic: str, index: int) -> PartitionWriter | None: ...

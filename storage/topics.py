@@ -28,7 +28,14 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
-from storage.api import LogConfig, StorageError, Store, TopicMeta, TopicPartition
+from storage.api import (
+    INTERNAL_TOPICS,
+    LogConfig,
+    StorageError,
+    Store,
+    TopicMeta,
+    TopicPartition,
+)
 from storage.partition import Partition
 from storage.topic_config import (
     check_combination,
@@ -40,8 +47,6 @@ from storage.topic_config import (
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 log = logging.getLogger("kafkad.topics")
-
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 @dataclass(frozen=True, slots=True)

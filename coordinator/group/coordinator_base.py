@@ -20,7 +20,7 @@ from coordinator.group.classic import (
 )
 from coordinator.group.group_record import group_from_value, group_value
 from coordinator.group.offsets import OffsetsStore, Record
-from coordinator.group.offsets_log import OFFSETS_TOPIC, append_records, replay_partition
+from coordinator.group.offsets_log import OFFSETS_TOPIC, replay_partition
 from coordinator.group.records import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -32,10 +32,9 @@ from coordinator.group.records import (
     encode_group_metadata_value,
 )
 from coordinator.group.state import GroupState
+from coordinator.internal_topic import InternalTopic
 from coordinator.placement import partition_for
-from storage.api import StorageError
-from storage.partition import Partition
-from storage.topics import TopicManager
+from storage.api import InternalTopics, PartitionWriter, StorageError
 
 log = logging.getLogger("kafkad.group")
 
@@ -57,7 +56,7 @@ class GroupSummary:
 class GroupCoordinatorBase:
     def __init__(
         self,
-        topics: TopicManager,
+        topics: InternalTopics,
         values: Mapping[str, Any],
         wall_ms: Callable[[], int],
     ) -> None:
@@ -67,7 +66,9 @@ class GroupCoordinatorBase:
             **OFFSETS_TOPIC_CONFIGS,
             "segment.bytes": str(values.get("offsets.topic.segment.bytes", 1048576)),
         }
-        topics.register_internal(OFFSETS_TOPIC, self.num_partitions, self.topic_configs)
+        self.offsets_topic = InternalTopic(
+            topics, OFFSETS_TOPIC, self.num_partitions, self.topic_configs
+        )
         self.config = GroupConfig(
             initial_rebalance_delay_ms=values["group.initial.rebalance.delay.ms"],
             min_session_timeout_ms=values["group.min.session.timeout.ms"],
@@ -93,14 +94,13 @@ class GroupCoordinatorBase:
         return int(trio.current_time() * 1000)
 
     async def load(self) -> None:
-        topic = self.topics.get(OFFSETS_TOPIC)
-        if topic is not None:
-            for p in topic.partitions:
+        if partitions := self.offsets_topic.partitions():
+            for p in partitions:
                 await self._replay_partition(p)
             log.info("loaded %d group(s) from %s", len(self.groups), OFFSETS_TOPIC)
         self.loaded.set()
 
-    async def _replay_partition(self, p: Partition) -> None:
+    async def _replay_partition(self, p: PartitionWriter) -> None:
         await replay_partition(
             p,
             self.replay,
@@ -136,12 +136,11 @@ class GroupCoordinatorBase:
         except RecordFormatError as exc:
             log.warning("skipping unreadable %s record at %d: %s", OFFSETS_TOPIC, offset, exc)
 
-    def _complete_txn(self, p: Partition, producer_id: int, commit: bool) -> None:
+    def _complete_txn(self, p: PartitionWriter, producer_id: int, commit: bool) -> None:
         """A marker of ``producer_id`` on offsets partition ``p``: complete the pending offsets
         of the groups stored there."""
         n = p.tp.partition
-        topic = self.topics.get(OFFSETS_TOPIC)
-        count = len(topic.partitions) if topic is not None else self.num_partitions
+        count = self.offsets_topic.partition_count()
         for group in self.offsets.complete_txn(
             producer_id, commit, lambda g: partition_for(g, count) == n
         ):
@@ -150,7 +149,7 @@ class GroupCoordinatorBase:
 
     async def write_txn_marker(
         self,
-        p: Partition,
+        p: PartitionWriter,
         producer_id: int,
         producer_epoch: int,
         commit: bool,
@@ -169,18 +168,13 @@ class GroupCoordinatorBase:
 
     # -- the offsets topic --------------------------------------------------------------------
 
-    async def _offsets_partition(self, group_id: str) -> Partition:
-        topic = self.topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            topic = await self.topics.create_internal(OFFSETS_TOPIC)
-        return topic.partitions[partition_for(group_id, len(topic.partitions))]
+    async def _offsets_partition(self, group_id: str) -> PartitionWriter:
+        return await self.offsets_topic.partition_for(group_id)
 
     async def _append(self, group_id: str, records: list[Record]) -> int:
         """Append records as one batch to the group's partition; returns the base offset.
         Call with ``_write_lock`` held. Raises StorageError."""
-        return await append_records(
-            await self._offsets_partition(group_id), records, self.wall_ms()
-        )
+        return await self.offsets_topic.append(group_id, records, self.wall_ms())
 
     async def _write_group(self, g: ClassicGroup, value_bytes: bytes | None = None) -> None:
         key = encode_group_metadata_key(GroupMetadataKey(g.group_id))

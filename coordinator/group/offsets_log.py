@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Every group change and offset commit is one batch of (key, value) records appended to the
-group's partition (``placement.partition_for``); ``append_records`` builds and appends it.
+group's partition (``coordinator/internal_topic.py`` places, builds and appends it).
 ``replay_partition`` reads a partition back from its log start to its high watermark and hands
 each record to the coordinator, in log order, with one shortcut: runs of plain
 (non-transactional) records are handed over as the log cleaner would leave them — only each
@@ -17,29 +17,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kio.schema.errors import ErrorCode
-
-from storage.api import StorageError
-from storage.partition import Partition
-from wire.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, iter_batches
+from coordinator.internal_topic import read_batches
+from storage.api import CONSUMER_OFFSETS, PartitionWriter
+from wire.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
 from wire.record_scan import key_values
-from wire.records import Record as BatchRecord
 from wire.records import (
-    build_batch,
     decode_batch_records,
     parse_control_record_type,
-    read_batch_header,
 )
 
-OFFSETS_TOPIC = "__consumer_offsets"
-READ_CHUNK = 1 << 20
+OFFSETS_TOPIC = CONSUMER_OFFSETS
 
 # (key, value or None for a tombstone, offset, producer id or -1 outside transactions)
 OnRecord = Callable[[bytes, bytes | None, int, int], None]
 OnMarker = Callable[[int, bool], None]  # (producer id, commit)
 
 
-async def replay_partition(p: Partition, on_record: OnRecord, on_marker: OnMarker) -> None:
+async def replay_partition(p: PartitionWriter, on_record: OnRecord, on_marker: OnMarker) -> None:
     """Read ``p`` from its log start to its high watermark (see the module docstring)."""
     run: dict[bytes, tuple[bytes | None, int]] = {}
 
@@ -48,43 +42,21 @@ async def replay_partition(p: Partition, on_record: OnRecord, on_marker: OnMarke
             on_record(key, value, at, -1)
         run.clear()
 
-    offset = p.log_start_offset
-    while offset < p.high_watermark:
-        data = await p.read(offset, READ_CHUNK)
-        if not data:
-            break
-        for pos, h in iter_batches(data):
-            if h.last_offset < offset:
-                continue
-            batch = data[pos : pos + h.total_size]
-            if h.attributes & ATTR_CONTROL:
-                flush()
-                records = decode_batch_records(batch)
-                kind = parse_control_record_type(records[0].key) if records else -1
-                if kind in (0, 1):
-                    on_marker(h.producer_id, kind == 1)
-            elif h.attributes & ATTR_TRANSACTIONAL:
-                flush()
-                for delta, key, value in key_values(batch):
-                    if key is not None:
-                        on_record(key, value, h.base_offset + delta, h.producer_id)
-            else:
-                for delta, key, value in key_values(batch):
-                    if key is not None:
-                        run.pop(key, None)
-                        run[key] = (value, h.base_offset + delta)
-            offset = h.last_offset + 1
+    async for h, batch, _ in read_batches(p):
+        if h.attributes & ATTR_CONTROL:
+            flush()
+            records = decode_batch_records(batch)
+            kind = parse_control_record_type(records[0].key) if records else -1
+            if kind in (0, 1):
+                on_marker(h.producer_id, kind == 1)
+        elif h.attributes & ATTR_TRANSACTIONAL:
+            flush()
+            for delta, key, value in key_values(batch):
+                if key is not None:
+                    on_record(key, value, h.base_offset + delta, h.producer_id)
+        else:
+            for delta, key, value in key_values(batch):
+                if key is not None:
+                    run.pop(key, None)
+                    run[key] = (value, h.base_offset + delta)
     flush()
-
-
-async def append_records(
-    p: Partition, records: list[tuple[bytes, bytes | None]], now_ms: int
-) -> int:
-    """Append records as one batch; returns its base offset. Raises StorageError."""
-    batch = build_batch(
-        [BatchRecord(i, 0, k, v) for i, (k, v) in enumerate(records)], base_timestamp=now_ms
-    )
-    appended = await p.append(batch, read_batch_header(batch), now_ms)
-    if isinstance(appended, ErrorCode):  # only producer-id batches are refused; ours has none
-        raise StorageError(f"append to {p.tp} refused: {appended.name}")
-    return appended[0]

@@ -61,6 +61,7 @@ from coordinator.txn.state import (
     TxnState,
     is_epoch_exhausted,
 )
+from storage.api import CONSUMER_OFFSETS
 
 __all__ = [
     "APPEND_ERRORS",
@@ -80,7 +81,7 @@ __all__ = [
 
 E = ErrorCode
 S = TxnState
-OFFSETS_TOPIC: Final = "__consumer_offsets"
+OFFSETS_TOPIC: Final = CONSUMER_OFFSETS
 
 
 @dataclass(frozen=True, slots=True)

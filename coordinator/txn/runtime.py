@@ -73,8 +73,7 @@ from coordinator.txn.lifecycle import Completion, MarkerAction
 from coordinator.txn.metadata import TP, TxnCache, TxnMetadata
 from coordinator.txn.state import TxnState
 from coordinator.txn.txn_log import TxnLog
-from storage.api import StorageError, TopicPartition
-from storage.topics import TopicManager
+from storage.api import InternalTopics, StorageError, TopicPartition
 
 __all__ = ["COORDINATOR_EPOCH", "InitResult", "MarkerWriter", "TxnConfig", "TxnCoordinator"]
 
@@ -124,7 +123,7 @@ class _NeedProducerId(Exception):
 class TxnCoordinator:
     def __init__(
         self,
-        topics: TopicManager,
+        topics: InternalTopics,
         config: TxnConfig,
         producer_ids: ProducerIdManager,
         write_marker: MarkerWriter | None,

@@ -30,58 +30,38 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Final
 
-from kio.schema.errors import ErrorCode
-
-from coordinator.placement import partition_for
+from coordinator.internal_topic import InternalTopic, read_batches
 from coordinator.txn.log_format import LogFormatError, decode, encode
 from coordinator.txn.metadata import TxnTransit
-from storage.api import StorageError
-from storage.partition import Partition
-from storage.topics import TopicManager
-from wire.batch import ATTR_CONTROL, RecordBatchError, iter_batches
-from wire.records import Record, build_batch, decode_batch_records, read_batch_header
+from storage.api import TRANSACTION_STATE, InternalTopics, PartitionWriter
+from wire.batch import ATTR_CONTROL, RecordBatchError
+from wire.records import decode_batch_records
 
 __all__ = ["TXN_TOPIC", "TXN_TOPIC_CONFIGS", "TxnLog"]
 
 log = logging.getLogger("kafkad.txn")
 
-TXN_TOPIC: Final = "__transaction_state"
+TXN_TOPIC: Final = TRANSACTION_STATE
 TXN_TOPIC_CONFIGS: Final[Mapping[str, str]] = {
     "cleanup.policy": "compact",
     "segment.bytes": "1048576",  # Kafka: 100 MiB (see above)
 }
-READ_CHUNK: Final = 1 << 20
 
 
 class TxnLog:
-    def __init__(self, topics: TopicManager, num_partitions: int, wall_ms: Callable[[], int]):
+    def __init__(self, topics: InternalTopics, num_partitions: int, wall_ms: Callable[[], int]):
         self.topics = topics
+        self.topic = InternalTopic(topics, TXN_TOPIC, num_partitions, TXN_TOPIC_CONFIGS)
         self.num_partitions = num_partitions
         self.wall_ms = wall_ms
-        topics.register_internal(TXN_TOPIC, num_partitions, TXN_TOPIC_CONFIGS)
-
-    async def _partition(self, transactional_id: str) -> Partition:
-        topic = self.topics.get(TXN_TOPIC)
-        if topic is None:
-            topic = await self.topics.create_internal(TXN_TOPIC)
-        return topic.partitions[partition_for(transactional_id, len(topic.partitions))]
 
     async def append(self, transit: TxnTransit) -> None:
         """Append the record of ``transit``; raises StorageError if it is not in the log."""
-        p = await self._partition(transit.transactional_id)
-        key, value = encode(transit)
-        now = self.wall_ms()
-        batch = build_batch([Record(0, 0, key, value)], base_timestamp=now)
-        appended = await p.append(batch, read_batch_header(batch), now)
-        if isinstance(appended, ErrorCode):  # only producer-id batches are refused; ours has none
-            raise StorageError(f"append to {p.tp} refused: {appended.name}")
+        await self.topic.append(transit.transactional_id, [encode(transit)], self.wall_ms())
 
     async def replay(self) -> AsyncIterator[TxnTransit]:
         """Every record of every partition, in offset order per partition."""
-        topic = self.topics.get(TXN_TOPIC)
-        if topic is None:
-            return
-        for p in topic.partitions:
+        for p in self.topic.partitions():
             async for _, _, transit in self.records(p):
                 yield transit
 
@@ -90,36 +70,31 @@ class TxnLog:
     ) -> AsyncGenerator[tuple[int, int, TxnTransit], None]:
         """(offset, timestamp, transit) of every record of ``transactional_id`` still in the
         log, oldest first (read-only: the web console's timeline)."""
-        topic = self.topics.get(TXN_TOPIC)
-        if topic is None or not topic.partitions:
+        partitions = self.topic.partitions()
+        if not partitions:
             return
-        p = topic.partitions[partition_for(transactional_id, len(topic.partitions))]
+        p = partitions[self.topic.index_for(transactional_id)]
         async for offset, timestamp, transit in self.records(p):
             if transit.transactional_id == transactional_id:
                 yield offset, timestamp, transit
 
     @staticmethod
-    async def records(p: Partition) -> AsyncIterator[tuple[int, int, TxnTransit]]:
+    async def records(p: PartitionWriter) -> AsyncIterator[tuple[int, int, TxnTransit]]:
         """(offset, timestamp, transit) of every record of ``p`` from its log start; a batch or
         record that does not decode is skipped with a warning."""
-        offset = p.log_start_offset
-        while offset < p.high_watermark:
-            data = await p.read(offset, READ_CHUNK)
-            if not data:
-                break
-            for pos, h in iter_batches(data):
-                if h.last_offset >= offset and not h.attributes & ATTR_CONTROL:
-                    try:
-                        records = decode_batch_records(data[pos : pos + h.total_size])
-                    except RecordBatchError as exc:
-                        log.warning("%s: skipping batch at %d: %s", p.tp, h.base_offset, exc)
-                        records = []
-                    for r in records:
-                        at = h.base_offset + r.offset_delta
-                        if at < offset or r.key is None:
-                            continue
-                        try:
-                            yield at, h.base_timestamp + r.timestamp_delta, decode(r.key, r.value)
-                        except LogFormatError as exc:
-                            log.warning("%s: skipping record at %d: %s", p.tp, at, exc)
-                offset = max(offset, h.last_offset + 1)
+        async for h, batch, start in read_batches(p):
+            if h.attributes & ATTR_CONTROL:
+                continue
+            try:
+                records = decode_batch_records(batch)
+            except RecordBatchError as exc:
+                log.warning("%s: skipping batch at %d: %s", p.tp, h.base_offset, exc)
+                continue
+            for r in records:
+                at = h.base_offset + r.offset_delta
+                if at < start or r.key is None:
+                    continue
+                try:
+                    yield at, h.base_timestamp + r.timestamp_delta, decode(r.key, r.value)
+                except LogFormatError as exc:
+                    log.warning("%s: skipping record at %d: %s", p.tp, at, exc)

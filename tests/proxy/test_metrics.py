@@ -89,6 +89,7 @@ def more_and_abort(port: int) -> None:
         p.produce("plain", b"w" * SIZE)
     assert p.flush(10) == 0
     ProducerHolder.open.abort_transaction(10)
+    ProducerHolder.open = None  # destroyed now, not retrying a stopped broker until exit
 
 
 async def until(check: Callable[[], bool]) -> None:
