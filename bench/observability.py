@@ -111,15 +111,13 @@ def main(argv: list[str] | None = None) -> int:
             warm = argparse.Namespace(**{**vars(args), "records": 50_000, "acks": args.acks[:1]})
             warm.idempotent = warm.transactions = warm.profile = False
             throughput.bench_broker_size(b, args.sizes[0], warm)
-        turn = 0
-        for _ in range(args.rounds):
-            for size in args.sizes:
-                order = brokers if turn % 2 == 0 else brokers[::-1]
-                turn += 1
-                for b in order:
-                    ctx = scraper.running() if b is observed else contextlib.nullcontext()
-                    with ctx:
-                        rows.extend(throughput.bench_broker_size(b, size, args))
+        rows.extend(
+            throughput.measured_rounds(
+                brokers,
+                args,
+                lambda b: scraper.running() if b is observed else contextlib.nullcontext(),
+            )
+        )
     except KeyboardInterrupt:
         failure = "interrupted"
     except Exception as exc:

@@ -53,6 +53,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -461,6 +462,23 @@ def environment() -> dict[str, Any]:
     }
 
 
+def measured_rounds(
+    brokers: list[Any],
+    args: argparse.Namespace,
+    around: Callable[[Any], contextlib.AbstractContextManager[Any]] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Every round and size on every broker, the order alternating from one (size, round) to
+    the next; ``around(broker)`` wraps each broker's block (bench/observability.py scrapes)."""
+    turn = 0
+    for _ in range(args.rounds):
+        for size in args.sizes:
+            order = brokers if turn % 2 == 0 else list(reversed(brokers))
+            turn += 1
+            for b in order:
+                with around(b) if around is not None else contextlib.nullcontext():
+                    yield from bench_broker_size(b, size, args)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
@@ -510,13 +528,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"warm-up {b.name}:", flush=True)
             bench_broker_size(b, args.sizes[0], warm)
         print("\nmeasured:", flush=True)
-        turn = 0
-        for _ in range(args.rounds):
-            for size in args.sizes:
-                order = brokers if turn % 2 == 0 else list(reversed(brokers))
-                turn += 1
-                for b in order:
-                    rows.extend(bench_broker_size(b, size, args))
+        rows.extend(measured_rounds(brokers, args))
     except KeyboardInterrupt:
         failure = "interrupted"
     except Exception as exc:
