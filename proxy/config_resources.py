@@ -5,7 +5,7 @@ broker configs are static —, another resource type, an unknown topic)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -13,6 +13,23 @@ from kio.schema.errors import ErrorCode
 from proxy.broker import Broker
 
 TOPIC, BROKER = 2, 4
+
+
+async def answer_each_resource(
+    broker: Broker,
+    b: Any,
+    resources: Sequence[Any],
+    alter: Callable[[Any], Awaitable[tuple[ErrorCode, str | None]]],
+) -> tuple[Any, ...]:
+    """Every resource's answer, in request order: its refusal if it is refused before its
+    configs are read (``refuse_resource``), else what ``alter(resource)`` answers."""
+    seen = resource_counts(resources)
+    responses = []
+    for res in resources:
+        refused = refuse_resource(broker, res, seen)
+        code, message = refused if refused is not None else await alter(res)
+        responses.append(resource_response(b, res, code, message))
+    return tuple(responses)
 
 
 def resource_counts(resources: Sequence[Any]) -> Counter[tuple[int, str]]:

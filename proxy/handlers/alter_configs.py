@@ -17,29 +17,24 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from proxy.config_resources import refuse_resource, resource_counts, resource_response
+from proxy.config_resources import answer_each_resource
 from proxy.context import RequestContext
 from proxy.registry import handler
 
 
 @handler(api_key=33, versions=(0, 2))
 async def alter_configs(ctx: RequestContext, req: Any) -> Any:
-    b, broker = ctx.b, ctx.broker
-    seen = resource_counts(req.resources)
-    responses = []
-    for res in req.resources:
-        code: ErrorCode = ErrorCode.none
-        message: str | None = None
-        if (refused := refuse_resource(broker, res, seen)) is not None:
-            code, message = refused
-        else:
-            given: dict[str, str | None] = {c.name: c.value for c in res.configs}
-            err = broker.topics.check_alter(res.resource_name, given)
-            if err is not None:
-                code, message = err.code, err.message
-            elif not req.validate_only:
-                new = {k: v for k, v in given.items() if v is not None}
-                if (err := await broker.topics.alter_configs(res.resource_name, new)) is not None:
-                    code, message = err.code, err.message  # deleted meanwhile
-        responses.append(resource_response(b, res, code, message))
-    return b.AlterConfigsResponse(throttle_time=0, responses=tuple(responses))
+    broker = ctx.broker
+
+    async def alter(res: Any) -> tuple[ErrorCode, str | None]:
+        given: dict[str, str | None] = {c.name: c.value for c in res.configs}
+        if (err := broker.topics.check_alter(res.resource_name, given)) is not None:
+            return err.code, err.message
+        if not req.validate_only:
+            new = {k: v for k, v in given.items() if v is not None}
+            if (err := await broker.topics.alter_configs(res.resource_name, new)) is not None:
+                return err.code, err.message  # deleted meanwhile
+        return ErrorCode.none, None
+
+    responses = await answer_each_resource(broker, ctx.b, req.resources, alter)
+    return ctx.b.AlterConfigsResponse(throttle_time=0, responses=responses)

@@ -21,7 +21,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from proxy.config_resources import refuse_resource, resource_counts, resource_response
+from proxy.config_resources import answer_each_resource
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.topic_config import incremental_overrides
@@ -45,25 +45,21 @@ def _change(
 
 @handler(api_key=44, versions=(0, 1))
 async def incremental_alter_configs(ctx: RequestContext, req: Any) -> Any:
-    b, broker = ctx.b, ctx.broker
+    broker = ctx.broker
     values = broker.config.values or {}
-    seen = resource_counts(req.resources)
-    responses = []
-    for res in req.resources:
-        code: ErrorCode = ErrorCode.none
-        message: str | None = None
-        if (refused := refuse_resource(broker, res, seen)) is not None:
-            code, message = refused
-        else:
-            ops = [(c.name, int(c.config_operation), c.value) for c in res.configs]
-            topic = broker.topics.get(res.resource_name)
-            assert topic is not None  # refuse_resource answered for unknown topics
-            change = _change(broker.topics, res.resource_name, ops, values)
-            refusal: Mapping[str, str] | TopicError | None = change(topic.meta.configs)
-            if not isinstance(refusal, TopicError) and not req.validate_only:
-                # applied to the overrides as they are under the topic lock: none lost
-                refusal = await broker.topics.alter_configs(res.resource_name, change)
-            if isinstance(refusal, TopicError):
-                code, message = refusal.code, refusal.message
-        responses.append(resource_response(b, res, code, message))
-    return b.IncrementalAlterConfigsResponse(throttle_time=0, responses=tuple(responses))
+
+    async def alter(res: Any) -> tuple[ErrorCode, str | None]:
+        ops = [(c.name, int(c.config_operation), c.value) for c in res.configs]
+        topic = broker.topics.get(res.resource_name)
+        assert topic is not None  # refuse_resource answered for unknown topics
+        change = _change(broker.topics, res.resource_name, ops, values)
+        refusal: Mapping[str, str] | TopicError | None = change(topic.meta.configs)
+        if not isinstance(refusal, TopicError) and not req.validate_only:
+            # applied to the overrides as they are under the topic lock: none lost
+            refusal = await broker.topics.alter_configs(res.resource_name, change)
+        if isinstance(refusal, TopicError):
+            return refusal.code, refusal.message
+        return ErrorCode.none, None
+
+    responses = await answer_each_resource(broker, ctx.b, req.resources, alter)
+    return ctx.b.IncrementalAlterConfigsResponse(throttle_time=0, responses=responses)

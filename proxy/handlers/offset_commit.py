@@ -51,10 +51,44 @@ def parse_commits(
     return codes, commits
 
 
+def commit_response(
+    ctx: RequestContext,
+    kind: str,
+    topics: Any,
+    codes: dict[TopicPartition, ErrorCode],
+    commits: list[CommitRequest],
+    result: ErrorCode | dict[TopicPartition, ErrorCode] | None,
+) -> Any:
+    """The OffsetCommit or TxnOffsetCommit (``kind``) response: one code per requested
+    partition, the coordinator's group-level error or its per-partition code for the commits
+    it was given, the parse error for the others."""
+    for c in commits:
+        assert result is not None
+        codes[c.tp] = result if isinstance(result, ErrorCode) else result[c.tp]
+    b = ctx.b
+    return getattr(b, f"{kind}Response")(
+        throttle_time=0,
+        topics=tuple(
+            getattr(b, f"{kind}ResponseTopic")(
+                name=t.name,
+                partitions=tuple(
+                    getattr(b, f"{kind}ResponsePartition")(
+                        partition_index=p.partition_index,
+                        error_code=codes[TopicPartition(t.name, p.partition_index)],
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in topics
+        ),
+    )
+
+
 @handler(api_key=8, versions=(2, 9))
 async def offset_commit(ctx: RequestContext, req: Any) -> Any:
-    b, broker = ctx.b, ctx.broker
+    broker = ctx.broker
     codes, commits = parse_commits(broker, req.topics)
+    result = None
     if commits:
         result = await broker.groups.commit_offsets(
             req.group_id,
@@ -63,21 +97,4 @@ async def offset_commit(ctx: RequestContext, req: Any) -> Any:
             req.generation_id_or_member_epoch,
             commits,
         )
-        for c in commits:
-            codes[c.tp] = result if isinstance(result, ErrorCode) else result[c.tp]
-    return b.OffsetCommitResponse(
-        throttle_time=0,
-        topics=tuple(
-            b.OffsetCommitResponseTopic(
-                name=t.name,
-                partitions=tuple(
-                    b.OffsetCommitResponsePartition(
-                        partition_index=p.partition_index,
-                        error_code=codes[TopicPartition(t.name, p.partition_index)],
-                    )
-                    for p in t.partitions
-                ),
-            )
-            for t in req.topics
-        ),
-    )
+    return commit_response(ctx, "OffsetCommit", req.topics, codes, commits, result)

@@ -26,18 +26,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from proxy.context import RequestContext
-from proxy.handlers.offset_commit import parse_commits
+from proxy.handlers.offset_commit import commit_response, parse_commits
 from proxy.registry import handler
-from storage.api import TopicPartition
 
 
 @handler(api_key=28, versions=(0, 4))
 async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
-    b, broker = ctx.b, ctx.broker
+    broker = ctx.broker
     codes, commits = parse_commits(broker, req.topics)
+    result = None
     if commits:
         result = await broker.groups.txn_commit_offsets(
             req.transactional_id,
@@ -50,21 +48,4 @@ async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
             commits,
             broker.txn_verifier,
         )
-        for c in commits:
-            codes[c.tp] = result if isinstance(result, ErrorCode) else result[c.tp]
-    return b.TxnOffsetCommitResponse(
-        throttle_time=0,
-        topics=tuple(
-            b.TxnOffsetCommitResponseTopic(
-                name=t.name,
-                partitions=tuple(
-                    b.TxnOffsetCommitResponsePartition(
-                        partition_index=p.partition_index,
-                        error_code=codes[TopicPartition(t.name, p.partition_index)],
-                    )
-                    for p in t.partitions
-                ),
-            )
-            for t in req.topics
-        ),
-    )
+    return commit_response(ctx, "TxnOffsetCommit", req.topics, codes, commits, result)
