@@ -30,7 +30,8 @@ from storage.api import (
 from storage.api import TopicPartition as TP
 from storage.clock import wall_clock_ms
 from storage.log_policy import retention_deletable, segment_expired, should_roll
-from wire.records import BATCH_HEADER_SIZE, iter_batches
+from storage.log_positions import LogPositions, check_append
+from wire.records import iter_batches
 
 _BASE = struct.Struct(">q")
 
@@ -59,7 +60,7 @@ class _Segment:
             self.max_ts, self.max_ts_offset = max_ts, base
 
 
-class MemoryLog:
+class MemoryLog(LogPositions):
     def __init__(self, tp: TP, config: LogConfig, clock: Callable[[], int]) -> None:
         self.tp = tp
         self.config = config
@@ -69,18 +70,6 @@ class MemoryLog:
         self._closed = False
         self._snapshots: dict[int, bytes] = {}
 
-    @property
-    def log_start_offset(self) -> int:
-        return self._lso
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._leo
-
-    @property
-    def size_bytes(self) -> int:
-        return self._size
-
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError(f"log {self.tp} is closed")
@@ -89,12 +78,7 @@ class MemoryLog:
         self, base_offset: int, last_offset: int, max_timestamp: int, batch: bytes
     ) -> None:
         self._check_open()
-        if base_offset != self._leo:
-            raise ValueError(f"append at offset {base_offset}, log end offset is {self._leo}")
-        if last_offset < base_offset or len(batch) < BATCH_HEADER_SIZE:
-            raise ValueError(f"not a batch: offsets {base_offset}..{last_offset}")
-        if (first_base := _BASE.unpack_from(batch)[0]) != base_offset:
-            raise ValueError(f"batch says base offset {first_base}, append says {base_offset}")
+        check_append(self._leo, base_offset, last_offset, batch)
         seg, now = self._segments[-1], self._clock()
         if should_roll(
             self.config,

@@ -62,6 +62,7 @@ from storage.api import (
     TopicPartition,
 )
 from storage.log_policy import retention_deletable, segment_expired, should_roll
+from storage.log_positions import LogPositions, check_append
 from storage.segment import osio, scan
 from storage.segment.commit import GroupCommit, SyncSnapshot
 from storage.segment.files import (
@@ -75,7 +76,7 @@ from storage.segment.files import (
 from storage.segment.load import Loaded, write_checkpoint
 from storage.segment.segment import Segment, WriteFailed, read_segments
 from storage.segment.swap import SwapFailed, swap_in
-from wire.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, iter_batches
+from wire.records import LOG_OVERHEAD, iter_batches
 
 log = logging.getLogger("kafkad.storage")
 
@@ -92,7 +93,7 @@ def offset_of_max(batch: bytes, max_timestamp: int, default: int) -> int:
     return default
 
 
-class FileLog:
+class FileLog(LogPositions):
     def __init__(
         self,
         tp: TopicPartition,
@@ -128,18 +129,6 @@ class FileLog:
     # -- properties ------------------------------------------------------------------------
 
     @property
-    def log_start_offset(self) -> int:
-        return self._lso
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._leo
-
-    @property
-    def size_bytes(self) -> int:
-        return self._size
-
-    @property
     def durable_offset(self) -> int:
         return self._durable
 
@@ -165,14 +154,9 @@ class FileLog:
         self, base_offset: int, last_offset: int, max_timestamp: int, batch: bytes
     ) -> None:
         self.check_usable()
-        if base_offset != self._leo:
-            raise ValueError(f"append at offset {base_offset}, log end offset is {self._leo}")
+        check_append(self._leo, base_offset, last_offset, batch)
         n = len(batch)
-        if last_offset < base_offset or n < BATCH_HEADER_SIZE:
-            raise ValueError(f"not a batch: offsets {base_offset}..{last_offset}, {n} bytes")
-        first_base, first_length = _FIRST.unpack_from(batch)
-        if first_base != base_offset:
-            raise ValueError(f"batch says base offset {first_base}, append says {base_offset}")
+        _, first_length = _FIRST.unpack_from(batch)
         ts_offset = base_offset
         if first_length + LOG_OVERHEAD != n:
             ts_offset = offset_of_max(batch, max_timestamp, base_offset)
