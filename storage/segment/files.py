@@ -73,11 +73,10 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: Buffer, *, sync_dir: bool = True) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file (once the
-    directory is fsynced: here, or by the caller when it writes several files)."""
-    tmp = path.with_name(path.name + TMP_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def write_synced(path: Path, data: Buffer) -> None:
+    """Create or truncate ``path``, write all of ``data`` and fsync the file (not its
+    directory). Raises OSError."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
@@ -85,6 +84,13 @@ def write_atomic(path: Path, data: Buffer, *, sync_dir: bool = True) -> None:
         osio.ops.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_atomic(path: Path, data: Buffer, *, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file (once the
+    directory is fsynced: here, or by the caller when it writes several files)."""
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    write_synced(tmp, data)
     os.replace(tmp, path)
     if sync_dir:
         fsync_dir(path.parent)

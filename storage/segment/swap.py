@@ -33,17 +33,16 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from storage.segment import osio
 from storage.segment.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
-    Buffer,
     fsync_dir,
     parse_segment_name,
     segment_path,
     unlink_quietly,
     write_atomic,
+    write_synced,
 )
 from storage.segment.index import IndexWriter
 from wire.records import iter_batches
@@ -80,17 +79,6 @@ def build_indexes(data: bytes, base: int, interval: int) -> IndexWriter:
     return writer
 
 
-def _write_file(path: Path, data: Buffer) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[osio.ops.write(fd, view) :]
-        osio.ops.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _manifest_path(directory: Path, base: int) -> Path:
     return segment_path(directory, base, SWAP_SUFFIX)
 
@@ -121,11 +109,11 @@ def swap_in(directory: Path, bases: Sequence[int], data: bytes, interval: int) -
     try:
         _step("write-cleaned")
         writer = build_indexes(data, b0, interval)
-        _write_file(segment_path(directory, b0, LOG_SUFFIX + CLEANED_SUFFIX), data)
-        _write_file(
+        write_synced(segment_path(directory, b0, LOG_SUFFIX + CLEANED_SUFFIX), data)
+        write_synced(
             segment_path(directory, b0, INDEX_SUFFIX + CLEANED_SUFFIX), writer.offsets.buffer
         )
-        _write_file(
+        write_synced(
             segment_path(directory, b0, TIME_INDEX_SUFFIX + CLEANED_SUFFIX), writer.times.buffer
         )
         fsync_dir(directory)
