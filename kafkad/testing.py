@@ -60,6 +60,34 @@ def _installed() -> bool:
     return any(Path(d).resolve() == _CODE_ROOT for d in sites if d)
 
 
+def _absolute_store(data_dir: str) -> str:
+    """``data_dir`` with a relative path made absolute against the caller's working directory:
+    the broker runs in its own temporary directory (removed on stop), where a relative path
+    would otherwise land and be deleted with it."""
+    if data_dir.startswith("file://"):
+        return "file://" + os.path.abspath(data_dir[len("file://") :])
+    if "://" in data_dir:
+        return data_dir  # memory:// or a scheme the broker refuses by name
+    return os.path.abspath(data_dir)
+
+
+# The broker's entry point: ``python -m proxy.cli`` plus a guard against orphans. Its stdin is a
+# pipe only this process holds, so it reaches EOF when this process ends in any way — even
+# SIGKILL, or an xdist worker killed with its controller — and the broker then stops itself:
+# SIGTERM (a clean shutdown), SIGKILL if that takes longer than the grace given.
+_ORPHAN_GUARD = """
+import os, runpy, signal, sys, threading, time
+def _guard():
+    while sys.stdin.buffer.read(65536):
+        pass
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(10)
+    os.kill(os.getpid(), signal.SIGKILL)
+threading.Thread(target=_guard, name="kafkad-orphan-guard", daemon=True).start()
+runpy.run_module("proxy.cli", run_name="__main__", alter_sys=True)
+"""
+
+
 class BrokerError(RuntimeError):
     """The broker did not start, or an admin request it answered failed."""
 
@@ -92,7 +120,7 @@ class Broker:
         stop_timeout: float = 10.0,
     ) -> None:
         self.configs: dict[str, str] = {**DEFAULT_CONFIGS, **(configs or {})}
-        self.data_dir = "memory://" if data_dir is None else os.fspath(data_dir)
+        self.data_dir = "memory://" if data_dir is None else _absolute_store(os.fspath(data_dir))
         self.stop_timeout = stop_timeout
         self._work_dir = tempfile.mkdtemp(prefix="kafkad-testing-")
         self.log_path = Path(self._work_dir) / "broker.log"
@@ -121,13 +149,13 @@ class Broker:
             env["PYTHONPATH"] = os.pathsep.join(
                 p for p in (str(_CODE_ROOT), env.get("PYTHONPATH", "")) if p
             )
-        cmd = [sys.executable, "-m", "proxy.cli", "serve", "--listen", "127.0.0.1:0"]
+        cmd = [sys.executable, "-c", _ORPHAN_GUARD, "serve", "--listen", "127.0.0.1:0"]
         cmd += ["--data-dir", self.data_dir]
         for name, value in self.configs.items():
             cmd += ["--set", f"{name}={value}"]
         with open(self._stdout_path, "wb") as out, open(self.log_path, "wb") as log:
             self._proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=log, env=env, cwd=self._work_dir
+                cmd, stdin=subprocess.PIPE, stdout=out, stderr=log, env=env, cwd=self._work_dir
             )
         deadline = time.monotonic() + timeout
         while True:
@@ -179,6 +207,8 @@ class Broker:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            if proc.stdin is not None:
+                proc.stdin.close()
         shutil.rmtree(self._work_dir, ignore_errors=True)
 
     def __enter__(self) -> Broker:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import tomllib
@@ -204,3 +205,70 @@ def test_the_readme_fixture_example_runs_and_is_five_lines(tmp_path: Path) -> No
     out = run.stdout + run.stderr
     assert run.returncode == 0, out
     assert _outcomes(out) == {"test_greeting": "PASSED"}, out
+
+
+@pytest.mark.parametrize("spelling", ["data", "file://data"])
+def test_embedded_api_keeps_a_relative_data_dir_where_the_caller_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spelling: str
+) -> None:
+    """A relative data dir is the caller's, not the broker's temporary working directory (which
+    is removed on stop, data and all)."""
+    import kafkad.testing
+
+    monkeypatch.chdir(tmp_path)
+    with kafkad.testing.broker(data_dir=spelling) as b:
+        b.create_topic("kept")
+    assert (tmp_path / "data").is_dir()
+    assert any((tmp_path / "data").iterdir())
+    with (
+        kafkad.testing.broker(data_dir=spelling) as b,
+        pytest.raises(kafkad.testing.BrokerError, match="error code 36"),
+    ):
+        b.create_topic("kept")
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie awaiting its reaper counts as ended)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return "\nState:\tZ" not in status
+
+
+def test_a_killed_test_process_leaves_no_broker_behind(tmp_path: Path) -> None:
+    """SIGKILL of the process that started a broker (pytest killed by CI, an xdist worker
+    killed with its controller) must not orphan the broker: it stops on its own."""
+    script = (
+        "import sys, kafkad.testing\n"
+        "b = kafkad.testing.Broker()\n"
+        "print(b.pid, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    owner = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    try:
+        assert owner.stdout is not None
+        broker_pid = int(owner.stdout.readline())
+        exited = os.pidfd_open(broker_pid)  # readable once the broker has exited
+        try:
+            assert _running(broker_pid)
+            owner.kill()
+            owner.wait()
+            ready, _, _ = select.select([exited], [], [], 30)
+            assert ready, "the broker outlived the process that started it"
+        finally:
+            os.close(exited)
+    finally:
+        owner.kill()
+        owner.wait()
+        if owner.stdin is not None:
+            owner.stdin.close()
+        if owner.stdout is not None:
+            owner.stdout.close()
