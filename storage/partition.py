@@ -56,7 +56,6 @@ import struct
 import uuid
 from collections.abc import Callable, Collection
 
-import crc32c
 import trio
 from kio.schema.errors import ErrorCode
 
@@ -70,14 +69,13 @@ from storage.producer_state import (
     ProducerStateManager,
 )
 from wire.records import (
-    ATTR_TIMESTAMP_TYPE,
-    CRC_START,
     BatchHeader,
     RecordBatchError,
     build_control_batch,
     iter_batches,
     read_end_txn_marker,
     set_base_offset,
+    set_max_timestamp,
     set_partition_leader_epoch,
 )
 
@@ -99,15 +97,6 @@ def _read_marker(tp: TopicPartition, batch: bytes) -> tuple[bool, int] | None:
         log.warning("%s: unreadable control batch: %s", tp, exc)
         return None
     return None if marker is None else (marker.commit, marker.coordinator_epoch)
-
-
-def stamp_log_append_time(buf: bytearray, now_ms: int) -> None:
-    """For LogAppendTime topics: set the timestamp-type bit and write the broker's time as the
-    max timestamp, then recompute the CRC (the only case where the broker re-signs a batch)."""
-    attrs = _ATTRS.unpack_from(buf, 21)[0] | ATTR_TIMESTAMP_TYPE
-    _ATTRS.pack_into(buf, 21, attrs)
-    _TS.pack_into(buf, 35, now_ms)
-    _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[CRC_START:]))
 
 
 class Partition:
@@ -216,7 +205,7 @@ class Partition:
             append_time = -1
             max_ts = header.max_timestamp
             if self.log_append_time:
-                stamp_log_append_time(buf, now_ms)
+                set_max_timestamp(buf, now_ms, log_append_time=True)
                 append_time = max_ts = now_ms
             await self._append_locked(base, base + header.last_offset_delta, max_ts, bytes(buf))
             if info is not None:

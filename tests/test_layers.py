@@ -68,6 +68,7 @@ ALLOWED_STORAGE_MODULES = {
     "storage.partition",
     "storage.topics",
     "storage.topic_config",
+    "storage.log_validator",  # the produce path: Kafka's LogValidator rules before an append
     "storage.cleaner.runner",  # the broker runs the log cleaner's loop
     "storage.backends",  # the server opens the store its data dir names
 }

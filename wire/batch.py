@@ -42,6 +42,9 @@ ATTR_DELETE_HORIZON = 0x40
 _HEADER = struct.Struct(">qiiBIhiqqqhii")
 _OFFSET = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")
+_ATTRS = struct.Struct(">h")
+_MAX_TS = struct.Struct(">q")
+_CRC = struct.Struct(">I")
 
 
 class RecordBatchError(ValueError):
@@ -127,6 +130,19 @@ def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, Bat
 def set_base_offset(buf: bytearray | memoryview, pos: int, offset: int) -> None:
     """Write the base offset in place (outside the CRC: no re-encoding)."""
     _OFFSET.pack_into(buf, pos, offset)
+
+
+def set_max_timestamp(buf: bytearray, max_timestamp: int, *, log_append_time: bool) -> None:
+    """Kafka's ``DefaultRecordBatch.setMaxTimestamp`` on the batch at the start of ``buf``: the
+    attributes rebuilt from their known bits (codec, transactional, control, delete horizon)
+    with the given timestamp type, the max timestamp set, the CRC recomputed. The one header
+    rewrite that re-signs a batch (CreateTime: the largest record timestamp; LogAppendTime:
+    the broker's time at the append)."""
+    keep = ATTR_COMPRESSION_MASK | ATTR_TRANSACTIONAL | ATTR_CONTROL | ATTR_DELETE_HORIZON
+    attrs = _ATTRS.unpack_from(buf, 21)[0] & keep
+    _ATTRS.pack_into(buf, 21, attrs | ATTR_TIMESTAMP_TYPE if log_append_time else attrs)
+    _MAX_TS.pack_into(buf, 35, max_timestamp)
+    _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[CRC_START:]))
 
 
 def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:

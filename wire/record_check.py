@@ -58,14 +58,13 @@ from kio.schema.errors import ErrorCode
 
 from wire.batch import (
     ATTR_COMPRESSION_MASK,
-    ATTR_CONTROL,
-    ATTR_DELETE_HORIZON,
     ATTR_TRANSACTIONAL,
     BATCH_HEADER_SIZE,
     CRC_START,
     LOG_OVERHEAD,
     BatchHeader,
     read_batch_header,
+    set_max_timestamp,
 )
 from wire.compression import (
     CHUNK,
@@ -167,18 +166,8 @@ def check_records(
     if policy.log_append_time or (not client_lat and header.max_timestamp == scan.max_ts):
         return RecordsAccepted(bytes(data), header)
     fixed = bytearray(data)
-    set_max_timestamp(fixed, scan.max_ts)
+    set_max_timestamp(fixed, scan.max_ts, log_append_time=False)
     return RecordsAccepted(bytes(fixed), read_batch_header(fixed))
-
-
-def set_max_timestamp(buf: bytearray, max_ts: int) -> None:
-    """Kafka's ``setMaxTimestamp(CREATE_TIME, max_ts)`` on the batch at the start of ``buf``:
-    attributes rebuilt from their known bits with CreateTime, max timestamp set, CRC redone."""
-    old = _ATTRS.unpack_from(buf, 21)[0]
-    keep = ATTR_COMPRESSION_MASK | ATTR_TRANSACTIONAL | ATTR_CONTROL | ATTR_DELETE_HORIZON
-    _ATTRS.pack_into(buf, 21, old & keep)
-    _TS.pack_into(buf, 35, max_ts)
-    _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[CRC_START:]))
 
 
 # -- scanning ---------------------------------------------------------------------------------

@@ -70,6 +70,7 @@ from wire.batch import (
     iter_batches,
     read_batch_header,
     set_base_offset,
+    set_max_timestamp,
     set_partition_leader_epoch,
 )
 from wire.compression import CompressionError, compress, decompress
@@ -119,6 +120,7 @@ __all__ = [
     "read_end_txn_marker",
     "read_varint",
     "set_base_offset",
+    "set_max_timestamp",
     "set_partition_leader_epoch",
     "validate_produce_batch",
     "write_varint",

@@ -4,9 +4,11 @@ spec §1.1); a v0-2 request is refused as an unsupported version. v3: transactio
 batch v2 only. v5: log start offset in the response. v7: zstd allowed. v8: record errors and
 an error message. v9: flexible. v10-11: nothing new for a single node.
 
-Per partition: the batch's header and CRC are validated (``wire.records``), then every record
-as Kafka's LogValidator reads it (``wire.record_check``: structure and count, keys on
-compacted topics, per-record timestamps, a compressed payload streamed with bounded memory);
+Per partition, after the request-level checks that are Kafka's ReplicaManager's (acks, a
+known partition, no appends to internal topics, a transactional id for transactional batches):
+the batch goes through ``storage.log_validator.validate_for_append`` (Kafka's LogValidator:
+header and CRC, every record — structure and count, keys on compacted topics, timestamps —,
+a compressed payload streamed with bounded memory, the transactional rules); then
 its offsets are assigned in place, and it is appended; a storage failure answers
 KAFKA_STORAGE_ERROR (never UNKNOWN_SERVER_ERROR: clients may then retry a write that happened,
 spec §3.3). Record errors (keys, timestamps) come back in ``record_errors`` (v8+) with Kafka's
@@ -51,16 +53,10 @@ from proxy.context import RequestContext
 from proxy.outcomes import NO_RESPONSE, CloseConnection
 from proxy.registry import handler
 from storage.api import StorageError, TopicPartition
-from storage.topics import Topic
-from wire.record_check import RecordPolicy, RecordsRefused, check_records
-from wire.records import first_batch_transactional, validate_produce_batch
+from storage.log_validator import Refused, validate_for_append
+from wire.records import first_batch_transactional
 
 log = logging.getLogger("kafkad.produce")
-
-# The decompressed size a batch may reach: this many times max.message.bytes, and never less
-# than the floor (see wire/record_check.py: Kafka has no such bound).
-DECOMPRESSED_RATIO = 64
-DECOMPRESSED_FLOOR = 64 * 1024 * 1024
 
 
 def _has_transactional_records(req: Any) -> bool | ErrorCode:
@@ -96,19 +92,6 @@ def _refuse_all(ctx: RequestContext, req: Any, code: ErrorCode) -> Any:
             for t in req.topic_data
         ),
         throttle_time=0,
-    )
-
-
-def _record_policy(topic: Topic, partition: str, now: int, max_bytes: int) -> RecordPolicy:
-    """The topic's rules for the records of a produced batch (wire.record_check)."""
-    return RecordPolicy(
-        now_ms=now,
-        log_append_time=topic.settings["message.timestamp.type"] == "LogAppendTime",
-        before_max_ms=topic.int_setting("message.timestamp.before.max.ms"),
-        after_max_ms=topic.int_setting("message.timestamp.after.max.ms"),
-        compacted=topic.settings["cleanup.policy"] != "delete",
-        max_decompressed_bytes=max(DECOMPRESSED_RATIO * max_bytes, DECOMPRESSED_FLOOR),
-        partition=partition,
     )
 
 
@@ -159,22 +142,15 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
                 )
             else:
                 start = partition.log_start_offset
-                max_bytes = topic.int_setting("max.message.bytes")
-                checked = validate_produce_batch(
-                    pd.records or b"", produce_version=ctx.version, max_message_bytes=max_bytes
+                records = validate_for_append(
+                    pd.records or b"",
+                    topic,
+                    pd.index,
+                    produce_version=ctx.version,
+                    now_ms=now,
+                    transactions_enabled=verifier is not None,
                 )
-                records = (
-                    checked
-                    if isinstance(checked, ErrorCode)
-                    else check_records(
-                        pd.records or b"",
-                        checked.header,
-                        _record_policy(topic, f"{topic_data.name}-{pd.index}", now, max_bytes),
-                    )
-                )
-                if isinstance(records, ErrorCode):
-                    code = records
-                elif isinstance(records, RecordsRefused):
+                if isinstance(records, Refused):
                     code, message, record_errors = (
                         records.code,
                         records.message,
@@ -182,18 +158,6 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
                     )
                     if records.reason:
                         log.debug("%s-%d: %s", topic_data.name, pd.index, records.reason)
-                elif len(records.batch) > max_bytes:  # rebuilt (recompressed) larger
-                    code = ErrorCode.message_too_large
-                elif records.header.is_transactional and verifier is None:
-                    code, message = (
-                        ErrorCode.invalid_record,
-                        "transactional batches need a transaction coordinator",
-                    )
-                elif records.header.is_transactional and records.header.producer_id < 0:
-                    code, message = (
-                        ErrorCode.invalid_record,
-                        "transactional batch without a producer id",
-                    )
                 else:
                     h = records.header
                     verify = None

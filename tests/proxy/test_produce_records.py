@@ -326,12 +326,12 @@ async def test_acks0_produce_never_gets_a_response(kind: str) -> None:
 async def test_acks0_handler_failure_closes_the_connection(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any failure of the handler at acks=0 closes the connection (no UNKNOWN_SERVER_ERROR
     frame the client does not expect); at acks=1 it is answered."""
-    import proxy.handlers.produce as handler
+    import storage.log_validator as validator
 
     def boom(*_args: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(handler, "check_records", boom)
+    monkeypatch.setattr(validator, "check_records", boom)
     good = build_batch(records(1), base_timestamp=NOW)
     async with running_broker() as (_, port):
         async with connect(port) as c:

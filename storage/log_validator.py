@@ -1,0 +1,114 @@
+"""What a produced batch must satisfy before a partition appends it: Kafka's ``LogValidator``.
+
+Theory of operation
+-------------------
+One function, ``validate_for_append``, holds every rule a client batch meets on its way into
+a partition's log, in Kafka's order, with the topic's configs read in one place. The byte-level
+work is ``wire``'s (sans-I/O parsing, CRC, record scanning, header patching); which rule
+applies, with which limit, is decided here:
+
+    step  rule                                              answer                 Kafka
+    1     one v2 batch, header sane, CRC, counts, not a     (see wire/records.py)  ReplicaManager,
+          control batch, size <= max.message.bytes                                 LogValidator
+    2     every record: structure, keys on compacted        INVALID_RECORD,        LogValidator
+          topics, timestamps against message.timestamp.*    INVALID_TIMESTAMP      .validateRecord
+          (CreateTime) or the client's LogAppendTime bit    (record_errors, v8+)
+    3     a rebuilt (recompressed) batch still fits         MESSAGE_TOO_LARGE      LogValidator
+          max.message.bytes
+    4     a transactional batch needs a transaction         INVALID_RECORD         (kafkad)
+          coordinator and a producer id                                            LogValidator
+
+The checks against the partition's producer state (duplicates, epochs, sequences, KIP-890
+verification) need the partition's lock and happen in ``Partition.append``; so does the
+LogAppendTime stamp, which takes the broker's time at the moment of the append
+(``wire.batch.set_max_timestamp``), as Kafka's ``validateMessagesAndAssignOffsets`` does under
+the log's lock. What the request as a whole must satisfy (acks, a transactional id for
+transactional batches, no appends to internal topics) is the produce handler's, as it is
+Kafka's ``ReplicaManager``'s.
+
+Deviations from Kafka: see wire/record_check.py (decompressed-size bound, INVALID_RECORD for a
+payload the codec cannot read, rebuilding non-consecutive compressed offsets). Kafka has no
+broker without a transaction coordinator; kafkad refuses transactional batches there
+(``transactions_enabled=False``) with INVALID_RECORD rather than accepting batches no marker
+could ever end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from storage.topics import Topic
+from wire.record_check import RecordErrors, RecordPolicy, RecordsAccepted, check_records
+from wire.records import validate_produce_batch
+
+__all__ = [
+    "DECOMPRESSED_FLOOR",
+    "DECOMPRESSED_RATIO",
+    "Refused",
+    "validate_for_append",
+]
+
+# The decompressed size a batch may reach: this many times max.message.bytes, and never less
+# than the floor (see wire/record_check.py: Kafka has no such bound).
+DECOMPRESSED_RATIO = 64
+DECOMPRESSED_FLOOR = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Why the batch is not appended: the partition's error code, Kafka's error message (or
+    None), the refused records' batch indexes with their messages, and a reason for the log."""
+
+    code: ErrorCode
+    message: str | None = None
+    record_errors: RecordErrors = ()
+    reason: str = ""
+
+
+def record_policy(topic: Topic, partition: str, now_ms: int) -> RecordPolicy:
+    """The topic's rules for the records of a produced batch (``wire.record_check``)."""
+    max_bytes = topic.int_setting("max.message.bytes")
+    return RecordPolicy(
+        now_ms=now_ms,
+        log_append_time=topic.settings["message.timestamp.type"] == "LogAppendTime",
+        before_max_ms=topic.int_setting("message.timestamp.before.max.ms"),
+        after_max_ms=topic.int_setting("message.timestamp.after.max.ms"),
+        compacted=topic.settings["cleanup.policy"] != "delete",
+        max_decompressed_bytes=max(DECOMPRESSED_RATIO * max_bytes, DECOMPRESSED_FLOOR),
+        partition=partition,
+    )
+
+
+def validate_for_append(
+    records: bytes,
+    topic: Topic,
+    partition: int,
+    *,
+    produce_version: int,
+    now_ms: int,
+    transactions_enabled: bool,
+) -> RecordsAccepted | Refused:
+    """The batch to append to ``topic``-``partition`` (the client's bytes, or a fixed copy:
+    max timestamp set, offsets rebuilt), or why it is refused. See the module's table."""
+    max_bytes = topic.int_setting("max.message.bytes")
+    checked = validate_produce_batch(
+        records, produce_version=produce_version, max_message_bytes=max_bytes
+    )
+    if isinstance(checked, ErrorCode):
+        return Refused(checked)
+    name = f"{topic.name}-{partition}"
+    accepted = check_records(records, checked.header, record_policy(topic, name, now_ms))
+    if not isinstance(accepted, RecordsAccepted):
+        return Refused(accepted.code, accepted.message, accepted.record_errors, accepted.reason)
+    if len(accepted.batch) > max_bytes:  # rebuilt (recompressed) larger
+        return Refused(ErrorCode.message_too_large)
+    header = accepted.header
+    if header.is_transactional and not transactions_enabled:
+        return Refused(
+            ErrorCode.invalid_record, "transactional batches need a transaction coordinator"
+        )
+    if header.is_transactional and header.producer_id < 0:
+        return Refused(ErrorCode.invalid_record, "transactional batch without a producer id")
+    return accepted
