@@ -73,6 +73,7 @@ from wire.compression import (
     compress,
     stream_decompress,
 )
+from wire.record_codec import read_varint, write_varint
 from wire.record_kernel import BAD, DONE, WHY, scan_records
 
 CHUNK_BYTES = CHUNK  # decompressed bytes scanned at a time (tests make it tiny)
@@ -425,11 +426,11 @@ def _rebuild(
     stamps: list[int] = []
     pos = 0
     for _ in range(header.records_count):
-        length, q = _read_varint(raw, pos, False)
+        length, q = read_varint(raw, pos, 5)
         end = q + length
         attributes = raw[q]
-        ts_delta, q2 = _read_varint(raw, q + 1, True)
-        _offset_delta, rest = _read_varint(raw, q2, False)
+        ts_delta, q2 = read_varint(raw, q + 1, 10)
+        _offset_delta, rest = read_varint(raw, q2, 5)
         stamps.append(_wrap64(header.base_timestamp + ts_delta) if fixed_ts is None else fixed_ts)
         parts.append(bytes([attributes]) + b"\x00" + raw[rest:end])  # deltas written below
         pos = end
@@ -437,10 +438,10 @@ def _rebuild(
     records = bytearray()
     for i, (part, ts) in enumerate(zip(parts, stamps, strict=True)):
         record = bytearray(part[:1])
-        _write_varint(record, _wrap64(ts - base_ts))
-        _write_varint(record, i)
+        write_varint(record, _wrap64(ts - base_ts))
+        write_varint(record, i)
         record += part[2:]
-        _write_varint(records, len(record))
+        write_varint(records, len(record))
         records += record
     attributes = header.attributes & (ATTR_COMPRESSION_MASK | ATTR_TRANSACTIONAL)
     after = _AFTER_CRC.pack(
@@ -456,23 +457,3 @@ def _rebuild(
     length = len(after) + CRC_START - LOG_OVERHEAD
     before = _BEFORE_CRC.pack(0, length, header.partition_leader_epoch, 2, crc32c.crc32c(after))
     return before + after
-
-
-def _read_varint(buf: bytes, pos: int, wide: bool) -> tuple[int, int]:
-    raw = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            raw &= (1 << 64) - 1 if wide else 0xFFFFFFFF
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-
-
-def _write_varint(out: bytearray, value: int) -> None:
-    zigzag = ((value << 1) ^ (value >> 63)) & ((1 << 64) - 1)
-    while zigzag > 0x7F:
-        out.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    out.append(zigzag)

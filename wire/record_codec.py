@@ -75,7 +75,9 @@ def write_varint(out: bytearray, value: int) -> None:
 
 
 def read_varint(buf: bytes | memoryview, pos: int, max_bytes: int = 10) -> tuple[int, int]:
-    """A zigzag varint (``max_bytes`` 5) or varlong (10) at ``pos``: (value, next position)."""
+    """A zigzag varint (``max_bytes`` 5) or varlong (10) at ``pos``: (value, next position).
+    As Kafka's ``ByteUtils.readVarint``/``readVarlong``, bits past the 32nd (64th) are dropped.
+    The record scanners' hot loops inline its one-byte case and call it for the rest."""
     if pos < len(buf) and (byte := buf[pos]) < 0x80:  # the common one-byte case, fast
         return (byte >> 1) ^ -(byte & 1), pos + 1
     raw = shift = 0
@@ -83,6 +85,7 @@ def read_varint(buf: bytes | memoryview, pos: int, max_bytes: int = 10) -> tuple
         byte = buf[i]
         raw |= (byte & 0x7F) << shift
         if not byte & 0x80:
+            raw &= 0xFFFFFFFF if max_bytes <= 5 else 0xFFFFFFFFFFFFFFFF
             return (raw >> 1) ^ -(raw & 1), i + 1
         shift += 7
     if pos + max_bytes <= len(buf):

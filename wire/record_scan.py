@@ -1,27 +1,23 @@
 """Fast record scanning for replays: (offset delta, key, value) of each record of a batch,
 headers skipped, with a one-byte fast path for the varints (most of them are one byte). Used
 where whole partitions are read back at startup (the group coordinator's replay of
-``__consumer_offsets``); ``decode_batch_records`` stays the general decoder."""
+``__consumer_offsets``); ``decode_batch_records`` stays the general decoder.
+
+Kept twice for speed: the log cleaner's ``storage.cleaner.rewrite.scan_records`` is the same
+loop reading other fields (timestamps, tombstones, byte ranges). tests/wire/test_record_scan.py
+checks that both read what the general decoder reads."""
 
 from __future__ import annotations
 
 from wire.batch import BATCH_HEADER_SIZE, RecordBatchError, read_batch_header
 from wire.compression import CompressionError, decompress
+from wire.record_codec import read_varint
 
 
 def varint_at(buf: bytes, pos: int) -> tuple[int, int]:
     """A zigzag varint/varlong at ``pos``: (value, next position); the slow path of the
     inlined one-byte reads here and in the log cleaner's record scan."""
-    raw = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise RecordBatchError("truncated or overlong varint")
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
+    return read_varint(buf, pos, 10)
 
 
 def key_values(batch: bytes) -> list[tuple[int, bytes | None, bytes | None]]:

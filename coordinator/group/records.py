@@ -34,6 +34,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from wire.errors import DecodeError
+from wire.headers import read_uvarint
+
 OFFSET_COMMIT_KEY_TYPES = (0, 1)
 GROUP_METADATA_KEY_TYPE = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
@@ -171,13 +174,11 @@ class _Reader:
         return int(_I64.unpack(self._take(8))[0])
 
     def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            b = self._take(1)[0]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
+        try:
+            value, self.pos = read_uvarint(self.data, self.pos, len(self.data))
+        except DecodeError as exc:
+            raise RecordFormatError(str(exc)) from exc
+        return value
 
     def string(self, flexible: bool = False) -> str | None:
         n = self.uvarint() - 1 if flexible else self.i16()

@@ -47,6 +47,8 @@ from typing import Final
 
 from coordinator.txn.metadata import TP, TxnTransit
 from coordinator.txn.state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnState
+from wire.errors import DecodeError
+from wire.headers import read_uvarint, write_uvarint
 
 __all__ = [
     "KEY_VERSION",
@@ -114,17 +116,17 @@ def encode_value(transit: TxnTransit, version: int = VALUE_VERSION) -> bytes:
         transit.producer_id, transit.producer_epoch, transit.txn_timeout_ms, int(state)
     )
     if state is TxnState.EMPTY:
-        out += _uvarint(0) if flexible else _I32.pack(-1)  # null array
+        out += write_uvarint(0) if flexible else _I32.pack(-1)  # null array
     else:
-        out += _uvarint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic))
+        out += write_uvarint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic))
         for topic, partitions in by_topic.items():
             name = topic.encode()
-            out += _uvarint(len(name) + 1) if flexible else _I16.pack(len(name))
+            out += write_uvarint(len(name) + 1) if flexible else _I16.pack(len(name))
             out += name
-            out += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+            out += write_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
             out += b"".join(_I32.pack(p) for p in partitions)
             if flexible:
-                out += _uvarint(0)  # no tagged fields in the entry
+                out += write_uvarint(0)  # no tagged fields in the entry
     out += _TIMES.pack(transit.txn_last_update_timestamp, transit.txn_start_timestamp)
     if flexible:
         tags: list[tuple[int, bytes]] = []
@@ -134,18 +136,9 @@ def encode_value(transit: TxnTransit, version: int = VALUE_VERSION) -> bytes:
             tags.append((_TAG_NEXT_PRODUCER_ID, _I64.pack(transit.next_producer_id)))
         if transit.client_transaction_version != 0:
             tags.append((_TAG_CLIENT_TXN_VERSION, _I16.pack(transit.client_transaction_version)))
-        out += _uvarint(len(tags))
+        out += write_uvarint(len(tags))
         for tag, data in tags:
-            out += _uvarint(tag) + _uvarint(len(data)) + data
-    return bytes(out)
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
+            out += write_uvarint(tag) + write_uvarint(len(data)) + data
     return bytes(out)
 
 
@@ -168,15 +161,11 @@ class _Reader:
         return fmt.unpack(self.take(fmt.size))
 
     def uvarint(self) -> int:
-        n = shift = 0
-        while True:
-            if shift > 28:
-                raise LogFormatError("varint too long")
-            (b,) = self.take(1)
-            n |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return n
-            shift += 7
+        try:
+            value, self._pos = read_uvarint(self._data, self._pos, len(self._data))
+        except DecodeError as exc:
+            raise LogFormatError(str(exc)) from exc
+        return value
 
     def string(self, flexible: bool) -> str:
         n = self.uvarint() - 1 if flexible else self.unpack(_I16)[0]
