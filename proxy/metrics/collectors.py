@@ -151,7 +151,7 @@ class BrokerCollector(Collector):
             fam = CounterMetricFamily(
                 f"kafka_server_brokertopicmetrics_{short}", doc, labels=["topic"]
             )
-            total = 0
+            total = stats.deleted[i]
             for topic, counts in sorted(stats.by_topic.items()):
                 fam.add_metric([topic], counts[i])
                 total += counts[i]

@@ -137,10 +137,12 @@ class RequestStats:
 class TopicStats:
     """Per topic: [bytes in, messages in, bytes out] since start (Kafka's BrokerTopicMetrics
     BytesInPerSec, MessagesInPerSec, BytesOutPerSec). Topics deleted since are dropped at the
-    next scrape (``forget``), as Kafka removes a deleted topic's metrics."""
+    next scrape (``forget``), as Kafka removes a deleted topic's metrics; their counts stay in
+    ``deleted`` so the all-topics totals never go down (Kafka's all-topics meters keep them)."""
 
     def __init__(self) -> None:
         self.by_topic: dict[str, list[int]] = {}
+        self.deleted = [0, 0, 0]
 
     def produced(self, topic: str, size: int, records: int) -> None:
         c = self.by_topic.get(topic)
@@ -157,7 +159,8 @@ class TopicStats:
 
     def forget(self, live: Callable[[str], bool]) -> None:
         for name in [n for n in self.by_topic if not live(n)]:
-            del self.by_topic[name]
+            for i, count in enumerate(self.by_topic.pop(name)):
+                self.deleted[i] += count
 
 
 class MarkerStats:

@@ -71,6 +71,7 @@ MAX_CLIENTS = 4096
 MAX_SERIES = 2000
 MAX_DECOMPRESSED = 32 * 1024 * 1024
 MAX_LABEL_VALUE = 256
+INSTANCES_FAMILY = "kafkad_client_telemetry_instances"
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -333,12 +334,14 @@ class ClientTelemetry:
             ident = {"client_instance_id": snap.client_instance_id, "client_id": snap.client_id}
             for name, labels, value in snap.metrics:
                 prom = "kafkad_client_" + _prom_name(name)
+                if prom == INSTANCES_FAMILY:  # a client may not shadow the store's own gauge
+                    prom = "kafkad_client_attr_" + _prom_name(name)
                 fam = families.get(prom)
                 if fam is None:
                     fam = families[prom] = GaugeMetricFamily(prom, f"client metric {name}")
                 fam.add_sample(prom, {**labels, **ident}, value)
         yield GaugeMetricFamily(
-            "kafkad_client_telemetry_instances",
+            INSTANCES_FAMILY,
             "Client instances known to the telemetry store",
             value=len(self.instances),
         )
@@ -359,7 +362,14 @@ def _prom_name(name: str) -> str:
 
 def _label_name(name: str) -> str:
     out = _NOT_NAME.sub("_", name)
-    if out[:1].isdigit() or out.startswith("__") or out in ("client_instance_id", "client_id"):
+    # an empty key, or one Prometheus reserves or kafkad adds itself, would make the whole
+    # exposition unparseable or ambiguous
+    if (
+        not out
+        or out[:1].isdigit()
+        or out.startswith("__")
+        or out in ("client_instance_id", "client_id")
+    ):
         out = "attr_" + out
     return out
 

@@ -17,6 +17,7 @@ from kio.schema.push_telemetry.v0 import PushTelemetryRequest
 from kio.static.primitive import i8, i32
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.metrics.v1 import metrics_pb2
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.metrics.http import render_metrics
@@ -185,6 +186,28 @@ def test_bounded_clients_series_and_expiry() -> None:
     assert sorted(series(t)) == ["a", "b"]
     clock.ms += 60_000  # max(60 s, 3 intervals) without a word: forgotten
     assert t.snapshot() == [] and not t.instances
+
+
+def test_client_attributes_and_names_keep_the_exposition_parseable() -> None:
+    """An empty attribute key gave a label with no name, and a client metric named
+    ``telemetry.instances`` a second ``kafkad_client_telemetry_instances`` family: either made
+    every scrape of /metrics unparseable."""
+    clock = Clock()
+    t = store(clock)
+    sub = t.get_subscription(None, "c1")
+    payload = otlp(("x", 1.0), attrs={"": "v", "9a": "w"}) + otlp(("telemetry.instances", 5.0))
+    assert t.push(sub.instance_id, "c1", sub.subscription_id, False, 0, payload) is E.none
+    registry = CollectorRegistry(auto_describe=False)
+
+    class Store:
+        def collect(self) -> Any:
+            return t.metric_families()
+
+    registry.register(Store())
+    text = generate_latest(registry).decode()
+    families = [f.name for f in text_string_to_metric_families(text)]
+    assert len(families) == len(set(families))
+    assert "kafkad_client_x" in families and "kafkad_client_telemetry_instances" in families
 
 
 # -- over the wire ----------------------------------------------------------------------------

@@ -248,6 +248,33 @@ async def test_cleaner_passes_and_bytes() -> None:
         assert read is not None and read > 0
 
 
+def test_all_topics_totals_do_not_fall_when_a_topic_is_deleted() -> None:
+    """The all-topics counters summed only the live topics: deleting a topic made
+    ``kafka_server_brokertopicmetrics_*_total`` go down, which Prometheus reads as a reset."""
+    from types import SimpleNamespace
+
+    from proxy.metrics.collectors import BrokerCollector
+    from proxy.metrics.requests import TopicStats
+
+    stats = TopicStats()
+    stats.produced("a", 100, 3)
+    stats.produced("b", 50, 2)
+    stats.fetched("b", 40)
+    broker = SimpleNamespace(metrics=SimpleNamespace(topics=stats), topics={"a": object()})
+    totals = {
+        s.name: s.value
+        for fam in BrokerCollector(broker)._topics()  # type: ignore[arg-type]
+        for s in fam.samples
+        if not s.labels
+    }
+    assert totals == {
+        "kafka_server_brokertopicmetrics_bytesin_total": 150,
+        "kafka_server_brokertopicmetrics_messagesin_total": 5,
+        "kafka_server_brokertopicmetrics_bytesout_total": 40,
+    }
+    assert list(stats.by_topic) == ["a"]
+
+
 def test_request_stats_quantiles_and_errors() -> None:
     stats = RequestStats({0: "Produce"})
     for ms in (0.05, 0.05, 0.05, 20.0):
