@@ -34,9 +34,14 @@ def response_class(api_key: int, version: int) -> type[Any]:
     return typing.cast(type[Any], load_response_schema(api_key, version))
 
 
-@cache
+_HINTS: dict[type[Any], dict[str, Any]] = {}
+
+
 def _hints(cls: type[Any]) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    return hints
 
 
 def _strip_optional(tp: Any) -> tuple[Any, bool]:
@@ -64,9 +69,9 @@ def _convert(tp: Any, value: Any) -> Any:
         return tuple(value)
     if dataclasses.is_dataclass(inner) and isinstance(value, Mapping):
         return build(typing.cast(type[Any], inner), value)
-    if isinstance(inner, type) and issubclass(inner, datetime.timedelta):
-        if isinstance(value, int):
-            return datetime.timedelta(milliseconds=value)
+    timedelta = isinstance(inner, type) and issubclass(inner, datetime.timedelta)
+    if timedelta and isinstance(value, int):
+        return datetime.timedelta(milliseconds=value)
     return value
 
 

@@ -91,7 +91,9 @@ class Client:
 
     # -- requests --------------------------------------------------------------------------
 
-    def send(self, api: tuple[int, tuple[int, int]], data: dict[str, Any], node: int | None = None) -> Any:
+    def send(
+        self, api: tuple[int, tuple[int, int]], data: dict[str, Any], node: int | None = None
+    ) -> Any:
         conn = self.bootstrap if node is None else self.broker(node)
         return conn.request(api[0], api[1], data)
 
@@ -141,7 +143,9 @@ class Client:
         wanted = sorted(info.partitions) if only is None else list(only)
         for p in wanted:
             if p not in info.partitions:
-                raise ClientError(f"topic {topic!r} has no partition {p} ({len(info.partitions)} partitions)")
+                raise ClientError(
+                    f"topic {topic!r} has no partition {p} ({len(info.partitions)} partitions)"
+                )
         return [info.partitions[p] for p in wanted]
 
     def leader(self, topic: str, partition: int) -> int:

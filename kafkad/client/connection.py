@@ -61,11 +61,15 @@ class Connection:
         data = {"client_software_name": "kafkad-cli", "client_software_version": "1"}
         resp = self._exchange(API_VERSIONS, 3, data)
         if resp.error_code == 35:  # UNSUPPORTED_VERSION: retry at the version it names
-            high = max((k.max_version for k in resp.api_keys if k.api_key == API_VERSIONS), default=0)
+            high = max(
+                (k.max_version for k in resp.api_keys if k.api_key == API_VERSIONS), default=0
+            )
             resp = self._exchange(API_VERSIONS, min(int(high), 3), data)
         if resp.error_code:
             raise ClientError(f"{self.address} refused ApiVersions (error code {resp.error_code})")
-        self.versions = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
+        self.versions = {
+            int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys
+        }
 
     def version_for(self, api_key: int, low: int, high: int) -> int:
         """The highest version in both [low, high] and the broker's range."""
@@ -86,7 +90,9 @@ class Connection:
         entity_writer(cls)(body, build(cls, data))
         cid = self._next_id
         self._next_id += 1
-        head = request_header(RequestHeader(api_key, version, cid, self.client_id), cls.__flexible__)
+        head = request_header(
+            RequestHeader(api_key, version, cid, self.client_id), cls.__flexible__
+        )
         payload = head + body.getvalue()
         try:
             self._sock.sendall(_SIZE.pack(len(payload)) + payload)

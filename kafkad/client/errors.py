@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ClientError", "ErrorCode", "KafkaError", "Unreachable", "describe_code", "check"]
+__all__ = ["ClientError", "ErrorCode", "KafkaError", "Unreachable", "check", "describe_code"]
 
 _MEANINGS: dict[ErrorCode, str] = {
     ErrorCode.unknown_server_error: "the broker hit an unexpected error",
@@ -38,7 +38,7 @@ _MEANINGS: dict[ErrorCode, str] = {
     ErrorCode.invalid_txn_state: "the transaction is not in a state that allows this",
     ErrorCode.invalid_producer_epoch: "the producer epoch is stale (fenced by a newer one)",
     ErrorCode.producer_fenced: "a newer producer with the same transactional id fenced this one",
-    ErrorCode.invalid_transaction_timeout: "the transaction timeout is larger than the broker allows",
+    ErrorCode.invalid_transaction_timeout: "the transaction timeout is above the broker's maximum",
     ErrorCode.concurrent_transactions: "the coordinator is still completing an earlier transaction",
     ErrorCode.unsupported_version: "the broker does not support this request version",
     ErrorCode.unsupported_compression_type: "the broker does not accept this compression codec",

@@ -1,0 +1,201 @@
+"""The ``kafkad`` client CLI (kafkad/cli) against a live broker: each verb's output and exit
+status, ``--json`` parsed back, and one-line errors (no traceback)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+from compat_tests._support import topic_name
+from compat_tests.conftest import REPO
+
+TIMEOUT_S = 60
+
+
+def cli(
+    bootstrap: str, *args: str, stdin: str = "", expect: int | None = 0
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "proxy.cli", *args, "--bootstrap-server", bootstrap],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=TIMEOUT_S,
+    )
+    if expect is not None:
+        assert proc.returncode == expect, f"kafkad {args} exited {proc.returncode}: {proc.stderr}"
+    return proc
+
+
+def cli_json(bootstrap: str, *args: str, stdin: str = "") -> Any:
+    return json.loads(cli(bootstrap, *args, "--json", stdin=stdin).stdout)
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_topics_create_list_describe_delete(bootstrap: str) -> None:
+    topic = topic_name("cli-topics")
+    created = cli_json(bootstrap, "topics", "create", topic, "--partitions", "3")
+    assert created == {"topic": topic, "partitions": 3}
+    again = cli(bootstrap, "topics", "create", topic, expect=1)
+    assert "TOPIC_ALREADY_EXISTS" in again.stderr and "Traceback" not in again.stderr
+    cli(bootstrap, "topics", "create", topic, "--if-not-exists")
+    listed = cli_json(bootstrap, "topics", "list")
+    assert {"topic": topic, "partitions": 3} in listed
+    assert topic in cli(bootstrap, "topics", "list").stdout.split()
+    described = cli_json(bootstrap, "topics", "describe", topic)
+    assert [d["partition"] for d in described] == [0, 1, 2]
+    assert all(d["leader"] >= 0 and d["replicas"] for d in described)
+    table = cli(bootstrap, "topics", "describe", topic).stdout.splitlines()
+    assert table[0].split() == ["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR"]
+    assert len(table) == 4
+    assert cli_json(bootstrap, "topics", "delete", topic) == {"deleted": [topic]}
+    gone = cli(bootstrap, "topics", "describe", topic, expect=1)
+    assert f"topic {topic!r}: UNKNOWN_TOPIC_OR_PARTITION" in gone.stderr
+
+
+def test_topic_configs_get_set_delete(bootstrap: str) -> None:
+    topic = topic_name("cli-configs")
+    cli(bootstrap, "topics", "create", topic, "--partitions", "1", "--config", "retention.ms=12345")
+    got = {c["name"]: c for c in cli_json(bootstrap, "topics", "configs", "get", topic)}
+    assert got["retention.ms"]["value"] == "12345"
+    assert got["retention.ms"]["source"] == "DYNAMIC_TOPIC_CONFIG"
+    cli(bootstrap, "topics", "configs", "set", topic, "retention.ms=999", "max.message.bytes=2000")
+    got = {
+        c["name"]: c for c in cli_json(bootstrap, "topics", "configs", "get", topic, "retention.ms")
+    }
+    assert list(got) == ["retention.ms"] and got["retention.ms"]["value"] == "999"
+    cli(bootstrap, "topics", "configs", "delete", topic, "retention.ms")
+    got = {c["name"]: c for c in cli_json(bootstrap, "topics", "configs", "get", topic)}
+    assert got["retention.ms"]["source"] == "DEFAULT_CONFIG"
+    assert got["max.message.bytes"]["value"] == "2000"
+    bad = cli(bootstrap, "topics", "configs", "set", topic, "retention.ms=soon", expect=1)
+    assert "INVALID_CONFIG" in bad.stderr
+
+
+def test_produce_consume_round_trip_with_keys_headers_and_compression(bootstrap: str) -> None:
+    topic = topic_name("cli-roundtrip")
+    cli(bootstrap, "topics", "create", topic, "--partitions", "2")
+    lines = "".join(f"k{i}:v{i}\n" for i in range(6)) + "no-key\n"
+    written = cli_json(
+        bootstrap,
+        "produce",
+        topic,
+        "--key-separator",
+        ":",
+        "--header",
+        "h=1",
+        "--header",
+        "g=x=y",
+        "--compression",
+        "gzip",
+        "--partition",
+        "1",
+        stdin=lines,
+    )
+    assert written["transaction"] == "written" and written["producer_id"] >= 0
+    assert written["partitions"] == [{"partition": 1, "base_offset": 0, "records": 7}]
+    got = json_lines(cli(bootstrap, "consume", topic, "--from-beginning", "--json").stdout)
+    assert [(r["partition"], r["offset"], r["key"], r["value"]) for r in got] == [
+        (1, i, f"k{i}", f"v{i}") for i in range(6)
+    ] + [(1, 6, None, "no-key")]
+    assert all(r["headers"] == [["h", "1"], ["g", "x=y"]] for r in got)
+    text = cli(
+        bootstrap, "consume", topic, "--from-beginning", "--print-key", "--key-separator", "="
+    ).stdout
+    assert text.splitlines()[:2] == ["k0=v0", "k1=v1"]
+    assert cli(
+        bootstrap, "consume", topic, "--offset", "5", "--partition", "1"
+    ).stdout.splitlines() == ["v5", "no-key"]
+    assert (
+        len(
+            cli(
+                bootstrap, "consume", topic, "--from-beginning", "--max-messages", "2"
+            ).stdout.splitlines()
+        )
+        == 2
+    )
+    assert cli(bootstrap, "consume", topic).stdout == ""  # default start: the end
+    ts = got[3]["timestamp"]
+    from_ts = json_lines(cli(bootstrap, "consume", topic, "--timestamp", str(ts), "--json").stdout)
+    assert from_ts[0]["offset"] == 0  # one batch: every record carries its timestamp
+
+
+def test_keyed_records_land_on_the_partition_kafka_would_pick(bootstrap: str) -> None:
+    topic = topic_name("cli-keyed")
+    cli(bootstrap, "topics", "create", topic, "--partitions", "3")
+    cli(bootstrap, "produce", topic, "--key-separator", ":", stdin="21:a\nfoobar:b\nabc:c\n")
+    got = {
+        r["key"]: r["partition"]
+        for r in json_lines(cli(bootstrap, "consume", topic, "--from-beginning", "--json").stdout)
+    }
+    # (murmur2 & 0x7fffffff) % 3 for Kafka's UtilsTest values
+    assert got == {
+        "21": (-973932308 & 0x7FFFFFFF) % 3,
+        "foobar": (-790332482 & 0x7FFFFFFF) % 3,
+        "abc": 479470107 % 3,
+    }
+
+
+def test_transactional_produce_abort_is_invisible_at_read_committed(bootstrap: str) -> None:
+    topic = topic_name("cli-txn")
+    tid = topic_name("cli-tid")
+    cli(bootstrap, "topics", "create", topic, "--partitions", "1")
+    aborted = cli_json(
+        bootstrap, "produce", topic, "--transactional-id", tid, "--abort", stdin="gone1\ngone2\n"
+    )
+    assert aborted["transaction"] == "aborted"
+    committed = cli_json(bootstrap, "produce", topic, "--transactional-id", tid, stdin="kept\n")
+    assert committed["transaction"] == "committed"
+    assert committed["producer_epoch"] > aborted["producer_epoch"]
+    rc = cli(
+        bootstrap, "consume", topic, "--from-beginning", "--isolation", "read_committed"
+    ).stdout
+    assert rc.splitlines() == ["kept"]
+    ru = cli(bootstrap, "consume", topic, "--from-beginning").stdout
+    assert ru.splitlines() == ["gone1", "gone2", "kept"]
+    batches = cli(
+        bootstrap,
+        "consume",
+        topic,
+        "--from-beginning",
+        "--show-batches",
+        "--isolation",
+        "read_committed",
+    )
+    lines = batches.stdout.splitlines()
+    assert any("marker ABORT" in ln for ln in lines) and any("marker COMMIT" in ln for ln in lines)
+    assert "(aborted: skipped at read_committed)" in lines[0]
+    as_json = [
+        d["batch"]
+        for d in json_lines(
+            cli(bootstrap, "consume", topic, "--from-beginning", "--show-batches", "--json").stdout
+        )
+        if "batch" in d
+    ]
+    assert [
+        (b["transactional"], b["control"], b["marker"], b["base_sequence"]) for b in as_json
+    ] == [
+        (True, False, None, 0),
+        (True, True, "ABORT", -1),
+        (True, False, None, 0),
+        (True, True, "COMMIT", -1),
+    ]
+    assert as_json[0]["producer_id"] == aborted["producer_id"]
+
+
+def test_errors_are_one_line_for_an_unreachable_broker_and_an_unknown_topic(bootstrap: str) -> None:
+    down = cli("127.0.0.1:1", "topics", "list", expect=1)
+    assert down.stderr.startswith("kafkad: cannot reach a broker at 127.0.0.1:1")
+    assert "Traceback" not in down.stderr and len(down.stderr.splitlines()) == 1
+    missing = cli(bootstrap, "consume", "no-such-topic-here", expect=1)
+    why = "UNKNOWN_TOPIC_OR_PARTITION (no such topic or partition)"
+    assert missing.stderr == f"kafkad: topic 'no-such-topic-here': {why}\n"
+    usage = cli(bootstrap, "produce", "x", "--compression", "brotli", expect=2)
+    assert "not a codec" in usage.stderr
+    assert cli(bootstrap, "topics", "bogus-verb", expect=2).returncode == 2
