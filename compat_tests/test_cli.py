@@ -199,3 +199,151 @@ def test_errors_are_one_line_for_an_unreachable_broker_and_an_unknown_topic(boot
     usage = cli(bootstrap, "produce", "x", "--compression", "brotli", expect=2)
     assert "not a codec" in usage.stderr
     assert cli(bootstrap, "topics", "bogus-verb", expect=2).returncode == 2
+
+
+def open_transaction(
+    bootstrap: str, topic: str, tid: str, value: bytes = b"open"
+) -> tuple[int, int, int]:
+    """A transaction written with the raw protocol (InitProducerId, AddPartitionsToTxn, Produce)
+    and never ended, with a 15-minute timeout: (base offset, producer id, epoch)."""
+    from kafkad.client.cluster import Client
+    from kafkad.client.producing import Message, Producer
+
+    with Client(bootstrap, 10) as client:
+        producer = Producer(client, tid, transaction_timeout_ms=900_000)
+        base = producer.send(topic, 0, [Message(None, value)])
+        return base, producer.producer_id, producer.producer_epoch
+
+
+def test_txns_list_describe_and_describe_producers(bootstrap: str) -> None:
+    topic = topic_name("cli-txns")
+    tid = topic_name("cli-txns-tid")
+    cli(bootstrap, "topics", "create", topic, "--partitions", "1")
+    cli(bootstrap, "produce", topic, "--transactional-id", tid, stdin="done\n")
+    _, pid, epoch = open_transaction(bootstrap, topic, tid)
+    listed = [t for t in cli_json(bootstrap, "txns", "list") if t["transactional_id"] == tid]
+    assert listed == [
+        {
+            "transactional_id": tid,
+            "coordinator": listed[0]["coordinator"],
+            "producer_id": pid,
+            "state": "Ongoing",
+        }
+    ]
+    header = cli(bootstrap, "txns", "list").stdout.splitlines()[0].split()
+    assert header == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    d = cli_json(bootstrap, "txns", "describe", "--transactional-id", tid)
+    assert (d["producer_id"], d["producer_epoch"], d["state"], d["partitions"]) == (
+        pid,
+        epoch,
+        "Ongoing",
+        [f"{topic}-0"],
+    )
+    assert d["timeout_ms"] == 900_000 and d["duration_ms"] >= 0
+    producers = cli_json(
+        bootstrap, "txns", "describe-producers", "--topic", topic, "--partition", "0"
+    )
+    (mine,) = [p for p in producers if p["producer_id"] == pid]
+    assert (
+        mine["producer_epoch"] == epoch and mine["current_txn_start_offset"] == 2
+    )  # after data+COMMIT
+    unknown = cli(bootstrap, "txns", "describe", "--transactional-id", "no-such-tid", expect=1)
+    assert "TRANSACTIONAL_ID_NOT_FOUND" in unknown.stderr
+    cli(bootstrap, "txns", "abort", "--topic", topic, "--partition", "0", "--start-offset", "2")
+
+
+def test_txns_find_hanging_and_abort_an_open_transaction(bootstrap: str) -> None:
+    topic = topic_name("cli-hang")
+    tid = topic_name("cli-hang-tid")
+    cli(bootstrap, "topics", "create", topic, "--partitions", "1")
+    base, pid, epoch = open_transaction(bootstrap, topic, tid)
+    # Open but younger than the default 15 minutes: no candidate at all.
+    assert cli_json(bootstrap, "txns", "find-hanging", "--topic", topic) == []
+    # Past a 0-minute bound it is a candidate, but its coordinator knows it and lists the
+    # partition: Kafka's tool does not call that hanging either.
+    assert (
+        cli_json(
+            bootstrap, "txns", "find-hanging", "--topic", topic, "--max-transaction-timeout", "0"
+        )
+        == []
+    )
+    # The open transaction holds the LSO back: nothing at read_committed.
+    assert (
+        cli(bootstrap, "consume", topic, "--from-beginning", "--isolation", "read_committed").stdout
+        == ""
+    )
+    no_match = cli(
+        bootstrap,
+        "txns",
+        "abort",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--start-offset",
+        "99",
+        expect=1,
+    )
+    assert "no open transaction starts at offset 99" in no_match.stderr
+    usage = cli(bootstrap, "txns", "abort", "--topic", topic, "--partition", "0", expect=2)
+    assert "--start-offset" in usage.stderr
+    done = cli_json(
+        bootstrap,
+        "txns",
+        "abort",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--start-offset",
+        str(base),
+    )
+    assert (done["producer_id"], done["producer_epoch"], done["result"]) == (pid, epoch, "ABORT")
+    batches = [
+        json.loads(x)["batch"]
+        for x in cli(
+            bootstrap, "consume", topic, "--from-beginning", "--show-batches", "--json"
+        ).stdout.splitlines()
+        if "batch" in x
+    ]
+    assert [b["marker"] for b in batches] == [None, "ABORT"]
+    producers = cli_json(
+        bootstrap, "txns", "describe-producers", "--topic", topic, "--partition", "0"
+    )
+    assert [p["current_txn_start_offset"] for p in producers if p["producer_id"] == pid] == [-1]
+    # The LSO moved past the aborted records: a read_committed read returns none of them.
+    assert (
+        cli(bootstrap, "consume", topic, "--from-beginning", "--isolation", "read_committed").stdout
+        == ""
+    )
+    # By producer id/epoch/coordinator epoch, as for brokers before 3.0 (-1 becomes 0).
+    base2, pid2, epoch2 = open_transaction(bootstrap, topic, topic_name("cli-hang-tid2"), b"second")
+    cli(
+        bootstrap,
+        "txns",
+        "abort",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--producer-id",
+        str(pid2),
+        "--producer-epoch",
+        str(epoch2),
+        "--coordinator-epoch",
+        "-1",
+    )
+    producers = cli_json(
+        bootstrap, "txns", "describe-producers", "--topic", topic, "--partition", "0"
+    )
+    assert all(p["current_txn_start_offset"] == -1 for p in producers)
+    text = cli(
+        bootstrap,
+        "consume",
+        topic,
+        "--from-beginning",
+        "--isolation",
+        "read_committed",
+        "--show-batches",
+    )
+    assert "marker ABORT" in text.stdout and "second" not in text.stdout and base2 > base

@@ -84,7 +84,18 @@ class Connection:
     def request(self, api_key: int, versions: tuple[int, int], data: Mapping[str, Any]) -> Any:
         return self._exchange(api_key, self.version_for(api_key, *versions), data)
 
-    def _exchange(self, api_key: int, version: int, data: Mapping[str, Any]) -> Any:
+    def request_raw(
+        self, api_key: int, versions: tuple[int, int], data: Mapping[str, Any]
+    ) -> bytes:
+        """The response body undecoded (for a response kio cannot read: see txn_state.py)."""
+        version = self.version_for(api_key, *versions)
+        frame = self._exchange(api_key, version, data, raw=True)
+        assert isinstance(frame, bytes)
+        return frame[4 + (1 if response_class(api_key, version).__flexible__ else 0) :]
+
+    def _exchange(
+        self, api_key: int, version: int, data: Mapping[str, Any], raw: bool = False
+    ) -> Any:
         cls = request_class(api_key, version)
         body = io.BytesIO()
         entity_writer(cls)(body, build(cls, data))
@@ -104,6 +115,8 @@ class Connection:
         (got,) = _CORRELATION.unpack_from(frame, 0)
         if got != cid:
             raise ClientError(f"{self.address} answered request {got}, expected {cid}")
+        if raw:
+            return frame
         rcls = response_class(api_key, version)
         pos = 4 + (1 if rcls.__flexible__ and api_key != API_VERSIONS else 0)
         try:

@@ -60,3 +60,41 @@ def test_produce_parses_commit_by_default_and_abort_when_asked() -> None:
     with pytest.raises(SystemExit) as exc:
         parser.parse_args(["produce", "t", "--commit", "--abort"])
     assert exc.value.code == 2
+
+
+def test_hanging_transactions_follow_kafkas_filter() -> None:
+    from kafkad.cli.txns import hanging_transactions
+
+    def open_txn(topic: str, partition: int) -> dict[str, object]:
+        return {"topic": topic, "partition": partition}
+
+    candidates = {
+        1: [open_txn("t", 0)],  # no transactional id owns producer 1
+        2: [open_txn("t", 0)],  # its id is unknown to the coordinator
+        3: [open_txn("t", 0), open_txn("t", 1)],  # the coordinator's txn has only t-0
+    }
+    owners = {2: "gone", 3: "live"}
+    known: dict[str, set[tuple[str, int]] | None] = {"gone": None, "live": {("t", 0)}}
+    got = hanging_transactions(candidates, owners, known)
+    assert got == [open_txn("t", 0), open_txn("t", 0), open_txn("t", 1)]
+    assert hanging_transactions({3: [open_txn("t", 0)]}, owners, known) == []
+
+
+def test_describe_transactions_v0_is_read_by_hand_with_a_negative_start_time() -> None:
+    from kafkad.client.txn_state import parse_describe_transactions_v0
+
+    # throttle, 1 state: error, "tx1", "Empty", timeout, start -1, pid 7, epoch 2,
+    # 1 topic "t" with partitions [0, 2], then the tagged-field sections
+    body = bytes.fromhex(
+        "00000000 02 0000 04747831 06456d707479 0000ea60 ffffffffffffffff"
+        " 0000000000000007 0002 02 0274 03 00000000 00000002 00 00 00"
+    )
+    (s,) = parse_describe_transactions_v0(body)
+    assert (s.transactional_id, s.state, s.start_time_ms, s.producer_id, s.producer_epoch) == (
+        "tx1",
+        "Empty",
+        -1,
+        7,
+        2,
+    )
+    assert s.partitions == [("t", 0), ("t", 2)]
