@@ -347,3 +347,84 @@ def test_txns_find_hanging_and_abort_an_open_transaction(bootstrap: str) -> None
         "--show-batches",
     )
     assert "marker ABORT" in text.stdout and "second" not in text.stdout and base2 > base
+
+
+def test_groups_describe_lag_vs_lso_reset_and_delete(bootstrap: str) -> None:
+    from confluent_kafka import Consumer
+
+    topic = topic_name("cli-groups")
+    group = topic_name("cli-group")
+    cli(bootstrap, "topics", "create", topic, "--partitions", "1")
+    cli(bootstrap, "produce", topic, "--partition", "0", stdin="a\nb\nc\n")
+    open_transaction(bootstrap, topic, topic_name("cli-group-tid"))  # offset 3, never ended
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "client.id": "cli-test",
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        got = 0
+        while got < 2:
+            msg = consumer.poll(5.0)
+            assert msg is not None, "no record within 5 s"
+            got += 0 if msg.error() else 1
+        consumer.commit(asynchronous=False)
+        d = cli_json(bootstrap, "groups", "describe", group)
+        assert d["state"] == "Stable" and d["protocol"]
+        (member,) = d["members"]
+        assert member["client_id"] == "cli-test" and member["assignment"] == [f"{topic}-0"]
+        (o,) = d["offsets"]
+        assert (o["committed"], o["high_watermark"], o["last_stable_offset"]) == (2, 4, 3)
+        assert (o["lag"], o["lag_lso"], o["member_id"]) == (2, 1, member["member_id"])
+        text = cli(bootstrap, "groups", "describe", group).stdout
+        assert "LAG(LSO)" in text and f"{topic}-0" in text
+        refused = cli(
+            bootstrap,
+            "groups",
+            "reset-offsets",
+            group,
+            "--topic",
+            topic,
+            "--to-earliest",
+            "--execute",
+            expect=1,
+        )
+        assert "Stable" in refused.stderr and "inactive" in refused.stderr
+        assert {"group": group, "state": "Stable", "protocol_type": "consumer"} in cli_json(
+            bootstrap, "groups", "list"
+        )
+    finally:
+        consumer.close()
+    dry = cli_json(bootstrap, "groups", "reset-offsets", group, "--topic", topic, "--to-earliest")
+    assert dry["executed"] is False and dry["offsets"] == [
+        {"topic": topic, "partition": 0, "current": 2, "new": 0}
+    ]
+    assert (
+        cli_json(bootstrap, "groups", "describe", group)["offsets"][0]["committed"] == 2
+    )  # dry run
+    for flags, new in (
+        (["--shift-by", "-1"], 1),
+        (["--to-offset", "99"], 4),
+        (["--to-latest"], 4),
+        (["--to-datetime", "2000-01-01T00:00:00.000"], 0),
+    ):
+        done = cli_json(
+            bootstrap,
+            "groups",
+            "reset-offsets",
+            group,
+            "--topic",
+            f"{topic}:0",
+            *flags,
+            "--execute",
+        )
+        assert done["offsets"][0]["new"] == new, flags
+        assert cli_json(bootstrap, "groups", "describe", group)["offsets"][0]["committed"] == new
+    assert cli_json(bootstrap, "groups", "delete", group) == {"deleted": [group]}
+    gone = cli(bootstrap, "groups", "describe", group, expect=1)
+    assert "GROUP_ID_NOT_FOUND" in gone.stderr

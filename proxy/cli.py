@@ -4,7 +4,7 @@
                  [--config server.properties] [--set name=value ...] [--log-level LEVEL]
     kafkad healthcheck [--bootstrap HOST:PORT] [--timeout SECONDS]
     kafkad --version
-    kafkad topics|produce|consume|txns ...   (a protocol client: kafkad/cli, see its --help)
+    kafkad topics|produce|consume|groups|txns ...   (a protocol client: kafkad/cli, see its --help)
 
 Each option also reads an environment variable (KAFKAD_LISTEN, KAFKAD_ADVERTISE,
 KAFKAD_DATA_DIR, KAFKAD_CONFIG, KAFKAD_LOG_LEVEL); broker configs read KAFKAD_<NAME> (see
@@ -32,6 +32,7 @@ if (__name__ == "__main__" or Path(sys.argv[0]).name == "kafkad") and sys.argv[1
     ["topics"],
     ["produce"],
     ["consume"],
+    ["groups"],
     ["txns"],
 ):
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]  # (see below)
@@ -65,7 +66,7 @@ from proxy.listeners import WILDCARD_HOSTS
 from proxy.server import serve_until_signal
 from storage.api import StorageError
 
-CLIENT_NOUNS = ("topics", "produce", "consume", "txns")
+CLIENT_NOUNS = ("topics", "produce", "consume", "groups", "txns")
 _BIND_ERRORS = (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 

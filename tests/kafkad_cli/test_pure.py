@@ -98,3 +98,22 @@ def test_describe_transactions_v0_is_read_by_hand_with_a_negative_start_time() -
         2,
     )
     assert s.partitions == [("t", 0), ("t", 2)]
+
+
+def test_consumer_assignment_decodes_and_reset_plans_clamp() -> None:
+    import struct
+
+    from kafkad.cli.groups import decode_assignment, parse_datetime_ms, plan_offset
+
+    data = struct.pack(">hih1siii", 0, 1, 1, b"t", 2, 0, 3) + struct.pack(">i", -1)
+    assert decode_assignment(data) == [("t", 0), ("t", 3)]
+    assert decode_assignment(b"") == []
+    assert plan_offset("to_earliest", None, 5, 2, 9, None) == 2
+    assert plan_offset("to_latest", None, 5, 2, 9, None) == 9
+    assert plan_offset("to_offset", 100, 5, 2, 9, None) == 9
+    assert plan_offset("shift_by", -10, 5, 2, 9, None) == 2
+    assert plan_offset("shift_by", 1, None, 2, 9, None) == 9
+    assert plan_offset("to_datetime", None, 5, 2, 9, -1) == 9
+    assert plan_offset("to_datetime", None, 5, 2, 9, 4) == 4
+    assert parse_datetime_ms("1970-01-01T00:00:01.500") == 1500
+    assert parse_datetime_ms("1970-01-01T01:00:00+01:00") == 0
