@@ -428,3 +428,57 @@ def test_groups_describe_lag_vs_lso_reset_and_delete(bootstrap: str) -> None:
     assert cli_json(bootstrap, "groups", "delete", group) == {"deleted": [group]}
     gone = cli(bootstrap, "groups", "describe", group, expect=1)
     assert "GROUP_ID_NOT_FOUND" in gone.stderr
+
+
+def test_verify_a_clean_exactly_once_topic(bootstrap: str) -> None:
+    topic = topic_name("cli-verify-clean")
+    tid = topic_name("cli-verify-tid")
+    cli(bootstrap, "topics", "create", topic, "--partitions", "2")
+    cli(bootstrap, "produce", topic, "--key-separator", ":", stdin="a:1\nb:2\nc:3\n")
+    cli(bootstrap, "produce", topic, "--partition", "0", stdin="more\n")
+    cli(bootstrap, "produce", topic, "--partition", "0", "--transactional-id", tid, stdin="x\n")
+    cli(
+        bootstrap,
+        "produce",
+        topic,
+        "--partition",
+        "0",
+        "--transactional-id",
+        tid,
+        "--abort",
+        stdin="y\n",
+    )
+    got = cli_json(bootstrap, "verify", topic)
+    assert got["clean"] is True and got["findings"] == []
+    assert sum(p["committed_records"] for p in got["partitions"]) == 5
+    assert cli(bootstrap, "verify", topic).stdout.rstrip().endswith(f"{topic}: clean")
+
+
+def test_verify_finds_a_transaction_without_marker_and_the_lso_it_holds(bootstrap: str) -> None:
+    topic = topic_name("cli-verify-open")
+    cli(bootstrap, "topics", "create", topic, "--partitions", "1")
+    cli(bootstrap, "produce", topic, stdin="before\n")
+    base, pid, _ = open_transaction(bootstrap, topic, topic_name("cli-verify-open-tid"))
+    # Within the default 15-minute bound an open transaction is not a finding.
+    assert cli_json(bootstrap, "verify", topic)["clean"] is True
+    proc = cli(bootstrap, "verify", topic, "--max-transaction-timeout", "0", "--json", expect=1)
+    found = json.loads(proc.stdout)["findings"]
+    assert [f["kind"] for f in found] == ["open_transaction", "stuck_lso"]
+    assert (
+        f"producer {pid} epoch 0: transaction from offset {base} has no marker"
+        in found[0]["detail"]
+    )
+    text = cli(bootstrap, "verify", topic, "--max-transaction-timeout", "0", expect=1).stdout
+    assert "open_transaction" in text and "stuck_lso" in text
+    cli(
+        bootstrap,
+        "txns",
+        "abort",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--start-offset",
+        str(base),
+    )
+    assert cli_json(bootstrap, "verify", topic, "--max-transaction-timeout", "0")["clean"] is True

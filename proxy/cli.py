@@ -4,7 +4,7 @@
                  [--config server.properties] [--set name=value ...] [--log-level LEVEL]
     kafkad healthcheck [--bootstrap HOST:PORT] [--timeout SECONDS]
     kafkad --version
-    kafkad topics|produce|consume|groups|txns ...   (a protocol client: kafkad/cli, see its --help)
+    kafkad topics|produce|consume|groups|txns|verify ...   (a protocol client: kafkad/cli)
 
 Each option also reads an environment variable (KAFKAD_LISTEN, KAFKAD_ADVERTISE,
 KAFKAD_DATA_DIR, KAFKAD_CONFIG, KAFKAD_LOG_LEVEL); broker configs read KAFKAD_<NAME> (see
@@ -34,6 +34,7 @@ if (__name__ == "__main__" or Path(sys.argv[0]).name == "kafkad") and sys.argv[1
     ["consume"],
     ["groups"],
     ["txns"],
+    ["verify"],
 ):
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]  # (see below)
     from kafkad.cli import main as _client_main
@@ -66,7 +67,7 @@ from proxy.listeners import WILDCARD_HOSTS
 from proxy.server import serve_until_signal
 from storage.api import StorageError
 
-CLIENT_NOUNS = ("topics", "produce", "consume", "groups", "txns")
+CLIENT_NOUNS = ("topics", "produce", "consume", "groups", "txns", "verify")
 _BIND_ERRORS = (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 

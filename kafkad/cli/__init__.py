@@ -12,15 +12,15 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from kafkad.cli import consume, groups, produce, topics, txns
+from kafkad.cli import consume, groups, produce, topics, txns, verify
 from kafkad.cli.options import UsageError, bootstrap_default
 from kafkad.client.cluster import Client
 from kafkad.client.errors import ClientError
 
 __all__ = ["NOUNS", "main"]
 
-NOUNS = ("topics", "produce", "consume", "groups", "txns")
-_MODULES = (topics, produce, consume, groups, txns)
+NOUNS = ("topics", "produce", "consume", "groups", "txns", "verify")
+_MODULES = (topics, produce, consume, groups, txns, verify)
 
 Run = Callable[[argparse.Namespace, Client], int]
 
