@@ -215,6 +215,12 @@ def open_transaction(
         return base, producer.producer_id, producer.producer_epoch
 
 
+def abort_at(bootstrap: str, topic: str, start_offset: int, *flags: str) -> Any:
+    """``kafkad txns abort`` of partition 0's open transaction starting at ``start_offset``."""
+    args = ("txns", "abort", "--topic", topic, "--partition", "0")
+    return cli_json(bootstrap, *args, "--start-offset", str(start_offset), *flags)
+
+
 def test_txns_list_describe_and_describe_producers(bootstrap: str) -> None:
     topic = topic_name("cli-txns")
     tid = topic_name("cli-txns-tid")
@@ -287,17 +293,7 @@ def test_txns_find_hanging_and_abort_an_open_transaction(bootstrap: str) -> None
     assert "no open transaction starts at offset 99" in no_match.stderr
     usage = cli(bootstrap, "txns", "abort", "--topic", topic, "--partition", "0", expect=2)
     assert "--start-offset" in usage.stderr
-    done = cli_json(
-        bootstrap,
-        "txns",
-        "abort",
-        "--topic",
-        topic,
-        "--partition",
-        "0",
-        "--start-offset",
-        str(base),
-    )
+    done = abort_at(bootstrap, topic, base)
     assert (done["producer_id"], done["producer_epoch"], done["result"]) == (pid, epoch, "ABORT")
     batches = [
         json.loads(x)["batch"]
@@ -470,15 +466,5 @@ def test_verify_finds_a_transaction_without_marker_and_the_lso_it_holds(bootstra
     )
     text = cli(bootstrap, "verify", topic, "--max-transaction-timeout", "0", expect=1).stdout
     assert "open_transaction" in text and "stuck_lso" in text
-    cli(
-        bootstrap,
-        "txns",
-        "abort",
-        "--topic",
-        topic,
-        "--partition",
-        "0",
-        "--start-offset",
-        str(base),
-    )
+    abort_at(bootstrap, topic, base)
     assert cli_json(bootstrap, "verify", topic, "--max-transaction-timeout", "0")["clean"] is True

@@ -38,7 +38,8 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(list(argv))
     run: Run | None = getattr(args, "run", None)
     if run is None:  # a noun without a verb
-        parser.parse_args([*argv, "--help"])
+        words = " ".join(a for a in argv if not a.startswith("-"))
+        print(f"kafkad: `kafkad {words}` needs a verb (see kafkad {words} --help)", file=sys.stderr)
         return 2
     try:
         with Client(args.bootstrap_server or bootstrap_default(), args.timeout) as client:

@@ -189,4 +189,6 @@ class Client:
             except KafkaError as exc:
                 if not exc.retriable or time.monotonic() + 0.1 > self.deadline:
                     raise
+                if exc.code in (5, 6):  # LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER
+                    self._topics.clear()  # leader() asks Metadata again
             time.sleep(0.1)

@@ -117,3 +117,15 @@ def test_consumer_assignment_decodes_and_reset_plans_clamp() -> None:
     assert plan_offset("to_datetime", None, 5, 2, 9, 4) == 4
     assert parse_datetime_ms("1970-01-01T00:00:01.500") == 1500
     assert parse_datetime_ms("1970-01-01T01:00:00+01:00") == 0
+
+
+def test_proxy_cli_hands_client_nouns_to_kafkad_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    from kafkad.cli import NOUNS
+    from proxy.cli import CLIENT_NOUNS, main
+
+    assert set(CLIENT_NOUNS) == set(NOUNS)
+    assert main(["topics"]) == 2
+    assert "needs a verb" in capsys.readouterr().err
+    assert main(["topics", "list", "--bootstrap-server", "127.0.0.1:1", "--timeout", "2"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("kafkad: cannot reach a broker at 127.0.0.1:1") and "Traceback" not in err
