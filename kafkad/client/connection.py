@@ -75,9 +75,11 @@ class Connection:
         """The highest version in both [low, high] and the broker's range."""
         theirs = self.versions.get(api_key)
         if theirs is None or theirs[1] < low or theirs[0] > high:
+            name = request_class(api_key, low).__name__.removesuffix("Request")
+            offers = f"versions {theirs[0]}-{theirs[1]}" if theirs else "none"
             raise ClientError(
-                f"the broker at {self.address} does not support API {api_key} "
-                f"in versions {low}-{high} (it offers {theirs or 'none'})"
+                f"the broker at {self.address} does not support {name} (API {api_key}) "
+                f"in versions {low}-{high} (UNSUPPORTED_VERSION: it offers {offers})"
             )
         return min(high, theirs[1])
 

@@ -129,3 +129,17 @@ def test_proxy_cli_hands_client_nouns_to_kafkad_cli(capsys: pytest.CaptureFixtur
     assert main(["topics", "list", "--bootstrap-server", "127.0.0.1:1", "--timeout", "2"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("kafkad: cannot reach a broker at 127.0.0.1:1") and "Traceback" not in err
+
+
+def test_an_api_the_broker_lacks_is_named_in_the_error() -> None:
+    from kafkad.client.connection import Connection
+    from kafkad.client.errors import ClientError
+
+    conn = Connection.__new__(Connection)
+    conn.address, conn.versions = "b:1", {61: (0, 0)}
+    assert conn.version_for(61, 0, 0) == 0
+    with pytest.raises(ClientError, match=r"does not support DescribeTransactions \(API 65\)"):
+        conn.version_for(65, 0, 0)
+    conn.versions[65] = (1, 2)
+    with pytest.raises(ClientError, match="UNSUPPORTED_VERSION: it offers versions 1-2"):
+        conn.version_for(65, 0, 0)
