@@ -14,6 +14,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from wire.headers import read_uvarint, skip_tagged_fields
+
 __all__ = ["TxnState", "parse_describe_transactions_v0"]
 
 
@@ -39,14 +41,8 @@ class _Reader:
         return int(value)
 
     def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            byte = self.buf[self.pos]
-            self.pos += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
+        value, self.pos = read_uvarint(self.buf, self.pos, len(self.buf))
+        return value
 
     def length(self) -> int:
         return self.uvarint() - 1  # -1: null
@@ -58,9 +54,7 @@ class _Reader:
         return text
 
     def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.pos += self.uvarint()
+        self.pos = skip_tagged_fields(self.buf, self.pos, len(self.buf))
 
 
 def parse_describe_transactions_v0(body: bytes) -> list[TxnState]:
