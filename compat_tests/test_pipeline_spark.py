@@ -22,6 +22,7 @@ from kafka import KafkaProducer
 
 from compat_tests._support import topic_name
 from compat_tests.txn_support import create, read_all
+from kafkad.client.producing import murmur2, murmur2_partition
 
 pytest.importorskip("pyspark")
 SPARK_TIMEOUT_S = 300
@@ -209,34 +210,10 @@ def test_ledger_example_end_to_end(spark: Any, bootstrap: str, tmp_path: Path) -
     assert batch.balances == report.balances
 
 
-def java_murmur2(key: bytes) -> int:
-    """Kafka's Utils.murmur2 (a signed 32-bit int)."""
-    m, mask = 0x5BD1E995, 0xFFFFFFFF
-    n = len(key)
-    h = (0x9747B28C ^ n) & mask
-    for i in range(n // 4):
-        k = int.from_bytes(key[4 * i : 4 * i + 4], "little")
-        k = (k * m) & mask
-        k ^= k >> 24
-        k = (k * m) & mask
-        h = ((h * m) & mask) ^ k
-    tail = key[n & ~3 :]
-    if len(tail) == 3:
-        h ^= tail[2] << 16
-    if len(tail) >= 2:
-        h ^= tail[1] << 8
-    if tail:
-        h ^= tail[0]
-        h = (h * m) & mask
-    h ^= h >> 13
-    h = (h * m) & mask
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def java_murmur2_partition(key: bytes, partitions: int) -> int:
-    """The Java client's (and Spark's Kafka sink's) partition for a key."""
-    return (java_murmur2(key) & 0x7FFFFFFF) % partitions  # Utils.toPositive
+# Kafka's Utils.murmur2 and the Java client's keyed partition (the kafkad CLI's producer uses
+# the same functions).
+java_murmur2 = murmur2
+java_murmur2_partition = murmur2_partition
 
 
 def test_java_murmur2_reference() -> None:

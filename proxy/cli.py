@@ -4,6 +4,7 @@
                  [--config server.properties] [--set name=value ...] [--log-level LEVEL]
     kafkad healthcheck [--bootstrap HOST:PORT] [--timeout SECONDS]
     kafkad --version
+    kafkad topics|produce|consume|groups|txns|verify ...   (a protocol client: kafkad/cli)
 
 Each option also reads an environment variable (KAFKAD_LISTEN, KAFKAD_ADVERTISE,
 KAFKAD_DATA_DIR, KAFKAD_CONFIG, KAFKAD_LOG_LEVEL); broker configs read KAFKAD_<NAME> (see
@@ -24,7 +25,22 @@ import os
 import sys
 from pathlib import Path
 
-if __name__ == "__main__" or Path(sys.argv[0]).name == "kafkad":
+# Every noun but serve/healthcheck is a protocol client (kafkad/cli): it needs neither trio nor
+# storage, so it is handed over before they are imported and with the GC left alone.
+# (The same nouns as CLIENT_NOUNS below, spelled here because it runs before the imports.)
+if (__name__ == "__main__" or Path(sys.argv[0]).name == "kafkad") and sys.argv[1:2] in (
+    ["topics"],
+    ["produce"],
+    ["consume"],
+    ["groups"],
+    ["txns"],
+    ["verify"],
+):
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]  # (see below)
+    from kafkad.cli import main as _client_main
+
+    sys.exit(_client_main(sys.argv[1:]))
+elif __name__ == "__main__" or Path(sys.argv[0]).name == "kafkad":
     # Run as the broker, not imported by tests: kio imports hypothesis if it is installed (it is
     # in the test extras), and hypothesis creates a .hypothesis/ folder in the working
     # directory. The broker has no use for it; a None entry makes kio's import fail quietly.
@@ -51,6 +67,7 @@ from proxy.listeners import WILDCARD_HOSTS
 from proxy.server import serve_until_signal
 from storage.api import StorageError
 
+CLIENT_NOUNS = ("topics", "produce", "consume", "groups", "txns", "verify")
 _BIND_ERRORS = (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -208,6 +225,11 @@ def _gc_after_imports() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[1:] if argv is None else argv
+    if args_in and args_in[0] in CLIENT_NOUNS:
+        from kafkad.cli import main as client_main
+
+        return client_main(args_in)
     _gc_after_imports()
     args = build_parser().parse_args(argv)
     if args.command == "healthcheck":

@@ -19,6 +19,9 @@ ALLOWED: dict[str, set[str]] = {
     "kafkad": {"kafkad", "proxy", "coordinator", "storage", "wire"},
 }
 FORBIDDEN_THIRD_PARTY = {"wire": {"trio", "socket", "asyncio"}}
+# The `kafkad` console script (proxy/cli.py) hands client nouns to kafkad/cli: the one upward
+# import, the entry point's dispatch (issue 19).
+EXTRA: dict[str, set[str]] = {"proxy/cli.py": {"kafkad"}}
 
 
 def _imports(path: Path) -> set[str]:
@@ -39,7 +42,7 @@ MODULES = sorted(p for layer in OURS for p in (ROOT / layer).rglob("*.py"))
 def test_imports_follow_the_layers(path: Path) -> None:
     layer = path.relative_to(ROOT).parts[0]
     imported = _imports(path)
-    ours = imported & set(OURS)
+    ours = imported & set(OURS) - EXTRA.get(path.relative_to(ROOT).as_posix(), set())
     assert ours <= ALLOWED[layer], f"{path} imports {sorted(ours - ALLOWED[layer])}"
     assert not imported & FORBIDDEN_THIRD_PARTY.get(layer, set())
 

@@ -66,6 +66,8 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from kafkad.eos_rules import stuck_lso
+
 ANOMALIES = (
     "lost_write",
     "torn_txn",
@@ -309,9 +311,9 @@ def check(events: Iterable[Event]) -> Report:
 
     _check_offsets(r, final_offsets, final, sent)
     for e in end_offsets:
-        if int(e["lso"]) < int(e["hw"]):
-            tp = _tp(e["topic"], e["partition"])
-            r.add("stuck_lso", f"{tp}: LSO {e['lso']} < high watermark {e['hw']} after the end")
+        finding = stuck_lso(str(_tp(e["topic"], e["partition"])), int(e["lso"]), int(e["hw"]))
+        if finding is not None:
+            r.add("stuck_lso", finding)
     return r
 
 

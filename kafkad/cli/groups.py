@@ -1,0 +1,361 @@
+"""``kafkad groups list|describe|reset-offsets|delete``.
+
+describe: DescribeGroups (members; each member's assignment decoded from the consumer
+protocol), OffsetFetch (committed offsets), and two ListOffsets per partition: the high
+watermark (read_uncommitted) and the last stable offset (read_committed). ``lag`` is
+HW - committed, ``lag_lso`` LSO - committed: what a read_committed consumer still has to
+read (an open transaction holds the LSO back).
+
+reset-offsets follows Kafka's ConsumerGroupCommand: it plans new offsets (``--to-earliest``,
+``--to-latest``, ``--to-offset N``, ``--shift-by N``, ``--to-datetime``), clamped into
+[log start, log end]; it prints the plan (dry run) unless ``--execute``; it is refused while
+the group has members (state other than Empty or Dead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import struct
+from typing import Any
+
+from kafkad.cli.options import UsageError, add_common
+from kafkad.cli.output import emit
+from kafkad.client.cluster import API, GROUP, Client
+from kafkad.client.errors import ClientError, KafkaError, check
+from kafkad.client.fetching import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, list_offset
+
+
+def register(nouns: Any) -> None:
+    p = nouns.add_parser(
+        "groups", help="consumer groups: list, describe (lag), reset offsets, delete"
+    )
+    verbs = p.add_subparsers(dest="verb", metavar="VERB")
+    v = verbs.add_parser("list", help="every group")
+    _done(v, list_groups)
+    v = verbs.add_parser(
+        "describe", help="members, assignment, committed offsets, lag (HW and LSO)"
+    )
+    v.add_argument("group")
+    _done(v, describe)
+    v = verbs.add_parser("reset-offsets", help="plan (default) or --execute new committed offsets")
+    v.add_argument("group")
+    v.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,P]")
+    to = v.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-offset", type=int, metavar="N")
+    to.add_argument("--shift-by", type=int, metavar="N")
+    to.add_argument(
+        "--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss", help="UTC unless an offset is given"
+    )
+    v.add_argument("--execute", action="store_true", help="commit the plan (default: dry run)")
+    _done(v, reset_offsets)
+    v = verbs.add_parser("delete", help="delete empty groups")
+    v.add_argument("group", nargs="+")
+    _done(v, delete)
+
+
+def _done(parser: argparse.ArgumentParser, run: Any) -> None:
+    add_common(parser)
+    parser.set_defaults(run=run)
+
+
+def decode_assignment(data: bytes) -> list[tuple[str, int]]:
+    """The consumer protocol's Assignment: version i16, [topic string, [partition i32]],
+    user data (ignored). Empty bytes: no assignment."""
+    if not data:
+        return []
+    pos = 2
+    out: list[tuple[str, int]] = []
+    (topics,) = struct.unpack_from(">i", data, pos)
+    pos += 4
+    for _ in range(max(topics, 0)):
+        (size,) = struct.unpack_from(">h", data, pos)
+        topic = data[pos + 2 : pos + 2 + size].decode()
+        pos += 2 + size
+        (count,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        for _ in range(max(count, 0)):
+            out.append((topic, struct.unpack_from(">i", data, pos)[0]))
+            pos += 4
+    return out
+
+
+def list_groups(args: argparse.Namespace, client: Client) -> int:
+    client.metadata([])
+    out = []
+    for node in sorted(client.brokers):
+        resp = client.send(API.LIST_GROUPS, {"states_filter": []}, node)
+        check(int(resp.error_code), f"listing groups on broker {node}")
+        out += [
+            {
+                "group": str(g.group_id),
+                "state": str(getattr(g, "group_state", "")),
+                "protocol_type": str(g.protocol_type),
+            }
+            for g in resp.groups
+        ]
+    out.sort(key=lambda g: g["group"])
+    emit(
+        args.json,
+        out,
+        ("GROUP", "STATE", "PROTOCOL TYPE"),
+        [(g["group"], g["state"], g["protocol_type"]) for g in out],
+    )
+    return 0
+
+
+def _describe_group(client: Client, group: str) -> Any:
+    def once(node: int) -> Any:
+        resp = client.send(API.DESCRIBE_GROUPS, {"groups": [group]}, node)
+        (g,) = resp.groups
+        check(int(g.error_code), f"group {group!r}")
+        return g
+
+    return client.coordinated(group, GROUP, once)
+
+
+def committed_offsets(client: Client, group: str) -> dict[tuple[str, int], int]:
+    def once(node: int) -> dict[tuple[str, int], int]:
+        resp = client.send(
+            API.OFFSET_FETCH, {"group_id": group, "topics": None, "require_stable": False}, node
+        )
+        check(int(getattr(resp, "error_code", 0)), f"fetching offsets of group {group!r}")
+        out = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                check(int(p.error_code), f"group {group!r} offset of {t.name}-{p.partition_index}")
+                if int(p.committed_offset) >= 0:
+                    out[(str(t.name), int(p.partition_index))] = int(p.committed_offset)
+        return out
+
+    return client.coordinated(group, GROUP, once)
+
+
+def describe(args: argparse.Namespace, client: Client) -> int:
+    g = _describe_group(client, args.group)
+    if str(g.group_state) == "Dead":
+        raise KafkaError(69, f"group {args.group!r}")  # GROUP_ID_NOT_FOUND
+    owner: dict[tuple[str, int], str] = {}
+    members = []
+    for m in g.members:
+        assigned = (
+            decode_assignment(bytes(m.member_assignment))
+            if str(g.protocol_type) == "consumer"
+            else []
+        )
+        for tp in assigned:
+            owner[tp] = str(m.member_id)
+        members.append(
+            {
+                "member_id": str(m.member_id),
+                "client_id": str(m.client_id),
+                "host": str(m.client_host),
+                "assignment": [f"{t}-{p}" for t, p in assigned],
+            }
+        )
+    committed = committed_offsets(client, args.group)
+    offsets = []
+    for topic, part in sorted(set(committed) | set(owner)):
+        hw = list_offset(client, topic, part, LATEST, READ_UNCOMMITTED)
+        lso = list_offset(client, topic, part, LATEST, READ_COMMITTED)
+        c = committed.get((topic, part))
+        offsets.append(
+            {
+                "topic": topic,
+                "partition": part,
+                "committed": c,
+                "high_watermark": hw,
+                "last_stable_offset": lso,
+                "lag": None if c is None else max(hw - c, 0),
+                "lag_lso": None if c is None else max(lso - c, 0),
+                "member_id": owner.get((topic, part)),
+            }
+        )
+    data = {
+        "group": args.group,
+        "state": str(g.group_state),
+        "protocol": str(g.protocol_data),
+        "members": members,
+        "offsets": offsets,
+    }
+    if args.json:
+        emit(True, data)
+        return 0
+    protocol = data["protocol"] or "-"
+    print(f"group {args.group}: {data['state']}, {len(members)} member(s), protocol {protocol}")
+    if members:
+        emit(
+            False,
+            None,
+            ("MEMBER", "CLIENT", "HOST", "ASSIGNMENT"),
+            [
+                (m["member_id"], m["client_id"], m["host"], ",".join(m["assignment"]))
+                for m in members
+            ],
+        )
+    keys = (
+        "topic",
+        "partition",
+        "committed",
+        "high_watermark",
+        "last_stable_offset",
+        "lag",
+        "lag_lso",
+        "member_id",
+    )
+    emit(
+        False,
+        None,
+        ("TOPIC", "PARTITION", "COMMITTED", "HW", "LSO", "LAG", "LAG(LSO)", "MEMBER"),
+        [[o[k] for k in keys] for o in offsets],
+    )
+    return 0
+
+
+def parse_datetime_ms(text: str) -> int:
+    """Kafka's reset --to-datetime format (ISO 8601; no zone means UTC here)."""
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise UsageError(f"--to-datetime {text!r}: not YYYY-MM-DDTHH:mm:SS.sss") from exc
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return int(when.timestamp() * 1000)
+
+
+def plan_offset(
+    mode: str, value: int | None, current: int | None, start: int, end: int, at_time: int | None
+) -> int:
+    """A partition's new offset, clamped into [start, end] as ConsumerGroupCommand does."""
+    if mode == "to_earliest":
+        target = start
+    elif mode == "to_latest":
+        target = end
+    elif mode == "to_offset":
+        assert value is not None
+        target = value
+    elif mode == "shift_by":
+        assert value is not None
+        target = (current if current is not None else end) + value
+    else:  # to_datetime: the first offset at or after the time, else the end
+        target = end if at_time is None or at_time < 0 else at_time
+    return min(max(target, start), end)
+
+
+def _partitions(client: Client, specs: list[str]) -> list[tuple[str, int]]:
+    out = []
+    for spec in specs:
+        topic, _, parts = spec.partition(":")
+        info = client.topic(topic)
+        wanted = sorted(info.partitions) if not parts else [int(p) for p in parts.split(",")]
+        for p in wanted:
+            if p not in info.partitions:
+                raise UsageError(f"topic {topic!r} has no partition {p}")
+            out.append((topic, p))
+    return out
+
+
+def reset_offsets(args: argparse.Namespace, client: Client) -> int:
+    g = _describe_group(client, args.group)
+    state = str(g.group_state)
+    if state not in ("Empty", "Dead"):
+        raise ClientError(
+            f"group {args.group!r} is {state} with {len(g.members)} member(s): offsets can only be "
+            "reset when it is inactive (stop its consumers first)"
+        )
+    mode, value = next(
+        (m, v)
+        for m, v in (
+            ("to_earliest", None),
+            ("to_latest", None),
+            ("to_offset", args.to_offset),
+            ("shift_by", args.shift_by),
+            ("to_datetime", None),
+        )
+        if (getattr(args, m) not in (None, False))
+    )
+    when = parse_datetime_ms(args.to_datetime) if args.to_datetime else None
+    committed = committed_offsets(client, args.group)
+    plan = []
+    for topic, part in _partitions(client, args.topic):
+        start = list_offset(client, topic, part, EARLIEST)
+        end = list_offset(client, topic, part, LATEST)
+        at = list_offset(client, topic, part, when) if when is not None else None
+        current = committed.get((topic, part))
+        plan.append(
+            {
+                "topic": topic,
+                "partition": part,
+                "current": current,
+                "new": plan_offset(mode, value, current, start, end, at),
+            }
+        )
+    if args.execute:
+        _commit(client, args.group, plan)
+    emit(
+        args.json,
+        {"group": args.group, "executed": args.execute, "offsets": plan},
+        ("TOPIC", "PARTITION", "CURRENT", "NEW"),
+        [(p["topic"], p["partition"], p["current"], p["new"]) for p in plan],
+    )
+    if not args.execute and not args.json:
+        print("(dry run: add --execute to commit these offsets)")
+    return 0
+
+
+def _commit(client: Client, group: str, plan: list[dict[str, Any]]) -> None:
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for p in plan:
+        topics.setdefault(p["topic"], []).append(
+            {
+                "partition_index": p["partition"],
+                "committed_offset": p["new"],
+                "committed_leader_epoch": -1,
+                "committed_metadata": "",
+            }
+        )
+    data = {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "generation_id": -1,
+        "member_id": "",
+        "retention_time_ms": -1,
+        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+    }
+
+    def once(node: int) -> None:
+        resp = client.send(API.OFFSET_COMMIT, data, node)
+        for t in resp.topics:
+            for p in t.partitions:
+                check(
+                    int(p.error_code),
+                    f"committing group {group!r} offset of {t.name}-{p.partition_index}",
+                )
+
+    client.coordinated(group, GROUP, once)
+
+
+def delete(args: argparse.Namespace, client: Client) -> int:
+    failed: KafkaError | None = None
+    deleted = []
+    for group in args.group:
+
+        def once(node: int, group: str = group) -> int:
+            resp = client.send(API.DELETE_GROUPS, {"groups_names": [group]}, node)
+            (r,) = resp.results
+            code = int(r.error_code)
+            if code in (14, 15, 16):  # retriable coordinator errors
+                check(code, f"deleting group {group!r}")
+            return code
+
+        code = client.coordinated(group, GROUP, once)
+        if code:
+            failed = failed or KafkaError(code, f"deleting group {group!r}")
+        else:
+            deleted.append(group)
+    emit(args.json, {"deleted": deleted}, ("DELETED",), [(g,) for g in deleted])
+    if failed:
+        raise failed
+    return 0

@@ -1,0 +1,145 @@
+"""The CLI's pure parts: tables, option parsing, line splitting, the partitioner hash."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from kafkad.cli import build_parser
+from kafkad.cli.options import DEFAULT_BOOTSTRAP, bootstrap_default, key_value
+from kafkad.cli.output import table
+from kafkad.cli.produce import parse_lines
+from kafkad.client.producing import murmur2, murmur2_partition
+
+
+def test_table_pads_columns_and_prints_none_as_dash() -> None:
+    assert table(("A", "LONGER"), [("xyz", None), (1, 22)]).splitlines() == [
+        "A    LONGER",
+        "xyz  -",
+        "1    22",
+    ]
+
+
+def test_bootstrap_default_reads_the_environment_then_falls_back() -> None:
+    assert bootstrap_default({}) == DEFAULT_BOOTSTRAP == "127.0.0.1:9092"
+    assert bootstrap_default({"KAFKAD_BOOTSTRAP_SERVER": "h:1"}) == "h:1"
+
+
+def test_key_value_keeps_equals_in_the_value_and_refuses_no_name() -> None:
+    assert key_value("a=b=c") == ("a", "b=c")
+    assert key_value("a=") == ("a", "")
+    for bad in ("a", "=b"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            key_value(bad)
+
+
+def test_parse_lines_splits_at_the_first_separator_and_keeps_headers() -> None:
+    msgs = parse_lines(["k:v:w\n", "plain\r\n"], ":", [("h", "1")])
+    assert [(m.key, m.value, m.headers) for m in msgs] == [
+        (b"k", b"v:w", [("h", b"1")]),
+        (None, b"plain", [("h", b"1")]),
+    ]
+
+
+def test_murmur2_matches_kafkas_utils() -> None:
+    # Values from Kafka's UtilsTest.testMurmur2.
+    assert murmur2(b"21") == -973932308
+    assert murmur2(b"foobar") == -790332482
+    assert murmur2(b"a-little-bit-long-string") == -985981536
+    assert murmur2(b"a-little-bit-longer-string") == -1486304829
+    assert murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8") == -58897971
+    assert murmur2(b"abc") == 479470107
+    assert 0 <= murmur2_partition(b"21", 7) < 7
+
+
+def test_produce_parses_commit_by_default_and_abort_when_asked() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["produce", "t"]).abort is False
+    assert parser.parse_args(["produce", "t", "--transactional-id", "x", "--abort"]).abort is True
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(["produce", "t", "--commit", "--abort"])
+    assert exc.value.code == 2
+
+
+def test_hanging_transactions_follow_kafkas_filter() -> None:
+    from kafkad.cli.txns import hanging_transactions
+
+    def open_txn(topic: str, partition: int) -> dict[str, object]:
+        return {"topic": topic, "partition": partition}
+
+    candidates = {
+        1: [open_txn("t", 0)],  # no transactional id owns producer 1
+        2: [open_txn("t", 0)],  # its id is unknown to the coordinator
+        3: [open_txn("t", 0), open_txn("t", 1)],  # the coordinator's txn has only t-0
+    }
+    owners = {2: "gone", 3: "live"}
+    known: dict[str, set[tuple[str, int]] | None] = {"gone": None, "live": {("t", 0)}}
+    got = hanging_transactions(candidates, owners, known)
+    assert got == [open_txn("t", 0), open_txn("t", 0), open_txn("t", 1)]
+    assert hanging_transactions({3: [open_txn("t", 0)]}, owners, known) == []
+
+
+def test_describe_transactions_v0_is_read_by_hand_with_a_negative_start_time() -> None:
+    from kafkad.client.txn_state import parse_describe_transactions_v0
+
+    # throttle, 1 state: error, "tx1", "Empty", timeout, start -1, pid 7, epoch 2,
+    # 1 topic "t" with partitions [0, 2], then the tagged-field sections
+    body = bytes.fromhex(
+        "00000000 02 0000 04747831 06456d707479 0000ea60 ffffffffffffffff"
+        " 0000000000000007 0002 02 0274 03 00000000 00000002 00 00 00"
+    )
+    (s,) = parse_describe_transactions_v0(body)
+    assert (s.transactional_id, s.state, s.start_time_ms, s.producer_id, s.producer_epoch) == (
+        "tx1",
+        "Empty",
+        -1,
+        7,
+        2,
+    )
+    assert s.partitions == [("t", 0), ("t", 2)]
+
+
+def test_consumer_assignment_decodes_and_reset_plans_clamp() -> None:
+    import struct
+
+    from kafkad.cli.groups import decode_assignment, parse_datetime_ms, plan_offset
+
+    data = struct.pack(">hih1siii", 0, 1, 1, b"t", 2, 0, 3) + struct.pack(">i", -1)
+    assert decode_assignment(data) == [("t", 0), ("t", 3)]
+    assert decode_assignment(b"") == []
+    assert plan_offset("to_earliest", None, 5, 2, 9, None) == 2
+    assert plan_offset("to_latest", None, 5, 2, 9, None) == 9
+    assert plan_offset("to_offset", 100, 5, 2, 9, None) == 9
+    assert plan_offset("shift_by", -10, 5, 2, 9, None) == 2
+    assert plan_offset("shift_by", 1, None, 2, 9, None) == 9
+    assert plan_offset("to_datetime", None, 5, 2, 9, -1) == 9
+    assert plan_offset("to_datetime", None, 5, 2, 9, 4) == 4
+    assert parse_datetime_ms("1970-01-01T00:00:01.500") == 1500
+    assert parse_datetime_ms("1970-01-01T01:00:00+01:00") == 0
+
+
+def test_proxy_cli_hands_client_nouns_to_kafkad_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    from kafkad.cli import NOUNS
+    from proxy.cli import CLIENT_NOUNS, main
+
+    assert set(CLIENT_NOUNS) == set(NOUNS)
+    assert main(["topics"]) == 2
+    assert "needs a verb" in capsys.readouterr().err
+    assert main(["topics", "list", "--bootstrap-server", "127.0.0.1:1", "--timeout", "2"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("kafkad: cannot reach a broker at 127.0.0.1:1") and "Traceback" not in err
+
+
+def test_an_api_the_broker_lacks_is_named_in_the_error() -> None:
+    from kafkad.client.connection import Connection
+    from kafkad.client.errors import ClientError
+
+    conn = Connection.__new__(Connection)
+    conn.address, conn.versions = "b:1", {61: (0, 0)}
+    assert conn.version_for(61, 0, 0) == 0
+    with pytest.raises(ClientError, match=r"does not support DescribeTransactions \(API 65\)"):
+        conn.version_for(65, 0, 0)
+    conn.versions[65] = (1, 2)
+    with pytest.raises(ClientError, match="UNSUPPORTED_VERSION: it offers versions 1-2"):
+        conn.version_for(65, 0, 0)
