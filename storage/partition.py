@@ -16,10 +16,11 @@ after the log append returned, so a failed write leaves it untouched.
 
 Producer-state durability: a snapshot (``storage/producer_snapshot.py``) is written when the
 log rolls (taken at the new segment's base offset, before the batch that caused the roll is
-applied) and by ``take_snapshot`` at clean shutdown. ``load_producer_state`` rebuilds the state
-when the partition is opened: the newest valid snapshot between the log start and end offsets,
-then a replay of the batch headers after it (records are never decoded). Only the two newest
-snapshots are kept.
+applied), at the high watermark before ``delete_records`` moves the log start offset (so
+producers whose batches it deleted survive a crash), and by ``take_snapshot`` at clean
+shutdown. ``load_producer_state`` rebuilds the state when the partition is opened: the
+newest valid snapshot between the log start and end offsets, then a replay of the batch
+headers after it (records are never decoded). Only the two newest snapshots are kept.
 
 kafkad is a single-replica broker: the high watermark is the log end offset once the append
 that moved it is complete. As in Kafka (whose single-replica high watermark moves after
@@ -87,6 +88,7 @@ _CRC = struct.Struct(">I")
 LEADER_EPOCH = 0  # one node, never re-elected: every partition stays at leader epoch 0
 SNAPSHOTS_KEPT = 2
 REPLAY_READ_BYTES = 8 * 1024 * 1024
+DELETE_TO_HIGH_WATERMARK = -1  # DeleteRecords' offset meaning "the high watermark"
 
 
 def _read_marker(tp: TopicPartition, batch: bytes) -> tuple[bool, int] | None:
@@ -370,7 +372,39 @@ class Partition:
         self.producers.truncate_aborted(self.log.log_start_offset)
         return deleted
 
+    async def delete_records(self, offset: int) -> int | ErrorCode:
+        """DeleteRecords (Kafka's ``Partition.deleteRecordsOnLeader`` and
+        ``UnifiedLog.maybeIncrementLogStartOffset``): move the log start offset up to
+        ``offset`` (``DELETE_TO_HIGH_WATERMARK``, -1, is the high watermark) and return the low
+        watermark, which on one replica is the log start offset. Refusals, in Kafka's order:
+        POLICY_VIOLATION when ``cleanup.policy`` lacks ``delete``; OFFSET_OUT_OF_RANGE for any
+        other negative offset or one past the high watermark. An offset at or below the log
+        start changes nothing and answers the current start. Raises ``StorageError``.
+
+        Producer state is kept, as Kafka keeps it in memory (``onLogStartOffsetIncremented``
+        only forgets unreplicated transactions): an open transaction whose first offset is now
+        below the start stays open, and the LSO is clamped to the start until its marker
+        comes (``last_stable_offset``). Aborted-index entries that end below the start go.
+        Deviation (stronger than Kafka): before the start moves, the producer state is
+        snapshotted at the high watermark, so a ``kill -9`` right after does not lose the
+        state of producers whose batches were all deleted (Kafka's ``truncateAndReload`` then
+        replays from the new start and forgets them: UNKNOWN_PRODUCER_ID, or an open
+        transaction no longer holding the LSO back)."""
+        if not self.config.delete:
+            return ErrorCode.policy_violation
+        target = self._high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
+        if target < 0 or target > self._high_watermark:
+            return ErrorCode.offset_out_of_range
+        if target > self.log.log_start_offset:
+            async with self._lock:
+                at = self._high_watermark
+                await self._write_snapshot(at, self._encode_snapshot(at))
+            await self.delete_before(target)
+        return self.log.log_start_offset
+
     async def delete_before(self, offset: int) -> None:
+        """Move the log start offset (the log deletes the segments wholly below it), then
+        forget aborted transactions that ended below it."""
         await self.log.delete_before(offset)
         self.producers.truncate_aborted(self.log.log_start_offset)
 
