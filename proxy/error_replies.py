@@ -118,6 +118,13 @@ def _delete_topics(e: _Echo, req: Any) -> dict[str, Any]:
     return {"responses": tuple(e.DeletableTopicResult(name=n) for n in names)}
 
 
+def _delete_records(e: _Echo, req: Any) -> dict[str, Any]:
+    topics = _topic_partitions(
+        e, "DeleteRecordsTopicResult", "DeleteRecordsPartitionResult", req.topics
+    )
+    return {"topics": topics}
+
+
 def _create_partitions(e: _Echo, req: Any) -> dict[str, Any]:
     return {"results": tuple(e.CreatePartitionsTopicResult(name=t.name) for t in req.topics)}
 
@@ -243,6 +250,7 @@ ECHOES: dict[int, Callable[[_Echo, Any], dict[str, Any]]] = {
     28: _txn_offset_commit,
     19: _create_topics,
     20: _delete_topics,
+    21: _delete_records,
     32: _describe_configs,
     33: _alter_configs,
     37: _create_partitions,

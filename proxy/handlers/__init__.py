@@ -8,6 +8,7 @@ from proxy.handlers import (  # noqa: F401
     create_partitions,
     create_topics,
     delete_groups,
+    delete_records,
     delete_topics,
     describe_cluster,
     describe_configs,
