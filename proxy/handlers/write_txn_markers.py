@@ -22,6 +22,7 @@ transaction aborted this way on a partition stays as it is at the coordinator, a
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
 from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest
 from kio.schema.write_txn_markers.v1.response import (
     WritableTxnMarkerPartitionResult,
@@ -35,8 +36,34 @@ from proxy.registry import handler
 from storage.api import TopicPartition
 
 
+def _error_reply(req: WriteTxnMarkersRequest, code: ErrorCode) -> WriteTxnMarkersResponse:
+    """Every partition of every marker carrying ``code`` (Kafka's getErrorResponse)."""
+    return WriteTxnMarkersResponse(
+        markers=tuple(
+            WritableTxnMarkerResult(
+                producer_id=m.producer_id,
+                topics=tuple(
+                    WritableTxnMarkerTopicResult(
+                        name=t.name,
+                        partitions=tuple(
+                            WritableTxnMarkerPartitionResult(partition_index=i, error_code=code)
+                            for i in t.partition_indexes
+                        ),
+                    )
+                    for t in m.topics
+                ),
+            )
+            for m in req.markers
+        )
+    )
+
+
 @handler(
-    api_key=27, versions=(1, 1), request=WriteTxnMarkersRequest, response=WriteTxnMarkersResponse
+    api_key=27,
+    versions=(1, 1),
+    request=WriteTxnMarkersRequest,
+    response=WriteTxnMarkersResponse,
+    error_reply=_error_reply,
 )
 async def write_txn_markers(
     ctx: RequestContext, req: WriteTxnMarkersRequest
