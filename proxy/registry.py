@@ -14,9 +14,11 @@ register:
   ``AbstractRequest.getErrorResponse``): the request's items echoed back carrying the error, so
   a client can tell which items failed. Without one, every error code in the response is set
   and every list left empty;
-- ``upgrade(old_request)``: fields of the newest request for fields only older versions have
-  (e.g. LeaveGroup v0-2's one ``member_id``), and ``downgrade(response, old_request, version)``
-  the other way, for fields only older versions' responses have.
+- ``upgrade(old_request, version)``: fields of the newest request for fields only older
+  versions have (e.g. LeaveGroup v0-2's one ``member_id``), and ``downgrade(response,
+  old_request, version)`` the other way, for fields only older versions' responses have (those
+  the client's version lacks are left out). Both run for every version below the newest, so
+  each checks the version it is given.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 HandlerFn = Callable[["RequestContext", Req], Awaitable[Resp | NoResponse]]
-Upgrade = Callable[[Any], Mapping[str, Any]]
+Upgrade = Callable[[Any, int], Mapping[str, Any]]
 Downgrade = Callable[[Resp, Any, int], Mapping[str, Any]]
 
 
@@ -60,7 +62,7 @@ class Handler(Generic[Req, Resp]):
         """The request as the handler takes it (the newest version's class)."""
         if type(body) is self.request:
             return body
-        extra = self.upgrade(body) if self.upgrade is not None else {}
+        extra = {} if self.upgrade is None else self.upgrade(body, int(body.__version__))
         return convert(body, self.request, **extra)
 
     def write(self, response: Resp, body: Any, version: int) -> Any:

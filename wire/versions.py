@@ -163,25 +163,39 @@ def _build_converter(src: Any, dst: Any) -> Callable[[Any], Any]:
             filled[name] = _zero_of(field, dst_hints[name])
     plan: _Plan = tuple(copied)
 
-    def convert(obj: Any) -> Any:
+    def move(obj: Any) -> Any:
         kwargs = dict(filled)
         for name, fn in plan:
             value = getattr(obj, name)
             kwargs[name] = value if fn is None else fn(value)
         return dst(**kwargs)
 
-    return convert
+    return move
 
 
 def convert(obj: Any, cls: type[T], **fields: Any) -> T:
     """``obj`` (a kio entity of one version) as an entity of ``cls`` (another version's class of
-    the same message); ``fields`` override what is copied (an upgrade/downgrade hook's part)."""
+    the same message); ``fields`` override what is copied (an upgrade/downgrade hook's part),
+    their entities converted into ``cls``'s classes the same way; those ``cls`` lacks are left
+    out (a hook may name every field its old versions have)."""
     if type(obj) is cls and not fields:
         return obj
     converted = _converter(type(obj), cls)(obj)
     if fields:
+        hints = _hints(cls)
+        fields = {name: _coerce(v, hints[name]) for name, v in fields.items() if name in hints}
         converted = dataclasses.replace(converted, **fields)
     return typing.cast(T, converted)
+
+
+def _coerce(value: Any, hint: Any) -> Any:
+    """An override's entities (of any version) in the classes of the field they go into."""
+    inner, _, many = _unwrap(hint)
+    if value is None or not _is_entity(inner):
+        return value
+    if many:
+        return tuple(convert(v, inner) for v in value)
+    return convert(value, inner)
 
 
 def error_response(cls: type[T], code: ErrorCode) -> T:
@@ -200,6 +214,10 @@ def error_response(cls: type[T], code: ErrorCode) -> T:
             else:
                 kwargs[name] = _zero_of(field, hints[name])
     return cls(**kwargs)
+
+
+def _is_entity(tp: Any) -> bool:
+    return dataclasses.is_dataclass(tp)
 
 
 def removed_fields(old: type, newest: type) -> list[str]:

@@ -26,9 +26,9 @@ from wire.values import NO_THROTTLE
 GROUP, TRANSACTION = 0, 1
 
 
-def _one_key(old: Any) -> Mapping[str, Any]:
+def _one_key(old: Any, version: int) -> Mapping[str, Any]:
     """v0-3 ask for one key (``key``), v4 for a list (``coordinator_keys``)."""
-    return {"coordinator_keys": (old.key,)}
+    return {"coordinator_keys": (old.key,)} if version < 4 else {}
 
 
 def _top_level(resp: FindCoordinatorResponse, _old: Any, _version: int) -> Mapping[str, Any]:

@@ -23,14 +23,14 @@ from wire.values import NO_THROTTLE
 log = logging.getLogger("kafkad.group")
 
 
-def _one_member(old: Any) -> Mapping[str, Any]:
+def _one_member(old: Any, version: int) -> Mapping[str, Any]:
     """v0-2 name one leaving member (``member_id``), v3+ a list (Kafka's ``members()``)."""
-    return {"members": (MemberIdentity(member_id=old.member_id),)}
+    return {"members": (MemberIdentity(member_id=old.member_id),)} if version < 3 else {}
 
 
-def _one_code(resp: LeaveGroupResponse, _old: Any, _version: int) -> Mapping[str, Any]:
+def _one_code(resp: LeaveGroupResponse, _old: Any, version: int) -> Mapping[str, Any]:
     """v0-2 answer one code: the group's error, else the member's (Kafka's ``getError``)."""
-    if resp.error_code is ErrorCode.none and resp.members:
+    if version < 3 and resp.error_code is ErrorCode.none and resp.members:
         return {"error_code": resp.members[0].error_code}
     return {}
 

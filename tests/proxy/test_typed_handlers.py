@@ -16,6 +16,11 @@ from wire.values import NO_THROTTLE
 from wire.versions import removed_fields
 
 PAIRS = [(k, v) for k, (lo, hi) in served().items() for v in range(lo, hi)]
+# Old-version request fields the newest request has no place for, and who reads them instead.
+READ_ELSEWHERE = {
+    3: {"include_cluster_authorized_operations"},  # Metadata v8-10: its downgrade hook
+    8: {"retention_time"},  # OffsetCommit v2-4: not used (offsets expire by the broker's config)
+}
 
 
 @pytest.mark.parametrize(("api_key", "version"), PAIRS)
@@ -23,7 +28,8 @@ def test_fields_only_old_versions_have_are_mapped_by_the_handler(
     api_key: int, version: int
 ) -> None:
     entry = REGISTRY[api_key]
-    if removed_fields(request_class(api_key, version), entry.request):
+    lost = set(removed_fields(request_class(api_key, version), entry.request))
+    if lost - READ_ELSEWHERE.get(api_key, set()):
         assert entry.upgrade is not None, f"api {api_key} v{version}: request fields lost"
     if removed_fields(response_class(api_key, version), entry.response):
         assert entry.downgrade is not None, f"api {api_key} v{version}: response fields lost"
