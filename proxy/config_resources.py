@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -15,30 +15,51 @@ from proxy.broker import Broker
 TOPIC, BROKER = 2, 4
 
 
+class _NamedConfig(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class ConfigResource(Protocol):
+    """A resource of an AlterConfigs or an IncrementalAlterConfigs request."""
+
+    @property
+    def resource_type(self) -> int: ...
+    @property
+    def resource_name(self) -> str: ...
+    @property
+    def configs(self) -> Sequence[_NamedConfig]: ...
+
+
+Resource = TypeVar("Resource", bound=ConfigResource)
+Answer = TypeVar("Answer")
+
+
 async def answer_each_resource(
     broker: Broker,
-    b: Any,
-    resources: Sequence[Any],
-    alter: Callable[[Any], Awaitable[tuple[ErrorCode, str | None]]],
-) -> tuple[Any, ...]:
-    """Every resource's answer, in request order: its refusal if it is refused before its
-    configs are read (``refuse_resource``), else what ``alter(resource)`` answers."""
+    resources: Sequence[Resource],
+    alter: Callable[[Resource], Awaitable[tuple[ErrorCode, str | None]]],
+    answer: Callable[[Resource, ErrorCode, str | None], Answer],
+) -> tuple[Answer, ...]:
+    """Every resource's answer (``answer(resource, code, message)``: each API's own response
+    entity), in request order: its refusal if it is refused before its configs are read
+    (``refuse_resource``), else what ``alter(resource)`` answers."""
     seen = resource_counts(resources)
     responses = []
     for res in resources:
         refused = refuse_resource(broker, res, seen)
         code, message = refused if refused is not None else await alter(res)
-        responses.append(resource_response(b, res, code, message))
+        responses.append(answer(res, code, message))
     return tuple(responses)
 
 
-def resource_counts(resources: Sequence[Any]) -> Counter[tuple[int, str]]:
+def resource_counts(resources: Sequence[ConfigResource]) -> Counter[tuple[int, str]]:
     """How often each (type, name) appears in one request."""
     return Counter((r.resource_type, r.resource_name) for r in resources)
 
 
 def refuse_resource(
-    broker: Broker, res: Any, seen: Counter[tuple[int, str]]
+    broker: Broker, res: ConfigResource, seen: Counter[tuple[int, str]]
 ) -> tuple[ErrorCode, str] | None:
     """The error for ``res`` if it is refused before its configs are read, else None."""
     if seen[(res.resource_type, res.resource_name)] > 1:
@@ -51,13 +72,3 @@ def refuse_resource(
     if broker.topics.get(res.resource_name) is None:
         return ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist"
     return None
-
-
-def resource_response(b: Any, res: Any, code: ErrorCode, message: str | None) -> Any:
-    """One resource's answer (both APIs share the AlterConfigsResourceResponse shape)."""
-    return b.AlterConfigsResourceResponse(
-        error_code=code,
-        error_message=message,
-        resource_type=res.resource_type,
-        resource_name=res.resource_name,
-    )

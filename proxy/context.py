@@ -1,13 +1,12 @@
-"""What a handler gets besides its request: the header, the broker and a response builder."""
+"""What a handler gets besides its request: the header (and so the version the client spoke),
+the broker, the client's address and the listener the request came in on."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING
 
-from proxy.build import Builder
-from wire.codec import RequestHeader, response_class
+from wire.codec import RequestHeader
 
 if TYPE_CHECKING:
     from proxy.broker import Broker
@@ -33,12 +32,5 @@ class RequestContext:
 
     @property
     def version(self) -> int:
+        """The version the client spoke (the handler sees the newest version's classes)."""
         return self.header.api_version
-
-    @cached_property
-    def b(self) -> Builder:
-        """Builder over the kio module of this request's response version."""
-        import sys
-
-        cls = response_class(self.header.api_key, self.header.api_version)
-        return Builder(sys.modules[cls.__module__])

@@ -32,18 +32,19 @@ from kio.schema.errors import ErrorCode
 import proxy.handlers  # noqa: F401  (registers every handler module before the table is read)
 from proxy.broker import Broker
 from proxy.context import RequestContext
-from proxy.error_replies import error_reply
 from proxy.fault_injection import Fault
 from proxy.outcomes import NO_RESPONSE, CloseConnection
-from proxy.registry import REGISTRY, advertised, served
+from proxy.registry import REGISTRY, Handler, advertised, served
 from storage.api import NEVER, StorageError
 from wire.codec import (
     RequestHeader,
     api_versions_fallback,
     decode_request,
     encode_response,
+    response_class,
 )
 from wire.errors import UnsupportedVersion
+from wire.versions import error_response
 
 log = logging.getLogger("kafkad.dispatch")
 
@@ -115,20 +116,32 @@ class Dispatcher:
             (fault is not None and fault.delay_ms) or self.may_park(header.api_key, body)
         ):
             await before_wait()
+        entry = REGISTRY[header.api_key]
+        try:
+            req = entry.read(body)
+        except Exception:  # a bug in a version conversion: this request fails, nothing else
+            log.exception(
+                "api %d v%d: request conversion failed", header.api_key, header.api_version
+            )
+            resp_cls = response_class(header.api_key, header.api_version)
+            return encode_response(header, error_response(resp_cls, ErrorCode.unknown_server_error))
         if fault is not None and not fault.none:
             injected = await self._inject(fault, header, body)
             if injected is not None:
-                return encode_response(header, injected)
+                return encode_response(header, _error_reply(entry, header, req, body, injected))
         ctx = RequestContext(header, self.broker, peer, listener)
         started = time.perf_counter()
         try:
-            response = await REGISTRY[header.api_key].fn(ctx, body)
+            answer = await entry.fn(ctx, req)
+            response = (
+                answer if answer is NO_RESPONSE else entry.write(answer, body, header.api_version)
+            )
         except CloseConnection:
             raise
         except StorageError as exc:  # e.g. a read from a log that went offline
             log.error("api %d v%d: storage error: %s", header.api_key, header.api_version, exc)
             _no_error_reply_for_acks0(header, body, exc)
-            response = error_reply(header, body, ErrorCode.kafka_storage_error)
+            response = _error_reply(entry, header, req, body, ErrorCode.kafka_storage_error)
         except Exception as exc:
             log.exception(
                 "handler for api %d v%d failed (client %s, corr %d)",
@@ -138,7 +151,7 @@ class Dispatcher:
                 header.correlation_id,
             )
             _no_error_reply_for_acks0(header, body, exc)
-            response = error_reply(header, body, ErrorCode.unknown_server_error)
+            response = _error_reply(entry, header, req, body, ErrorCode.unknown_server_error)
         self.record(header.api_key, header.api_version, time.perf_counter() - started, response)
         if fault is not None and fault.drop_after:
             raise CloseConnection(f"fault injection: dropped after api {header.api_key}")
@@ -146,8 +159,8 @@ class Dispatcher:
             return None
         return encode_response(header, response)
 
-    async def _inject(self, fault: Fault, header: RequestHeader, body: Any) -> Any:
-        """Apply ``fault`` before the handler: the error reply to send instead of running the
+    async def _inject(self, fault: Fault, header: RequestHeader, body: Any) -> ErrorCode | None:
+        """Apply ``fault`` before the handler: the error to answer instead of running the
         handler, or None to go on and run it."""
         log.info(
             "fault injection: api %d v%d corr=%d: %s",
@@ -164,4 +177,16 @@ class Dispatcher:
             return None
         if header.api_key == PRODUCE_KEY and body.acks == 0:
             raise CloseConnection(f"fault injection: acks=0 produce failed with {fault.error.name}")
-        return error_reply(header, body, fault.error)
+        return fault.error
+
+
+def _error_reply(
+    entry: Handler[Any, Any], header: RequestHeader, req: Any, body: Any, code: ErrorCode
+) -> Any:
+    """The handler's own error reply in the version the client spoke; if that fails too (a
+    bug), every error code set and every list empty."""
+    try:
+        return entry.write(entry.error_reply(req, code), body, header.api_version)
+    except Exception:
+        log.exception("error reply for api %d v%d failed", header.api_key, header.api_version)
+        return error_response(response_class(header.api_key, header.api_version), code)

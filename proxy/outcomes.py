@@ -4,7 +4,15 @@ other."""
 
 from __future__ import annotations
 
-NO_RESPONSE = object()  # a handler's answer when Kafka sends none (Produce with acks=0)
+import enum
+from typing import Final
+
+
+class NoResponse(enum.Enum):
+    NO_RESPONSE = "no response"
+
+
+NO_RESPONSE: Final = NoResponse.NO_RESPONSE  # a handler's answer when Kafka sends none (acks=0)
 
 
 class CloseConnection(Exception):

@@ -4,44 +4,107 @@ Versions are declared only in the ``@handler`` decorator; ApiVersions is answere
 table, so what kafkad advertises cannot drift from what it implements. The table is complete
 once ``proxy.handlers`` is imported (``proxy.dispatch`` does so); reading it before is a bug
 and raises, rather than advertising nothing. This module imports no handler: handlers import it.
+
+A handler is typed with kio's classes of the newest version it serves: it takes that version's
+request and returns that version's response, whatever version the client spoke
+(``wire.versions.convert`` moves requests up and responses down). Next to it, each handler may
+register:
+
+- ``error_reply(request, code)``: its answer when it fails (Kafka's
+  ``AbstractRequest.getErrorResponse``): the request's items echoed back carrying the error, so
+  a client can tell which items failed. Without one, every error code in the response is set
+  and every list left empty;
+- ``upgrade(old_request, version)``: fields of the newest request for fields only older
+  versions have (e.g. LeaveGroup v0-2's one ``member_id``), and ``downgrade(response,
+  old_request, version)`` the other way, for fields only older versions' responses have (those
+  the client's version lacks are left out). Both run for every version below the newest, so
+  each checks the version it is given.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-HandlerFn = Callable[[Any, Any], Awaitable[Any]]
+from kio.schema.errors import ErrorCode
+
+from proxy.outcomes import NoResponse
+from wire.codec import request_class, response_class
+from wire.versions import convert, error_response
+
+if TYPE_CHECKING:
+    from proxy.context import RequestContext
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+HandlerFn = Callable[["RequestContext", Req], Awaitable[Resp | NoResponse]]
+Upgrade = Callable[[Any, int], Mapping[str, Any]]
+Downgrade = Callable[[Resp, Any, int], Mapping[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
-class Handler:
+class Handler(Generic[Req, Resp]):
     api_key: int
     min_version: int
     max_version: int
-    fn: HandlerFn
+    fn: HandlerFn[Req, Resp]
+    request: type[Req]
+    response: type[Resp]
+    error_reply: Callable[[Req, ErrorCode], Resp]
+    upgrade: Upgrade | None = None
+    downgrade: Downgrade[Resp] | None = None
     # Versions below this are advertised but refused (Produce: advertised from 0, served from 3,
     # see spec §1.1 / KAFKA-18659).
     min_served: int | None = None
 
+    def read(self, body: Any) -> Req:
+        """The request as the handler takes it (the newest version's class)."""
+        if type(body) is self.request:
+            return body
+        extra = {} if self.upgrade is None else self.upgrade(body, int(body.__version__))
+        return convert(body, self.request, **extra)
 
-REGISTRY: dict[int, Handler] = {}
+    def write(self, response: Resp, body: Any, version: int) -> Any:
+        """``response`` (newest version) in the class of the version the client spoke;
+        ``body`` is the request as decoded."""
+        if version == self.max_version:
+            return response
+        extra = self.downgrade(response, body, version) if self.downgrade is not None else {}
+        return convert(response, response_class(self.api_key, version), **extra)
+
+
+REGISTRY: dict[int, Handler[Any, Any]] = {}
 
 
 def handler(
-    api_key: int, versions: tuple[int, int], *, min_served: int | None = None
-) -> Callable[[HandlerFn], HandlerFn]:
-    def register(fn: HandlerFn) -> HandlerFn:
+    api_key: int,
+    versions: tuple[int, int],
+    *,
+    request: type[Req],
+    response: type[Resp],
+    error_reply: Callable[[Req, ErrorCode], Resp] | None = None,
+    upgrade: Upgrade | None = None,
+    downgrade: Downgrade[Resp] | None = None,
+    min_served: int | None = None,
+) -> Callable[[HandlerFn[Req, Resp]], HandlerFn[Req, Resp]]:
+    low, high = versions
+    if request is not request_class(api_key, high) or response is not response_class(api_key, high):
+        raise TypeError(f"api {api_key}: a handler takes and returns v{high}'s classes")
+
+    def register(fn: HandlerFn[Req, Resp]) -> HandlerFn[Req, Resp]:
         if api_key in REGISTRY:
             raise RuntimeError(f"api key {api_key} registered twice")
-        REGISTRY[api_key] = Handler(api_key, versions[0], versions[1], fn, min_served)
+        reply = error_reply or (lambda _req, code: error_response(response, code))
+        REGISTRY[api_key] = Handler(
+            api_key, low, high, fn, request, response, reply, upgrade, downgrade, min_served
+        )
         return fn
 
     return register
 
 
-def _table() -> dict[int, Handler]:
+def _table() -> dict[int, Handler[Any, Any]]:
     if not REGISTRY:
         raise RuntimeError("no handler registered yet: import proxy.handlers first")
     return REGISTRY

@@ -13,16 +13,22 @@ group coordinator creates it on its first write).
 
 from __future__ import annotations
 
-from typing import Any
+from kio.schema.add_offsets_to_txn.v4.request import AddOffsetsToTxnRequest
+from kio.schema.add_offsets_to_txn.v4.response import AddOffsetsToTxnResponse
 
 from coordinator.group.offsets_log import OFFSETS_TOPIC
 from coordinator.placement import partition_for
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
 
-@handler(api_key=25, versions=(0, 4))
-async def add_offsets_to_txn(ctx: RequestContext, req: Any) -> Any:
+@handler(
+    api_key=25, versions=(0, 4), request=AddOffsetsToTxnRequest, response=AddOffsetsToTxnResponse
+)
+async def add_offsets_to_txn(
+    ctx: RequestContext, req: AddOffsetsToTxnRequest
+) -> AddOffsetsToTxnResponse:
     broker = ctx.broker
     topic = broker.topics.get(OFFSETS_TOPIC)
     n = (
@@ -33,4 +39,4 @@ async def add_offsets_to_txn(ctx: RequestContext, req: Any) -> Any:
     code = await broker.txns.add_offsets(
         req.transactional_id, req.producer_id, req.producer_epoch, partition_for(req.group_id, n)
     )
-    return ctx.b.AddOffsetsToTxnResponse(throttle_time=0, error_code=code)
+    return AddOffsetsToTxnResponse(throttle_time=NO_THROTTLE, error_code=code)

@@ -15,20 +15,58 @@ every requested partition. There are no ACLs, so no *_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
-from typing import Any
-
+from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest
+from kio.schema.add_partitions_to_txn.v3.response import (
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopicResult,
+)
 from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
+from kio.static.primitive import i32
 
 from coordinator.txn.decisions import partition_errors
 from coordinator.txn.metadata import TP
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
 
-@handler(api_key=24, versions=(0, 3))
-async def add_partitions_to_txn(ctx: RequestContext, req: Any) -> Any:
-    b, broker = ctx.b, ctx.broker
-    wanted: list[TP] = [(t.name, int(p)) for t in req.v3_and_below_topics for p in t.partitions]
+def _response(results: dict[TP, ErrorCode]) -> AddPartitionsToTxnResponse:
+    by_topic: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
+    for (topic, index), code in results.items():
+        by_topic.setdefault(topic, []).append(
+            AddPartitionsToTxnPartitionResult(partition_index=i32(index), partition_error_code=code)
+        )
+    return AddPartitionsToTxnResponse(
+        throttle_time=NO_THROTTLE,
+        results_by_topic_v3_and_below=tuple(
+            AddPartitionsToTxnTopicResult(name=TopicName(name), results_by_partition=tuple(parts))
+            for name, parts in by_topic.items()
+        ),
+    )
+
+
+def _wanted(req: AddPartitionsToTxnRequest) -> list[TP]:
+    return [(t.name, int(p)) for t in req.v3_and_below_topics for p in t.partitions]
+
+
+def _error_reply(req: AddPartitionsToTxnRequest, code: ErrorCode) -> AddPartitionsToTxnResponse:
+    return _response(dict.fromkeys(_wanted(req), code))
+
+
+@handler(
+    api_key=24,
+    versions=(0, 3),
+    request=AddPartitionsToTxnRequest,
+    response=AddPartitionsToTxnResponse,
+    error_reply=_error_reply,
+)
+async def add_partitions_to_txn(
+    ctx: RequestContext, req: AddPartitionsToTxnRequest
+) -> AddPartitionsToTxnResponse:
+    broker = ctx.broker
+    wanted = _wanted(req)
     missing = {
         tp: ErrorCode.unknown_topic_or_partition
         for tp in wanted
@@ -43,15 +81,4 @@ async def add_partitions_to_txn(ctx: RequestContext, req: Any) -> Any:
             wanted,
         )
         results = dict.fromkeys(wanted, code)
-    by_topic: dict[str, list[Any]] = {}
-    for (topic, index), code in results.items():
-        by_topic.setdefault(topic, []).append(
-            b.AddPartitionsToTxnPartitionResult(partition_index=index, partition_error_code=code)
-        )
-    return b.AddPartitionsToTxnResponse(
-        throttle_time=0,
-        results_by_topic_v3_and_below=tuple(
-            b.AddPartitionsToTxnTopicResult(name=name, results_by_partition=tuple(parts))
-            for name, parts in by_topic.items()
-        ),
-    )
+    return _response(results)

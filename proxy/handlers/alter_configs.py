@@ -13,20 +13,48 @@ these configs dynamically"). Other resource types -> INVALID_REQUEST.
 
 from __future__ import annotations
 
-from typing import Any
-
+from kio.schema.alter_configs.v2.request import AlterConfigsRequest, AlterConfigsResource
+from kio.schema.alter_configs.v2.response import (
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+)
 from kio.schema.errors import ErrorCode
 
 from proxy.config_resources import answer_each_resource
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
 
-@handler(api_key=33, versions=(0, 2))
-async def alter_configs(ctx: RequestContext, req: Any) -> Any:
+def _answer(
+    res: AlterConfigsResource, code: ErrorCode, message: str | None
+) -> AlterConfigsResourceResponse:
+    return AlterConfigsResourceResponse(
+        error_code=code,
+        error_message=message,
+        resource_type=res.resource_type,
+        resource_name=res.resource_name,
+    )
+
+
+def _error_reply(req: AlterConfigsRequest, code: ErrorCode) -> AlterConfigsResponse:
+    return AlterConfigsResponse(
+        throttle_time=NO_THROTTLE,
+        responses=tuple(_answer(res, code, None) for res in req.resources),
+    )
+
+
+@handler(
+    api_key=33,
+    versions=(0, 2),
+    request=AlterConfigsRequest,
+    response=AlterConfigsResponse,
+    error_reply=_error_reply,
+)
+async def alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
     broker = ctx.broker
 
-    async def alter(res: Any) -> tuple[ErrorCode, str | None]:
+    async def alter(res: AlterConfigsResource) -> tuple[ErrorCode, str | None]:
         given: dict[str, str | None] = {c.name: c.value for c in res.configs}
         if (err := broker.topics.check_alter(res.resource_name, given)) is not None:
             return err.code, err.message
@@ -36,5 +64,5 @@ async def alter_configs(ctx: RequestContext, req: Any) -> Any:
                 return err.code, err.message  # deleted meanwhile
         return ErrorCode.none, None
 
-    responses = await answer_each_resource(broker, ctx.b, req.resources, alter)
-    return ctx.b.AlterConfigsResponse(throttle_time=0, responses=responses)
+    responses = await answer_each_resource(broker, req.resources, alter, _answer)
+    return AlterConfigsResponse(throttle_time=NO_THROTTLE, responses=responses)

@@ -11,40 +11,41 @@ transaction protocol (spec §1.1).
 
 from __future__ import annotations
 
-from typing import Any
+import re
 
+from kio.schema.api_versions.v4.request import ApiVersionsRequest
+from kio.schema.api_versions.v4.response import ApiVersion, ApiVersionsResponse
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i16
 
 from proxy.context import RequestContext
 from proxy.registry import advertised, handler
+from wire.values import NO_THROTTLE
 
 TELEMETRY_KEYS = frozenset({71, 72})
+# Kafka's check of client_software_name/version (ApiVersionsRequest.isValid).
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-@handler(api_key=18, versions=(0, 4))
-async def api_versions(ctx: RequestContext, req: Any) -> Any:
-    b = ctx.b
+@handler(api_key=18, versions=(0, 4), request=ApiVersionsRequest, response=ApiVersionsResponse)
+async def api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
     keys = tuple(
-        b.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+        ApiVersion(api_key=i16(k), min_version=i16(lo), max_version=i16(hi))
         for k, (lo, hi) in advertised().items()
         if k not in TELEMETRY_KEYS or ctx.broker.client_telemetry.enabled
     )
     if ctx.version >= 3 and not _valid_software(req):
-        return b.ApiVersionsResponse(
-            error_code=ErrorCode.invalid_request, api_keys=keys, throttle_time=0
+        return ApiVersionsResponse(
+            error_code=ErrorCode.invalid_request, api_keys=keys, throttle_time=NO_THROTTLE
         )
     if ctx.version >= 3:  # KIP-714 telemetry names the instance's software from this
         ctx.broker.client_telemetry.software_seen(
             ctx.peer, req.client_software_name, req.client_software_version
         )
-    return b.ApiVersionsResponse(error_code=ErrorCode.none, api_keys=keys, throttle_time=0)
+    return ApiVersionsResponse(error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE)
 
 
-def _valid_software(req: Any) -> bool:
-    """Kafka checks client_software_name/version against [a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*...)."""
-    import re
-
-    pattern = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
-    return bool(pattern.match(req.client_software_name or "")) and bool(
-        pattern.match(req.client_software_version or "")
+def _valid_software(req: ApiVersionsRequest) -> bool:
+    return bool(_SOFTWARE.match(req.client_software_name)) and bool(
+        _SOFTWARE.match(req.client_software_version)
     )

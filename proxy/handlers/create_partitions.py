@@ -4,54 +4,77 @@ broker. Partitions can only be added; assignments, when given, must name this no
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
+from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
+from kio.schema.create_partitions.v3.response import (
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
 from kio.schema.errors import ErrorCode
 
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
 
-@handler(api_key=37, versions=(0, 3))
-async def create_partitions(ctx: RequestContext, req: Any) -> Any:
-    b, broker = ctx.b, ctx.broker
+def _error_reply(req: CreatePartitionsRequest, code: ErrorCode) -> CreatePartitionsResponse:
+    return CreatePartitionsResponse(
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=None)
+            for t in req.topics
+        ),
+    )
+
+
+@handler(
+    api_key=37,
+    versions=(0, 3),
+    request=CreatePartitionsRequest,
+    response=CreatePartitionsResponse,
+    error_reply=_error_reply,
+)
+async def create_partitions(
+    ctx: RequestContext, req: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
     counts = Counter(t.name for t in req.topics)
     results = []
     for t in req.topics:
-        code, message = ErrorCode.none, None
-        topic = broker.topics.get(t.name)
+        code: ErrorCode
+        message: str | None
         if counts[t.name] > 1:
             code, message = ErrorCode.invalid_request, "Duplicate topic in request."
-        elif topic is None:
-            code, message = (
-                ErrorCode.unknown_topic_or_partition,
-                f"The topic '{t.name}' does not exist.",
-            )
-        elif t.count < len(topic.partitions):
-            code, message = (
-                ErrorCode.invalid_partitions,
-                f"Topic currently has {len(topic.partitions)} partitions, which is "
-                f"higher than the requested {t.count}.",
-            )
-        elif t.count == len(topic.partitions):
-            code, message = (
-                ErrorCode.invalid_partitions,
-                f"Topic already has {t.count} partitions.",
-            )
-        elif t.assignments is not None and (
-            len(t.assignments) != t.count - len(topic.partitions)
-            or any(list(a.broker_ids) != [broker.node_id] for a in t.assignments)
-        ):
-            code, message = (
-                ErrorCode.invalid_replica_assignment,
-                f"Each new partition must be assigned to broker {broker.node_id}.",
-            )
-        elif (
-            not req.validate_only
-            and (err := await broker.topics.add_partitions(t.name, t.count)) is not None
-        ):
-            code, message = err.code, err.message  # deleted or grown meanwhile
+        else:
+            code, message = await _grow(ctx, t, req.validate_only)
         results.append(
-            b.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
+            CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
         )
-    return b.CreatePartitionsResponse(throttle_time=0, results=tuple(results))
+    return CreatePartitionsResponse(throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+async def _grow(
+    ctx: RequestContext, t: CreatePartitionsTopic, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    broker = ctx.broker
+    topic = broker.topics.get(t.name)
+    if topic is None:
+        return ErrorCode.unknown_topic_or_partition, f"The topic '{t.name}' does not exist."
+    now = len(topic.partitions)
+    if t.count < now:
+        return (
+            ErrorCode.invalid_partitions,
+            f"Topic currently has {now} partitions, which is higher than the requested {t.count}.",
+        )
+    if t.count == now:
+        return ErrorCode.invalid_partitions, f"Topic already has {t.count} partitions."
+    if t.assignments is not None and (
+        len(t.assignments) != t.count - now
+        or any(list(a.broker_ids) != [broker.node_id] for a in t.assignments)
+    ):
+        return (
+            ErrorCode.invalid_replica_assignment,
+            f"Each new partition must be assigned to broker {broker.node_id}.",
+        )
+    if not validate_only and (err := await broker.topics.add_partitions(t.name, t.count)):
+        return err.code, err.message  # deleted or grown meanwhile
+    return ErrorCode.none, None

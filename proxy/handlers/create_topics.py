@@ -15,28 +15,59 @@ TOPIC_ALREADY_EXISTS.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
+from kio.schema.create_topics.v5.request import CreateTopicsRequest
+from kio.schema.create_topics.v5.response import (
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreateTopicsResponse,
+)
 from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
+from kio.static.primitive import i8, i16, i32
 
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.topic_config import effective_configs
 from storage.topics import TopicError
+from wire.values import NO_THROTTLE
 
 DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG = 5, 1
 
 
-@handler(api_key=19, versions=(2, 5))
-async def create_topics(ctx: RequestContext, req: Any) -> Any:
-    b, broker = ctx.b, ctx.broker
+def _failed(name: TopicName, code: ErrorCode, message: str | None) -> CreatableTopicResult:
+    return CreatableTopicResult(
+        name=name,
+        error_code=code,
+        error_message=message,
+        topic_config_error_code=i16(0),
+        num_partitions=i32(-1),
+        replication_factor=i16(-1),
+        configs=(),
+    )
+
+
+def _error_reply(req: CreateTopicsRequest, code: ErrorCode) -> CreateTopicsResponse:
+    return CreateTopicsResponse(
+        throttle_time=NO_THROTTLE, topics=tuple(_failed(t.name, code, None) for t in req.topics)
+    )
+
+
+@handler(
+    api_key=19,
+    versions=(2, 5),
+    request=CreateTopicsRequest,
+    response=CreateTopicsResponse,
+    error_reply=_error_reply,
+)
+async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
+    broker = ctx.broker
     values = broker.config.values or {}
     counts = Counter(t.name for t in req.topics)
     results = []
     for t in req.topics:
         err: TopicError | None = None
-        partitions = t.num_partitions
-        replication = t.replication_factor
+        partitions, replication = int(t.num_partitions), int(t.replication_factor)
         configs = {c.name: c.value for c in t.configs}
         if counts[t.name] > 1:
             err = TopicError(
@@ -73,27 +104,17 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
                 made = await broker.topics.create(t.name, partitions, configs, replication, layout)
                 err = made if isinstance(made, TopicError) else None
         if err is not None:
-            results.append(
-                b.CreatableTopicResult(
-                    name=t.name,
-                    error_code=err.code,
-                    error_message=err.message,
-                    topic_config_error_code=0,
-                    num_partitions=-1,
-                    replication_factor=-1,
-                    configs=(),
-                )
-            )
+            results.append(_failed(t.name, err.code, err.message))
             continue
         described = (
             ()
             if ctx.version < 5
             else tuple(
-                b.CreatableTopicConfigs(
+                CreatableTopicConfigs(
                     name=name,
                     value=value,
                     read_only=False,
-                    config_source=DYNAMIC_TOPIC_CONFIG if override else DEFAULT_CONFIG,
+                    config_source=i8(DYNAMIC_TOPIC_CONFIG if override else DEFAULT_CONFIG),
                     is_sensitive=False,
                 )
                 for name, (value, override) in sorted(
@@ -104,14 +125,14 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
             )
         )
         results.append(
-            b.CreatableTopicResult(
+            CreatableTopicResult(
                 name=t.name,
                 error_code=ErrorCode.none,
                 error_message=None,
-                topic_config_error_code=0,
-                num_partitions=partitions,
-                replication_factor=replication,
+                topic_config_error_code=i16(0),
+                num_partitions=i32(partitions),
+                replication_factor=i16(replication),
                 configs=described,
             )
         )
-    return b.CreateTopicsResponse(throttle_time=0, topics=tuple(results))
+    return CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=tuple(results))

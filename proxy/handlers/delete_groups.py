@@ -7,17 +7,32 @@ then the group is forgotten.
 
 from __future__ import annotations
 
-from typing import Any
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.delete_groups.v2.response import DeletableGroupResult, DeleteGroupsResponse
+from kio.schema.errors import ErrorCode
 
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
 
-@handler(api_key=42, versions=(0, 2))
-async def delete_groups(ctx: RequestContext, req: Any) -> Any:
-    b = ctx.b
+def _error_reply(req: DeleteGroupsRequest, code: ErrorCode) -> DeleteGroupsResponse:
+    return DeleteGroupsResponse(
+        throttle_time=NO_THROTTLE,
+        results=tuple(DeletableGroupResult(group_id=g, error_code=code) for g in req.groups_names),
+    )
+
+
+@handler(
+    api_key=42,
+    versions=(0, 2),
+    request=DeleteGroupsRequest,
+    response=DeleteGroupsResponse,
+    error_reply=_error_reply,
+)
+async def delete_groups(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
     results = []
     for group_id in req.groups_names:
         code = await ctx.broker.groups.delete_group(group_id)
-        results.append(b.DeletableGroupResult(group_id=group_id, error_code=code))
-    return b.DeleteGroupsResponse(throttle_time=0, results=tuple(results))
+        results.append(DeletableGroupResult(group_id=group_id, error_code=code))
+    return DeleteGroupsResponse(throttle_time=NO_THROTTLE, results=tuple(results))

@@ -21,19 +21,59 @@ there are none. Authorization (DELETE on the topic) belongs to the security issu
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+from kio.schema.delete_records.v2.request import DeleteRecordsRequest
+from kio.schema.delete_records.v2.response import (
+    DeleteRecordsPartitionResult,
+    DeleteRecordsResponse,
+    DeleteRecordsTopicResult,
+)
 from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
+from kio.static.primitive import i32, i64
 
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.api import INTERNAL_TOPICS, StorageError
+from wire.values import NO_THROTTLE
 
 log = logging.getLogger("kafkad.delete_records")
 
 INVALID_LOW_WATERMARK = -1  # Kafka's DeleteRecordsResponse.INVALID_LOW_WATERMARK
 # Kafka's Topic.isInternal: kafkad's coordinators' topics and the share-group state topic
 KAFKA_INTERNAL_TOPICS = INTERNAL_TOPICS | {"__share_group_state"}
+
+
+def _result(index: int, got: int | ErrorCode) -> DeleteRecordsPartitionResult:
+    """A partition's answer: its low watermark, or the error with low watermark -1."""
+    if isinstance(got, ErrorCode):
+        code, low = got, INVALID_LOW_WATERMARK
+    else:
+        code, low = ErrorCode.none, got
+    return DeleteRecordsPartitionResult(
+        partition_index=i32(index), low_watermark=i64(low), error_code=code
+    )
+
+
+def _asked(req: DeleteRecordsRequest) -> dict[TopicName, dict[int, int]]:
+    """topic -> partition -> offset, in request order; a partition named twice: its last
+    offset (Kafka keys the request by partition)."""
+    asked: dict[TopicName, dict[int, int]] = {}
+    for t in req.topics:
+        for rp in t.partitions:
+            asked.setdefault(t.name, {})[rp.partition_index] = rp.offset
+    return asked
+
+
+def _error_reply(req: DeleteRecordsRequest, code: ErrorCode) -> DeleteRecordsResponse:
+    """Kafka's ``getErrorResponse``: every partition asked for, carrying the error."""
+    return DeleteRecordsResponse(
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            DeleteRecordsTopicResult(name=name, partitions=tuple(_result(i, code) for i in parts))
+            for name, parts in _asked(req).items()
+        ),
+    )
 
 
 async def _delete(ctx: RequestContext, topic: str, index: int, offset: int) -> int | ErrorCode:
@@ -44,32 +84,25 @@ async def _delete(ctx: RequestContext, topic: str, index: int, offset: int) -> i
     if topic in KAFKA_INTERNAL_TOPICS:
         return ErrorCode.invalid_topic_exception
     try:
-        return await p.delete_records(offset)
+        got = await p.delete_records(offset)
     except StorageError as exc:
         log.error("deleting records of %s before %d failed: %s", p.tp, offset, exc)
         return ErrorCode.kafka_storage_error
+    if isinstance(got, ErrorCode):
+        log.debug("delete records of %s before %d refused: %s", p.tp, offset, got.name)
+    return got
 
 
-@handler(api_key=21, versions=(0, 2))
-async def delete_records(ctx: RequestContext, req: Any) -> Any:
-    b = ctx.b
-    asked: dict[str, dict[int, int]] = {}
-    for t in req.topics:
-        for rp in t.partitions:
-            asked.setdefault(t.name, {})[rp.partition_index] = rp.offset
+@handler(
+    api_key=21,
+    versions=(0, 2),
+    request=DeleteRecordsRequest,
+    response=DeleteRecordsResponse,
+    error_reply=_error_reply,
+)
+async def delete_records(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
     topics = []
-    for name, offsets in asked.items():
-        parts = []
-        for index, offset in offsets.items():
-            got = await _delete(ctx, name, index, offset)
-            if isinstance(got, ErrorCode):
-                log.debug("delete records of %s-%d refused: %s", name, index, got.name)
-            parts.append(
-                b.DeleteRecordsPartitionResult(
-                    partition_index=index,
-                    low_watermark=INVALID_LOW_WATERMARK if isinstance(got, ErrorCode) else got,
-                    error_code=got if isinstance(got, ErrorCode) else ErrorCode.none,
-                )
-            )
-        topics.append(b.DeleteRecordsTopicResult(name=name, partitions=tuple(parts)))
-    return b.DeleteRecordsResponse(throttle_time=0, topics=tuple(topics))
+    for name, offsets in _asked(req).items():
+        parts = [_result(i, await _delete(ctx, name, i, offset)) for i, offset in offsets.items()]
+        topics.append(DeleteRecordsTopicResult(name=name, partitions=tuple(parts)))
+    return DeleteRecordsResponse(throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -13,31 +13,42 @@ request's error response). A name given more than once is answered once, INVALID
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
+from kio.schema.delete_topics.v5.request import DeleteTopicsRequest
+from kio.schema.delete_topics.v5.response import DeletableTopicResult, DeleteTopicsResponse
 from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
 
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
 
-@handler(api_key=20, versions=(1, 5))
-async def delete_topics(ctx: RequestContext, req: Any) -> Any:
-    b, broker = ctx.b, ctx.broker
+def _result(name: TopicName, code: ErrorCode, message: str | None = None) -> DeletableTopicResult:
+    return DeletableTopicResult(name=name, error_code=code, error_message=message)
+
+
+def _error_reply(req: DeleteTopicsRequest, code: ErrorCode) -> DeleteTopicsResponse:
+    return DeleteTopicsResponse(
+        throttle_time=NO_THROTTLE, responses=tuple(_result(n, code) for n in req.topic_names)
+    )
+
+
+@handler(
+    api_key=20,
+    versions=(1, 5),
+    request=DeleteTopicsRequest,
+    response=DeleteTopicsResponse,
+    error_reply=_error_reply,
+)
+async def delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    broker = ctx.broker
     if not broker.config.get("delete.topic.enable"):
         code = ErrorCode.invalid_request if ctx.version < 3 else ErrorCode.topic_deletion_disabled
-        return b.DeleteTopicsResponse(
-            throttle_time=0,
-            responses=tuple(
-                b.DeletableTopicResult(name=name, error_code=code, error_message=None)
-                for name in req.topic_names
-            ),
-        )
+        return _error_reply(req, code)
     counts = Counter(req.topic_names)
     results = [
-        b.DeletableTopicResult(
-            name=name, error_code=ErrorCode.invalid_request, error_message="Duplicate topic name."
-        )
+        _result(name, ErrorCode.invalid_request, "Duplicate topic name.")
         for name, n in counts.items()
         if n > 1
     ]
@@ -47,11 +58,7 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
         err = await broker.topics.delete(name)
         if err is None:
             await broker.groups.on_topic_deleted(name)  # its committed offsets go too
-        results.append(
-            b.DeletableTopicResult(
-                name=name,
-                error_code=ErrorCode.none if err is None else err.code,
-                error_message=None if err is None else err.message,
-            )
-        )
-    return b.DeleteTopicsResponse(throttle_time=0, responses=tuple(results))
+            results.append(_result(name, ErrorCode.none))
+        else:
+            results.append(_result(name, err.code, err.message))
+    return DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=tuple(results))

@@ -3,47 +3,53 @@ its own controller."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from kio.schema.describe_cluster.v1.response import DescribeClusterBroker, DescribeClusterResponse
 from kio.schema.errors import ErrorCode
+from kio.schema.types import BrokerId
+from kio.static.primitive import i8, i32
 
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+AUTHORIZED_OPERATIONS_OMITTED = i32(-(2**31))
+BROKER_ENDPOINT = i8(1)
 
 
-@handler(api_key=60, versions=(0, 1))
-async def describe_cluster(ctx: RequestContext, req: Any) -> Any:
-    b, broker = ctx.b, ctx.broker
-    if ctx.version >= 1 and req.endpoint_type != 1:
+@handler(
+    api_key=60, versions=(0, 1), request=DescribeClusterRequest, response=DescribeClusterResponse
+)
+async def describe_cluster(
+    ctx: RequestContext, req: DescribeClusterRequest
+) -> DescribeClusterResponse:
+    broker = ctx.broker
+    if ctx.version >= 1 and req.endpoint_type != BROKER_ENDPOINT:
         code = (
             ErrorCode.mismatched_endpoint_type
             if req.endpoint_type == 2
             else ErrorCode.unsupported_endpoint_type
         )
-        return b.DescribeClusterResponse(
-            throttle_time=0,
+        return DescribeClusterResponse(
+            throttle_time=NO_THROTTLE,
             error_code=code,
             error_message="kafkad serves only the BROKER endpoint type",
-            endpoint_type=1,
+            endpoint_type=BROKER_ENDPOINT,
             cluster_id=broker.cluster_id,
-            controller_id=-1,
+            controller_id=BrokerId(-1),
             brokers=(),
         )
-    return b.DescribeClusterResponse(
-        throttle_time=0,
+    host, port = ctx.advertised
+    return DescribeClusterResponse(
+        throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         error_message=None,
-        endpoint_type=1,
+        endpoint_type=BROKER_ENDPOINT,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=BrokerId(broker.node_id),
         brokers=(
-            b.DescribeClusterBroker(
-                broker_id=broker.node_id,
-                host=ctx.advertised[0],
-                port=ctx.advertised[1],
-                rack=None,
+            DescribeClusterBroker(
+                broker_id=BrokerId(broker.node_id), host=host, port=i32(port), rack=None
             ),
         ),
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,

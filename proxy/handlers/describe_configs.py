@@ -18,13 +18,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+from kio.schema.describe_configs.v4.response import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8
 
 from proxy.config import BROKER_CONFIGS
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.topic_config import TOPIC_CONFIGS, effective_configs
 from storage.topics import topic_name_error
+from wire.values import NO_THROTTLE
 
 TOPIC, BROKER = 2, 4
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
@@ -69,16 +78,69 @@ def _config_type(name: str, value: str) -> int:
         return STRING
 
 
-@handler(api_key=32, versions=(1, 4))
-async def describe_configs(ctx: RequestContext, req: Any) -> Any:
-    b, broker = ctx.b, ctx.broker
+def _result(
+    res: DescribeConfigsResource,
+    code: ErrorCode,
+    message: str | None,
+    entries: tuple[DescribeConfigsResourceResult, ...] = (),
+) -> DescribeConfigsResult:
+    return DescribeConfigsResult(
+        error_code=code,
+        error_message=message,
+        resource_type=res.resource_type,
+        resource_name=res.resource_name,
+        configs=entries,
+    )
+
+
+def _error_reply(req: DescribeConfigsRequest, code: ErrorCode) -> DescribeConfigsResponse:
+    return DescribeConfigsResponse(
+        throttle_time=NO_THROTTLE, results=tuple(_result(r, code, None) for r in req.resources)
+    )
+
+
+def _entry(
+    name: str,
+    value: str,
+    source: int,
+    synonyms: tuple[DescribeConfigsSynonym, ...],
+    read_only: bool,
+) -> DescribeConfigsResourceResult:
+    return DescribeConfigsResourceResult(
+        name=name,
+        value=value,
+        read_only=read_only,
+        config_source=i8(source),
+        is_sensitive=False,
+        synonyms=synonyms,
+        config_type=i8(_config_type(name, value)),
+        documentation=None,
+    )
+
+
+def _synonym(name: str, value: str, source: int) -> DescribeConfigsSynonym:
+    return DescribeConfigsSynonym(name=name, value=value, source=i8(source))
+
+
+@handler(
+    api_key=32,
+    versions=(1, 4),
+    request=DescribeConfigsRequest,
+    response=DescribeConfigsResponse,
+    error_reply=_error_reply,
+)
+async def describe_configs(
+    ctx: RequestContext, req: DescribeConfigsRequest
+) -> DescribeConfigsResponse:
+    broker = ctx.broker
     values = broker.config.values or {}
-    synonyms_wanted = bool(req.include_synonyms)
+    synonyms_wanted = req.include_synonyms
     results = []
     for res in req.resources:
         wanted = set(res.configuration_keys) if res.configuration_keys is not None else None
-        entries: list[Any] = []
-        code, message = ErrorCode.none, None
+        entries: list[DescribeConfigsResourceResult] = []
+        code: ErrorCode = ErrorCode.none
+        message: str | None = None
         if res.resource_type == TOPIC:
             topic = broker.topics.get(res.resource_name)
             if (illegal := topic_name_error(res.resource_name)) is not None:
@@ -109,25 +171,10 @@ async def describe_configs(ctx: RequestContext, req: Any) -> Any:
                     syn = []
                     if synonyms_wanted:
                         if override:
-                            syn.append(
-                                b.DescribeConfigsSynonym(
-                                    name=name, value=value, source=DYNAMIC_TOPIC_CONFIG
-                                )
-                            )
+                            syn.append(_synonym(name, value, DYNAMIC_TOPIC_CONFIG))
                         if broker_name is not None:
-                            syn.extend(_broker_synonyms(b, broker_name, values))
-                    entries.append(
-                        b.DescribeConfigsResourceResult(
-                            name=name,
-                            value=value,
-                            read_only=False,
-                            config_source=source,
-                            is_sensitive=False,
-                            synonyms=tuple(syn),
-                            config_type=_config_type(name, value),
-                            documentation=None,
-                        )
-                    )
+                            syn.extend(_broker_synonyms(broker_name, values))
+                    entries.append(_entry(name, value, source, tuple(syn), read_only=False))
         elif res.resource_type == BROKER:
             if res.resource_name not in ("", str(broker.node_id)):
                 code, message = (
@@ -141,38 +188,15 @@ async def describe_configs(ctx: RequestContext, req: Any) -> Any:
                         continue
                     value = _render(values[name])
                     source = _broker_source(name, values)
-                    syn2 = (
-                        (b.DescribeConfigsSynonym(name=name, value=value, source=source),)
-                        if synonyms_wanted
-                        else ()
-                    )
-                    entries.append(
-                        b.DescribeConfigsResourceResult(
-                            name=name,
-                            value=value,
-                            read_only=True,
-                            config_source=source,
-                            is_sensitive=False,
-                            synonyms=syn2,
-                            config_type=_config_type(name, value),
-                            documentation=None,
-                        )
-                    )
+                    own = (_synonym(name, value, source),) if synonyms_wanted else ()
+                    entries.append(_entry(name, value, source, own, read_only=True))
         else:
             code, message = (
                 ErrorCode.invalid_request,
                 f"Unsupported resource type {res.resource_type}",
             )
-        results.append(
-            b.DescribeConfigsResult(
-                error_code=code,
-                error_message=message,
-                resource_type=res.resource_type,
-                resource_name=res.resource_name,
-                configs=tuple(entries),
-            )
-        )
-    return b.DescribeConfigsResponse(throttle_time=0, results=tuple(results))
+        results.append(_result(res, code, message, tuple(entries)))
+    return DescribeConfigsResponse(throttle_time=NO_THROTTLE, results=tuple(results))
 
 
 def _broker_source(name: str, values: Mapping[str, Any]) -> int:
@@ -182,18 +206,12 @@ def _broker_source(name: str, values: Mapping[str, Any]) -> int:
     )
 
 
-def _broker_synonyms(b: Any, name: str, values: Mapping[str, Any]) -> list[Any]:
+def _broker_synonyms(name: str, values: Mapping[str, Any]) -> list[DescribeConfigsSynonym]:
     """A topic config's broker synonyms: the set value (if set), then the default."""
     out = []
     if _broker_source(name, values) == STATIC_BROKER_CONFIG:
-        out.append(
-            b.DescribeConfigsSynonym(
-                name=name, value=_render(values[name]), source=STATIC_BROKER_CONFIG
-            )
-        )
-    out.append(
-        b.DescribeConfigsSynonym(name=name, value=BROKER_CONFIGS[name][1], source=DEFAULT_CONFIG)
-    )
+        out.append(_synonym(name, _render(values[name]), STATIC_BROKER_CONFIG))
+    out.append(_synonym(name, BROKER_CONFIGS[name][1], DEFAULT_CONFIG))
     return out
 
 

@@ -9,46 +9,68 @@ states members are listed without them (Kafka's ClassicGroup.describe).
 
 from __future__ import annotations
 
-from typing import Any
-
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+from kio.schema.describe_groups.v5.response import (
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsResponse,
+)
 from kio.schema.errors import ErrorCode
+from kio.schema.types import GroupId
+from kio.static.primitive import i32
 
 from coordinator.group.state import GroupState
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+AUTHORIZED_OPERATIONS_OMITTED = i32(-(2**31))
 
 
-@handler(api_key=15, versions=(0, 5))
-async def describe_groups(ctx: RequestContext, req: Any) -> Any:
-    b = ctx.b
+def _dead(group_id: GroupId, code: ErrorCode) -> DescribedGroup:
+    return DescribedGroup(
+        error_code=code,
+        group_id=group_id,
+        group_state=GroupState.DEAD.value,
+        protocol_type="",
+        protocol_data="",
+        members=(),
+        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def _error_reply(req: DescribeGroupsRequest, code: ErrorCode) -> DescribeGroupsResponse:
+    return DescribeGroupsResponse(
+        throttle_time=NO_THROTTLE, groups=tuple(_dead(g, code) for g in req.groups)
+    )
+
+
+@handler(
+    api_key=15,
+    versions=(0, 5),
+    request=DescribeGroupsRequest,
+    response=DescribeGroupsResponse,
+    error_reply=_error_reply,
+)
+async def describe_groups(
+    ctx: RequestContext, req: DescribeGroupsRequest
+) -> DescribeGroupsResponse:
     out = []
     for group_id in req.groups:
         g = ctx.broker.groups.describe(group_id)
         if isinstance(g, ErrorCode) or g is None or g.state is GroupState.DEAD:
-            out.append(
-                b.DescribedGroup(
-                    error_code=g if isinstance(g, ErrorCode) else ErrorCode.none,
-                    group_id=group_id,
-                    group_state=GroupState.DEAD.value,
-                    protocol_type="",
-                    protocol_data="",
-                    members=(),
-                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-                )
-            )
+            out.append(_dead(group_id, g if isinstance(g, ErrorCode) else ErrorCode.none))
             continue
         stable = g.state is GroupState.STABLE
         out.append(
-            b.DescribedGroup(
+            DescribedGroup(
                 error_code=ErrorCode.none,
                 group_id=group_id,
                 group_state=g.state.value,
                 protocol_type=g.protocol_type or "",
                 protocol_data=(g.protocol_name or "") if stable else "",
                 members=tuple(
-                    b.DescribedGroupMember(
+                    DescribedGroupMember(
                         member_id=m.member_id,
                         group_instance_id=m.group_instance_id,
                         client_id=m.client_id,
@@ -61,4 +83,4 @@ async def describe_groups(ctx: RequestContext, req: Any) -> Any:
                 authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
             )
         )
-    return b.DescribeGroupsResponse(throttle_time=0, groups=tuple(out))
+    return DescribeGroupsResponse(throttle_time=NO_THROTTLE, groups=tuple(out))

@@ -9,50 +9,79 @@ UNKNOWN_TOPIC_OR_PARTITION. There are no ACLs, so no TOPIC_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest
+from kio.schema.describe_producers.v0.response import (
+    DescribeProducersResponse,
+    PartitionResponse,
+    ProducerState,
+    TopicResponse,
+)
 from kio.schema.errors import ErrorCode
+from kio.schema.types import ProducerId
+from kio.static.primitive import i32, i64
 
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
 
-@handler(api_key=61, versions=(0, 0))
-async def describe_producers(ctx: RequestContext, req: Any) -> Any:
-    b, topics = ctx.b, ctx.broker.topics
-    out = []
-    for t in req.topics:
-        parts = []
-        for index in t.partition_indexes:
-            partition = topics.partition(t.name, index)
-            if partition is None or partition.deleted:
-                parts.append(
-                    b.PartitionResponse(
-                        partition_index=index,
-                        error_code=ErrorCode.unknown_topic_or_partition,
-                        error_message=None,
-                        active_producers=(),
-                    )
-                )
-                continue
-            producers = tuple(
-                b.ProducerState(
-                    producer_id=e.producer_id,
-                    producer_epoch=e.producer_epoch,
-                    last_sequence=e.last_seq,
-                    last_timestamp=e.last_timestamp,
-                    coordinator_epoch=e.coordinator_epoch,
-                    current_txn_start_offset=e.current_txn_first_offset,
+def _failed(index: int, code: ErrorCode) -> PartitionResponse:
+    return PartitionResponse(
+        partition_index=i32(index), error_code=code, error_message=None, active_producers=()
+    )
+
+
+def _each_partition(
+    req: DescribeProducersRequest, answer: Callable[[str, int], PartitionResponse]
+) -> DescribeProducersResponse:
+    return DescribeProducersResponse(
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            TopicResponse(
+                name=t.name, partitions=tuple(answer(t.name, i) for i in t.partition_indexes)
+            )
+            for t in req.topics
+        ),
+    )
+
+
+def _error_reply(req: DescribeProducersRequest, code: ErrorCode) -> DescribeProducersResponse:
+    return _each_partition(req, lambda _topic, index: _failed(index, code))
+
+
+@handler(
+    api_key=61,
+    versions=(0, 0),
+    request=DescribeProducersRequest,
+    response=DescribeProducersResponse,
+    error_reply=_error_reply,
+)
+async def describe_producers(
+    ctx: RequestContext, req: DescribeProducersRequest
+) -> DescribeProducersResponse:
+    topics = ctx.broker.topics
+
+    def answer(topic: str, index: int) -> PartitionResponse:
+        partition = topics.partition(topic, index)
+        if partition is None or partition.deleted:
+            return _failed(index, ErrorCode.unknown_topic_or_partition)
+        return PartitionResponse(
+            partition_index=i32(index),
+            error_code=ErrorCode.none,
+            error_message=None,
+            active_producers=tuple(
+                ProducerState(
+                    producer_id=ProducerId(e.producer_id),
+                    producer_epoch=i32(e.producer_epoch),
+                    last_sequence=i32(e.last_seq),
+                    last_timestamp=i64(e.last_timestamp),
+                    coordinator_epoch=i32(e.coordinator_epoch),
+                    current_txn_start_offset=i64(e.current_txn_first_offset),
                 )
                 for e in sorted(partition.producers, key=lambda e: e.producer_id)
-            )
-            parts.append(
-                b.PartitionResponse(
-                    partition_index=index,
-                    error_code=ErrorCode.none,
-                    error_message=None,
-                    active_producers=producers,
-                )
-            )
-        out.append(b.TopicResponse(name=t.name, partitions=tuple(parts)))
-    return b.DescribeProducersResponse(throttle_time=0, topics=tuple(out))
+            ),
+        )
+
+    return _each_partition(req, answer)

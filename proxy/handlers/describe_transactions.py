@@ -11,58 +11,87 @@ generated defaults). There are no ACLs, so no TRANSACTIONAL_ID_AUTHORIZATION_FAI
 from __future__ import annotations
 
 import datetime
-from typing import Any
+import typing
 
+from kio._kio_native import tz_aware_from_i64
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+from kio.schema.describe_transactions.v0.response import (
+    DescribeTransactionsResponse,
+    TopicData,
+    TransactionState,
+)
 from kio.schema.errors import ErrorCode
+from kio.schema.types import ProducerId, TopicName, TransactionalId
+from kio.static.primitive import TZAware, i16, i32, i64
 
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE, ms32
 
-# kio types TransactionStartTimeMs as a (non-nullable) datetime; Kafka sends -1 for "none".
-_MINUS_ONE_MS = datetime.datetime.fromtimestamp(-0.001, tz=datetime.UTC)
+# kio types TransactionStartTimeMs as a (non-nullable) datetime; Kafka sends -1 for "none"
+# (kio's TZAware check refuses times before the epoch; its encoder writes them).
+_MINUS_ONE_MS = typing.cast(TZAware, datetime.datetime.fromtimestamp(-0.001, tz=datetime.UTC))
 
 
-def _start_time(ms: int) -> datetime.datetime:
+def _start_time(ms: int) -> TZAware:
     if ms < 0:
         return _MINUS_ONE_MS
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return tz_aware_from_i64(i64(ms))
 
 
-@handler(api_key=65, versions=(0, 0))
-async def describe_transactions(ctx: RequestContext, req: Any) -> Any:
-    b, txns = ctx.b, ctx.broker.txns
+def _failed(tid: TransactionalId, code: ErrorCode) -> TransactionState:
+    return TransactionState(
+        error_code=code,
+        transactional_id=tid,
+        transaction_state="",
+        transaction_timeout=ms32(0),
+        transaction_start_time=_start_time(0),
+        producer_id=ProducerId(0),
+        producer_epoch=i16(0),
+        topics=(),
+    )
+
+
+def _error_reply(req: DescribeTransactionsRequest, code: ErrorCode) -> DescribeTransactionsResponse:
+    return DescribeTransactionsResponse(
+        throttle_time=NO_THROTTLE,
+        transaction_states=tuple(_failed(tid, code) for tid in req.transactional_ids),
+    )
+
+
+@handler(
+    api_key=65,
+    versions=(0, 0),
+    request=DescribeTransactionsRequest,
+    response=DescribeTransactionsResponse,
+    error_reply=_error_reply,
+)
+async def describe_transactions(
+    ctx: RequestContext, req: DescribeTransactionsRequest
+) -> DescribeTransactionsResponse:
+    txns = ctx.broker.txns
     out = []
     for tid in req.transactional_ids:
         found = txns.describe(tid)
         if isinstance(found, ErrorCode):
-            out.append(
-                b.TransactionState(
-                    error_code=found,
-                    transactional_id=tid,
-                    transaction_state="",
-                    transaction_timeout=0,
-                    transaction_start_time=_start_time(0),
-                    producer_id=0,
-                    producer_epoch=0,
-                    topics=(),
-                )
-            )
+            out.append(_failed(tid, found))
             continue
-        by_topic: dict[str, list[int]] = {}
+        by_topic: dict[str, list[i32]] = {}
         for topic, index in sorted(found.partitions):
-            by_topic.setdefault(topic, []).append(index)
+            by_topic.setdefault(topic, []).append(i32(index))
         out.append(
-            b.TransactionState(
+            TransactionState(
                 error_code=ErrorCode.none,
                 transactional_id=tid,
                 transaction_state=found.state.kafka_name,
-                transaction_timeout=found.txn_timeout_ms,
+                transaction_timeout=ms32(found.txn_timeout_ms),
                 transaction_start_time=_start_time(found.txn_start_timestamp),
-                producer_id=found.producer_id,
-                producer_epoch=found.producer_epoch,
+                producer_id=ProducerId(found.producer_id),
+                producer_epoch=i16(found.producer_epoch),
                 topics=tuple(
-                    b.TopicData(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()
+                    TopicData(topic=TopicName(t), partitions=tuple(ps))
+                    for t, ps in by_topic.items()
                 ),
             )
         )
-    return b.DescribeTransactionsResponse(throttle_time=0, transaction_states=tuple(out))
+    return DescribeTransactionsResponse(throttle_time=NO_THROTTLE, transaction_states=tuple(out))

@@ -12,15 +12,17 @@ next AddPartitionsToTxn does not meet CONCURRENT_TRANSACTIONS (``coordinator/txn
 
 from __future__ import annotations
 
-from typing import Any
+from kio.schema.end_txn.v4.request import EndTxnRequest
+from kio.schema.end_txn.v4.response import EndTxnResponse
 
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
 
-@handler(api_key=26, versions=(0, 4))
-async def end_txn(ctx: RequestContext, req: Any) -> Any:
+@handler(api_key=26, versions=(0, 4), request=EndTxnRequest, response=EndTxnResponse)
+async def end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     code = await ctx.broker.txns.end_txn(
         req.transactional_id, req.producer_id, req.producer_epoch, req.committed
     )
-    return ctx.b.EndTxnResponse(throttle_time=0, error_code=code)
+    return EndTxnResponse(throttle_time=NO_THROTTLE, error_code=code)

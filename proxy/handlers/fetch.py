@@ -29,23 +29,35 @@ read_uncommitted responses send null.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import trio
 from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12.request import FetchRequest
+from kio.schema.fetch.v12.response import (
+    AbortedTransaction,
+    FetchableTopicResponse,
+    FetchResponse,
+    PartitionData,
+)
+from kio.schema.types import BrokerId, ProducerId, TopicName
+from kio.static.primitive import Records, i32, i64
 
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.partition import Partition
 from wire.records import iter_batches
+from wire.values import NO_THROTTLE
+
+NO_REPLICA = BrokerId(-1)
+NO_SESSION = i32(0)
 
 READ_COMMITTED = 1
 
 
 @dataclass
 class _Slot:
-    topic: str
-    partition_index: int
+    topic: TopicName
+    partition_index: i32
     fetch_offset: int
     max_bytes: int
     partition: Partition | None
@@ -98,23 +110,70 @@ async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool) -> int:
     return total
 
 
-def _aborted(ctx: RequestContext, s: _Slot) -> tuple[Any, ...]:
+def _aborted(s: _Slot) -> tuple[AbortedTransaction, ...]:
     if s.partition is None or not s.data:
         return ()
     return tuple(
-        ctx.b.AbortedTransaction(producer_id=pid, first_offset=first)
+        AbortedTransaction(producer_id=ProducerId(pid), first_offset=i64(first))
         for pid, first in s.partition.aborted_transactions(s.fetch_offset, s.upper_bound)
     )
 
 
-@handler(api_key=1, versions=(4, 12))
-async def fetch(ctx: RequestContext, req: Any) -> Any:
-    b, broker = ctx.b, ctx.broker
+def _partition_data(s: _Slot, committed: bool) -> PartitionData:
+    part = s.partition if s.error is not ErrorCode.unknown_topic_or_partition else None
+    return PartitionData(
+        partition_index=s.partition_index,
+        error_code=s.error,
+        high_watermark=i64(part.high_watermark if part is not None else -1),
+        last_stable_offset=i64(part.last_stable_offset if part is not None else -1),
+        log_start_offset=i64(part.log_start_offset if part is not None else -1),
+        aborted_transactions=_aborted(s) if committed else None,
+        preferred_read_replica=NO_REPLICA,
+        records=Records(s.data),
+    )
+
+
+def _error_reply(req: FetchRequest, code: ErrorCode) -> FetchResponse:
+    """``code`` at the top level and on every partition the request named (Kafka's
+    ``FetchRequest.getErrorResponse``: the top level for incremental sessions, the partitions
+    for versions without a top-level code)."""
+    return FetchResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        session_id=NO_SESSION,
+        responses=tuple(
+            FetchableTopicResponse(
+                topic=t.topic,
+                partitions=tuple(
+                    PartitionData(
+                        partition_index=p.partition,
+                        error_code=code,
+                        high_watermark=i64(-1),
+                        aborted_transactions=None,
+                        records=None,
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in req.topics
+        ),
+    )
+
+
+@handler(
+    api_key=1,
+    versions=(4, 12),
+    request=FetchRequest,
+    response=FetchResponse,
+    error_reply=_error_reply,
+)
+async def fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
+    broker = ctx.broker
     if ctx.version >= 7 and req.session_id != 0:
-        return b.FetchResponse(
-            throttle_time=0,
+        return FetchResponse(
+            throttle_time=NO_THROTTLE,
             error_code=ErrorCode.fetch_session_id_not_found,
-            session_id=0,
+            session_id=NO_SESSION,
             responses=(),
         )
     committed = req.isolation_level == READ_COMMITTED
@@ -150,31 +209,19 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
             total = await _read_all(slots, max_bytes, committed)
             if any(s.error for s in slots):
                 break
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[TopicName, list[PartitionData]] = {}
     fetched = broker.metrics.topics.fetched  # /metrics: bytes out per topic
     for s in slots:
         if s.data:
             fetched(s.topic, len(s.data))
-        part = s.partition if s.error is not ErrorCode.unknown_topic_or_partition else None
-        hw = part.high_watermark if part is not None else -1
-        lso = part.last_stable_offset if part is not None else -1
-        start = part.log_start_offset if part is not None else -1
-        by_topic.setdefault(s.topic, []).append(
-            b.PartitionData(
-                partition_index=s.partition_index,
-                error_code=s.error,
-                high_watermark=hw,
-                last_stable_offset=lso,
-                log_start_offset=start,
-                aborted_transactions=_aborted(ctx, s) if committed else None,
-                preferred_read_replica=-1,
-                records=s.data,
-            )
-        )
+        by_topic.setdefault(s.topic, []).append(_partition_data(s, committed))
     responses = tuple(
-        b.FetchableTopicResponse(topic=name, partitions=tuple(parts))
+        FetchableTopicResponse(topic=name, partitions=tuple(parts))
         for name, parts in by_topic.items()
     )
-    return b.FetchResponse(
-        throttle_time=0, error_code=ErrorCode.none, session_id=0, responses=responses
+    return FetchResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        session_id=NO_SESSION,
+        responses=responses,
     )

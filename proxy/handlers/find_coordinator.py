@@ -10,44 +10,79 @@ INVALID_REQUEST.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+from kio.schema.find_coordinator.v4.response import Coordinator, FindCoordinatorResponse
+from kio.schema.types import BrokerId
+from kio.static.primitive import i32
 
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
 GROUP, TRANSACTION = 0, 1
 
 
-def _answer(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
-    broker = ctx.broker
-    if key_type in (GROUP, TRANSACTION):
-        host, port = ctx.advertised
-        return ErrorCode.none, None, broker.node_id, host, port
-    return ErrorCode.invalid_request, f"Unsupported key type {key_type}", -1, "", -1
+def _one_key(old: Any, version: int) -> Mapping[str, Any]:
+    """v0-3 ask for one key (``key``), v4 for a list (``coordinator_keys``)."""
+    return {"coordinator_keys": (old.key,)} if version < 4 else {}
 
 
-@handler(api_key=10, versions=(0, 4))
-async def find_coordinator(ctx: RequestContext, req: Any) -> Any:
-    b = ctx.b
-    key_type = getattr(req, "key_type", GROUP)
-    if ctx.version >= 4:
-        coordinators = []
-        for key in req.coordinator_keys:
-            code, msg, node, host, port = _answer(ctx, key_type)
-            coordinators.append(
-                b.Coordinator(
-                    key=key,
-                    node_id=node,
-                    host=host,
-                    port=port,
-                    error_code=code,
-                    error_message=msg,
-                )
-            )
-        return b.FindCoordinatorResponse(throttle_time=0, coordinators=tuple(coordinators))
-    code, msg, node, host, port = _answer(ctx, key_type)
-    return b.FindCoordinatorResponse(
-        throttle_time=0, error_code=code, error_message=msg, node_id=node, host=host, port=port
+def _top_level(resp: FindCoordinatorResponse, _old: Any, _version: int) -> Mapping[str, Any]:
+    """v0-3 answer their one key at the top level (Kafka's ``FindCoordinatorResponse``)."""
+    (c,) = resp.coordinators
+    return {
+        "error_code": c.error_code,
+        "error_message": c.error_message,
+        "node_id": c.node_id,
+        "host": c.host,
+        "port": c.port,
+    }
+
+
+def _failed(key: str, code: ErrorCode, message: str | None = None) -> Coordinator:
+    return Coordinator(
+        key=key, node_id=BrokerId(-1), host="", port=i32(-1), error_code=code, error_message=message
+    )
+
+
+def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
+    if key_type not in (GROUP, TRANSACTION):
+        return _failed(key, ErrorCode.invalid_request, f"Unsupported key type {key_type}")
+    host, port = ctx.advertised
+    return Coordinator(
+        key=key,
+        node_id=BrokerId(ctx.broker.node_id),
+        host=host,
+        port=i32(port),
+        error_code=ErrorCode.none,
+        error_message=None,
+    )
+
+
+def _error_reply(req: FindCoordinatorRequest, code: ErrorCode) -> FindCoordinatorResponse:
+    return FindCoordinatorResponse(
+        throttle_time=NO_THROTTLE,
+        coordinators=tuple(_failed(k, code) for k in req.coordinator_keys),
+    )
+
+
+@handler(
+    api_key=10,
+    versions=(0, 4),
+    request=FindCoordinatorRequest,
+    response=FindCoordinatorResponse,
+    error_reply=_error_reply,
+    upgrade=_one_key,
+    downgrade=_top_level,
+)
+async def find_coordinator(
+    ctx: RequestContext, req: FindCoordinatorRequest
+) -> FindCoordinatorResponse:
+    return FindCoordinatorResponse(
+        throttle_time=NO_THROTTLE,
+        coordinators=tuple(_coordinator(ctx, key, req.key_type) for key in req.coordinator_keys),
     )

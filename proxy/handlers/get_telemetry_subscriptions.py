@@ -7,23 +7,25 @@ temporality. Semantics and deviations: ``proxy/metrics/telemetry.py``. Off
 
 from __future__ import annotations
 
-import datetime
-
 from kio.schema.errors import ErrorCode
 from kio.schema.get_telemetry_subscriptions.v0 import (
     GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse,
 )
-from kio.static.primitive import i8, i32, i32Timedelta
+from kio.static.primitive import i8, i32
 
 from proxy.context import RequestContext
 from proxy.metrics.telemetry import ZERO_ID
 from proxy.registry import handler
+from wire.values import NO_THROTTLE, ms32
 
-NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 
-
-@handler(api_key=71, versions=(0, 0))
+@handler(
+    api_key=71,
+    versions=(0, 0),
+    request=GetTelemetrySubscriptionsRequest,
+    response=GetTelemetrySubscriptionsResponse,
+)
 async def get_telemetry_subscriptions(
     ctx: RequestContext, req: GetTelemetrySubscriptionsRequest
 ) -> GetTelemetrySubscriptionsResponse:
@@ -50,7 +52,7 @@ async def get_telemetry_subscriptions(
         client_instance_id=sub.instance_id,
         subscription_id=i32(sub.subscription_id),
         accepted_compression_types=tuple(i8(c) for c in sub.compression),
-        push_interval=i32Timedelta.parse(datetime.timedelta(milliseconds=sub.push_interval_ms)),
+        push_interval=ms32(sub.push_interval_ms),
         telemetry_max_bytes=i32(sub.max_bytes),
         delta_temporality=True,
         requested_metrics=sub.metrics,

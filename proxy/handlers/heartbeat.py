@@ -7,15 +7,17 @@ was removed or is a generation behind.
 
 from __future__ import annotations
 
-from typing import Any
+from kio.schema.heartbeat.v4.request import HeartbeatRequest
+from kio.schema.heartbeat.v4.response import HeartbeatResponse
 
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
 
-@handler(api_key=12, versions=(0, 4))
-async def heartbeat(ctx: RequestContext, req: Any) -> Any:
+@handler(api_key=12, versions=(0, 4), request=HeartbeatRequest, response=HeartbeatResponse)
+async def heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
     code = await ctx.broker.groups.heartbeat(
-        req.group_id, req.member_id, getattr(req, "group_instance_id", None), req.generation_id
+        req.group_id, req.member_id, req.group_instance_id, req.generation_id
     )
-    return ctx.b.HeartbeatResponse(throttle_time=0, error_code=code)
+    return HeartbeatResponse(throttle_time=NO_THROTTLE, error_code=code)

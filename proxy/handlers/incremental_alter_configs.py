@@ -20,12 +20,21 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.incremental_alter_configs.v1.request import (
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
+from kio.schema.incremental_alter_configs.v1.response import (
+    AlterConfigsResourceResponse,
+    IncrementalAlterConfigsResponse,
+)
 
 from proxy.config_resources import answer_each_resource
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.topic_config import incremental_overrides
 from storage.topics import TopicError, TopicManager
+from wire.values import NO_THROTTLE
 
 
 def _change(
@@ -43,12 +52,40 @@ def _change(
     return change
 
 
-@handler(api_key=44, versions=(0, 1))
-async def incremental_alter_configs(ctx: RequestContext, req: Any) -> Any:
+def _answer(
+    res: AlterConfigsResource, code: ErrorCode, message: str | None
+) -> AlterConfigsResourceResponse:
+    return AlterConfigsResourceResponse(
+        error_code=code,
+        error_message=message,
+        resource_type=res.resource_type,
+        resource_name=res.resource_name,
+    )
+
+
+def _error_reply(
+    req: IncrementalAlterConfigsRequest, code: ErrorCode
+) -> IncrementalAlterConfigsResponse:
+    return IncrementalAlterConfigsResponse(
+        throttle_time=NO_THROTTLE,
+        responses=tuple(_answer(res, code, None) for res in req.resources),
+    )
+
+
+@handler(
+    api_key=44,
+    versions=(0, 1),
+    request=IncrementalAlterConfigsRequest,
+    response=IncrementalAlterConfigsResponse,
+    error_reply=_error_reply,
+)
+async def incremental_alter_configs(
+    ctx: RequestContext, req: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
     broker = ctx.broker
     values = broker.config.values or {}
 
-    async def alter(res: Any) -> tuple[ErrorCode, str | None]:
+    async def alter(res: AlterConfigsResource) -> tuple[ErrorCode, str | None]:
         ops = [(c.name, int(c.config_operation), c.value) for c in res.configs]
         topic = broker.topics.get(res.resource_name)
         assert topic is not None  # refuse_resource answered for unknown topics
@@ -61,5 +98,5 @@ async def incremental_alter_configs(ctx: RequestContext, req: Any) -> Any:
             return refusal.code, refusal.message
         return ErrorCode.none, None
 
-    responses = await answer_each_resource(broker, ctx.b, req.resources, alter)
-    return ctx.b.IncrementalAlterConfigsResponse(throttle_time=0, responses=responses)
+    responses = await answer_each_resource(broker, req.resources, alter, _answer)
+    return IncrementalAlterConfigsResponse(throttle_time=NO_THROTTLE, responses=responses)

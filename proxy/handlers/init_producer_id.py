@@ -21,42 +21,48 @@ older instance is fenced and aborted (CONCURRENT_TRANSACTIONS, the retry gets th
 
 from __future__ import annotations
 
-import datetime
 import logging
-from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
+from kio.schema.init_producer_id.v5.response import InitProducerIdResponse
+from kio.schema.types import ProducerId
+from kio.static.primitive import i16
 
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.api import StorageError
+from wire.values import NO_THROTTLE, millis
 
 log = logging.getLogger("kafkad.init_producer_id")
-_MS = datetime.timedelta(milliseconds=1)
 
 
-@handler(api_key=22, versions=(0, 5))
-async def init_producer_id(ctx: RequestContext, req: Any) -> Any:
-    b = ctx.b
-    producer_id = int(getattr(req, "producer_id", -1))
-    producer_epoch = int(getattr(req, "producer_epoch", -1))
+def _reply(code: ErrorCode, pid: int = -1, epoch: int = -1) -> InitProducerIdResponse:
+    return InitProducerIdResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        producer_id=ProducerId(pid),
+        producer_epoch=i16(epoch),
+    )
 
-    def reply(code: ErrorCode, pid: int = -1, epoch: int = -1) -> Any:
-        return b.InitProducerIdResponse(
-            throttle_time=0, error_code=code, producer_id=pid, producer_epoch=epoch
-        )
 
+@handler(
+    api_key=22, versions=(0, 5), request=InitProducerIdRequest, response=InitProducerIdResponse
+)
+async def init_producer_id(
+    ctx: RequestContext, req: InitProducerIdRequest
+) -> InitProducerIdResponse:
+    producer_id, producer_epoch = int(req.producer_id), int(req.producer_epoch)
     if (producer_id == -1) != (producer_epoch == -1):
-        return reply(ErrorCode.invalid_request)
+        return _reply(ErrorCode.invalid_request)
     if req.transactional_id is not None:
-        timeout_ms = int(req.transaction_timeout // _MS)
         result = await ctx.broker.txns.init_producer_id(
-            req.transactional_id, timeout_ms, producer_id, producer_epoch
+            req.transactional_id, millis(req.transaction_timeout), producer_id, producer_epoch
         )
-        return reply(result.error, result.producer_id, result.producer_epoch)
+        return _reply(result.error, result.producer_id, result.producer_epoch)
     try:
         pid = await ctx.broker.producer_ids.generate_producer_id()
     except StorageError as exc:
         log.error("cannot reserve producer ids: %s", exc)
-        return reply(ErrorCode.coordinator_not_available)
-    return reply(ErrorCode.none, pid, 0)
+        return _reply(ErrorCode.coordinator_not_available)
+    return _reply(ErrorCode.none, pid, 0)

@@ -9,33 +9,32 @@ The request is parked until the join phase completes (see coordinator/group/clas
 
 from __future__ import annotations
 
-import datetime
 import logging
-from typing import Any
+
+from kio.schema.join_group.v9.request import JoinGroupRequest
+from kio.schema.join_group.v9.response import JoinGroupResponse, JoinGroupResponseMember
+from kio.static.primitive import i32
 
 from coordinator.group.classic import JoinRequest
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE, millis
 
 log = logging.getLogger("kafkad.group")
 
 
-def ms(value: datetime.timedelta) -> int:
-    return value // datetime.timedelta(milliseconds=1)
-
-
-@handler(api_key=11, versions=(0, 9))
-async def join_group(ctx: RequestContext, req: Any) -> Any:
-    b, v = ctx.b, ctx.version
-    session = ms(req.session_timeout)
-    rebalance = ms(req.rebalance_timeout) if v >= 1 else session
-    if getattr(req, "reason", None):
+@handler(api_key=11, versions=(0, 9), request=JoinGroupRequest, response=JoinGroupResponse)
+async def join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
+    v = ctx.version
+    session = millis(req.session_timeout)
+    rebalance = millis(req.rebalance_timeout) if v >= 1 else session
+    if req.reason:
         log.info("group %s: member %r joins: %s", req.group_id, req.member_id, req.reason)
     result = await ctx.broker.groups.join(
         req.group_id,
         JoinRequest(
             member_id=req.member_id,
-            group_instance_id=getattr(req, "group_instance_id", None),
+            group_instance_id=req.group_instance_id,
             client_id=ctx.header.client_id or "",
             client_host=ctx.client_host,
             session_timeout_ms=session,
@@ -46,20 +45,18 @@ async def join_group(ctx: RequestContext, req: Any) -> Any:
             supports_skip_assignment=v >= 9,
         ),
     )
-    protocol_name = result.protocol_name
-    if v < 7 and protocol_name is None:
-        protocol_name = ""
-    return b.JoinGroupResponse(
-        throttle_time=0,
+    # (v0-6 cannot carry a null protocol name: wire.versions sends "" there)
+    return JoinGroupResponse(
+        throttle_time=NO_THROTTLE,
         error_code=result.error,
-        generation_id=result.generation,
+        generation_id=i32(result.generation),
         protocol_type=result.protocol_type,
-        protocol_name=protocol_name,
+        protocol_name=result.protocol_name,
         leader=result.leader,
         skip_assignment=result.skip_assignment,
         member_id=result.member_id,
         members=tuple(
-            b.JoinGroupResponseMember(member_id=mid, group_instance_id=iid, metadata=meta)
+            JoinGroupResponseMember(member_id=mid, group_instance_id=iid, metadata=meta)
             for mid, iid, meta in result.members
         ),
     )

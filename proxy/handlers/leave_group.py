@@ -9,36 +9,53 @@ leaving member).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.leave_group.v5.request import LeaveGroupRequest, MemberIdentity
+from kio.schema.leave_group.v5.response import LeaveGroupResponse, MemberResponse
 
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
 log = logging.getLogger("kafkad.group")
 
 
-@handler(api_key=13, versions=(0, 5))
-async def leave_group(ctx: RequestContext, req: Any) -> Any:
-    b = ctx.b
-    if ctx.version < 3:
-        identities: list[tuple[str, str | None]] = [(req.member_id, None)]
-    else:
-        identities = [(m.member_id, m.group_instance_id) for m in req.members]
-        for m in req.members:
-            if getattr(m, "reason", None):
-                log.info("group %s: member %r leaves: %s", req.group_id, m.member_id, m.reason)
+def _one_member(old: Any, version: int) -> Mapping[str, Any]:
+    """v0-2 name one leaving member (``member_id``), v3+ a list (Kafka's ``members()``)."""
+    return {"members": (MemberIdentity(member_id=old.member_id),)} if version < 3 else {}
+
+
+def _one_code(resp: LeaveGroupResponse, _old: Any, version: int) -> Mapping[str, Any]:
+    """v0-2 answer one code: the group's error, else the member's (Kafka's ``getError``)."""
+    if version < 3 and resp.error_code is ErrorCode.none and resp.members:
+        return {"error_code": resp.members[0].error_code}
+    return {}
+
+
+@handler(
+    api_key=13,
+    versions=(0, 5),
+    request=LeaveGroupRequest,
+    response=LeaveGroupResponse,
+    upgrade=_one_member,
+    downgrade=_one_code,
+)
+async def leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
+    identities = [(m.member_id, m.group_instance_id) for m in req.members]
+    for m in req.members:
+        if m.reason:
+            log.info("group %s: member %r leaves: %s", req.group_id, m.member_id, m.reason)
     result = await ctx.broker.groups.leave(req.group_id, identities)
     if isinstance(result, ErrorCode):
-        return b.LeaveGroupResponse(throttle_time=0, error_code=result, members=())
-    if ctx.version < 3:
-        return b.LeaveGroupResponse(throttle_time=0, error_code=result[0])
-    return b.LeaveGroupResponse(
-        throttle_time=0,
+        return LeaveGroupResponse(throttle_time=NO_THROTTLE, error_code=result, members=())
+    return LeaveGroupResponse(
+        throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         members=tuple(
-            b.MemberResponse(member_id=mid, group_instance_id=iid, error_code=code)
+            MemberResponse(member_id=mid, group_instance_id=iid, error_code=code)
             for (mid, iid), code in zip(identities, result, strict=True)
         ),
     )

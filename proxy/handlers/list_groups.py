@@ -7,32 +7,33 @@ Filters compare case-insensitively, as Kafka does; an empty filter matches every
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.list_groups.v5.response import ListedGroup, ListGroupsResponse
+from kio.schema.types import GroupId
 
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
 GROUP_TYPE = "classic"
 
 
-@handler(api_key=16, versions=(0, 5))
-async def list_groups(ctx: RequestContext, req: Any) -> Any:
-    b = ctx.b
+@handler(api_key=16, versions=(0, 5), request=ListGroupsRequest, response=ListGroupsResponse)
+async def list_groups(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
     listed = ctx.broker.groups.list_groups()
     if isinstance(listed, ErrorCode):
-        return b.ListGroupsResponse(throttle_time=0, error_code=listed, groups=())
-    states = {s.lower() for s in getattr(req, "states_filter", ())}
-    types = {t.lower() for t in getattr(req, "types_filter", ())}
+        return ListGroupsResponse(throttle_time=NO_THROTTLE, error_code=listed, groups=())
+    states = {s.lower() for s in req.states_filter}
+    types = {t.lower() for t in req.types_filter}
     if types and GROUP_TYPE not in types:
         listed = []
-    return b.ListGroupsResponse(
-        throttle_time=0,
+    return ListGroupsResponse(
+        throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         groups=tuple(
-            b.ListedGroup(
-                group_id=g.group_id,
+            ListedGroup(
+                group_id=GroupId(g.group_id),
                 protocol_type=g.protocol_type,
                 group_state=g.state.value,
                 group_type=GROUP_TYPE,

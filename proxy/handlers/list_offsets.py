@@ -24,14 +24,22 @@ limited.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest
+from kio.schema.list_offsets.v7.response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from kio.schema.types import TopicName
+from kio.static.primitive import i32, i64
 
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.partition import LEADER_EPOCH, Partition
 from wire.records import decode_batch_records, read_batch_header
+from wire.values import NO_THROTTLE
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 # the lowest version that may ask for each special timestamp (Kafka's ReplicaManager)
@@ -40,14 +48,14 @@ READ_COMMITTED = 1
 NO_EPOCH = -1
 
 
-def _refusal(version: int, p: Partition | None, rp: Any) -> ErrorCode | None:
+def _refusal(version: int, p: Partition | None, rp: ListOffsetsPartition) -> ErrorCode | None:
     """Why partition request ``rp`` gets no offset (after the duplicate check), or None."""
     ts = rp.timestamp
     if ts < 0 and version < MIN_VERSION_OF_TIMESTAMP.get(ts, 2**15):
         return ErrorCode.unsupported_version
     if p is None:
         return ErrorCode.unknown_topic_or_partition
-    epoch = getattr(rp, "current_leader_epoch", NO_EPOCH)
+    epoch = rp.current_leader_epoch  # NO_EPOCH below v4
     if epoch != NO_EPOCH and epoch > LEADER_EPOCH:
         return ErrorCode.unknown_leader_epoch
     if epoch != NO_EPOCH and epoch < LEADER_EPOCH:
@@ -90,13 +98,42 @@ async def _first_at_or_after(
     return None
 
 
-@handler(api_key=2, versions=(1, 7))
-async def list_offsets(ctx: RequestContext, req: Any) -> Any:
-    b, broker = ctx.b, ctx.broker
+def _failed(index: int, code: ErrorCode) -> ListOffsetsPartitionResponse:
+    return ListOffsetsPartitionResponse(
+        partition_index=i32(index),
+        error_code=code,
+        timestamp=i64(-1),
+        offset=i64(-1),
+        leader_epoch=i32(-1),
+    )
+
+
+def _error_reply(req: ListOffsetsRequest, code: ErrorCode) -> ListOffsetsResponse:
+    return ListOffsetsResponse(
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            ListOffsetsTopicResponse(
+                name=t.name,
+                partitions=tuple(_failed(p.partition_index, code) for p in t.partitions),
+            )
+            for t in req.topics
+        ),
+    )
+
+
+@handler(
+    api_key=2,
+    versions=(1, 7),
+    request=ListOffsetsRequest,
+    response=ListOffsetsResponse,
+    error_reply=_error_reply,
+)
+async def list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+    broker = ctx.broker
     committed = ctx.version >= 2 and req.isolation_level == READ_COMMITTED
     named = Counter((t.name, rp.partition_index) for t in req.topics for rp in t.partitions)
     answered: set[tuple[str, int]] = set()
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[TopicName, list[ListOffsetsPartitionResponse]] = {}
     for t in req.topics:
         parts = by_topic.setdefault(t.name, [])
         for rp in t.partitions:
@@ -112,29 +149,20 @@ async def list_offsets(ctx: RequestContext, req: Any) -> Any:
                 assert p is not None
                 res = await _lookup(p, rp.timestamp, committed)
             if isinstance(res, ErrorCode):
-                parts.append(
-                    b.ListOffsetsPartitionResponse(
-                        partition_index=rp.partition_index,
-                        error_code=res,
-                        timestamp=-1,
-                        offset=-1,
-                        leader_epoch=-1,
-                        old_style_offsets=(),
-                    )
-                )
+                parts.append(_failed(rp.partition_index, res))
             else:
                 ts, offset = res
                 parts.append(
-                    b.ListOffsetsPartitionResponse(
+                    ListOffsetsPartitionResponse(
                         partition_index=rp.partition_index,
                         error_code=ErrorCode.none,
-                        timestamp=ts,
-                        offset=offset,
-                        leader_epoch=LEADER_EPOCH if offset >= 0 else -1,
+                        timestamp=i64(ts),
+                        offset=i64(offset),
+                        leader_epoch=i32(LEADER_EPOCH if offset >= 0 else -1),
                     )
                 )
     topics = tuple(
-        b.ListOffsetsTopicResponse(name=name, partitions=tuple(parts))
+        ListOffsetsTopicResponse(name=name, partitions=tuple(parts))
         for name, parts in by_topic.items()
     )
-    return b.ListOffsetsResponse(throttle_time=0, topics=topics)
+    return ListOffsetsResponse(throttle_time=NO_THROTTLE, topics=topics)

@@ -8,26 +8,35 @@ advertised. COORDINATOR_LOAD_IN_PROGRESS while the coordinator loads.
 
 from __future__ import annotations
 
-from typing import Any
+from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+from kio.schema.list_transactions.v1.response import ListTransactionsResponse, TransactionState
+from kio.schema.types import ProducerId, TransactionalId
 
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
 
-@handler(api_key=66, versions=(0, 1))
-async def list_transactions(ctx: RequestContext, req: Any) -> Any:
-    b = ctx.b
+@handler(
+    api_key=66,
+    versions=(0, 1),
+    request=ListTransactionsRequest,
+    response=ListTransactionsResponse,
+)
+async def list_transactions(
+    ctx: RequestContext, req: ListTransactionsRequest
+) -> ListTransactionsResponse:
     code, unknown, found = ctx.broker.txns.list_transactions(
-        req.state_filters, req.producer_id_filters, int(getattr(req, "duration_filter", -1))
+        req.state_filters, req.producer_id_filters, int(req.duration_filter)
     )
-    return b.ListTransactionsResponse(
-        throttle_time=0,
+    return ListTransactionsResponse(
+        throttle_time=NO_THROTTLE,
         error_code=code,
         unknown_state_filters=tuple(unknown),
         transaction_states=tuple(
-            b.TransactionState(
-                transactional_id=m.transactional_id,
-                producer_id=m.producer_id,
+            TransactionState(
+                transactional_id=TransactionalId(m.transactional_id),
+                producer_id=ProducerId(m.producer_id),
                 transaction_state=m.state.kafka_name,
             )
             for m in found

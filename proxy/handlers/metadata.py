@@ -18,14 +18,25 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.metadata.v12.response import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32
 
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.partition import LEADER_EPOCH
 from storage.topics import Topic, TopicError, topic_name_error
+from wire.values import NO_THROTTLE
 
 log = logging.getLogger("kafkad.metadata")
 
@@ -36,71 +47,106 @@ CLUSTER_OPERATIONS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
 ZERO_UUID = uuid.UUID(int=0)
 
 
-@handler(api_key=3, versions=(0, 12))
-async def metadata(ctx: RequestContext, req: Any) -> Any:
-    b, broker = ctx.b, ctx.broker
+def _cluster_operations(_resp: MetadataResponse, old: Any, version: int) -> Mapping[str, Any]:
+    """v8-10 may ask for the cluster's authorized operations (v11 moved that to
+    DescribeCluster)."""
+    if not 8 <= version <= 10:
+        return {}
+    wanted = old.include_cluster_authorized_operations
+    return {
+        "cluster_authorized_operations": i32(
+            CLUSTER_OPERATIONS if wanted else AUTHORIZED_OPERATIONS_OMITTED
+        )
+    }
+
+
+def _failed(
+    name: TopicName | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID
+) -> MetadataResponseTopic:
+    return MetadataResponseTopic(
+        error_code=code,
+        name=name,
+        topic_id=topic_id,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=i32(AUTHORIZED_OPERATIONS_OMITTED),
+    )
+
+
+def _error_reply(req: MetadataRequest, code: ErrorCode) -> MetadataResponse:
+    """Every topic asked for, carrying ``code`` (a topic asked for by id: name null, as Kafka)."""
+    return MetadataResponse(
+        throttle_time=NO_THROTTLE,
+        brokers=(),
+        topics=tuple(_failed(t.name, code, t.topic_id or ZERO_UUID) for t in req.topics or ()),
+    )
+
+
+@handler(
+    api_key=3,
+    versions=(0, 12),
+    request=MetadataRequest,
+    response=MetadataResponse,
+    error_reply=_error_reply,
+    downgrade=_cluster_operations,
+)
+async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
+    broker = ctx.broker
     topics = broker.topics
-    want_ops = bool(getattr(req, "include_topic_authorized_operations", False))
+    want_ops = req.include_topic_authorized_operations
     auto_create = broker.config.get("auto.create.topics.enable") and (
         ctx.version < 4 or req.allow_auto_topic_creation
     )
+    node = BrokerId(broker.node_id)
 
-    def describe(t: Topic) -> Any:
-        node = broker.node_id
+    def describe(t: Topic) -> MetadataResponseTopic:
         parts = tuple(
-            b.MetadataResponsePartition(
+            MetadataResponsePartition(
                 error_code=ErrorCode.none,
-                partition_index=p.tp.partition,
+                partition_index=i32(p.tp.partition),
                 leader_id=node,
-                leader_epoch=LEADER_EPOCH,
+                leader_epoch=i32(LEADER_EPOCH),
                 replica_nodes=(node,),
                 isr_nodes=(node,),
                 offline_replicas=(),
             )
             for p in t.partitions
         )
-        return b.MetadataResponseTopic(
+        return MetadataResponseTopic(
             error_code=ErrorCode.none,
-            name=t.name,
+            name=TopicName(t.name),
             topic_id=t.topic_id,
             is_internal=t.internal,
             partitions=parts,
-            topic_authorized_operations=TOPIC_OPERATIONS
-            if want_ops
-            else AUTHORIZED_OPERATIONS_OMITTED,
-        )
-
-    def failed(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> Any:
-        return b.MetadataResponseTopic(
-            error_code=code,
-            name=name,
-            topic_id=topic_id,
-            is_internal=False,
-            partitions=(),
-            topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            topic_authorized_operations=i32(
+                TOPIC_OPERATIONS if want_ops else AUTHORIZED_OPERATIONS_OMITTED
+            ),
         )
 
     requested = req.topics
+    out: list[MetadataResponseTopic]
     if requested is None or (ctx.version == 0 and not requested):
         out = [describe(t) for t in topics]
     else:
         out = []
         for entry in requested:
             name = entry.name
-            topic_id = getattr(entry, "topic_id", None)
+            topic_id = entry.topic_id
             if name is None:
                 if topic_id is None or topic_id == ZERO_UUID:
-                    out.append(failed(None, ErrorCode.invalid_request))
+                    out.append(_failed(None, ErrorCode.invalid_request))
                     continue
                 found = topics.by_id(topic_id)
                 out.append(
-                    describe(found) if found else failed(None, ErrorCode.unknown_topic_id, topic_id)
+                    describe(found)
+                    if found
+                    else _failed(None, ErrorCode.unknown_topic_id, topic_id)
                 )
                 continue
             if (t := topics.get(name)) is not None:
                 out.append(describe(t))
             elif topic_name_error(name) is not None:
-                out.append(failed(name, ErrorCode.invalid_topic_exception))
+                out.append(_failed(name, ErrorCode.invalid_topic_exception))
             elif auto_create:
                 made = await topics.auto_create(name)
                 if not isinstance(made, TopicError):
@@ -112,26 +158,15 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
                         ctx.peer,
                     )
                 out.append(
-                    failed(name, made.code) if isinstance(made, TopicError) else describe(made)
+                    _failed(name, made.code) if isinstance(made, TopicError) else describe(made)
                 )
             else:
-                out.append(failed(name, ErrorCode.unknown_topic_or_partition))
+                out.append(_failed(name, ErrorCode.unknown_topic_or_partition))
     host, port = ctx.advertised
-    brokers = (
-        b.MetadataResponseBroker(
-            node_id=broker.node_id,
-            host=host,
-            port=port,
-            rack=None,
-        ),
-    )
-    return b.MetadataResponse(
-        throttle_time=0,
-        brokers=brokers,
+    return MetadataResponse(
+        throttle_time=NO_THROTTLE,
+        brokers=(MetadataResponseBroker(node_id=node, host=host, port=i32(port), rack=None),),
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=node,
         topics=tuple(out),
-        cluster_authorized_operations=CLUSTER_OPERATIONS
-        if getattr(req, "include_cluster_authorized_operations", False)
-        else AUTHORIZED_OPERATIONS_OMITTED,
     )

@@ -13,19 +13,52 @@ UNKNOWN_TOPIC_OR_PARTITION; metadata over 4096 bytes OFFSET_METADATA_TOO_LARGE.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_commit.v9.request import OffsetCommitRequest
+from kio.schema.offset_commit.v9.response import (
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from kio.schema.types import TopicName
+from kio.static.primitive import i32
 
 from coordinator.group.offsets import CommitRequest
 from proxy.broker import Broker
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.api import TopicPartition
+from wire.values import NO_THROTTLE
+
+
+class CommitPartition(Protocol):
+    """A partition of an OffsetCommit or a TxnOffsetCommit request."""
+
+    @property
+    def partition_index(self) -> i32: ...
+    @property
+    def committed_offset(self) -> int: ...
+    @property
+    def committed_leader_epoch(self) -> int: ...
+    @property
+    def committed_metadata(self) -> str | None: ...
+
+
+class CommitTopic(Protocol):
+    @property
+    def name(self) -> TopicName: ...
+    @property
+    def partitions(self) -> Sequence[CommitPartition]: ...
+
+
+Codes = list[tuple[TopicName, list[tuple[i32, ErrorCode]]]]
 
 
 def parse_commits(
-    broker: Broker, topics: Any
+    broker: Broker, topics: Sequence[CommitTopic]
 ) -> tuple[dict[TopicPartition, ErrorCode], list[CommitRequest]]:
     """The offsets of an OffsetCommit or TxnOffsetCommit request: unknown topics and
     partitions answered UNKNOWN_TOPIC_OR_PARTITION at once (Kafka's metadata cache check), the
@@ -42,50 +75,68 @@ def parse_commits(
                 continue
             commits.append(
                 CommitRequest(
-                    tp,
-                    p.committed_offset,
-                    getattr(p, "committed_leader_epoch", -1),
-                    p.committed_metadata,
+                    tp, p.committed_offset, p.committed_leader_epoch, p.committed_metadata
                 )
             )
     return codes, commits
 
 
-def commit_response(
-    ctx: RequestContext,
-    kind: str,
-    topics: Any,
+def commit_codes(
+    topics: Sequence[CommitTopic],
     codes: dict[TopicPartition, ErrorCode],
     commits: list[CommitRequest],
     result: ErrorCode | dict[TopicPartition, ErrorCode] | None,
-) -> Any:
-    """The OffsetCommit or TxnOffsetCommit (``kind``) response: one code per requested
-    partition, the coordinator's group-level error or its per-partition code for the commits
-    it was given, the parse error for the others."""
+) -> Codes:
+    """One code per requested partition, in request order, for the OffsetCommit or
+    TxnOffsetCommit response: the coordinator's group-level error or its per-partition code
+    for the commits it was given, the parse error for the others."""
     for c in commits:
         assert result is not None
         codes[c.tp] = result if isinstance(result, ErrorCode) else result[c.tp]
-    b = ctx.b
-    return getattr(b, f"{kind}Response")(
-        throttle_time=0,
+    return [
+        (
+            t.name,
+            [
+                (p.partition_index, codes[TopicPartition(t.name, p.partition_index)])
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
+
+
+def every_partition(topics: Sequence[CommitTopic], code: ErrorCode) -> Codes:
+    """``code`` for every requested partition (both APIs' error reply)."""
+    return [(t.name, [(p.partition_index, code) for p in t.partitions]) for t in topics]
+
+
+def _response(codes: Codes) -> OffsetCommitResponse:
+    return OffsetCommitResponse(
+        throttle_time=NO_THROTTLE,
         topics=tuple(
-            getattr(b, f"{kind}ResponseTopic")(
-                name=t.name,
+            OffsetCommitResponseTopic(
+                name=name,
                 partitions=tuple(
-                    getattr(b, f"{kind}ResponsePartition")(
-                        partition_index=p.partition_index,
-                        error_code=codes[TopicPartition(t.name, p.partition_index)],
-                    )
-                    for p in t.partitions
+                    OffsetCommitResponsePartition(partition_index=i, error_code=c) for i, c in parts
                 ),
             )
-            for t in topics
+            for name, parts in codes
         ),
     )
 
 
-@handler(api_key=8, versions=(2, 9))
-async def offset_commit(ctx: RequestContext, req: Any) -> Any:
+def _error_reply(req: OffsetCommitRequest, code: ErrorCode) -> OffsetCommitResponse:
+    return _response(every_partition(req.topics, code))
+
+
+@handler(
+    api_key=8,
+    versions=(2, 9),
+    request=OffsetCommitRequest,
+    response=OffsetCommitResponse,
+    error_reply=_error_reply,
+)
+async def offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
     broker = ctx.broker
     codes, commits = parse_commits(broker, req.topics)
     result = None
@@ -93,8 +144,8 @@ async def offset_commit(ctx: RequestContext, req: Any) -> Any:
         result = await broker.groups.commit_offsets(
             req.group_id,
             req.member_id,
-            getattr(req, "group_instance_id", None),
+            req.group_instance_id,
             req.generation_id_or_member_epoch,
             commits,
         )
-    return commit_response(ctx, "OffsetCommit", req.topics, codes, commits, result)
+    return _response(commit_codes(req.topics, codes, commits, result))

@@ -10,30 +10,34 @@ NON_EMPTY_GROUP, as in Kafka.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+from kio.schema.offset_delete.v0.response import (
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
 
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.api import TopicPartition
+from wire.values import NO_THROTTLE
 
 
-@handler(api_key=47, versions=(0, 0))
-async def offset_delete(ctx: RequestContext, req: Any) -> Any:
-    b = ctx.b
+@handler(api_key=47, versions=(0, 0), request=OffsetDeleteRequest, response=OffsetDeleteResponse)
+async def offset_delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
     tps = [TopicPartition(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     result = await ctx.broker.groups.delete_offsets(req.group_id, tps)
     if isinstance(result, ErrorCode):
-        return b.OffsetDeleteResponse(error_code=result, throttle_time=0, topics=())
-    return b.OffsetDeleteResponse(
+        return OffsetDeleteResponse(error_code=result, throttle_time=NO_THROTTLE, topics=())
+    return OffsetDeleteResponse(
         error_code=ErrorCode.none,
-        throttle_time=0,
+        throttle_time=NO_THROTTLE,
         topics=tuple(
-            b.OffsetDeleteResponseTopic(
+            OffsetDeleteResponseTopic(
                 name=t.name,
                 partitions=tuple(
-                    b.OffsetDeleteResponsePartition(
+                    OffsetDeleteResponsePartition(
                         partition_index=p.partition_index,
                         error_code=result[TopicPartition(t.name, p.partition_index)],
                     )

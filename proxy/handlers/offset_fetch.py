@@ -11,35 +11,72 @@ error; a group that does not exist answers the same (and nothing for "all partit
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRequestGroup
+from kio.schema.offset_fetch.v8.request import OffsetFetchRequestTopics as RequestTopics
+from kio.schema.offset_fetch.v8.response import (
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopics,
+)
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i32, i64
 
 from coordinator.group.offsets import FetchedOffset
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.api import TopicPartition
+from wire.values import NO_THROTTLE
 
 
-def _wanted(topics: Any) -> list[TopicPartition] | None:
+def _one_group(old: Any, version: int) -> Mapping[str, Any]:
+    """v1-7 ask for one group (``group_id``, ``topics``), v8 for a list (``groups``)."""
+    if version >= 8:
+        return {}
+    topics = (
+        None
+        if old.topics is None
+        else tuple(
+            RequestTopics(name=t.name, partition_indexes=t.partition_indexes) for t in old.topics
+        )
+    )
+    return {"groups": (OffsetFetchRequestGroup(group_id=old.group_id, topics=topics),)}
+
+
+def _top_level(resp: OffsetFetchResponse, old: Any, version: int) -> Mapping[str, Any]:
+    """v1-7 answer their one group at the top level; v1 has no group-level error code, so a
+    group error is answered on every partition asked for (Kafka's OffsetFetchResponse)."""
+    (group,) = resp.groups
+    if version >= 2:
+        return {"topics": group.topics, "error_code": group.error_code}
+    if group.error_code is ErrorCode.none:
+        return {"topics": group.topics}
+    failed = [FetchedOffset(tp, -1, -1, "", group.error_code) for tp in _wanted(old.topics) or []]
+    return {"topics": _topics(failed)}
+
+
+def _wanted(topics: Sequence[RequestTopics] | None) -> list[TopicPartition] | None:
     if topics is None:
         return None
     return [TopicPartition(t.name, i) for t in topics for i in t.partition_indexes]
 
 
-def _topics(ctx: RequestContext, fetched: list[FetchedOffset], suffix: str) -> tuple[Any, ...]:
-    b = ctx.b
+def _topics(fetched: list[FetchedOffset]) -> tuple[OffsetFetchResponseTopics, ...]:
     by_topic: dict[str, list[FetchedOffset]] = defaultdict(list)
     for f in fetched:
         by_topic[f.tp.topic].append(f)
     return tuple(
-        getattr(b, "OffsetFetchResponseTopic" + suffix)(
-            name=name,
+        OffsetFetchResponseTopics(
+            name=TopicName(name),
             partitions=tuple(
-                getattr(b, "OffsetFetchResponsePartition" + suffix)(
-                    partition_index=f.tp.partition,
-                    committed_offset=f.offset,
-                    committed_leader_epoch=f.leader_epoch,
+                OffsetFetchResponsePartitions(
+                    partition_index=i32(f.tp.partition),
+                    committed_offset=i64(f.offset),
+                    committed_leader_epoch=i32(f.leader_epoch),
                     metadata=f.metadata,
                     error_code=f.error,
                 )
@@ -50,22 +87,31 @@ def _topics(ctx: RequestContext, fetched: list[FetchedOffset], suffix: str) -> t
     )
 
 
-@handler(api_key=9, versions=(1, 8))
-async def offset_fetch(ctx: RequestContext, req: Any) -> Any:
-    b, groups = ctx.b, ctx.broker.groups
-    stable = bool(getattr(req, "require_stable", False))
-    if ctx.version >= 8:
-        out = []
-        for g in req.groups:
-            code, fetched = groups.fetch_offsets(g.group_id, _wanted(g.topics), stable)
-            out.append(
-                b.OffsetFetchResponseGroup(
-                    group_id=g.group_id, topics=_topics(ctx, fetched, "s"), error_code=code
-                )
-            )
-        return b.OffsetFetchResponse(throttle_time=0, groups=tuple(out))
-    wanted = _wanted(req.topics)
-    code, fetched = groups.fetch_offsets(req.group_id, wanted, stable)
-    if code is not ErrorCode.none and ctx.version < 2:
-        fetched = [FetchedOffset(tp, -1, -1, "", code) for tp in wanted or []]
-    return b.OffsetFetchResponse(throttle_time=0, topics=_topics(ctx, fetched, ""), error_code=code)
+def _group(
+    group_id: GroupId, code: ErrorCode, fetched: list[FetchedOffset]
+) -> OffsetFetchResponseGroup:
+    return OffsetFetchResponseGroup(group_id=group_id, topics=_topics(fetched), error_code=code)
+
+
+def _error_reply(req: OffsetFetchRequest, code: ErrorCode) -> OffsetFetchResponse:
+    return OffsetFetchResponse(
+        throttle_time=NO_THROTTLE, groups=tuple(_group(g.group_id, code, []) for g in req.groups)
+    )
+
+
+@handler(
+    api_key=9,
+    versions=(1, 8),
+    request=OffsetFetchRequest,
+    response=OffsetFetchResponse,
+    error_reply=_error_reply,
+    upgrade=_one_group,
+    downgrade=_top_level,
+)
+async def offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
+    groups = ctx.broker.groups
+    out = []
+    for g in req.groups:
+        code, fetched = groups.fetch_offsets(g.group_id, _wanted(g.topics), req.require_stable)
+        out.append(_group(g.group_id, code, fetched))
+    return OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=tuple(out))

@@ -45,21 +45,29 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.produce.v11.request import ProduceRequest
+from kio.schema.produce.v11.response import (
+    BatchIndexAndErrorMessage,
+    PartitionProduceResponse,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+from kio.static.primitive import i32, i64
 
 from proxy.context import RequestContext
-from proxy.outcomes import NO_RESPONSE, CloseConnection
+from proxy.outcomes import NO_RESPONSE, CloseConnection, NoResponse
 from proxy.registry import handler
 from storage.api import StorageError, TopicPartition
 from storage.log_validator import Refused, validate_for_append
 from wire.records import first_batch_transactional
+from wire.values import NO_THROTTLE, timestamp
 
 log = logging.getLogger("kafkad.produce")
 
 
-def _has_transactional_records(req: Any) -> bool | ErrorCode:
+def _has_transactional_records(req: ProduceRequest) -> bool | ErrorCode:
     """Kafka's RequestUtils.hasTransactionalRecords: some partition's first batch is
     transactional; CORRUPT_MESSAGE where Kafka's batch iterator throws on the way there."""
     for t in req.topic_data:
@@ -70,28 +78,43 @@ def _has_transactional_records(req: Any) -> bool | ErrorCode:
     return False
 
 
-def _refuse_all(ctx: RequestContext, req: Any, code: ErrorCode) -> Any:
-    b = ctx.b
-    return b.ProduceResponse(
+def _partition_response(
+    index: i32,
+    code: ErrorCode,
+    message: str | None = None,
+    base: int = -1,
+    append_time: int = -1,
+    start: int = -1,
+    record_errors: tuple[tuple[int, str], ...] = (),
+) -> PartitionProduceResponse:
+    return PartitionProduceResponse(
+        index=index,
+        error_code=code,
+        base_offset=i64(base),
+        log_append_time=timestamp(append_time),
+        log_start_offset=i64(start),
+        record_errors=tuple(
+            BatchIndexAndErrorMessage(batch_index=i32(i), batch_index_error_message=m)
+            for i, m in record_errors
+        ),
+        error_message=message,
+    )
+
+
+def _refuse_all(req: ProduceRequest, code: ErrorCode) -> ProduceResponse:
+    """Every partition of the request refused with ``code``: the answer to a request Kafka
+    fails as a whole, and this handler's error reply (``ProduceRequest.getErrorResponse``)."""
+    return ProduceResponse(
         responses=tuple(
-            b.TopicProduceResponse(
+            TopicProduceResponse(
                 name=t.name,
                 partition_responses=tuple(
-                    b.PartitionProduceResponse(
-                        index=pd.index,
-                        error_code=code,
-                        base_offset=-1,
-                        log_append_time=-1,
-                        log_start_offset=-1,
-                        record_errors=(),
-                        error_message=None,
-                    )
-                    for pd in t.partition_data
+                    _partition_response(pd.index, code) for pd in t.partition_data
                 ),
             )
             for t in req.topic_data
         ),
-        throttle_time=0,
+        throttle_time=NO_THROTTLE,
     )
 
 
@@ -105,9 +128,16 @@ def _verify_with(
     return lambda: verifier(txn_id, producer_id, epoch, tp)
 
 
-@handler(api_key=0, versions=(0, 11), min_served=3)
-async def produce(ctx: RequestContext, req: Any) -> Any:
-    b, broker = ctx.b, ctx.broker
+@handler(
+    api_key=0,
+    versions=(0, 11),
+    request=ProduceRequest,
+    response=ProduceResponse,
+    error_reply=_refuse_all,
+    min_served=3,
+)
+async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | NoResponse:
+    broker = ctx.broker
     acks = req.acks
     now = broker.now_ms()
     txn_id = req.transactional_id
@@ -116,11 +146,11 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
         log.warning("produce from %s: a malformed batch fails the request", ctx.peer or "?")
         if acks == 0:
             raise CloseConnection("acks=0 produce with a malformed batch")
-        return _refuse_all(ctx, req, transactional)
+        return _refuse_all(req, transactional)
     if txn_id is None and transactional:
         if acks == 0:
             raise CloseConnection("acks=0 transactional produce without a transactional id")
-        return _refuse_all(ctx, req, ErrorCode.transactional_id_authorization_failed)
+        return _refuse_all(req, ErrorCode.transactional_id_authorization_failed)
     verifier = broker.txn_verifier
     produced = broker.metrics.topics.produced  # /metrics: bytes and messages in per topic
     results = []
@@ -178,19 +208,11 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
             if code is not ErrorCode.none:
                 log.debug("produce to %s-%d refused: %s", topic_data.name, pd.index, code.name)
             parts.append(
-                b.PartitionProduceResponse(
-                    index=pd.index,
-                    error_code=code,
-                    base_offset=base,
-                    log_append_time=append_time,
-                    log_start_offset=start,
-                    record_errors=_record_errors(ctx, record_errors),
-                    error_message=message,
+                _partition_response(
+                    pd.index, code, message, base, append_time, start, record_errors
                 )
             )
-        results.append(
-            b.TopicProduceResponse(name=topic_data.name, partition_responses=tuple(parts))
-        )
+        results.append(TopicProduceResponse(name=topic_data.name, partition_responses=tuple(parts)))
     if acks == 0:
         failed = [
             (t.name, p.index, p.error_code.name)
@@ -201,14 +223,4 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
         if failed:
             raise CloseConnection(f"acks=0 produce failed: {failed}")
         return NO_RESPONSE
-    return b.ProduceResponse(responses=tuple(results), throttle_time=0)
-
-
-def _record_errors(ctx: RequestContext, errors: tuple[tuple[int, str], ...]) -> tuple[Any, ...]:
-    """Kafka's record errors (v8+): the batch index of each refused record, with why."""
-    if not errors or not ctx.b.has("PartitionProduceResponse", "record_errors"):
-        return ()
-    return tuple(
-        ctx.b.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
-        for i, m in errors
-    )
+    return ProduceResponse(responses=tuple(results), throttle_time=NO_THROTTLE)

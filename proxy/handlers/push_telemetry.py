@@ -6,17 +6,15 @@ advertised, answered UNSUPPORTED_VERSION.
 
 from __future__ import annotations
 
-import datetime
-
 from kio.schema.errors import ErrorCode
 from kio.schema.push_telemetry.v0 import PushTelemetryRequest, PushTelemetryResponse
-from kio.static.primitive import i32Timedelta
 
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
 
-@handler(api_key=72, versions=(0, 0))
+@handler(api_key=72, versions=(0, 0), request=PushTelemetryRequest, response=PushTelemetryResponse)
 async def push_telemetry(ctx: RequestContext, req: PushTelemetryRequest) -> PushTelemetryResponse:
     store = ctx.broker.client_telemetry
     if not store.enabled:
@@ -31,6 +29,4 @@ async def push_telemetry(ctx: RequestContext, req: PushTelemetryRequest) -> Push
             bytes(req.metrics),
             ctx.peer,
         )
-    return PushTelemetryResponse(
-        throttle_time=i32Timedelta.parse(datetime.timedelta(0)), error_code=code
-    )
+    return PushTelemetryResponse(throttle_time=NO_THROTTLE, error_code=code)

@@ -7,25 +7,27 @@ Followers' requests are parked until the leader's assignment has been persisted.
 
 from __future__ import annotations
 
-from typing import Any
+from kio.schema.sync_group.v5.request import SyncGroupRequest
+from kio.schema.sync_group.v5.response import SyncGroupResponse
 
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
 
-@handler(api_key=14, versions=(0, 5))
-async def sync_group(ctx: RequestContext, req: Any) -> Any:
+@handler(api_key=14, versions=(0, 5), request=SyncGroupRequest, response=SyncGroupResponse)
+async def sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
     result = await ctx.broker.groups.sync(
         req.group_id,
         req.member_id,
-        getattr(req, "group_instance_id", None),
+        req.group_instance_id,
         req.generation_id,
-        getattr(req, "protocol_type", None),
-        getattr(req, "protocol_name", None),
+        req.protocol_type,
+        req.protocol_name,
         {a.member_id: a.assignment for a in req.assignments},
     )
-    return ctx.b.SyncGroupResponse(
-        throttle_time=0,
+    return SyncGroupResponse(
+        throttle_time=NO_THROTTLE,
         error_code=result.error,
         protocol_type=result.protocol_type,
         protocol_name=result.protocol_name,

@@ -24,15 +24,50 @@ then, so a refused commit creates nothing.
 
 from __future__ import annotations
 
-from typing import Any
+from kio.schema.errors import ErrorCode
+from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest
+from kio.schema.txn_offset_commit.v4.response import (
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
 
 from proxy.context import RequestContext
-from proxy.handlers.offset_commit import commit_response, parse_commits
+from proxy.handlers.offset_commit import Codes, commit_codes, every_partition, parse_commits
 from proxy.registry import handler
+from wire.values import NO_THROTTLE
 
 
-@handler(api_key=28, versions=(0, 4))
-async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
+def _response(codes: Codes) -> TxnOffsetCommitResponse:
+    return TxnOffsetCommitResponse(
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            TxnOffsetCommitResponseTopic(
+                name=name,
+                partitions=tuple(
+                    TxnOffsetCommitResponsePartition(partition_index=i, error_code=c)
+                    for i, c in parts
+                ),
+            )
+            for name, parts in codes
+        ),
+    )
+
+
+def _error_reply(req: TxnOffsetCommitRequest, code: ErrorCode) -> TxnOffsetCommitResponse:
+    return _response(every_partition(req.topics, code))
+
+
+@handler(
+    api_key=28,
+    versions=(0, 4),
+    request=TxnOffsetCommitRequest,
+    response=TxnOffsetCommitResponse,
+    error_reply=_error_reply,
+)
+async def txn_offset_commit(
+    ctx: RequestContext, req: TxnOffsetCommitRequest
+) -> TxnOffsetCommitResponse:
     broker = ctx.broker
     codes, commits = parse_commits(broker, req.topics)
     result = None
@@ -42,10 +77,10 @@ async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
             req.group_id,
             req.producer_id,
             req.producer_epoch,
-            getattr(req, "member_id", ""),
-            getattr(req, "group_instance_id", None),
-            getattr(req, "generation_id", -1),
+            req.member_id,
+            req.group_instance_id,
+            req.generation_id,
             commits,
             broker.txn_verifier,
         )
-    return commit_response(ctx, "TxnOffsetCommit", req.topics, codes, commits, result)
+    return _response(commit_codes(req.topics, codes, commits, result))

@@ -22,16 +22,53 @@ transaction aborted this way on a partition stays as it is at the coordinator, a
 
 from __future__ import annotations
 
-from typing import Any
+from kio.schema.errors import ErrorCode
+from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest
+from kio.schema.write_txn_markers.v1.response import (
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersResponse,
+)
 
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.api import TopicPartition
 
 
-@handler(api_key=27, versions=(1, 1))
-async def write_txn_markers(ctx: RequestContext, req: Any) -> Any:
-    b, broker = ctx.b, ctx.broker
+def _error_reply(req: WriteTxnMarkersRequest, code: ErrorCode) -> WriteTxnMarkersResponse:
+    """Every partition of every marker carrying ``code`` (Kafka's getErrorResponse)."""
+    return WriteTxnMarkersResponse(
+        markers=tuple(
+            WritableTxnMarkerResult(
+                producer_id=m.producer_id,
+                topics=tuple(
+                    WritableTxnMarkerTopicResult(
+                        name=t.name,
+                        partitions=tuple(
+                            WritableTxnMarkerPartitionResult(partition_index=i, error_code=code)
+                            for i in t.partition_indexes
+                        ),
+                    )
+                    for t in m.topics
+                ),
+            )
+            for m in req.markers
+        )
+    )
+
+
+@handler(
+    api_key=27,
+    versions=(1, 1),
+    request=WriteTxnMarkersRequest,
+    response=WriteTxnMarkersResponse,
+    error_reply=_error_reply,
+)
+async def write_txn_markers(
+    ctx: RequestContext, req: WriteTxnMarkersRequest
+) -> WriteTxnMarkersResponse:
+    broker = ctx.broker
     results = []
     for marker in req.markers:
         topics = []
@@ -46,10 +83,10 @@ async def write_txn_markers(ctx: RequestContext, req: Any) -> Any:
                     marker.coordinator_epoch,
                 )
                 parts.append(
-                    b.WritableTxnMarkerPartitionResult(partition_index=index, error_code=code)
+                    WritableTxnMarkerPartitionResult(partition_index=index, error_code=code)
                 )
-            topics.append(b.WritableTxnMarkerTopicResult(name=t.name, partitions=tuple(parts)))
+            topics.append(WritableTxnMarkerTopicResult(name=t.name, partitions=tuple(parts)))
         results.append(
-            b.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=tuple(topics))
+            WritableTxnMarkerResult(producer_id=marker.producer_id, topics=tuple(topics))
         )
-    return b.WriteTxnMarkersResponse(markers=tuple(results))
+    return WriteTxnMarkersResponse(markers=tuple(results))

@@ -12,8 +12,7 @@ import pytest
 import trio
 from kio.schema.errors import ErrorCode
 
-from proxy.error_replies import error_reply
-from proxy.registry import advertised
+from proxy.registry import REGISTRY, advertised
 from storage.api import CONSUMER_OFFSETS, TopicPartition
 from tests.proxy.harness import RawClient, connect, running_broker
 from tests.proxy.test_broker_requests import create
@@ -30,7 +29,6 @@ from tests.proxy.test_transactions import (
     produce,
     tbatch,
 )
-from wire.codec import RequestHeader
 from wire.records import Record, build_batch
 
 E = ErrorCode
@@ -168,7 +166,10 @@ async def test_read_committed_with_the_start_inside_an_open_transaction() -> Non
 @pytest.mark.parametrize("version", VERSIONS)
 def test_error_reply_echoes_every_partition(version: int) -> None:
     req = request(version, ("a", 0, 1), ("a", 2, 1), ("b", 1, -1))
-    resp = error_reply(RequestHeader(21, version, 7, None), req, E.unknown_server_error)
+    entry = REGISTRY[21]
+    reply = entry.error_reply(entry.read(req), E.unknown_server_error)
+    resp = entry.write(reply, req, version)
+    assert int(resp.__version__) == version
     got = [
         (t.name, p.partition_index, p.low_watermark, p.error_code)
         for t in resp.topics

@@ -3,6 +3,7 @@ response shape with UNKNOWN_SERVER_ERROR, and the connection stays usable."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 
 import pytest
@@ -12,10 +13,10 @@ from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import request as md
 from kio.schema.produce.v9 import request as pr
 
-from proxy.error_replies import error_response
-from proxy.registry import REGISTRY, Handler, advertised, served
+from proxy.registry import REGISTRY, advertised, served
 from tests.proxy.harness import connect, running_broker
 from wire.codec import RequestHeader, encode_response
+from wire.versions import error_response
 
 PAIRS = [(k, v) for k, (lo, hi) in served().items() for v in range(lo, hi + 1)]
 
@@ -40,7 +41,7 @@ async def test_a_failing_handler_costs_one_request(monkeypatch: pytest.MonkeyPat
         raise RuntimeError("a bug")
 
     original = REGISTRY[3]
-    monkeypatch.setitem(REGISTRY, 3, Handler(3, original.min_version, original.max_version, broken))
+    monkeypatch.setitem(REGISTRY, 3, dataclasses.replace(original, fn=broken))
     async with running_broker() as (_, port), connect(port) as c:
         resp = await c.request(
             md.MetadataRequest(
@@ -66,9 +67,7 @@ async def test_a_failing_produce_handler_reports_the_error_per_partition(
         raise RuntimeError("a bug")
 
     original = REGISTRY[0]
-    monkeypatch.setitem(
-        REGISTRY, 0, Handler(0, original.min_version, original.max_version, broken, 3)
-    )
+    monkeypatch.setitem(REGISTRY, 0, dataclasses.replace(original, fn=broken))
     async with running_broker() as (_, port), connect(port) as c:
         resp = await c.request(
             pr.ProduceRequest(

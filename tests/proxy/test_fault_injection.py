@@ -14,13 +14,11 @@ from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9 import request as pr
 
 from proxy.config import ConfigError, resolve_values
-from proxy.error_replies import ECHOES, error_reply
 from proxy.fault_injection import NO_FAULT, CrashRule, Fault, FaultInjector, parse_spec
-from proxy.registry import served
+from proxy.registry import REGISTRY, served
 from tests.proxy.harness import connect, encode_request, running_broker
 from tests.proxy.test_broker_requests import MS, batch, create, fetch_request, produce
 from tests.wire.conftest import entities
-from tests.wire.supported import kio_versions
 from wire.codec import RequestHeader, encode_response, request_class
 
 # -- the spec ------------------------------------------------------------------------------
@@ -131,22 +129,18 @@ def _codes(entity: Any) -> list[ErrorCode]:
     return out
 
 
-# Served APIs at their served versions; those not served yet at every version kio knows.
-SERVED = served()
-PAIRS = [
-    (k, v)
-    for k in sorted(ECHOES)
-    for v in kio_versions(k)
-    if k not in SERVED or SERVED[k][0] <= v <= SERVED[k][1]
-]
+# Every served API at every version it serves.
+PAIRS = [(k, v) for k, (lo, hi) in served().items() for v in range(lo, hi + 1)]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.sampled_from(PAIRS).flatmap(lambda p: entities(request_class(*p))))
-def test_error_replies_echo_every_item_and_encode(req: Any) -> None:
+def test_error_replies_carry_the_error_everywhere_and_encode(req: Any) -> None:
+    """Each handler's registered error reply, in the version the client spoke."""
     key, version = int(req.__api_key__), int(req.__version__)
     header = RequestHeader(key, version, 9, "t")
-    resp = error_reply(header, req, ErrorCode.not_coordinator)
+    entry = REGISTRY[key]
+    resp = entry.write(entry.error_reply(entry.read(req), ErrorCode.not_coordinator), req, version)
     encode_response(header, resp)
     codes = _codes(resp)
     assert all(c is ErrorCode.not_coordinator for c in codes)

@@ -1,0 +1,44 @@
+"""kio's value types from plain numbers, for handlers that build responses.
+
+kio types Kafka's fields nominally (``i32``, ``BrokerId``, ``i32Timedelta``, ``TZAware``...);
+the constructors of the integer and id types (``i32(n)``, ``BrokerId(n)``) check the range.
+Durations and timestamps need a conversion, here.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Final
+
+from kio._kio_native import tz_aware_from_i64
+from kio.static.primitive import TZAware, i32Timedelta, i64, i64Timedelta
+
+_MS = datetime.timedelta(milliseconds=1)
+
+
+def ms32(ms: int) -> i32Timedelta:
+    """A duration field of Kafka type int32 milliseconds (throttle times, timeouts)."""
+    return i32Timedelta.parse(datetime.timedelta(milliseconds=ms))
+
+
+def ms64(ms: int) -> i64Timedelta:
+    """A duration field of Kafka type int64 milliseconds."""
+    return i64Timedelta.parse(datetime.timedelta(milliseconds=ms))
+
+
+NO_THROTTLE: Final = ms32(0)
+
+
+def timestamp(ms: int) -> TZAware | None:
+    """A timestamp field (Kafka int64 ms since the epoch, -1 for none)."""
+    return None if ms < 0 else tz_aware_from_i64(i64(ms))
+
+
+def millis(value: datetime.timedelta) -> int:
+    """Whole milliseconds of a duration field."""
+    return value // _MS
+
+
+def epoch_millis(value: datetime.datetime | None) -> int:
+    """Milliseconds since the epoch of a timestamp field (-1 for none)."""
+    return -1 if value is None else int(value.timestamp() * 1000)
