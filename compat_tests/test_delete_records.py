@@ -1,9 +1,9 @@
 """DeleteRecords with stock admin clients (issue 15.2/15.9): confluent-kafka's
-``AdminClient.delete_records``, kafka-python's and aiokafka's ``delete_records``, each followed
-by consumers at both isolation levels; the new start inside an open transaction (the LSO holds
-at the start until the transaction ends); and the start, the LSO and the open transaction
-across a ``kill -9`` of a real broker. Every expectation is Kafka's own (the kill -9 test is
-skipped against an external broker)."""
+``AdminClient.delete_records``, kafka-python's and aiokafka's ``delete_records`` and kafkajs's
+``deleteTopicRecords``, each followed by consumers at both isolation levels; the new start
+inside an open transaction (the LSO holds at the start until the transaction ends); and the
+start, the LSO and the open transaction across a ``kill -9`` of a real broker. Every
+expectation is Kafka's own (the kill -9 test is skipped against an external broker)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from kafka.structs import TopicPartition as KpTP
 
 from compat_tests._support import EXTERNAL, topic_name
 from compat_tests.conftest import BrokerProcess
+from compat_tests.test_kafkajs import run
 from compat_tests.txn_support import (
     committed_values,
     create,
@@ -147,3 +148,19 @@ def test_start_and_open_transaction_survive_kill9(own_broker: BrokerProcess) -> 
     assert committed_values(bs, t) == [b"p4", b"p5"]
     assert watermarks(bs, t, "read_committed") == (4, 7)  # the abort marker is at 6
     del txn, txn2
+
+
+def test_kafkajs_delete_topic_records(bootstrap: str) -> None:
+    t = create(bootstrap, topic_name("delrec-kjs"), 1)
+    produce_plain(bootstrap, t, [b"k%d" % i for i in range(5)])
+    delete = {
+        "op": "deleteTopicRecords",
+        "topic": t,
+        "partitions": [{"partition": 0, "offset": "3"}],
+    }
+    # kafkajs finds the leader from metadata it must already have (as against Kafka)
+    load = {"op": "fetchTopicMetadata", "topics": [t]}
+    _, _, offsets = run(bootstrap, load, delete, {"op": "fetchTopicOffsets", "topic": t})
+    assert [(o["partition"], o["low"], o["high"]) for o in offsets] == [(0, "3", "5")]
+    assert committed_values(bootstrap, t) == [b"k3", b"k4"]
+    assert uncommitted_values(bootstrap, t) == [b"k3", b"k4"]

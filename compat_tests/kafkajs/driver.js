@@ -43,6 +43,9 @@ const OPS = {
   async fetchTopicOffsetsByTimestamp (admin, _producer, o) {
     return admin.fetchTopicOffsetsByTimestamp(o.topic, o.timestamp)
   },
+  async deleteTopicRecords (admin, _producer, o) {
+    return admin.deleteTopicRecords({ topic: o.topic, partitions: o.partitions })
+  },
   async send (_admin, producer, o) {
     return producer.send({
       topic: o.topic,
