@@ -24,7 +24,10 @@ Recovery rules
 6. The log start offset is the larger of the checkpoint (``log-start-offset``, written by
    ``delete_before``) and the first segment's base offset. If it is beyond the recovered end
    (the tail was lost, or a ``delete_before`` reached an end that never got to disk), the log
-   restarts empty at the log start offset, as Kafka does.
+   restarts empty at the log start offset, as Kafka does. Segments wholly below the
+   checkpoint (a crash came between ``delete_before``'s checkpoint and its deletion) are
+   deleted before anything is recovered, as Kafka's retention deletes segments the log start
+   offset has passed.
 7. The last segment becomes the active one: its index files are deleted and the directory
    fsynced, so that from now on "no index files" means "was active when the process died".
 """
@@ -116,6 +119,9 @@ def load_partition(directory: Path, interval: int, clean: bool) -> Loaded:
     notes: list[str] = complete_swaps(directory)
     bases = _remove_strays(directory, notes)
     checkpoint = read_checkpoint(directory)
+    while len(bases) > 1 and bases[1] <= checkpoint:  # rule 6: wholly below the start
+        notes.append(f"segment {bases[0]}: below the log start offset {checkpoint}: deleted")
+        Segment(directory, bases.pop(0), 0).delete_files()
     segments: list[Segment] = []
     next_offset = 0
     for i, base in enumerate(bases):

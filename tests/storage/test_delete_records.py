@@ -12,6 +12,7 @@ import pytest
 from storage.api import LogConfig
 from storage.backends import open_store
 from storage.partition import Partition
+from storage.segment.load import write_checkpoint
 from storage.segment.store import FileStore
 from tests.storage.test_transactions import (
     NOW,
@@ -176,4 +177,26 @@ async def test_the_start_survives_kill9(file_url: str) -> None:
         p = await open_partition(store, ONE_BATCH_SEGMENTS)
         assert (p.log_start_offset, p.high_watermark) == (5, 10)
         assert [s.base_offset for s in p.log.segment_infos()] == [4, 6, 8]
+        assert await delivered(p, 5) == ([5, 6, 7, 8, 9], [])
+
+
+async def test_a_crash_between_checkpoint_and_deletion_finishes_the_deletion(
+    tmp_path: Path,
+) -> None:
+    """The checkpoint is written first; if the process dies before the segments below it are
+    deleted, the next open deletes them (else they would stay until time retention)."""
+    url = f"file://{tmp_path / 'data'}"
+    async with open_store(url) as store:
+        p = await open_partition(store, ONE_BATCH_SEGMENTS)
+        for _ in range(5):
+            await put(p, batch(n=2))
+        assert isinstance(store, FileStore)
+        store.abandon()
+    directory = tmp_path / "data" / "t-0"
+    write_checkpoint(directory, 5)  # delete_before(5)'s first step, and then the kill
+    async with open_store(url) as store:
+        p = await open_partition(store, ONE_BATCH_SEGMENTS)
+        assert (p.log_start_offset, p.high_watermark) == (5, 10)
+        assert [s.base_offset for s in p.log.segment_infos()] == [4, 6, 8]
+        assert sorted(int(f.stem) for f in directory.glob("*.log")) == [4, 6, 8]
         assert await delivered(p, 5) == ([5, 6, 7, 8, 9], [])
