@@ -389,7 +389,9 @@ class Partition:
         snapshotted at the high watermark, so a ``kill -9`` right after does not lose the
         state of producers whose batches were all deleted (Kafka's ``truncateAndReload`` then
         replays from the new start and forgets them: UNKNOWN_PRODUCER_ID, or an open
-        transaction no longer holding the LSO back)."""
+        transaction no longer holding the LSO back). Long polls are woken, so a fetch waiting
+        below the new start is answered OFFSET_OUT_OF_RANGE at once (Kafka's delayed fetch
+        notices only at its next append or at ``max_wait``: the same answer, later)."""
         if not self.config.delete:
             return ErrorCode.policy_violation
         target = self._high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
@@ -400,6 +402,7 @@ class Partition:
                 at = self._high_watermark
                 await self._write_snapshot(at, self._encode_snapshot(at))
             await self.delete_before(target)
+            self.wake_waiters()  # a long poll below the new start answers OFFSET_OUT_OF_RANGE
         return self.log.log_start_offset
 
     async def delete_before(self, offset: int) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from kio.schema.errors import ErrorCode
 
 from proxy.registry import REGISTRY, advertised
@@ -193,3 +194,26 @@ async def test_the_start_survives_a_restart(tmp_path: Path) -> None:
         async with running_broker(data) as (_, port), connect(port) as c:
             assert await list_offset(c, "t", EARLIEST, False) == (3, -1)
             assert (await fetch(c, "t", 0, False)).error_code is E.offset_out_of_range
+
+
+async def test_a_long_poll_below_the_new_start_is_answered_at_once() -> None:
+    """A read_committed fetch waits at the LSO (an open transaction at 1); when the start
+    moves past its offset it gets OFFSET_OUT_OF_RANGE at once, not after ``max_wait``."""
+    with trio.fail_after(20):
+        async with running_broker() as (server, port), connect(port) as c, connect(port) as c2:
+            broker = server.broker
+            assert broker is not None and await create(c, "t") == E.none
+            install(broker).add(P1, 0, TopicPartition("t", 0))
+            await produce(c, "t", plain(), txn=None)  # 0
+            assert (await produce(c, "t", tbatch(P1, 0))).base_offset == 1
+            await produce(c, "t", plain(), txn=None)  # 2
+            got: list[Any] = []
+
+            async def poll() -> None:
+                got.append(await fetch(c2, "t", 1, True, wait_ms=60_000))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(poll)
+                await trio.testing.wait_all_tasks_blocked()
+                assert await delete(c, ("t", 0, 3)) == {("t", 0): (3, E.none)}
+            assert got[0].error_code is E.offset_out_of_range
