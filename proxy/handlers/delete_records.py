@@ -86,6 +86,8 @@ async def _delete(ctx: RequestContext, topic: str, index: int, offset: int) -> i
     try:
         got = await p.delete_records(offset)
     except StorageError as exc:
+        if p.deleted:  # the topic was deleted meanwhile (its log closed under us)
+            return ErrorCode.unknown_topic_or_partition
         log.error("deleting records of %s before %d failed: %s", p.tp, offset, exc)
         return ErrorCode.kafka_storage_error
     if isinstance(got, ErrorCode):

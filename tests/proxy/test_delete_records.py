@@ -4,6 +4,7 @@ across a start inside an open transaction, the error reply, and the start after 
 
 from __future__ import annotations
 
+import errno
 import importlib
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from tests.proxy.test_transactions import (
     produce,
     tbatch,
 )
+from tests.storage.faulty import faulty_disk
 from wire.records import Record, build_batch
 
 E = ErrorCode
@@ -217,3 +219,19 @@ async def test_a_long_poll_below_the_new_start_is_answered_at_once() -> None:
                 await trio.testing.wait_all_tasks_blocked()
                 assert await delete(c, ("t", 0, 3)) == {("t", 0): (3, E.none)}
             assert got[0].error_code is E.offset_out_of_range
+
+
+async def test_a_checkpoint_that_cannot_be_written_is_a_storage_error(tmp_path: Path) -> None:
+    """The start moves only once its checkpoint is on disk: a full disk answers
+    KAFKA_STORAGE_ERROR (low watermark -1) and leaves the start, and the broker serving."""
+    with trio.fail_after(20), faulty_disk() as disk:
+        async with running_broker(f"file://{tmp_path}") as (_, port), connect(port) as c:
+            assert await create(c, "t") == E.none
+            for _ in range(3):
+                await produce(c, "t", plain(), txn=None)
+            disk.fail("write", err=errno.ENOSPC, persistent=True)
+            assert await delete(c, ("t", 0, 2)) == {("t", 0): (-1, E.kafka_storage_error)}
+            disk.clear()
+            assert await list_offset(c, "t", EARLIEST, False) == (0, -1)
+            assert await delete(c, ("t", 0, 2)) == {("t", 0): (2, E.none)}
+            assert await list_offset(c, "t", EARLIEST, False) == (2, -1)
