@@ -1,0 +1,157 @@
+"""The versions Kafka 4.x added to APIs kafkad served at older ones: ListOffsets v8-10
+(EARLIEST_LOCAL, LATEST_TIERED, a remote-lookup timeout), CreateTopics v6-7 (the topic id),
+DeleteTopics v6 (topics by name or id, Kafka's ControllerApis.deleteTopics rules)."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any
+
+from kio.schema.create_topics.v7 import request as ct7
+from kio.schema.delete_topics.v6 import request as dt6
+from kio.schema.errors import ErrorCode
+from kio.schema.list_offsets.v8 import request as lo8
+from kio.schema.list_offsets.v9 import request as lo9
+from kio.schema.list_offsets.v10 import request as lo10
+
+from tests.proxy.harness import RawClient, connect, running_broker
+from tests.proxy.test_admin_validation import list_offsets
+from tests.proxy.test_broker_requests import batch, create, produce
+
+MS = datetime.timedelta(milliseconds=1)
+ZERO = uuid.UUID(int=0)
+NO_ID = None  # kio reads the zero UUID as None
+
+
+async def test_list_offsets_earliest_local_and_latest_tiered() -> None:
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "lo", 2) == ErrorCode.none
+        await produce(c, "lo", batch([b"a", b"b"], ts=1000))
+        # -4 EARLIEST_LOCAL from v8: the log start offset (no tiered storage)
+        assert await list_offsets(c, lo8, (0, -4, -1)) == [(0, ErrorCode.none, 0)]
+        # -5 LATEST_TIERED needs v9
+        assert await list_offsets(c, lo8, (0, -5, -1)) == [(0, ErrorCode.unsupported_version, -1)]
+        resp = await c.request(_list(lo9, -5))
+        [part] = resp.topics[0].partitions
+        assert (part.error_code, part.offset, part.timestamp, part.leader_epoch) == (
+            ErrorCode.none,
+            -1,
+            -1,
+            -1,
+        )
+        resp = await c.request(_list(lo10, -1, timeout=5000 * MS))  # v10: the timeout field
+        assert resp.topics[0].partitions[0].offset == 2
+
+
+def _list(mod: Any, timestamp: int, **extra: Any) -> Any:
+    return mod.ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=0,
+        topics=(
+            mod.ListOffsetsTopic(
+                name="lo",
+                partitions=(
+                    mod.ListOffsetsPartition(
+                        partition_index=0, current_leader_epoch=-1, timestamp=timestamp
+                    ),
+                ),
+            ),
+        ),
+        **extra,
+    )
+
+
+async def _create_v7(c: RawClient, name: str, validate_only: bool = False) -> Any:
+    resp = await c.request(
+        ct7.CreateTopicsRequest(
+            topics=(
+                ct7.CreatableTopic(
+                    name=name, num_partitions=1, replication_factor=1, assignments=(), configs=()
+                ),
+            ),
+            timeout=1000 * MS,
+            validate_only=validate_only,
+        )
+    )
+    return resp.topics[0]
+
+
+async def test_create_topics_v7_answers_the_topic_id() -> None:
+    async with running_broker() as (server, port), connect(port) as c:
+        assert server.broker is not None
+        made = await _create_v7(c, "with-id")
+        assert made.error_code == ErrorCode.none
+        assert made.topic_id == server.broker.topics.get("with-id").topic_id
+        again = await _create_v7(c, "with-id")
+        assert (again.error_code, again.topic_id) == (ErrorCode.topic_already_exists, NO_ID)
+        checked = await _create_v7(c, "only-checked", validate_only=True)
+        assert checked.error_code == ErrorCode.none and checked.topic_id not in (None, ZERO)
+        assert server.broker.topics.get("only-checked") is None
+
+
+async def _delete_v6(c: RawClient, *topics: tuple[str | None, uuid.UUID]) -> list[Any]:
+    resp = await c.request(
+        dt6.DeleteTopicsRequest(
+            topics=tuple(dt6.DeleteTopicState(name=n, topic_id=i) for n, i in topics),
+            timeout=1000 * MS,
+        )
+    )
+    return sorted(
+        ((r.name, r.topic_id, r.error_code, r.error_message) for r in resp.responses),
+        key=repr,
+    )
+
+
+async def test_delete_topics_v6_by_name_or_id() -> None:
+    async with running_broker() as (server, port), connect(port) as c:
+        topics = server.broker.topics if server.broker is not None else None
+        assert topics is not None
+        for name in ("by-id", "by-name", "twice", "both", "mapped"):
+            assert await create(c, name) == ErrorCode.none
+        by_id, by_name, twice, both, mapped = (
+            topics.get(n).topic_id for n in ("by-id", "by-name", "twice", "both", "mapped")
+        )
+        unknown = uuid.uuid4()
+        got = await _delete_v6(
+            c,
+            (None, by_id),
+            ("by-name", ZERO),
+            (None, twice),
+            (None, twice),
+            ("both", both),
+            (None, ZERO),
+            (None, unknown),
+            (None, mapped),
+            ("mapped", ZERO),
+        )
+        assert got == sorted(
+            [
+                ("by-id", by_id, ErrorCode.none, None),
+                ("by-name", by_name, ErrorCode.none, None),
+                (None, twice, ErrorCode.invalid_request, "Duplicate topic id."),
+                (
+                    "both",
+                    both,
+                    ErrorCode.invalid_request,
+                    "You may not specify both topic name and topic id.",
+                ),
+                (
+                    None,
+                    NO_ID,
+                    ErrorCode.invalid_request,
+                    "Neither topic name nor id were specified.",
+                ),
+                (None, unknown, ErrorCode.unknown_topic_id, None),
+                (
+                    "mapped",
+                    mapped,
+                    ErrorCode.invalid_request,
+                    "The provided topic name maps to an ID that was already supplied.",
+                ),
+            ],
+            key=repr,
+        )
+        assert topics.get("by-id") is None and topics.get("by-name") is None
+        for kept in ("twice", "both", "mapped"):
+            assert topics.get(kept) is not None, kept
