@@ -30,6 +30,7 @@ from proxy.handlers import (  # noqa: F401
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     push_telemetry,
     sync_group,

@@ -39,7 +39,7 @@ from kio.static.primitive import i32, i64
 
 from proxy.context import RequestContext
 from proxy.registry import handler
-from storage.partition import LEADER_EPOCH, Partition
+from storage.partition import LEADER_EPOCH, Partition, leader_epoch_error
 from wire.records import decode_batch_records, read_batch_header
 from wire.values import NO_THROTTLE
 
@@ -53,7 +53,6 @@ MIN_VERSION_OF_TIMESTAMP = {
     LATEST_TIERED: 9,
 }
 READ_COMMITTED = 1
-NO_EPOCH = -1
 
 
 def _refusal(version: int, p: Partition | None, rp: ListOffsetsPartition) -> ErrorCode | None:
@@ -63,12 +62,7 @@ def _refusal(version: int, p: Partition | None, rp: ListOffsetsPartition) -> Err
         return ErrorCode.unsupported_version
     if p is None:
         return ErrorCode.unknown_topic_or_partition
-    epoch = rp.current_leader_epoch  # NO_EPOCH below v4
-    if epoch != NO_EPOCH and epoch > LEADER_EPOCH:
-        return ErrorCode.unknown_leader_epoch
-    if epoch != NO_EPOCH and epoch < LEADER_EPOCH:
-        return ErrorCode.fenced_leader_epoch
-    return None
+    return leader_epoch_error(rp.current_leader_epoch)  # NO_EPOCH below v4
 
 
 async def _lookup(p: Partition, timestamp: int, committed: bool) -> tuple[int, int] | ErrorCode:

@@ -155,3 +155,48 @@ async def test_delete_topics_v6_by_name_or_id() -> None:
         assert topics.get("by-id") is None and topics.get("by-name") is None
         for kept in ("twice", "both", "mapped"):
             assert topics.get(kept) is not None, kept
+
+
+async def _epoch_end(c: RawClient, version: int, *parts: tuple[int, int, int]) -> list[Any]:
+    """OffsetForLeaderEpoch for topic "oe": (partition, current leader epoch, epoch) each."""
+    from kio.index import load_request_schema
+
+    cls = load_request_schema(23, version)
+    mod = __import__(cls.__module__, fromlist=["x"])
+    resp = await c.request(
+        cls(
+            topics=(
+                mod.OffsetForLeaderTopic(
+                    topic="oe",
+                    partitions=tuple(
+                        mod.OffsetForLeaderPartition(
+                            partition=p, current_leader_epoch=cur, leader_epoch=e
+                        )
+                        for p, cur, e in parts
+                    ),
+                ),
+            ),
+        )
+    )
+    [topic] = resp.topics
+    return [(p.partition, p.error_code, p.leader_epoch, p.end_offset) for p in topic.partitions]
+
+
+async def test_offset_for_leader_epoch_answers_from_one_epoch() -> None:
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "oe", 2) == ErrorCode.none
+        await produce(c, "oe", batch([b"a", b"b", b"c"]))
+        for version in (2, 3, 4):
+            got = await _epoch_end(
+                c, version, (0, -1, 0), (0, -1, -1), (0, -1, 3), (1, 0, 0), (0, 1, 0), (0, -3, 0)
+            )
+            assert got == [
+                (0, ErrorCode.none, 0, 3),  # the current epoch: the log end offset
+                (0, ErrorCode.none, -1, -1),  # no epoch
+                (0, ErrorCode.none, -1, -1),  # an epoch this partition never had
+                (1, ErrorCode.none, 0, 0),  # an empty partition
+                (0, ErrorCode.unknown_leader_epoch, -1, -1),
+                (0, ErrorCode.fenced_leader_epoch, -1, -1),
+            ], version
+        got = await _epoch_end(c, 4, (7, -1, 0))
+        assert got == [(7, ErrorCode.unknown_topic_or_partition, -1, -1)]
