@@ -12,6 +12,7 @@ from proxy.handlers import (  # noqa: F401
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     describe_producers,
     describe_transactions,
     end_txn,

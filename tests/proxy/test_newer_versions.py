@@ -200,3 +200,32 @@ async def test_offset_for_leader_epoch_answers_from_one_epoch() -> None:
             ], version
         got = await _epoch_end(c, 4, (7, -1, 0))
         assert got == [(7, ErrorCode.unknown_topic_or_partition, -1, -1)]
+
+
+async def test_describe_log_dirs_sizes_every_partition_asked_for(tmp_path: Any) -> None:
+    from kio.schema.describe_log_dirs.v1 import request as dl1
+    from kio.schema.describe_log_dirs.v4 import request as dl4
+
+    async with running_broker(data_dir=f"file://{tmp_path}") as (_, port), connect(port) as c:
+        assert await create(c, "ld", 2) == ErrorCode.none
+        await produce(c, "ld", batch([b"x" * 100]))
+        everything = await c.request(dl4.DescribeLogDirsRequest(topics=None))
+        assert everything.error_code == ErrorCode.none
+        [result] = everything.results
+        assert result.log_dir == str(tmp_path.absolute())
+        assert 0 < result.usable_bytes <= result.total_bytes
+        sizes = {
+            (t.name, p.partition_index): (p.partition_size, p.offset_lag, p.is_future_key)
+            for t in result.topics
+            for p in t.partitions
+        }
+        assert sizes[("ld", 0)][0] > 100 and sizes[("ld", 1)] == (0, 0, False)
+        some = await c.request(
+            dl1.DescribeLogDirsRequest(
+                topics=(dl1.DescribableLogDirTopic(topic="ld", partitions=(1, 7)),)
+            )
+        )
+        [result] = some.results
+        assert [(t.name, [p.partition_index for p in t.partitions]) for t in result.topics] == [
+            ("ld", [1])
+        ]
