@@ -229,3 +229,117 @@ async def test_describe_log_dirs_sizes_every_partition_asked_for(tmp_path: Any) 
         assert [(t.name, [p.partition_index for p in t.partitions]) for t in result.topics] == [
             ("ld", [1])
         ]
+
+
+async def test_elect_leaders_is_never_needed_on_one_node() -> None:
+    from kio.schema.elect_leaders.v0 import request as el0
+    from kio.schema.elect_leaders.v2 import request as el2
+
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "el", 2) == ErrorCode.none
+        named = await c.request(
+            el2.ElectLeadersRequest(
+                election_type=0,
+                topic_partitions=(
+                    el2.TopicPartitions(topic="el", partitions=(0, 5)),
+                    el2.TopicPartitions(topic="nope", partitions=(0,)),
+                ),
+                timeout=1000 * MS,
+            )
+        )
+        assert named.error_code == ErrorCode.none
+        got = [
+            (r.topic, p.partition_id, p.error_code, p.error_message)
+            for r in named.replica_election_results
+            for p in r.partition_result
+        ]
+        assert got == [
+            ("el", 0, ErrorCode.election_not_needed, None),
+            ("el", 5, ErrorCode.unknown_topic_or_partition, "No such partition as el-5"),
+            ("nope", 0, ErrorCode.unknown_topic_or_partition, "No such topic as nope"),
+        ]
+        everything = await c.request(
+            el0.ElectLeadersRequest(topic_partitions=None, timeout=1000 * MS)
+        )
+        assert {(r.topic, r.partition_result) for r in everything.replica_election_results} >= {
+            ("el", ())
+        }
+        bad = await c.request(
+            el2.ElectLeadersRequest(
+                election_type=7,
+                topic_partitions=(el2.TopicPartitions(topic="el", partitions=(0,)),),
+                timeout=1000 * MS,
+            )
+        )
+        assert bad.error_code == ErrorCode.invalid_request
+        [[part]] = [r.partition_result for r in bad.replica_election_results]
+        assert (part.error_code, part.error_message) == (
+            ErrorCode.invalid_request,
+            "Unknown election type 7",
+        )
+
+
+async def test_partition_reassignments_to_this_node_only() -> None:
+    from kio.schema.alter_partition_reassignments.v0 import request as ap
+    from kio.schema.list_partition_reassignments.v0 import request as lp
+
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "ra", 2) == ErrorCode.none
+
+        def part(index: int, replicas: tuple[int, ...] | None) -> Any:
+            return ap.ReassignablePartition(partition_index=index, replicas=replicas)
+
+        resp = await c.request(
+            ap.AlterPartitionReassignmentsRequest(
+                timeout=1000 * MS,
+                topics=(
+                    ap.ReassignableTopic(
+                        name="ra",
+                        partitions=(
+                            part(0, (1,)),
+                            part(1, None),
+                            part(0, ()),
+                            part(0, (2, 1)),
+                            part(0, (1, 1)),
+                            part(9, (1,)),
+                        ),
+                    ),
+                    ap.ReassignableTopic(name="nope", partitions=(part(0, (1,)),)),
+                ),
+            )
+        )
+        assert resp.error_code == ErrorCode.none
+        got = [
+            (t.name, p.partition_index, p.error_code, p.error_message)
+            for t in resp.responses
+            for p in t.partitions
+        ]
+        prefix = "The manual partition assignment includes"
+        assert got == [
+            ("ra", 0, ErrorCode.none, None),
+            (
+                "ra",
+                1,
+                ErrorCode.no_reassignment_in_progress,
+                "No partition reassignment is in progress.",
+            ),
+            ("ra", 0, ErrorCode.invalid_replica_assignment, f"{prefix} an empty replica list."),
+            (
+                "ra",
+                0,
+                ErrorCode.invalid_replica_assignment,
+                f"{prefix} broker 2, but no such broker is registered.",
+            ),
+            (
+                "ra",
+                0,
+                ErrorCode.invalid_replica_assignment,
+                f"{prefix} the broker 1 more than once.",
+            ),
+            ("ra", 9, ErrorCode.unknown_topic_or_partition, "Unable to find partition ra:9."),
+            ("nope", 0, ErrorCode.unknown_topic_or_partition, "Unable to find a topic named nope."),
+        ]
+        listed = await c.request(
+            lp.ListPartitionReassignmentsRequest(timeout=1000 * MS, topics=None)
+        )
+        assert (listed.error_code, listed.topics) == (ErrorCode.none, ())
