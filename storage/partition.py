@@ -86,6 +86,20 @@ _ATTRS = struct.Struct(">h")
 _TS = struct.Struct(">q")
 _CRC = struct.Struct(">I")
 LEADER_EPOCH = 0  # one node, never re-elected: every partition stays at leader epoch 0
+NO_EPOCH = -1  # "no leader epoch" in requests (current_leader_epoch, leader_epoch)
+
+
+def leader_epoch_error(current_leader_epoch: int) -> ErrorCode | None:
+    """Kafka's fencing of a request carrying the leader epoch its sender knows (KIP-320): a
+    higher one than the partition's is UNKNOWN_LEADER_EPOCH, a lower one FENCED_LEADER_EPOCH;
+    -1 is not checked."""
+    if current_leader_epoch in (NO_EPOCH, LEADER_EPOCH):
+        return None
+    if current_leader_epoch > LEADER_EPOCH:
+        return ErrorCode.unknown_leader_epoch
+    return ErrorCode.fenced_leader_epoch
+
+
 SNAPSHOTS_KEPT = 2
 REPLAY_READ_BYTES = 8 * 1024 * 1024
 DELETE_TO_HIGH_WATERMARK = -1  # DeleteRecords' offset meaning "the high watermark"

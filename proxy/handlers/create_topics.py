@@ -1,6 +1,9 @@
-"""CreateTopics (key 19), v2-5. v2: error messages. v3-4: nothing new for the broker
+"""CreateTopics (key 19), v2-7. v2: error messages. v3-4: nothing new for the broker
 (v4: num_partitions/replication_factor -1 take the broker defaults). v5: flexible; the
-response carries the created topic's partition count, replication factor and configs.
+response carries the created topic's partition count, replication factor and configs. v6:
+may answer THROTTLING_QUOTA_EXCEEDED (no controller mutation quota here). v7: the created
+topic's id (a validate-only request gets a fresh random id, as Kafka's controller answers it;
+a refused topic the zero id).
 
 Per topic, in the order of Kafka's ``ReplicationControlManager.createTopics``: duplicate
 names in one request -> INVALID_REQUEST; legal name; exists -> TOPIC_ALREADY_EXISTS; config
@@ -14,10 +17,11 @@ TOPIC_ALREADY_EXISTS.
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 
-from kio.schema.create_topics.v5.request import CreateTopicsRequest
-from kio.schema.create_topics.v5.response import (
+from kio.schema.create_topics.v7.request import CreateTopicsRequest
+from kio.schema.create_topics.v7.response import (
     CreatableTopicConfigs,
     CreatableTopicResult,
     CreateTopicsResponse,
@@ -33,11 +37,13 @@ from storage.topics import TopicError
 from wire.values import NO_THROTTLE
 
 DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG = 5, 1
+ZERO_UUID = uuid.UUID(int=0)
 
 
 def _failed(name: TopicName, code: ErrorCode, message: str | None) -> CreatableTopicResult:
     return CreatableTopicResult(
         name=name,
+        topic_id=ZERO_UUID,
         error_code=code,
         error_message=message,
         topic_config_error_code=i16(0),
@@ -55,7 +61,7 @@ def _error_reply(req: CreateTopicsRequest, code: ErrorCode) -> CreateTopicsRespo
 
 @handler(
     api_key=19,
-    versions=(2, 5),
+    versions=(2, 7),
     request=CreateTopicsRequest,
     response=CreateTopicsResponse,
     error_reply=_error_reply,
@@ -67,6 +73,7 @@ async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Create
     results = []
     for t in req.topics:
         err: TopicError | None = None
+        topic_id = uuid.uuid4()  # validate_only: Kafka's controller answers a fresh random id
         partitions, replication = int(t.num_partitions), int(t.replication_factor)
         configs = {c.name: c.value for c in t.configs}
         if counts[t.name] > 1:
@@ -102,7 +109,10 @@ async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Create
                 err = broker.topics.check_create(t.name, partitions, replication, configs, layout)
             else:
                 made = await broker.topics.create(t.name, partitions, configs, replication, layout)
-                err = made if isinstance(made, TopicError) else None
+                if isinstance(made, TopicError):
+                    err = made
+                else:
+                    topic_id = made.topic_id
         if err is not None:
             results.append(_failed(t.name, err.code, err.message))
             continue
@@ -127,6 +137,7 @@ async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Create
         results.append(
             CreatableTopicResult(
                 name=t.name,
+                topic_id=topic_id,
                 error_code=ErrorCode.none,
                 error_message=None,
                 topic_config_error_code=i16(0),

@@ -1,6 +1,8 @@
-"""FindCoordinator (key 10), v0-4. v1: key_type (0 GROUP, 1 TRANSACTION), throttle time, error
+"""FindCoordinator (key 10), v0-6. v1: key_type (0 GROUP, 1 TRANSACTION), throttle time, error
 message. v3: flexible. v4: batched ``coordinator_keys`` answered in ``coordinators`` (KIP-699).
-v5 (TRANSACTION_ABORTABLE) and v6 (share groups) are not advertised.
+v5: may answer TRANSACTION_ABORTABLE (never here). v6: key type SHARE (2); kafkad has no
+share groups, so SHARE is INVALID_REQUEST at every version, as Kafka answers without a share
+coordinator.
 
 kafkad is a single broker, so this broker coordinates every group (key type GROUP) and every
 transactional id (key type TRANSACTION; the id's ``__transaction_state`` partition is internal
@@ -14,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
-from kio.schema.find_coordinator.v4.response import Coordinator, FindCoordinatorResponse
+from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
+from kio.schema.find_coordinator.v6.response import Coordinator, FindCoordinatorResponse
 from kio.schema.types import BrokerId
 from kio.static.primitive import i32
 
@@ -31,8 +33,10 @@ def _one_key(old: Any, version: int) -> Mapping[str, Any]:
     return {"coordinator_keys": (old.key,)} if version < 4 else {}
 
 
-def _top_level(resp: FindCoordinatorResponse, _old: Any, _version: int) -> Mapping[str, Any]:
+def _top_level(resp: FindCoordinatorResponse, _old: Any, version: int) -> Mapping[str, Any]:
     """v0-3 answer their one key at the top level (Kafka's ``FindCoordinatorResponse``)."""
+    if version >= 4:
+        return {}
     (c,) = resp.coordinators
     return {
         "error_code": c.error_code,
@@ -72,7 +76,7 @@ def _error_reply(req: FindCoordinatorRequest, code: ErrorCode) -> FindCoordinato
 
 @handler(
     api_key=10,
-    versions=(0, 4),
+    versions=(0, 6),
     request=FindCoordinatorRequest,
     response=FindCoordinatorResponse,
     error_reply=_error_reply,

@@ -134,7 +134,7 @@ async def with_topic(server: Server) -> None:
 
 def test_advertised_versions() -> None:
     versions = advertised()
-    assert versions[10] == (0, 4)
+    assert versions[10] == (0, 6)
     assert versions[22] == (0, 5)
     assert versions[24] == (0, 3)
     assert versions[25] == (0, 4)
@@ -143,7 +143,7 @@ def test_advertised_versions() -> None:
     assert versions[66] == (0, 1)
 
 
-@pytest.mark.parametrize("version", range(1, 5))
+@pytest.mark.parametrize("version", range(1, 7))
 async def test_find_coordinator_transaction(version: int) -> None:
     with trio.fail_after(10):
         async with running_broker() as (_, port), connect(port) as c:
@@ -157,6 +157,24 @@ async def test_find_coordinator_transaction(version: int) -> None:
             assert len(found) == (2 if version >= 4 else 1)
             for f in found:
                 assert (f.error_code, f.node_id, f.port) == (E.none, 1, port)
+
+
+@pytest.mark.parametrize("version", [4, 6])
+async def test_find_coordinator_share_key_type_is_refused(version: int) -> None:
+    """Key type SHARE (2): INVALID_REQUEST, below v6 and (no share coordinator) at v6."""
+    with trio.fail_after(10):
+        async with running_broker() as (_, port), connect(port) as c:
+            r = await c.request(
+                req(
+                    "find_coordinator",
+                    version,
+                    "FindCoordinatorRequest",
+                    key_type=2,
+                    coordinator_keys=("s",),
+                )
+            )
+            [found] = r.coordinators
+            assert (found.error_code, found.node_id) == (E.invalid_request, -1)
 
 
 @pytest.mark.parametrize("version", range(5))

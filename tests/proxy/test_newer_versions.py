@@ -1,0 +1,345 @@
+"""The versions Kafka 4.x added to APIs kafkad served at older ones: ListOffsets v8-10
+(EARLIEST_LOCAL, LATEST_TIERED, a remote-lookup timeout), CreateTopics v6-7 (the topic id),
+DeleteTopics v6 (topics by name or id, Kafka's ControllerApis.deleteTopics rules)."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any
+
+from kio.schema.create_topics.v7 import request as ct7
+from kio.schema.delete_topics.v6 import request as dt6
+from kio.schema.errors import ErrorCode
+from kio.schema.list_offsets.v8 import request as lo8
+from kio.schema.list_offsets.v9 import request as lo9
+from kio.schema.list_offsets.v10 import request as lo10
+
+from tests.proxy.harness import RawClient, connect, running_broker
+from tests.proxy.test_admin_validation import list_offsets
+from tests.proxy.test_broker_requests import batch, create, produce
+
+MS = datetime.timedelta(milliseconds=1)
+ZERO = uuid.UUID(int=0)
+NO_ID = None  # kio reads the zero UUID as None
+
+
+async def test_list_offsets_earliest_local_and_latest_tiered() -> None:
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "lo", 2) == ErrorCode.none
+        await produce(c, "lo", batch([b"a", b"b"], ts=1000))
+        # -4 EARLIEST_LOCAL from v8: the log start offset (no tiered storage)
+        assert await list_offsets(c, lo8, (0, -4, -1)) == [(0, ErrorCode.none, 0)]
+        # -5 LATEST_TIERED needs v9
+        assert await list_offsets(c, lo8, (0, -5, -1)) == [(0, ErrorCode.unsupported_version, -1)]
+        resp = await c.request(_list(lo9, -5))
+        [part] = resp.topics[0].partitions
+        assert (part.error_code, part.offset, part.timestamp, part.leader_epoch) == (
+            ErrorCode.none,
+            -1,
+            -1,
+            -1,
+        )
+        resp = await c.request(_list(lo10, -1, timeout=5000 * MS))  # v10: the timeout field
+        assert resp.topics[0].partitions[0].offset == 2
+
+
+def _list(mod: Any, timestamp: int, **extra: Any) -> Any:
+    return mod.ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=0,
+        topics=(
+            mod.ListOffsetsTopic(
+                name="lo",
+                partitions=(
+                    mod.ListOffsetsPartition(
+                        partition_index=0, current_leader_epoch=-1, timestamp=timestamp
+                    ),
+                ),
+            ),
+        ),
+        **extra,
+    )
+
+
+async def _create_v7(c: RawClient, name: str, validate_only: bool = False) -> Any:
+    resp = await c.request(
+        ct7.CreateTopicsRequest(
+            topics=(
+                ct7.CreatableTopic(
+                    name=name, num_partitions=1, replication_factor=1, assignments=(), configs=()
+                ),
+            ),
+            timeout=1000 * MS,
+            validate_only=validate_only,
+        )
+    )
+    return resp.topics[0]
+
+
+async def test_create_topics_v7_answers_the_topic_id() -> None:
+    async with running_broker() as (server, port), connect(port) as c:
+        assert server.broker is not None
+        made = await _create_v7(c, "with-id")
+        assert made.error_code == ErrorCode.none
+        assert made.topic_id == server.broker.topics.get("with-id").topic_id
+        again = await _create_v7(c, "with-id")
+        assert (again.error_code, again.topic_id) == (ErrorCode.topic_already_exists, NO_ID)
+        checked = await _create_v7(c, "only-checked", validate_only=True)
+        assert checked.error_code == ErrorCode.none and checked.topic_id not in (None, ZERO)
+        assert server.broker.topics.get("only-checked") is None
+
+
+async def _delete_v6(c: RawClient, *topics: tuple[str | None, uuid.UUID]) -> list[Any]:
+    resp = await c.request(
+        dt6.DeleteTopicsRequest(
+            topics=tuple(dt6.DeleteTopicState(name=n, topic_id=i) for n, i in topics),
+            timeout=1000 * MS,
+        )
+    )
+    return sorted(
+        ((r.name, r.topic_id, r.error_code, r.error_message) for r in resp.responses),
+        key=repr,
+    )
+
+
+async def test_delete_topics_v6_by_name_or_id() -> None:
+    async with running_broker() as (server, port), connect(port) as c:
+        topics = server.broker.topics if server.broker is not None else None
+        assert topics is not None
+        for name in ("by-id", "by-name", "twice", "both", "mapped"):
+            assert await create(c, name) == ErrorCode.none
+        by_id, by_name, twice, both, mapped = (
+            topics.get(n).topic_id for n in ("by-id", "by-name", "twice", "both", "mapped")
+        )
+        unknown = uuid.uuid4()
+        got = await _delete_v6(
+            c,
+            (None, by_id),
+            ("by-name", ZERO),
+            (None, twice),
+            (None, twice),
+            ("both", both),
+            (None, ZERO),
+            (None, unknown),
+            (None, mapped),
+            ("mapped", ZERO),
+        )
+        assert got == sorted(
+            [
+                ("by-id", by_id, ErrorCode.none, None),
+                ("by-name", by_name, ErrorCode.none, None),
+                (None, twice, ErrorCode.invalid_request, "Duplicate topic id."),
+                (
+                    "both",
+                    both,
+                    ErrorCode.invalid_request,
+                    "You may not specify both topic name and topic id.",
+                ),
+                (
+                    None,
+                    NO_ID,
+                    ErrorCode.invalid_request,
+                    "Neither topic name nor id were specified.",
+                ),
+                (None, unknown, ErrorCode.unknown_topic_id, None),
+                (
+                    "mapped",
+                    mapped,
+                    ErrorCode.invalid_request,
+                    "The provided topic name maps to an ID that was already supplied.",
+                ),
+            ],
+            key=repr,
+        )
+        assert topics.get("by-id") is None and topics.get("by-name") is None
+        for kept in ("twice", "both", "mapped"):
+            assert topics.get(kept) is not None, kept
+
+
+async def _epoch_end(c: RawClient, version: int, *parts: tuple[int, int, int]) -> list[Any]:
+    """OffsetForLeaderEpoch for topic "oe": (partition, current leader epoch, epoch) each."""
+    from kio.index import load_request_schema
+
+    cls = load_request_schema(23, version)
+    mod = __import__(cls.__module__, fromlist=["x"])
+    resp = await c.request(
+        cls(
+            topics=(
+                mod.OffsetForLeaderTopic(
+                    topic="oe",
+                    partitions=tuple(
+                        mod.OffsetForLeaderPartition(
+                            partition=p, current_leader_epoch=cur, leader_epoch=e
+                        )
+                        for p, cur, e in parts
+                    ),
+                ),
+            ),
+        )
+    )
+    [topic] = resp.topics
+    return [(p.partition, p.error_code, p.leader_epoch, p.end_offset) for p in topic.partitions]
+
+
+async def test_offset_for_leader_epoch_answers_from_one_epoch() -> None:
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "oe", 2) == ErrorCode.none
+        await produce(c, "oe", batch([b"a", b"b", b"c"]))
+        for version in (2, 3, 4):
+            got = await _epoch_end(
+                c, version, (0, -1, 0), (0, -1, -1), (0, -1, 3), (1, 0, 0), (0, 1, 0), (0, -3, 0)
+            )
+            assert got == [
+                (0, ErrorCode.none, 0, 3),  # the current epoch: the log end offset
+                (0, ErrorCode.none, -1, -1),  # no epoch
+                (0, ErrorCode.none, -1, -1),  # an epoch this partition never had
+                (1, ErrorCode.none, 0, 0),  # an empty partition
+                (0, ErrorCode.unknown_leader_epoch, -1, -1),
+                (0, ErrorCode.fenced_leader_epoch, -1, -1),
+            ], version
+        got = await _epoch_end(c, 4, (7, -1, 0))
+        assert got == [(7, ErrorCode.unknown_topic_or_partition, -1, -1)]
+
+
+async def test_describe_log_dirs_sizes_every_partition_asked_for(tmp_path: Any) -> None:
+    from kio.schema.describe_log_dirs.v1 import request as dl1
+    from kio.schema.describe_log_dirs.v4 import request as dl4
+
+    async with running_broker(data_dir=f"file://{tmp_path}") as (_, port), connect(port) as c:
+        assert await create(c, "ld", 2) == ErrorCode.none
+        await produce(c, "ld", batch([b"x" * 100]))
+        everything = await c.request(dl4.DescribeLogDirsRequest(topics=None))
+        assert everything.error_code == ErrorCode.none
+        [result] = everything.results
+        assert result.log_dir == str(tmp_path.absolute())
+        assert 0 < result.usable_bytes <= result.total_bytes
+        sizes = {
+            (t.name, p.partition_index): (p.partition_size, p.offset_lag, p.is_future_key)
+            for t in result.topics
+            for p in t.partitions
+        }
+        assert sizes[("ld", 0)][0] > 100 and sizes[("ld", 1)] == (0, 0, False)
+        some = await c.request(
+            dl1.DescribeLogDirsRequest(
+                topics=(dl1.DescribableLogDirTopic(topic="ld", partitions=(1, 7)),)
+            )
+        )
+        [result] = some.results
+        assert [(t.name, [p.partition_index for p in t.partitions]) for t in result.topics] == [
+            ("ld", [1])
+        ]
+
+
+async def test_elect_leaders_is_never_needed_on_one_node() -> None:
+    from kio.schema.elect_leaders.v0 import request as el0
+    from kio.schema.elect_leaders.v2 import request as el2
+
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "el", 2) == ErrorCode.none
+        named = await c.request(
+            el2.ElectLeadersRequest(
+                election_type=0,
+                topic_partitions=(
+                    el2.TopicPartitions(topic="el", partitions=(0, 5)),
+                    el2.TopicPartitions(topic="nope", partitions=(0,)),
+                ),
+                timeout=1000 * MS,
+            )
+        )
+        assert named.error_code == ErrorCode.none
+        got = [
+            (r.topic, p.partition_id, p.error_code, p.error_message)
+            for r in named.replica_election_results
+            for p in r.partition_result
+        ]
+        assert got == [
+            ("el", 0, ErrorCode.election_not_needed, None),
+            ("el", 5, ErrorCode.unknown_topic_or_partition, "No such partition as el-5"),
+            ("nope", 0, ErrorCode.unknown_topic_or_partition, "No such topic as nope"),
+        ]
+        everything = await c.request(
+            el0.ElectLeadersRequest(topic_partitions=None, timeout=1000 * MS)
+        )
+        assert {(r.topic, r.partition_result) for r in everything.replica_election_results} >= {
+            ("el", ())
+        }
+        bad = await c.request(
+            el2.ElectLeadersRequest(
+                election_type=7,
+                topic_partitions=(el2.TopicPartitions(topic="el", partitions=(0,)),),
+                timeout=1000 * MS,
+            )
+        )
+        assert bad.error_code == ErrorCode.invalid_request
+        [[part]] = [r.partition_result for r in bad.replica_election_results]
+        assert (part.error_code, part.error_message) == (
+            ErrorCode.invalid_request,
+            "Unknown election type 7",
+        )
+
+
+async def test_partition_reassignments_to_this_node_only() -> None:
+    from kio.schema.alter_partition_reassignments.v0 import request as ap
+    from kio.schema.list_partition_reassignments.v0 import request as lp
+
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "ra", 2) == ErrorCode.none
+
+        def part(index: int, replicas: tuple[int, ...] | None) -> Any:
+            return ap.ReassignablePartition(partition_index=index, replicas=replicas)
+
+        resp = await c.request(
+            ap.AlterPartitionReassignmentsRequest(
+                timeout=1000 * MS,
+                topics=(
+                    ap.ReassignableTopic(
+                        name="ra",
+                        partitions=(
+                            part(0, (1,)),
+                            part(1, None),
+                            part(0, ()),
+                            part(0, (2, 1)),
+                            part(0, (1, 1)),
+                            part(9, (1,)),
+                        ),
+                    ),
+                    ap.ReassignableTopic(name="nope", partitions=(part(0, (1,)),)),
+                ),
+            )
+        )
+        assert resp.error_code == ErrorCode.none
+        got = [
+            (t.name, p.partition_index, p.error_code, p.error_message)
+            for t in resp.responses
+            for p in t.partitions
+        ]
+        prefix = "The manual partition assignment includes"
+        assert got == [
+            ("ra", 0, ErrorCode.none, None),
+            (
+                "ra",
+                1,
+                ErrorCode.no_reassignment_in_progress,
+                "No partition reassignment is in progress.",
+            ),
+            ("ra", 0, ErrorCode.invalid_replica_assignment, f"{prefix} an empty replica list."),
+            (
+                "ra",
+                0,
+                ErrorCode.invalid_replica_assignment,
+                f"{prefix} broker 2, but no such broker is registered.",
+            ),
+            (
+                "ra",
+                0,
+                ErrorCode.invalid_replica_assignment,
+                f"{prefix} the broker 1 more than once.",
+            ),
+            ("ra", 9, ErrorCode.unknown_topic_or_partition, "Unable to find partition ra:9."),
+            ("nope", 0, ErrorCode.unknown_topic_or_partition, "Unable to find a topic named nope."),
+        ]
+        listed = await c.request(
+            lp.ListPartitionReassignmentsRequest(timeout=1000 * MS, topics=None)
+        )
+        assert (listed.error_code, listed.topics) == (ErrorCode.none, ())
