@@ -15,6 +15,7 @@ from proxy.handlers import (  # noqa: F401
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_topic_partitions,
     describe_transactions,
     elect_leaders,
     end_txn,

@@ -343,3 +343,57 @@ async def test_partition_reassignments_to_this_node_only() -> None:
             lp.ListPartitionReassignmentsRequest(timeout=1000 * MS, topics=None)
         )
         assert (listed.error_code, listed.topics) == (ErrorCode.none, ())
+
+
+async def test_describe_topic_partitions_pages_with_a_cursor() -> None:
+    from kio.schema.describe_topic_partitions.v0 import request as dtp
+
+    async with running_broker() as (server, port), connect(port) as c:
+        assert server.broker is not None
+        assert await create(c, "a-three", 3) == ErrorCode.none
+        assert await create(c, "b-two", 2) == ErrorCode.none
+
+        async def ask(names: tuple[str, ...], limit: int, cursor: Any = None) -> Any:
+            return await c.request(
+                dtp.DescribeTopicPartitionsRequest(
+                    topics=tuple(dtp.TopicRequest(name=n) for n in names),
+                    response_partition_limit=limit,
+                    cursor=cursor,
+                )
+            )
+
+        def seen(resp: Any) -> list[Any]:
+            return [
+                (t.name, t.error_code, [p.partition_index for p in t.partitions])
+                for t in resp.topics
+            ]
+
+        first = await ask(("b-two", "a-three", "missing", "bad name!"), 2)
+        assert seen(first) == [("a-three", ErrorCode.none, [0, 1])]
+        assert (first.next_cursor.topic_name, first.next_cursor.partition_index) == ("a-three", 2)
+        [topic] = first.topics
+        assert topic.topic_id == server.broker.topics.get("a-three").topic_id
+        second = await ask(
+            ("b-two", "a-three", "missing", "bad name!"),
+            2,
+            dtp.Cursor(topic_name="a-three", partition_index=2),
+        )
+        assert seen(second) == [
+            ("a-three", ErrorCode.none, [2]),
+            ("b-two", ErrorCode.none, [0]),
+        ]
+        third = await ask(
+            ("b-two", "a-three", "missing", "bad name!"),
+            2,
+            dtp.Cursor(topic_name="b-two", partition_index=1),
+        )
+        assert seen(third) == [
+            ("b-two", ErrorCode.none, [1]),
+            ("bad name!", ErrorCode.invalid_topic_exception, []),
+            ("missing", ErrorCode.unknown_topic_or_partition, []),
+        ]
+        assert third.next_cursor is None
+        everything = await ask((), 2000)
+        assert [n for n, *_ in seen(everything)] == ["a-three", "b-two"]
+        refused = await ask(("a-three",), 10, dtp.Cursor(topic_name="b-two", partition_index=0))
+        assert seen(refused) == [("a-three", ErrorCode.invalid_request, [])]
