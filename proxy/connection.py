@@ -119,6 +119,9 @@ async def serve_connection(
                     await stream.send_all(b"".join(replies))
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             reason = f"connection lost: {exc!r}"
+        except Exception:  # a bug outside any handler: it costs this connection, not the broker
+            log.exception("closing connection peer=%s: internal error", conn.peer)
+            reason = "internal error"
         finally:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)

@@ -91,3 +91,63 @@ async def test_a_failing_produce_handler_reports_the_error_per_partition(
             (0, ErrorCode.unknown_server_error, -1),
             (3, ErrorCode.unknown_server_error, -1),
         ]
+
+
+async def test_a_fetch_below_v7_is_answered_and_counted() -> None:
+    """Fetch v4-6 responses have no top-level error code; counting their errors for /metrics
+    once killed the broker."""
+    from kio.schema.fetch.v4 import request as f4
+
+    async with running_broker() as (server, port), connect(port) as c:
+        resp = await c.request(
+            f4.FetchRequest(
+                replica_id=-1,
+                max_wait=datetime.timedelta(0),
+                min_bytes=0,
+                max_bytes=1000,
+                isolation_level=0,
+                topics=(
+                    f4.FetchTopic(
+                        topic="nope",
+                        partitions=(
+                            f4.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=99),
+                        ),
+                    ),
+                ),
+            )
+        )
+        [topic] = resp.responses
+        assert topic.partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+        assert (await c.request(ApiVersionsRequest())).error_code == ErrorCode.none
+        assert server.broker is not None
+        fetch_stats = server.broker.metrics.requests.by_key[1]
+        assert fetch_stats is not None
+        assert fetch_stats.errors == {ErrorCode.unknown_topic_or_partition: 1}
+
+
+async def test_a_bug_outside_the_handlers_costs_one_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An exception the dispatcher does not turn into an error reply closes that connection,
+    logged; the broker and its other connections carry on."""
+    import proxy.dispatch
+
+    real = proxy.dispatch.encode_response
+
+    def broken(header: RequestHeader, body: object) -> bytes:
+        if header.api_key == 3:
+            raise RuntimeError("a bug")
+        return real(header, body)
+
+    monkeypatch.setattr(proxy.dispatch, "encode_response", broken)
+    async with running_broker() as (_, port), connect(port) as other:
+        async with connect(port) as c:
+            with pytest.raises(AssertionError, match="broker closed the connection"):
+                await c.request(
+                    md.MetadataRequest(
+                        topics=None,
+                        allow_auto_topic_creation=False,
+                        include_topic_authorized_operations=False,
+                    )
+                )
+        assert (await other.request(ApiVersionsRequest())).error_code == ErrorCode.none
