@@ -139,6 +139,30 @@ def test_roundtrip_every_field(bootstrap: str, admin: AdminClient, codec: str) -
     assert_records(consume(bootstrap, [TopicPartition(topic, 0, 0)], len(recs)), recs, 0, 0)
 
 
+@pytest.mark.parametrize("topic_codec", ["gzip", "zstd", "uncompressed"])
+def test_a_topic_codec_recompresses_what_producers_send(
+    bootstrap: str, admin: AdminClient, topic_codec: str
+) -> None:
+    """compression.type on the topic: batches sent in another codec (idempotent ones too) are
+    recompressed by the broker, and consumers get every field back."""
+    name = topic_name("ck-codec")
+    config = {"compression.type": topic_codec}
+    (future,) = admin.create_topics([NewTopic(name, 1, 1, config=config)]).values()
+    assert future.result(TIMEOUT_S) is None
+    recs = sample_records(f"ck-topic-{topic_codec}")
+    sent_codec = "lz4" if topic_codec != "lz4" else "snappy"
+    msgs = produce(
+        bootstrap,
+        name,
+        recs,
+        **{"compression.type": sent_codec, "linger.ms": 50, "enable.idempotence": True},
+    )
+    assert [m.offset() for m in msgs] == list(range(len(recs)))
+    assert_records(consume(bootstrap, [TopicPartition(name, 0, 0)], len(recs)), recs, 0, 0)
+    (described,) = admin.describe_configs([ConfigResource("topic", name)]).values()
+    assert described.result(TIMEOUT_S)["compression.type"].value == topic_codec
+
+
 def test_null_header_value(bootstrap: str, admin: AdminClient) -> None:
     topic = create_topic(admin)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": False})

@@ -13,7 +13,9 @@ applies, with which limit, is decided here:
     2     every record: structure, keys on compacted        INVALID_RECORD,        LogValidator
           topics, timestamps against message.timestamp.*    INVALID_TIMESTAMP      .validateRecord
           (CreateTime) or the client's LogAppendTime bit    (record_errors, v8+)
-    3     a rebuilt (recompressed) batch still fits         MESSAGE_TOO_LARGE      LogValidator
+    3     a batch of another codec than the topic's         (rebuilt)              LogValidator
+          compression.type is recompressed (offsets made                           .buildRecords...
+          consecutive too); the rebuilt batch still fits    MESSAGE_TOO_LARGE
           max.message.bytes
     4     a transactional batch needs a transaction         INVALID_RECORD         (kafkad)
           coordinator and a producer id                                            LogValidator
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from storage.topic_config import COMPRESSION_CODECS
 from storage.topics import Topic
 from wire.record_check import RecordErrors, RecordPolicy, RecordsAccepted, check_records
 from wire.records import validate_produce_batch
@@ -78,6 +81,7 @@ def record_policy(topic: Topic, partition: str, now_ms: int) -> RecordPolicy:
         compacted=topic.settings["cleanup.policy"] != "delete",
         max_decompressed_bytes=max(DECOMPRESSED_RATIO * max_bytes, DECOMPRESSED_FLOOR),
         partition=partition,
+        target_compression=COMPRESSION_CODECS[topic.settings["compression.type"]],
     )
 
 

@@ -7,9 +7,10 @@ compacted topic rolls its active segment at least every ``max.compaction.lag.ms`
 ``maxSegmentMs``). Changes made with AlterConfigs/IncrementalAlterConfigs reach the open
 partitions at once (``TopicManager.alter_configs``).
 
-Deliberate deviation from Kafka (refused with INVALID_CONFIG rather than accepted and
-ignored): ``compression.type`` other than ``producer`` (kafkad stores batches exactly as sent
-and never recompresses).
+``compression.type`` takes Kafka's values: ``producer`` keeps each batch's own codec,
+``uncompressed``/``gzip``/``snappy``/``lz4``/``zstd`` make the broker recompress batches of
+another codec (``storage/log_validator.py``). The KIP-390 compression levels are not
+configurable (each codec's default level).
 """
 
 from __future__ import annotations
@@ -53,6 +54,17 @@ def _policy(v: str) -> str:
     return ",".join(sorted(set(items)))
 
 
+# compression.type -> the codec batches are stored with (None: the producer's own)
+COMPRESSION_CODECS: Mapping[str, int | None] = {
+    "producer": None,
+    "uncompressed": 0,
+    "gzip": 1,
+    "snappy": 2,
+    "lz4": 3,
+    "zstd": 4,
+}
+
+
 def cleanup_flags(policy: str) -> tuple[bool, bool]:
     """(compact, delete) of a ``cleanup.policy`` value."""
     items = {x.strip() for x in policy.split(",")}
@@ -62,7 +74,11 @@ def cleanup_flags(policy: str) -> tuple[bool, bool]:
 # topic config -> (parser, broker config supplying the default or None, fixed default)
 TOPIC_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str | None, str]] = {
     "cleanup.policy": (_policy, "log.cleanup.policy", "delete"),
-    "compression.type": (_choice("producer"), "compression.type", "producer"),
+    "compression.type": (
+        _choice("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+        "compression.type",
+        "producer",
+    ),
     "delete.retention.ms": (_int, "log.cleaner.delete.retention.ms", "86400000"),
     "file.delete.delay.ms": (_int, "log.segment.delete.delay.ms", "60000"),
     "flush.messages": (_int, "log.flush.interval.messages", _LONG_MAX),

@@ -57,7 +57,6 @@ import crc32c
 from kio.schema.errors import ErrorCode
 
 from wire.batch import (
-    ATTR_COMPRESSION_MASK,
     ATTR_TRANSACTIONAL,
     BATCH_HEADER_SIZE,
     CRC_START,
@@ -97,6 +96,7 @@ class RecordPolicy:
     compacted: bool
     max_decompressed_bytes: int
     partition: str  # "topic-N", for Kafka's messages
+    target_compression: int | None = None  # the topic's codec (None: compression.type=producer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +161,12 @@ def check_records(
     refused = _record_errors(scan, policy)
     if refused is not None:
         return refused
-    if header.compression and not scan.consecutive:
-        rebuilt = _rebuild(data, header, policy, header.max_timestamp if client_lat else None)
+    target = policy.target_compression
+    recompress = target is not None and target != header.compression
+    if recompress or (header.compression and not scan.consecutive):
+        codec = header.compression if target is None else target
+        fixed_ts = header.max_timestamp if client_lat else None
+        rebuilt = _rebuild(data, header, policy, fixed_ts, codec)
         return RecordsAccepted(rebuilt, read_batch_header(rebuilt))
     if policy.log_append_time or (not client_lat and header.max_timestamp == scan.max_ts):
         return RecordsAccepted(bytes(data), header)
@@ -415,13 +419,19 @@ def _rebuild(
     header: BatchHeader,
     policy: RecordPolicy,
     fixed_ts: int | None,
+    codec: int,
 ) -> bytes:
-    """The batch with offset deltas 0..n-1 and the records' other bytes unchanged; base
-    timestamp the first record's, as Kafka's MemoryRecordsBuilder writes it. Only reached
-    after a full scan accepted the records."""
+    """The batch with offset deltas 0..n-1 and the records' other bytes unchanged, compressed
+    with ``codec`` (Kafka's ``buildRecordsAndAssignOffsets``: the topic's codec differs from
+    the batch's, or a compressed batch's offsets are not consecutive); base timestamp the first
+    record's, as Kafka's MemoryRecordsBuilder writes it. Producer id, epoch, base sequence and
+    the transactional flag are kept. Only reached after a full scan accepted the records."""
     body = memoryview(data)[BATCH_HEADER_SIZE : header.total_size]
-    pieces = stream_decompress(header.compression, body, policy.max_decompressed_bytes)
-    raw = b"".join(bytes(piece) for piece in pieces)  # copied as they come (reused buffers)
+    if header.compression:
+        pieces = stream_decompress(header.compression, body, policy.max_decompressed_bytes)
+        raw = b"".join(bytes(piece) for piece in pieces)  # copied as they come (reused buffers)
+    else:
+        raw = bytes(body)
     parts: list[bytes] = []
     stamps: list[int] = []
     pos = 0
@@ -443,7 +453,7 @@ def _rebuild(
         record += part[2:]
         write_varint(records, len(record))
         records += record
-    attributes = header.attributes & (ATTR_COMPRESSION_MASK | ATTR_TRANSACTIONAL)
+    attributes = (header.attributes & ATTR_TRANSACTIONAL) | codec
     after = _AFTER_CRC.pack(
         attributes,
         header.records_count - 1,
@@ -453,7 +463,7 @@ def _rebuild(
         header.producer_epoch,
         header.base_sequence,
         header.records_count,
-    ) + compress(header.compression, bytes(records))
+    ) + compress(codec, bytes(records))
     length = len(after) + CRC_START - LOG_OVERHEAD
     before = _BEFORE_CRC.pack(0, length, header.partition_leader_epoch, 2, crc32c.crc32c(after))
     return before + after

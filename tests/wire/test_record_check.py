@@ -16,7 +16,14 @@ from kio.schema.errors import ErrorCode
 from wire import record_check
 from wire.compression import compress
 from wire.record_check import RecordPolicy, RecordsAccepted, RecordsRefused, check_records
-from wire.records import Record, build_batch, encode_record, read_batch_header, write_varint
+from wire.records import (
+    Record,
+    build_batch,
+    decode_batch_records,
+    encode_record,
+    read_batch_header,
+    write_varint,
+)
 
 NOW = 1_700_000_000_000
 
@@ -178,3 +185,55 @@ def test_what_kafka_accepts_is_decoded_and_reencoded() -> None:
     [record] = decode_records(raw, 1)
     assert (record.key, record.value) == (None, b"v")
     assert encode_record(record)[-4:] == b"\x02\xff\x02x"
+
+
+CODECS = (0, 1, 2, 3, 4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    source=st.sampled_from(CODECS),
+    target=st.sampled_from(CODECS),
+    values=st.lists(st.binary(max_size=40), min_size=1, max_size=6),
+    transactional=st.booleans(),
+)
+def test_a_batch_of_another_codec_is_recompressed_with_the_topic_s(
+    source: int, target: int, values: list[bytes], transactional: bool
+) -> None:
+    """compression.type other than producer: Kafka's buildRecordsAndAssignOffsets — the same
+    records (keys, values, headers, timestamps), the producer's id, epoch, sequence and
+    transactional flag, in the topic's codec."""
+    records = [Record(i, 3 * i, b"k%d" % i, v, [("h", b"%d" % i)]) for i, v in enumerate(values)]
+    data = build_batch(
+        records,
+        base_timestamp=NOW - 10,
+        compression=source,
+        producer_id=7,
+        producer_epoch=2,
+        base_sequence=40,
+        transactional=transactional,
+    )
+    result = check_records(data, read_batch_header(data), policy(target_compression=target))
+    assert isinstance(result, RecordsAccepted)
+    h = result.header
+    assert h.compression == target
+    assert (h.producer_id, h.producer_epoch, h.base_sequence, h.is_transactional) == (
+        7,
+        2,
+        40,
+        transactional,
+    )
+    assert (h.records_count, h.max_timestamp) == (len(values), NOW - 10 + 3 * (len(values) - 1))
+    got = [
+        (h.base_timestamp + r.timestamp_delta, r.key, r.value, r.headers)
+        for r in decode_batch_records(result.batch)
+    ]
+    assert got == [(NOW - 10 + r.timestamp_delta, r.key, r.value, r.headers) for r in records]
+    if target == source:
+        assert result.batch == data  # the producer's codec already: stored as sent
+
+
+def test_producer_keeps_every_codec() -> None:
+    data = build_batch([Record(0, 0, b"k", b"v")], base_timestamp=NOW, compression=2)
+    result = check_records(data, read_batch_header(data), policy(target_compression=None))
+    assert isinstance(result, RecordsAccepted) and result.batch == data
