@@ -34,7 +34,7 @@ from proxy.listeners import (
     parse_listeners,
 )
 from storage.api import LogConfig
-from storage.topic_config import TOPIC_CONFIGS, cleanup_flags
+from storage.topic_config import COMPRESSION_CODECS, TOPIC_CONFIGS, cleanup_flags
 
 
 def _bool(v: str) -> bool:
@@ -109,6 +109,12 @@ def _cleanup_policy(v: str) -> Any:
 def _timestamp_type(v: str) -> str:
     if v not in ("CreateTime", "LogAppendTime"):
         raise ValueError("must be CreateTime or LogAppendTime")
+    return v
+
+
+def _compression_type(v: str) -> str:
+    if v not in COMPRESSION_CODECS:
+        raise ValueError(f"must be one of {', '.join(COMPRESSION_CODECS)}")
     return v
 
 
@@ -195,7 +201,7 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "log.flush.interval.messages": (_positive_long, str(2**63 - 1)),
     "log.flush.interval.ms": (_non_negative_long, str(2**63 - 1)),
     "log.message.timestamp.type": (_timestamp_type, "CreateTime"),
-    "compression.type": (str, "producer"),
+    "compression.type": (_compression_type, "producer"),
     "min.insync.replicas": (_positive_int, "1"),
     # Partition-side idempotent producer state idle this long (and with no open transaction)
     # is dropped; checked every producer.id.expiration.check.interval.ms (KIP-854).

@@ -36,6 +36,7 @@ def test_later_sources_win() -> None:
         ({"num.partitions": "many"}, "num.partitions"),
         ({"num.partitions": "0"}, "num.partitions"),
         ({"auto.create.topics.enable": "maybe"}, "auto.create.topics.enable"),
+        ({"compression.type": "brotli"}, "compression.type"),
     ],
 )
 def test_bad_values_are_refused(source: dict[str, str], message: str) -> None:

@@ -35,3 +35,12 @@ async def test_an_unknown_codec_is_an_invalid_config() -> None:
     async with running_broker() as (_, port), connect(port) as c:
         code = await create(c, "bad", 1, **{"compression.type": "brotli"})
         assert code == ErrorCode.invalid_config
+
+
+async def test_the_broker_s_compression_type_is_the_topics_default() -> None:
+    async with running_broker(**{"compression.type": "gzip"}) as (_, port), connect(port) as c:
+        assert await create(c, "g") == ErrorCode.none
+        await produce(c, "g", batch([b"a"]))
+        data = (await c.request(fetch_request("g", 0))).responses[0].partitions[0].records
+        [(_, header)] = list(iter_batches(data))
+        assert header.compression == 1
