@@ -17,6 +17,9 @@ a topic wakes its partitions' long polls too, which then answer UNKNOWN_TOPIC_OR
 (high watermark, LSO and log start -1) at once, as Kafka completes delayed fetches of
 partitions that stop.
 
+A topic whose ``compression.type`` is ``zstd`` answers Fetch below v10 (clients from before
+zstd) UNSUPPORTED_COMPRESSION_TYPE for its partitions, as Kafka's ``maybeConvertFetchedData``.
+
 Isolation (spec §5.3): read_uncommitted reads up to the high watermark, read_committed up to
 the last stable offset and never returns a byte at or above it (the read is cut after the last
 whole batch below it). Whole stored batches are returned, aborted data and markers included;
@@ -52,6 +55,9 @@ NO_REPLICA = BrokerId(-1)
 NO_SESSION = i32(0)
 
 READ_COMMITTED = 1
+ZSTD_FETCH_VERSION = 10  # the first Fetch version whose clients can read zstd (KIP-110)
+# errors answered with high watermark, LSO and log start -1 (Kafka's partitionResponse)
+_NO_PARTITION_STATE = (ErrorCode.unknown_topic_or_partition, ErrorCode.unsupported_compression_type)
 
 
 @dataclass
@@ -61,6 +67,7 @@ class _Slot:
     fetch_offset: int
     max_bytes: int
     partition: Partition | None
+    refused: ErrorCode | None = None  # answered this, whatever the log holds
     error: ErrorCode = ErrorCode.none
     data: bytes = b""
     upper_bound: int = -1  # the offset just past the returned data
@@ -83,6 +90,9 @@ async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool) -> int:
     for s in slots:
         s.data, s.error, s.upper_bound = b"", ErrorCode.none, -1
         p = s.partition
+        if s.refused is not None:
+            s.error = s.refused
+            continue
         if p is None or p.deleted:
             s.error = ErrorCode.unknown_topic_or_partition
             continue
@@ -120,7 +130,7 @@ def _aborted(s: _Slot) -> tuple[AbortedTransaction, ...]:
 
 
 def _partition_data(s: _Slot, committed: bool) -> PartitionData:
-    part = s.partition if s.error is not ErrorCode.unknown_topic_or_partition else None
+    part = s.partition if s.error not in _NO_PARTITION_STATE else None
     return PartitionData(
         partition_index=s.partition_index,
         error_code=s.error,
@@ -188,6 +198,11 @@ async def fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         for t in req.topics
         for p in t.partitions
     ]
+    if ctx.version < ZSTD_FETCH_VERSION:
+        for s in slots:
+            topic = broker.topics.get(s.topic)
+            if topic is not None and topic.settings["compression.type"] == "zstd":
+                s.refused = ErrorCode.unsupported_compression_type
     max_bytes = req.max_bytes  # every served version (4+) has it
     total = await _read_all(slots, max_bytes, committed)
     wait_s = req.max_wait.total_seconds()

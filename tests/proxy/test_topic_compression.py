@@ -44,3 +44,50 @@ async def test_the_broker_s_compression_type_is_the_topics_default() -> None:
         data = (await c.request(fetch_request("g", 0))).responses[0].partitions[0].records
         [(_, header)] = list(iter_batches(data))
         assert header.compression == 1
+
+
+async def test_a_zstd_topic_refuses_fetches_from_before_zstd() -> None:
+    """Kafka's maybeConvertFetchedData: compression.type=zstd and Fetch below v10 ->
+    UNSUPPORTED_COMPRESSION_TYPE, high watermark -1, no records; v10+ reads it."""
+    from kio.schema.fetch.v9 import request as f9
+
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "zs", 1, **{"compression.type": "zstd"}) == ErrorCode.none
+        assert await create(c, "plain") == ErrorCode.none
+        for name in ("zs", "plain"):
+            await produce(c, name, batch([b"a"]))
+        new = (await c.request(fetch_request("zs", 0))).responses[0].partitions[0]
+        assert new.error_code == ErrorCode.none and new.high_watermark == 1
+        for name, code in (
+            ("zs", ErrorCode.unsupported_compression_type),
+            ("plain", ErrorCode.none),
+        ):
+            req = fetch_request(name, 0)
+            old = f9.FetchRequest(
+                replica_id=-1,
+                max_wait=req.max_wait,
+                min_bytes=req.min_bytes,
+                max_bytes=req.max_bytes,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=(
+                    f9.FetchTopic(
+                        topic=name,
+                        partitions=(
+                            f9.FetchPartition(
+                                partition=0,
+                                current_leader_epoch=-1,
+                                fetch_offset=0,
+                                log_start_offset=-1,
+                                partition_max_bytes=1 << 20,
+                            ),
+                        ),
+                    ),
+                ),
+                forgotten_topics_data=(),
+            )
+            part = (await c.request(old)).responses[0].partitions[0]
+            assert part.error_code == code, name
+            if code is ErrorCode.unsupported_compression_type:
+                assert part.high_watermark == -1 and not part.records
