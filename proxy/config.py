@@ -118,6 +118,20 @@ def _compression_type(v: str) -> str:
     return v
 
 
+def _topic_config_check(name: str) -> Callable[[str], int]:
+    """A broker config that is a topic config's default, checked by the topic config's rule."""
+
+    def parse(v: str) -> int:
+        return int(TOPIC_CONFIGS[name][0](v))
+
+    return parse
+
+
+_gzip_level = _topic_config_check("compression.gzip.level")
+_lz4_level = _topic_config_check("compression.lz4.level")
+_zstd_level = _topic_config_check("compression.zstd.level")
+
+
 def _fault_spec(v: str) -> str:
     parse_spec(v)  # raises ValueError naming what is wrong
     return v
@@ -202,6 +216,10 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "log.flush.interval.ms": (_non_negative_long, str(2**63 - 1)),
     "log.message.timestamp.type": (_timestamp_type, "CreateTime"),
     "compression.type": (_compression_type, "producer"),
+    # KIP-390 levels (the topics' defaults; used when the broker recompresses)
+    "compression.gzip.level": (_gzip_level, "-1"),
+    "compression.lz4.level": (_lz4_level, "9"),
+    "compression.zstd.level": (_zstd_level, "3"),
     "min.insync.replicas": (_positive_int, "1"),
     # Partition-side idempotent producer state idle this long (and with no open transaction)
     # is dropped; checked every producer.id.expiration.check.interval.ms (KIP-854).

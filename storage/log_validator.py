@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from storage.topic_config import COMPRESSION_CODECS
+from storage.topic_config import COMPRESSION_CODECS, LEVEL_CONFIGS
 from storage.topics import Topic
 from wire.record_check import RecordErrors, RecordPolicy, RecordsAccepted, check_records
 from wire.records import validate_produce_batch
@@ -73,6 +73,8 @@ class Refused:
 def record_policy(topic: Topic, partition: str, now_ms: int) -> RecordPolicy:
     """The topic's rules for the records of a produced batch (``wire.record_check``)."""
     max_bytes = topic.int_setting("max.message.bytes")
+    target = COMPRESSION_CODECS[topic.settings["compression.type"]]
+    level_config = LEVEL_CONFIGS.get(target) if target is not None else None
     return RecordPolicy(
         now_ms=now_ms,
         log_append_time=topic.settings["message.timestamp.type"] == "LogAppendTime",
@@ -81,7 +83,8 @@ def record_policy(topic: Topic, partition: str, now_ms: int) -> RecordPolicy:
         compacted=topic.settings["cleanup.policy"] != "delete",
         max_decompressed_bytes=max(DECOMPRESSED_RATIO * max_bytes, DECOMPRESSED_FLOOR),
         partition=partition,
-        target_compression=COMPRESSION_CODECS[topic.settings["compression.type"]],
+        target_compression=target,
+        target_level=None if level_config is None else topic.int_setting(level_config),
     )
 
 

@@ -9,8 +9,8 @@ partitions at once (``TopicManager.alter_configs``).
 
 ``compression.type`` takes Kafka's values: ``producer`` keeps each batch's own codec,
 ``uncompressed``/``gzip``/``snappy``/``lz4``/``zstd`` make the broker recompress batches of
-another codec (``storage/log_validator.py``). The KIP-390 compression levels are not
-configurable (each codec's default level).
+another codec (``storage/log_validator.py``), at the level ``compression.<codec>.level`` gives
+(KIP-390; snappy has none).
 """
 
 from __future__ import annotations
@@ -47,6 +47,23 @@ def _choice(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
+def _level(low: int, high: int, default: int | None = None) -> Callable[[str], int]:
+    """A compression level in [low, high] (gzip: or its default, -1), with Kafka's messages."""
+
+    def parse(v: str) -> int:
+        level = int(v)
+        if default is not None:
+            if level > high or (level < low and level != default):
+                raise ValueError(f"Value must be between {low} and {high} or equal to {default}")
+        elif level < low:
+            raise ValueError(f"Value must be at least {low}")
+        elif level > high:
+            raise ValueError(f"Value must be no more than {high}")
+        return level
+
+    return parse
+
+
 def _policy(v: str) -> str:
     items = [x.strip() for x in v.split(",")]
     if not items or any(x not in ("compact", "delete") for x in items):
@@ -65,6 +82,13 @@ COMPRESSION_CODECS: Mapping[str, int | None] = {
 }
 
 
+LEVEL_CONFIGS: Mapping[int, str] = {
+    1: "compression.gzip.level",
+    3: "compression.lz4.level",
+    4: "compression.zstd.level",
+}
+
+
 def cleanup_flags(policy: str) -> tuple[bool, bool]:
     """(compact, delete) of a ``cleanup.policy`` value."""
     items = {x.strip() for x in policy.split(",")}
@@ -79,6 +103,10 @@ TOPIC_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str | None, str]] = {
         "compression.type",
         "producer",
     ),
+    # KIP-390: the level the broker compresses with when it recompresses (compression.type)
+    "compression.gzip.level": (_level(1, 9, -1), "compression.gzip.level", "-1"),
+    "compression.lz4.level": (_level(1, 17), "compression.lz4.level", "9"),
+    "compression.zstd.level": (_level(-131072, 22), "compression.zstd.level", "3"),
     "delete.retention.ms": (_int, "log.cleaner.delete.retention.ms", "86400000"),
     "file.delete.delay.ms": (_int, "log.segment.delete.delay.ms", "60000"),
     "flush.messages": (_int, "log.flush.interval.messages", _LONG_MAX),

@@ -55,17 +55,21 @@ class DecompressedTooLarge(CompressionError):
     """The payload decompresses to more than the caller's limit."""
 
 
-def compress(codec: int, data: bytes) -> bytes:
+def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
+    """``data`` compressed with ``codec`` at ``level`` (None, or gzip's -1: the codec's default
+    level; snappy has none)."""
     if codec == NONE:
         return data
     if codec == GZIP:
-        return bytes(cramjam.gzip.compress(data))
+        if level is None or level == -1:
+            return bytes(cramjam.gzip.compress(data))
+        return bytes(cramjam.gzip.compress(data, level=level))
     if codec == SNAPPY:
         return _xerial_compress(data)
     if codec == LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        return bytes(cramjam.lz4.compress(data, level=level))
     if codec == ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        return bytes(cramjam.zstd.compress(data, level=level))
     raise CompressionError(f"unknown compression codec {codec}")
 
 

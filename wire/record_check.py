@@ -97,6 +97,7 @@ class RecordPolicy:
     max_decompressed_bytes: int
     partition: str  # "topic-N", for Kafka's messages
     target_compression: int | None = None  # the topic's codec (None: compression.type=producer)
+    target_level: int | None = None  # its compression level (None: the codec's default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +167,8 @@ def check_records(
     if recompress or (header.compression and not scan.consecutive):
         codec = header.compression if target is None else target
         fixed_ts = header.max_timestamp if client_lat else None
-        rebuilt = _rebuild(data, header, policy, fixed_ts, codec)
+        level = policy.target_level if codec == target else None
+        rebuilt = _rebuild(data, header, policy, fixed_ts, codec, level)
         return RecordsAccepted(rebuilt, read_batch_header(rebuilt))
     if policy.log_append_time or (not client_lat and header.max_timestamp == scan.max_ts):
         return RecordsAccepted(bytes(data), header)
@@ -420,6 +422,7 @@ def _rebuild(
     policy: RecordPolicy,
     fixed_ts: int | None,
     codec: int,
+    level: int | None = None,
 ) -> bytes:
     """The batch with offset deltas 0..n-1 and the records' other bytes unchanged, compressed
     with ``codec`` (Kafka's ``buildRecordsAndAssignOffsets``: the topic's codec differs from
@@ -463,7 +466,7 @@ def _rebuild(
         header.producer_epoch,
         header.base_sequence,
         header.records_count,
-    ) + compress(codec, bytes(records))
+    ) + compress(codec, bytes(records), level)
     length = len(after) + CRC_START - LOG_OVERHEAD
     before = _BEFORE_CRC.pack(0, length, header.partition_leader_epoch, 2, crc32c.crc32c(after))
     return before + after

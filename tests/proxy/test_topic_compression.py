@@ -8,7 +8,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from tests.proxy.harness import connect, running_broker
-from tests.proxy.test_broker_requests import batch, create, fetch_request, produce
+from tests.proxy.test_broker_requests import MS, batch, create, fetch_request, produce
 from wire.records import decode_batch_records, iter_batches
 
 CODEC = {"producer": None, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -91,3 +91,55 @@ async def test_a_zstd_topic_refuses_fetches_from_before_zstd() -> None:
             assert part.error_code == code, name
             if code is ErrorCode.unsupported_compression_type:
                 assert part.high_watermark == -1 and not part.records
+
+
+async def _stored_size(c: object, name: str, configs: dict[str, str]) -> int:
+    assert await create(c, name, 1, **configs) == ErrorCode.none  # type: ignore[arg-type]
+    values = [(b"compressible %d " % i) * 40 for i in range(50)]
+    assert (await produce(c, name, batch(values))).error_code == ErrorCode.none  # type: ignore[arg-type]
+    data = (await c.request(fetch_request(name, 0))).responses[0].partitions[0].records  # type: ignore[attr-defined]
+    [(pos, header)] = list(iter_batches(data))
+    assert [r.value for r in decode_batch_records(data[pos : pos + header.total_size])] == values
+    return int(header.total_size)
+
+
+@pytest.mark.parametrize(("codec", "fast", "small"), [("gzip", "1", "9"), ("zstd", "1", "19")])
+async def test_the_topic_s_compression_level_is_used(codec: str, fast: str, small: str) -> None:
+    """KIP-390: compression.<codec>.level is the level the broker recompresses with."""
+    async with running_broker() as (_, port), connect(port) as c:
+        level = f"compression.{codec}.level"
+        quick = await _stored_size(c, "quick", {"compression.type": codec, level: fast})
+        tight = await _stored_size(c, "tight", {"compression.type": codec, level: small})
+        assert tight < quick
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("compression.gzip.level", "0", "Value must be between 1 and 9 or equal to -1"),
+        ("compression.lz4.level", "18", "Value must be no more than 17"),
+        ("compression.zstd.level", "-131073", "Value must be at least -131072"),
+    ],
+)
+async def test_levels_out_of_range_are_invalid_configs(name: str, value: str, message: str) -> None:
+    from tests.proxy.test_broker_requests import ct
+
+    async with running_broker() as (_, port), connect(port) as c:
+        resp = await c.request(
+            ct.CreateTopicsRequest(
+                topics=(
+                    ct.CreatableTopic(
+                        name="lvl",
+                        num_partitions=1,
+                        replication_factor=1,
+                        assignments=(),
+                        configs=(ct.CreatableTopicConfig(name=name, value=value),),
+                    ),
+                ),
+                timeout=MS * 1000,
+                validate_only=False,
+            )
+        )
+        [topic] = resp.topics
+        assert topic.error_code == ErrorCode.invalid_config
+        assert topic.error_message == f"Invalid value {value} for configuration {name}: {message}"
