@@ -56,6 +56,9 @@ _INT_CONFIGS = {
     "log.index.interval.bytes",
     "log.index.size.max.bytes",
     "group.initial.rebalance.delay.ms",
+    "compression.gzip.level",
+    "compression.lz4.level",
+    "compression.zstd.level",
 }
 
 
