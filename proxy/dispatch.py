@@ -29,12 +29,11 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
-import proxy.handlers  # noqa: F401  (registers every handler module before the table is read)
 from proxy.broker import Broker
 from proxy.context import RequestContext
 from proxy.fault_injection import Fault
 from proxy.outcomes import NO_RESPONSE, CloseConnection
-from proxy.registry import REGISTRY, Handler, advertised, served
+from proxy.registry import Handler, advertised, entry, served
 from storage.api import NEVER, StorageError
 from wire.codec import (
     RequestHeader,
@@ -116,9 +115,9 @@ class Dispatcher:
             (fault is not None and fault.delay_ms) or self.may_park(header.api_key, body)
         ):
             await before_wait()
-        entry = REGISTRY[header.api_key]
+        handler = entry(header.api_key)
         try:
-            req = entry.read(body)
+            req = handler.read(body)
         except Exception:  # a bug in a version conversion: this request fails, nothing else
             log.exception(
                 "api %d v%d: request conversion failed", header.api_key, header.api_version
@@ -128,20 +127,20 @@ class Dispatcher:
         if fault is not None and not fault.none:
             injected = await self._inject(fault, header, body)
             if injected is not None:
-                return encode_response(header, _error_reply(entry, header, req, body, injected))
+                return encode_response(header, _error_reply(handler, header, req, body, injected))
         ctx = RequestContext(header, self.broker, peer, listener)
         started = time.perf_counter()
         try:
-            answer = await entry.fn(ctx, req)
+            answer = await handler.fn(ctx, req)
             response = (
-                answer if answer is NO_RESPONSE else entry.write(answer, body, header.api_version)
+                answer if answer is NO_RESPONSE else handler.write(answer, body, header.api_version)
             )
         except CloseConnection:
             raise
         except StorageError as exc:  # e.g. a read from a log that went offline
             log.error("api %d v%d: storage error: %s", header.api_key, header.api_version, exc)
             _no_error_reply_for_acks0(header, body, exc)
-            response = _error_reply(entry, header, req, body, ErrorCode.kafka_storage_error)
+            response = _error_reply(handler, header, req, body, ErrorCode.kafka_storage_error)
         except Exception as exc:
             log.exception(
                 "handler for api %d v%d failed (client %s, corr %d)",
@@ -151,7 +150,7 @@ class Dispatcher:
                 header.correlation_id,
             )
             _no_error_reply_for_acks0(header, body, exc)
-            response = _error_reply(entry, header, req, body, ErrorCode.unknown_server_error)
+            response = _error_reply(handler, header, req, body, ErrorCode.unknown_server_error)
         self.record(header.api_key, header.api_version, time.perf_counter() - started, response)
         if fault is not None and fault.drop_after:
             raise CloseConnection(f"fault injection: dropped after api {header.api_key}")

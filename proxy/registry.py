@@ -1,9 +1,10 @@
 """The handler registry: one entry per API key, with the version range it serves.
 
-Versions are declared only in the ``@handler`` decorator; ApiVersions is answered from this
-table, so what kafkad advertises cannot drift from what it implements. The table is complete
-once ``proxy.handlers`` is imported (``proxy.dispatch`` does so); reading it before is a bug
-and raises, rather than advertising nothing. This module imports no handler: handlers import it.
+``proxy.handlers.MODULES`` lists every API with its versions; ApiVersions is answered from
+it, and a handler module is imported on its API's first request (``entry``), which keeps
+start-up short. The ``@handler`` decorator refuses a handler whose versions differ from its
+row, so what kafkad advertises cannot drift from what it implements. This module imports no
+handler module statically: handlers import it.
 
 A handler is typed with kio's classes of the newest version it serves: it takes that version's
 request and returns that version's response, whatever version the client spoke
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from proxy.handlers import MODULES, load
 from proxy.outcomes import NoResponse
 from wire.codec import request_class, response_class
 from wire.versions import convert, error_response
@@ -91,6 +93,9 @@ def handler(
     low, high = versions
     if request is not request_class(api_key, high) or response is not response_class(api_key, high):
         raise TypeError(f"api {api_key}: a handler takes and returns v{high}'s classes")
+    row = MODULES.get(api_key)
+    if row is None or row[2:] != (versions, min_served):
+        raise TypeError(f"api {api_key}: {versions}, {min_served} differ from proxy.handlers")
 
     def register(fn: HandlerFn[Req, Resp]) -> HandlerFn[Req, Resp]:
         if api_key in REGISTRY:
@@ -104,20 +109,28 @@ def handler(
     return register
 
 
-def _table() -> dict[int, Handler[Any, Any]]:
-    if not REGISTRY:
-        raise RuntimeError("no handler registered yet: import proxy.handlers first")
-    return REGISTRY
+def entry(api_key: int) -> Handler[Any, Any]:
+    """The handler of ``api_key`` (a served one), its module imported on first use."""
+    found = REGISTRY.get(api_key)
+    if found is None:
+        load(api_key)
+        found = REGISTRY[api_key]
+    return found
 
 
 def advertised() -> dict[int, tuple[int, int]]:
     """api_key -> (min, max) as ApiVersions reports them."""
-    return {k: (h.min_version, h.max_version) for k, h in sorted(_table().items())}
+    return {k: versions for k, (_, _, versions, _) in sorted(MODULES.items())}
 
 
 def served() -> dict[int, tuple[int, int]]:
     """api_key -> (min, max) that requests are decoded for."""
     return {
-        k: (h.min_served if h.min_served is not None else h.min_version, h.max_version)
-        for k, h in sorted(_table().items())
+        k: (low if min_served is None else min_served, high)
+        for k, (_, _, (low, high), min_served) in sorted(MODULES.items())
     }
+
+
+def api_names() -> dict[int, str]:
+    """api_key -> the handler function's name (Kafka's API name in snake case)."""
+    return {k: name for k, (_, name, _, _) in MODULES.items()}

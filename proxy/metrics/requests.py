@@ -202,9 +202,7 @@ class BrokerMetrics:
 
 
 def served_api_names() -> dict[int, str]:
-    """Kafka's name of every API key kafkad serves (the registry is filled once
-    ``proxy.handlers`` is imported: the server imports it through ``proxy.dispatch``)."""
-    from proxy.registry import REGISTRY, served
+    """Kafka's name of every API key kafkad serves."""
+    from proxy.registry import api_names
 
-    served()  # raises if no handler is registered yet
-    return {key: api_name(h.fn.__name__) for key, h in REGISTRY.items()}
+    return {key: api_name(name) for key, name in api_names().items()}

@@ -14,7 +14,7 @@ import trio
 import trio.testing
 from kio.schema.errors import ErrorCode
 
-from proxy.registry import REGISTRY, advertised
+from proxy.registry import advertised, entry
 from storage.api import CONSUMER_OFFSETS, TopicPartition
 from tests.proxy.harness import RawClient, connect, running_broker
 from tests.proxy.test_broker_requests import create
@@ -169,9 +169,9 @@ async def test_read_committed_with_the_start_inside_an_open_transaction() -> Non
 @pytest.mark.parametrize("version", VERSIONS)
 def test_error_reply_echoes_every_partition(version: int) -> None:
     req = request(version, ("a", 0, 1), ("a", 2, 1), ("b", 1, -1))
-    entry = REGISTRY[21]
-    reply = entry.error_reply(entry.read(req), E.unknown_server_error)
-    resp = entry.write(reply, req, version)
+    h = entry(21)
+    reply = h.error_reply(h.read(req), E.unknown_server_error)
+    resp = h.write(reply, req, version)
     assert int(resp.__version__) == version
     got = [
         (t.name, p.partition_index, p.low_watermark, p.error_code)

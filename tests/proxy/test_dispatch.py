@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import request as md
 from kio.schema.produce.v9 import request as pr
 
-from proxy.registry import REGISTRY, advertised, served
+from proxy.registry import REGISTRY, advertised, entry, served
 from tests.proxy.harness import connect, running_broker
 from wire.codec import RequestHeader, encode_response
 from wire.versions import error_response
@@ -40,7 +40,7 @@ async def test_a_failing_handler_costs_one_request(monkeypatch: pytest.MonkeyPat
     async def broken(ctx: object, req: object) -> object:
         raise RuntimeError("a bug")
 
-    original = REGISTRY[3]
+    original = entry(3)
     monkeypatch.setitem(REGISTRY, 3, dataclasses.replace(original, fn=broken))
     async with running_broker() as (_, port), connect(port) as c:
         resp = await c.request(
@@ -66,7 +66,7 @@ async def test_a_failing_produce_handler_reports_the_error_per_partition(
     async def broken(ctx: object, req: object) -> object:
         raise RuntimeError("a bug")
 
-    original = REGISTRY[0]
+    original = entry(0)
     monkeypatch.setitem(REGISTRY, 0, dataclasses.replace(original, fn=broken))
     async with running_broker() as (_, port), connect(port) as c:
         resp = await c.request(

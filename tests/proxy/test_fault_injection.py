@@ -15,7 +15,7 @@ from kio.schema.produce.v9 import request as pr
 
 from proxy.config import ConfigError, resolve_values
 from proxy.fault_injection import NO_FAULT, CrashRule, Fault, FaultInjector, parse_spec
-from proxy.registry import REGISTRY, served
+from proxy.registry import entry, served
 from tests.proxy.harness import connect, encode_request, running_broker
 from tests.proxy.test_broker_requests import MS, batch, create, fetch_request, produce
 from tests.wire.conftest import entities
@@ -139,8 +139,8 @@ def test_error_replies_carry_the_error_everywhere_and_encode(req: Any) -> None:
     """Each handler's registered error reply, in the version the client spoke."""
     key, version = int(req.__api_key__), int(req.__version__)
     header = RequestHeader(key, version, 9, "t")
-    entry = REGISTRY[key]
-    resp = entry.write(entry.error_reply(entry.read(req), ErrorCode.not_coordinator), req, version)
+    h = entry(key)
+    resp = h.write(h.error_reply(h.read(req), ErrorCode.not_coordinator), req, version)
     encode_response(header, resp)
     codes = _codes(resp)
     assert all(c is ErrorCode.not_coordinator for c in codes)

@@ -10,7 +10,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from proxy.handlers.metadata import CLUSTER_OPERATIONS
-from proxy.registry import REGISTRY, served
+from proxy.registry import entry, served
 from wire.codec import request_class, response_class
 from wire.values import NO_THROTTLE
 from wire.versions import removed_fields
@@ -27,21 +27,21 @@ READ_ELSEWHERE = {
 def test_fields_only_old_versions_have_are_mapped_by_the_handler(
     api_key: int, version: int
 ) -> None:
-    entry = REGISTRY[api_key]
-    lost = set(removed_fields(request_class(api_key, version), entry.request))
+    h = entry(api_key)
+    lost = set(removed_fields(request_class(api_key, version), h.request))
     if lost - READ_ELSEWHERE.get(api_key, set()):
-        assert entry.upgrade is not None, f"api {api_key} v{version}: request fields lost"
-    if removed_fields(response_class(api_key, version), entry.response):
-        assert entry.downgrade is not None, f"api {api_key} v{version}: response fields lost"
+        assert h.upgrade is not None, f"api {api_key} v{version}: request fields lost"
+    if removed_fields(response_class(api_key, version), h.response):
+        assert h.downgrade is not None, f"api {api_key} v{version}: response fields lost"
 
 
 def _round_trip(api_key: int, version: int, old_req: Any, answer: Any) -> Any:
     """``old_req`` as its handler sees it, and ``answer`` (built from that) as the client
     of ``version`` gets it."""
-    entry = REGISTRY[api_key]
-    req = entry.read(old_req)
-    assert type(req) is entry.request
-    return req, entry.write(answer(req), old_req, version)
+    h = entry(api_key)
+    req = h.read(old_req)
+    assert type(req) is h.request
+    return req, h.write(answer(req), old_req, version)
 
 
 def test_find_coordinator_v3_asks_for_one_key_and_gets_it_at_the_top_level() -> None:
@@ -94,3 +94,32 @@ def test_metadata_v10_gets_the_cluster_operations_it_asked_for(wanted: bool, exp
         lambda _req: md12.MetadataResponse(throttle_time=NO_THROTTLE, brokers=(), topics=()),
     )
     assert resp.cluster_authorized_operations == expected
+
+
+def test_every_module_registers_what_the_table_says() -> None:
+    from proxy.handlers import MODULES, load_all
+    from proxy.registry import REGISTRY
+
+    load_all()
+    assert sorted(REGISTRY) == sorted(MODULES)
+    for key, (_, name, (low, high), min_served) in MODULES.items():
+        h = REGISTRY[key]
+        assert (h.fn.__name__, h.min_version, h.max_version, h.min_served) == (
+            name,
+            low,
+            high,
+            min_served,
+        )
+
+
+def test_starting_the_server_loads_no_handler_module() -> None:
+    """Handlers load on their API's first request: start-up does not pay for their classes."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, proxy.server, proxy.cli; "
+        "loaded = [m for m in sys.modules if m.startswith('proxy.handlers.')]; "
+        "assert not loaded, loaded"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
