@@ -11,7 +11,7 @@ import datetime
 from typing import Final
 
 from kio._kio_native import tz_aware_from_i64
-from kio.static.primitive import TZAware, i32Timedelta, i64, i64Timedelta
+from kio.static.primitive import TZAware, i32, i32Timedelta, i64, i64Timedelta
 
 _MS = datetime.timedelta(milliseconds=1)
 
@@ -27,6 +27,8 @@ def ms64(ms: int) -> i64Timedelta:
 
 
 NO_THROTTLE: Final = ms32(0)
+# authorized_operations when they were not asked for (Kafka's Integer.MIN_VALUE)
+AUTHORIZED_OPERATIONS_OMITTED: Final = i32(-(2**31))
 
 
 def timestamp(ms: int) -> TZAware | None:

@@ -11,9 +11,8 @@ from kio.static.primitive import i8, i32
 
 from proxy.context import RequestContext
 from proxy.registry import handler
-from wire.values import NO_THROTTLE
+from wire.values import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
 
-AUTHORIZED_OPERATIONS_OMITTED = i32(-(2**31))
 BROKER_ENDPOINT = i8(1)
 
 

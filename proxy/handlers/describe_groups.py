@@ -17,21 +17,20 @@ from kio.schema.describe_groups.v5.response import (
 )
 from kio.schema.errors import ErrorCode
 from kio.schema.types import GroupId
-from kio.static.primitive import i32
 
 from coordinator.group.state import GroupState
 from proxy.context import RequestContext
 from proxy.registry import handler
-from wire.values import NO_THROTTLE
+from wire.values import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
 
-AUTHORIZED_OPERATIONS_OMITTED = i32(-(2**31))
+UNKNOWN_STATE = ""  # Kafka's DescribeGroupsResponse.groupError: state, protocol type and data ""
 
 
-def _dead(group_id: GroupId, code: ErrorCode) -> DescribedGroup:
+def _dead(group_id: GroupId, code: ErrorCode, state: str = GroupState.DEAD.value) -> DescribedGroup:
     return DescribedGroup(
         error_code=code,
         group_id=group_id,
-        group_state=GroupState.DEAD.value,
+        group_state=state,
         protocol_type="",
         protocol_data="",
         members=(),
@@ -41,7 +40,8 @@ def _dead(group_id: GroupId, code: ErrorCode) -> DescribedGroup:
 
 def _error_reply(req: DescribeGroupsRequest, code: ErrorCode) -> DescribeGroupsResponse:
     return DescribeGroupsResponse(
-        throttle_time=NO_THROTTLE, groups=tuple(_dead(g, code) for g in req.groups)
+        throttle_time=NO_THROTTLE,
+        groups=tuple(_dead(g, code, UNKNOWN_STATE) for g in req.groups),
     )
 
 
@@ -58,8 +58,11 @@ async def describe_groups(
     out = []
     for group_id in req.groups:
         g = ctx.broker.groups.describe(group_id)
-        if isinstance(g, ErrorCode) or g is None or g.state is GroupState.DEAD:
-            out.append(_dead(group_id, g if isinstance(g, ErrorCode) else ErrorCode.none))
+        if isinstance(g, ErrorCode):  # the coordinator's error: Kafka's groupError
+            out.append(_dead(group_id, g, UNKNOWN_STATE))
+            continue
+        if g is None or g.state is GroupState.DEAD:
+            out.append(_dead(group_id, ErrorCode.none))
             continue
         stable = g.state is GroupState.STABLE
         out.append(

@@ -13,7 +13,7 @@ from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i8, i32, i64
 
 import proxy.handlers  # noqa: F401  (fills the registry)
-from proxy.registry import REGISTRY
+from proxy.registry import entry as handler_for
 from wire.values import NO_THROTTLE
 
 OFFSET_FETCH, OFFSET_COMMIT, TXN_OFFSET_COMMIT = 9, 8, 28
@@ -63,7 +63,7 @@ def _old_offset_fetch(version: int, topics: dict[str, list[int]] | None) -> Any:
 def test_offset_fetch_v1_to_v7_ask_for_one_group_and_get_it_at_the_top_level(
     version: int,
 ) -> None:
-    entry = REGISTRY[OFFSET_FETCH]
+    entry = handler_for(OFFSET_FETCH)
     old = _old_offset_fetch(version, {"t": [0, 1]})
     req = entry.read(old)
     (group,) = req.groups
@@ -83,13 +83,13 @@ def test_offset_fetch_v1_to_v7_ask_for_one_group_and_get_it_at_the_top_level(
 
 def test_offset_fetch_v2_asks_for_every_partition_with_null_topics() -> None:
     old = _old_offset_fetch(2, None)
-    (group,) = REGISTRY[OFFSET_FETCH].read(old).groups
+    (group,) = handler_for(OFFSET_FETCH).read(old).groups
     assert group.topics is None
 
 
 def test_offset_fetch_v1_answers_a_group_error_on_every_partition_asked_for() -> None:
     """v1 has no group-level error code (Kafka's OffsetFetchResponse v0-1)."""
-    entry = REGISTRY[OFFSET_FETCH]
+    entry = handler_for(OFFSET_FETCH)
     old = _old_offset_fetch(1, {"t": [0, 1], "u": [2]})
     resp = entry.write(_answer_group(ErrorCode.coordinator_load_in_progress, {}), old, 1)
     assert [
@@ -105,7 +105,7 @@ def test_offset_fetch_v1_answers_a_group_error_on_every_partition_asked_for() ->
 
 @pytest.mark.parametrize("version", [2, 7])
 def test_offset_fetch_error_reply_carries_the_group_error_at_the_top_level(version: int) -> None:
-    entry = REGISTRY[OFFSET_FETCH]
+    entry = handler_for(OFFSET_FETCH)
     old = _old_offset_fetch(version, {"t": [0]})
     reply = entry.error_reply(entry.read(old), ErrorCode.not_coordinator)
     resp = entry.write(reply, old, version)
@@ -116,7 +116,7 @@ def test_offset_fetch_error_reply_carries_the_group_error_at_the_top_level(versi
 def test_offset_fetch_v8_error_reply_answers_every_group() -> None:
     from kio.schema.offset_fetch.v8 import request as rq8
 
-    entry = REGISTRY[OFFSET_FETCH]
+    entry = handler_for(OFFSET_FETCH)
     req = rq8.OffsetFetchRequest(
         groups=(
             rq8.OffsetFetchRequestGroup(group_id=GroupId("a"), topics=None),
@@ -161,7 +161,7 @@ def test_offset_commit_error_reply_answers_every_partition(version: int) -> None
         topics=_commit_topics(module, "OffsetCommit"),
         **extra,
     )
-    entry = REGISTRY[OFFSET_COMMIT]
+    entry = handler_for(OFFSET_COMMIT)
     resp = entry.write(entry.error_reply(entry.read(old), ErrorCode.not_coordinator), old, version)
     assert _per_partition(resp) == [
         ("t", 0, ErrorCode.not_coordinator),
@@ -180,7 +180,7 @@ def test_txn_offset_commit_error_reply_answers_every_partition(version: int) -> 
         producer_epoch=0,
         topics=_commit_topics(module, "TxnOffsetCommit"),
     )
-    entry = REGISTRY[TXN_OFFSET_COMMIT]
+    entry = handler_for(TXN_OFFSET_COMMIT)
     reply = entry.error_reply(entry.read(old), ErrorCode.coordinator_not_available)
     assert _per_partition(entry.write(reply, old, version)) == [
         ("t", 0, ErrorCode.coordinator_not_available),
@@ -190,7 +190,7 @@ def test_txn_offset_commit_error_reply_answers_every_partition(version: int) -> 
 
 
 def _reply(api_key: int, version: int, old: Any, code: ErrorCode) -> Any:
-    entry = REGISTRY[api_key]
+    entry = handler_for(api_key)
     return entry.write(entry.error_reply(entry.read(old), code), old, version)
 
 
