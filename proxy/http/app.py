@@ -75,15 +75,19 @@ class Response:
     headers: list[tuple[str, str]] = field(default_factory=list)
 
 
+# ASCII digits only: str.isdigit() is true of "²" (which int() then refuses: a 500), and int()
+# takes Arabic-Indic digits, "1_0" and blanks.
+WHOLE_NUMBER = re.compile(r"-?[0-9]{1,19}")
+
+
 def int_arg(text: str | None, what: str, default: int | None = None) -> int:
     if text is None or text == "":
         if default is None:
             raise HttpError(400, f"{what} is missing")
         return default
-    try:
-        return int(text)
-    except ValueError:
-        raise HttpError(400, f"{what} {text!r} is not a whole number") from None
+    if WHOLE_NUMBER.fullmatch(text) is None:
+        raise HttpError(400, f"{what} {text!r} is not a whole number")
+    return int(text)
 
 
 class ConsoleApp:
@@ -195,7 +199,7 @@ class ConsoleApp:
         return self.render("topic.html", title=topic, topic=row)
 
     def _index(self, topic: str, index: str) -> int:
-        if not index.isdigit():
+        if WHOLE_NUMBER.fullmatch(index) is None or index.startswith("-"):
             raise HttpError(404, f"no partition {index!r} of {topic!r}")
         return int(index)
 

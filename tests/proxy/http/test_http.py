@@ -85,6 +85,12 @@ async def test_pages_and_bad_input() -> None:
             "/topics/missing": 404,
             "/topics/orders/1": 404,
             "/topics/orders/x": 404,
+            "/topics/orders/%C2%B2": 404,  # "²".isdigit(), but no int(): was a 500
+            "/topics/orders/%C2%B2/records": 404,
+            "/topics/orders/%D9%A0": 404,  # an Arabic-Indic zero (int() takes it)
+            "/topics/orders/0/records?offset=%EF%BC%90": 400,  # a fullwidth zero
+            "/topics/orders/0/records?offset=0_0": 400,
+            "/topics/orders/0/records?offset=%200": 400,
             "/topics/orders/0/records?offset=abc": 400,
             "/topics/orders/0/records?offset=-1": 400,
             "/topics/orders/0/records?offset=2": 400,
