@@ -18,7 +18,12 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.txn.metadata import TxnMetadata
 from coordinator.txn.state import TxnState
-from proxy.http.views.partition import OpenTxnRow, first_batch_timestamp
+from proxy.http.views.partition import (
+    OpenTxnRow,
+    first_batch_timestamp,
+    open_transactions,
+    txn_by_producer,
+)
 from storage.api import StorageError, TopicPartition
 
 if TYPE_CHECKING:
@@ -71,9 +76,9 @@ async def txn_row(broker: Broker, meta: TxnMetadata, now_ms: int, hanging_ms: in
         first = None if p is None else p.producers.ongoing.get(meta.producer_id)
         if p is None or first is None:
             continue
-        since = await first_batch_timestamp(p, first)
+        since = await first_batch_timestamp(p, meta.producer_id, first)
         if since >= 0 and now_ms - since > hanging_ms:
-            pins = " (pinning its LSO)" if p.producers.first_unstable_offset() == first else ""
+            pins = " (pinning its LSO)" if p.last_stable_offset == first < p.high_watermark else ""
             why.append(f"open on {tp} since offset {first} for over {hanging_ms} ms{pins}")
     return TxnRow(
         transactional_id=meta.transactional_id,
@@ -103,14 +108,17 @@ async def find_txn(broker: Broker, tid: str, now_ms: int, hanging_ms: int) -> Tx
 async def hanging_on_partitions(broker: Broker, now_ms: int, hanging_ms: int) -> list[OpenTxnRow]:
     """Transactions open on a partition that are hanging there (``partition.hanging_reasons``),
     over every partition of every topic: what ``find-hanging`` would list."""
-    from proxy.http.views.partition import open_transactions
-
+    by_pid = txn_by_producer(broker)
     out = []
     for topic in broker.topics:
         for p in topic.partitions:
             if p.deleted or not p.producers.ongoing:
                 continue
-            out += [t for t in await open_transactions(broker, p, now_ms, hanging_ms) if t.hanging]
+            out += [
+                t
+                for t in await open_transactions(broker, p, now_ms, hanging_ms, by_pid)
+                if t.hanging
+            ]
     return out
 
 
