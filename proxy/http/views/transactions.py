@@ -63,9 +63,17 @@ def _tps(partitions: frozenset[tuple[str, int]]) -> tuple[TopicPartition, ...]:
     return tuple(TopicPartition(t, p) for t, p in sorted(partitions))
 
 
-async def txn_row(broker: Broker, meta: TxnMetadata, now_ms: int, hanging_ms: int) -> TxnRow:
+async def txn_row(
+    broker: Broker,
+    meta: TxnMetadata,
+    now_ms: int,
+    hanging_ms: int,
+    lsos: dict[TopicPartition, int] | None = None,
+) -> TxnRow:
     """One transactional id; hanging if past its timeout, or if one of its partitions has its
-    transaction open (pinning the LSO) for longer than ``hanging_ms``."""
+    transaction open (pinning the LSO) for longer than ``hanging_ms``. ``lsos`` memoises
+    each partition's LSO (a pass over its open transactions) for a caller doing many rows."""
+    lsos = {} if lsos is None else lsos
     ongoing = meta.state is TxnState.ONGOING and meta.txn_start_timestamp >= 0
     age = now_ms - meta.txn_start_timestamp if meta.txn_start_timestamp >= 0 else None
     why: list[str] = []
@@ -78,7 +86,10 @@ async def txn_row(broker: Broker, meta: TxnMetadata, now_ms: int, hanging_ms: in
             continue
         since = await first_batch_timestamp(p, meta.producer_id, first)
         if since >= 0 and now_ms - since > hanging_ms:
-            pins = " (pinning its LSO)" if p.last_stable_offset == first < p.high_watermark else ""
+            lso = lsos.get(tp)
+            if lso is None:
+                lso = lsos[tp] = p.last_stable_offset
+            pins = " (pinning its LSO)" if lso == first < p.high_watermark else ""
             why.append(f"open on {tp} since offset {first} for over {hanging_ms} ms{pins}")
     return TxnRow(
         transactional_id=meta.transactional_id,
@@ -96,8 +107,8 @@ async def txn_row(broker: Broker, meta: TxnMetadata, now_ms: int, hanging_ms: in
 
 
 async def txn_rows(broker: Broker, now_ms: int, hanging_ms: int) -> list[TxnRow]:
-    cache = broker.txns.cache
-    return [await txn_row(broker, cache[tid], now_ms, hanging_ms) for tid in sorted(cache)]
+    cache, lsos = broker.txns.cache, dict[TopicPartition, int]()
+    return [await txn_row(broker, cache[tid], now_ms, hanging_ms, lsos) for tid in sorted(cache)]
 
 
 async def find_txn(broker: Broker, tid: str, now_ms: int, hanging_ms: int) -> TxnRow | None:

@@ -278,8 +278,13 @@ async def test_views_do_not_rescan_every_producer_per_transaction(
         t.producer_id, t.epoch = broker.txns.cache[f"x{i}"].producer_id, 1
         await t.send(parts[i % 4], b"v")
         await t.send(parts[(i + 1) % 4], b"w")
-    scans = {"producers": 0, "txn ids": 0}
+    scans = {"producers": 0, "txn ids": 0, "open txns for the LSO": 0}
     real_iter, real_by_pid = ProducerStateManager.__iter__, partition.txn_by_producer
+    real_first_unstable = ProducerStateManager.first_unstable_offset
+
+    def counting_first_unstable(self: ProducerStateManager) -> int | None:
+        scans["open txns for the LSO"] += 1
+        return real_first_unstable(self)
 
     def counting_iter(self: ProducerStateManager):  # type: ignore[no-untyped-def]
         scans["producers"] += 1
@@ -290,10 +295,12 @@ async def test_views_do_not_rescan_every_producer_per_transaction(
         return real_by_pid(b)
 
     monkeypatch.setattr(ProducerStateManager, "__iter__", counting_iter)
+    monkeypatch.setattr(ProducerStateManager, "first_unstable_offset", counting_first_unstable)
     monkeypatch.setattr(partition, "txn_by_producer", counting_by_pid)
     monkeypatch.setattr(transactions, "txn_by_producer", counting_by_pid)
     later = NOW + HANG_MS + 1
     stuck = await transactions.hanging_on_partitions(broker, later, HANG_MS)
     rows = await transactions.txn_rows(broker, later, HANG_MS)
     assert len(stuck) == 80 and all(len(r.hanging) == 2 for r in rows)
-    assert scans == {"producers": 0, "txn ids": 1}
+    assert scans["producers"] == 0 and scans["txn ids"] == 1
+    assert scans["open txns for the LSO"] <= 3 * len(parts)  # a few per partition, not per row
