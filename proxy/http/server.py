@@ -96,13 +96,18 @@ async def serve_console(
             log.error("web console not started: cannot bind %s: %s", lst, exc.strerror or exc)
             return
 
+        connections: set[DeadlineStream] = set()
+
         async def handle(stream: trio.SocketStream) -> None:
             conn = DeadlineStream(stream, write_timeout)
+            connections.add(conn)
             try:
                 await TCPServer(wrapped, config, context, ConnectionState({}), conn)  # type: ignore[arg-type]
             except Exception:  # one connection's failure is not the console's
                 log.exception("web console: a connection failed")
                 await trio.aclose_forcefully(stream)
+            finally:
+                connections.discard(conn)
 
         async with trio.open_nursery() as nursery:
             for b in bound:
@@ -113,6 +118,8 @@ async def serve_console(
             started = True
             task_status.started(urls)
             await broker.shutting_down.wait()
+            for conn in connections:  # hypercorn's shielded writes ignore the cancel below
+                conn.drop()
             nursery.cancel_scope.cancel()
     except Exception:
         log.exception("web console stopped (the broker goes on)")

@@ -10,6 +10,7 @@ import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 
 import pytest
 import trio
@@ -17,6 +18,7 @@ import trio.testing
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
+from proxy.broker import Broker
 from proxy.http import app as console_app
 from proxy.http.stream import DeadlineStream
 from proxy.http.views import topics as topic_views
@@ -218,3 +220,50 @@ async def test_a_connection_that_fails_leaves_the_console_up(
             await http(url + "/")
         assert (await http(url + "/"))[0] == 200
         await kafka_answers(port)
+
+
+@pytest.mark.timeout(60)  # before the fix the shielded write outlived fail_after: a hang
+async def test_shutdown_does_not_wait_for_a_client_that_does_not_read(broker: Broker) -> None:
+    """hypercorn writes in a shielded scope, so cancelling the console left a write to a
+    client that stops reading in place until the write deadline (10 s by default; here an
+    hour): the broker's exit waited for it. The console drops its connections at shutdown."""
+    from proxy.http.server import serve_console
+    from proxy.http.settings import HttpListener
+
+    in_write = 0
+    real_send_all = DeadlineStream.send_all
+
+    async def counted(self: DeadlineStream, data: bytes | bytearray | memoryview) -> None:
+        nonlocal in_write
+        in_write += 1
+        try:
+            await real_send_all(self, data)
+        finally:
+            in_write -= 1
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(DeadlineStream, "send_all", counted)
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                (url,) = await nursery.start(
+                    partial(
+                        serve_console,
+                        broker,
+                        (HttpListener("127.0.0.1", 0),),
+                        admin=False,
+                        hanging_ms=1,
+                        write_timeout=3600,
+                    )
+                )
+                host, port = url.removeprefix("http://").split(":")
+                client = trio.socket.socket()
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                await client.connect((host, int(port)))
+                request = f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+                await client.send(request * 5000)  # ~15 MB of pages; never read
+                while in_write == 0:
+                    await trio.testing.wait_all_tasks_blocked()
+                await trio.testing.wait_all_tasks_blocked()
+                assert in_write == 1  # blocked writing to the client
+                broker.begin_shutdown()
+        client.close()
