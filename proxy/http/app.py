@@ -3,10 +3,15 @@
 Bad input never reaches the broker: an unknown page, topic, partition, transactional id or
 group is 404; an offset that is not a number or outside [log start, high watermark] is 400; a
 request body over ``MAX_BODY_BYTES`` is 413 (before it is read, by Content-Length, or as soon
-as the bytes read pass it); another method than the route's is 405. A bug in a page costs that
-request a 500 and a log line. The admin POST needs the admin switch (else 403) and must come
-from a page of the console itself: its ``Origin`` (or, without one, its ``Referer``) must be
-this host (else 403), which a cross-site form cannot forge.
+as the bytes read pass it), one not in within ``BODY_TIMEOUT_S`` is 408 (else a client that
+declares a body and sends part of it holds a connection and a task forever); another method
+than the route's is 405. A bug in a page costs that request a 500 and a log line. The admin
+POST needs the admin switch (else 403) and must come from a page of the console itself: its
+``Origin`` (or, without one, its ``Referer``) must be this host (else 403), which a
+cross-site form cannot forge. A console on loopback only also
+refuses (400) a ``Host`` that names neither an IP address nor localhost: a page on another
+site whose name it re-points at 127.0.0.1 (DNS rebinding) is same-origin by that name, and
+would otherwise read every page and pass the ``Origin`` check.
 
 Live updates: ``/events`` is a server-sent event stream that sends ``data: changed`` whenever
 ``views.live.fingerprint`` moves (polled every ``EVENT_POLL_S``) and a comment line to keep it
@@ -20,6 +25,7 @@ poll for all streams, not once per stream.
 from __future__ import annotations
 
 import datetime
+import ipaddress
 import logging
 import re
 import urllib.parse
@@ -40,6 +46,7 @@ log = logging.getLogger("kafkad.http")
 
 TEMPLATES = Path(__file__).with_name("templates")
 MAX_BODY_BYTES = 16 * 1024
+BODY_TIMEOUT_S = 10.0
 MAX_EVENT_STREAMS = 64
 EVENT_POLL_S = 1.0
 EVENT_KEEPALIVE_S = 15.0
@@ -100,9 +107,11 @@ class ConsoleApp:
         admin: bool,
         hanging_ms: int,
         now_ms: Callable[[], int] | None = None,
+        loopback_only: bool = True,
     ) -> None:
         self.broker = broker
         self.admin = admin
+        self.loopback_only = loopback_only
         self.hanging_ms = hanging_ms
         self.now_ms = now_ms or broker.now_ms
         self.event_streams = 0
@@ -153,11 +162,19 @@ class ConsoleApp:
             urllib.parse.parse_qs(scope["query_string"].decode("latin-1")),
             headers,
         )
+        if self.loopback_only and not loopback_host(headers.get("host")):
+            await send_response(
+                send, self.error(400, "the Host header must name this console's address")
+            )
+            return
         if request.method == "GET" and request.path == "/events":
             await self.event_stream(request, receive, send)
             return
         try:
-            request.body = await read_body(request, receive)
+            with trio.move_on_after(BODY_TIMEOUT_S) as reading:
+                request.body = await read_body(request, receive)
+            if reading.cancelled_caught:
+                raise HttpError(408, f"the request body did not come in {BODY_TIMEOUT_S} s")
             response = await self.dispatch(request)
         except HttpError as exc:
             response = self.error(exc.status, exc.message)
@@ -343,6 +360,26 @@ class ConsoleApp:
                 continue
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def loopback_host(host: str | None) -> bool:
+    """Whether a ``Host`` header names a loopback console: an IP address or localhost (no
+    header: not a browser, which always sends one)."""
+    if host is None:
+        return True
+    try:
+        name = urllib.parse.urlsplit("//" + host).hostname
+    except ValueError:
+        return False
+    if name is None:
+        return False
+    if name.rstrip(".") == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def check_same_origin(request: Request) -> None:

@@ -69,7 +69,12 @@ async def serve_console(
         from proxy.http.app import ConsoleApp
         from proxy.http.stream import DeadlineStream
 
-        app = ConsoleApp(broker, admin=admin, hanging_ms=hanging_ms)
+        app = ConsoleApp(
+            broker,
+            admin=admin,
+            hanging_ms=hanging_ms,
+            loopback_only=all(lst.loopback for lst in listeners),
+        )
         config = Config()
         config.accesslog = None
         config.errorlog = log

@@ -142,7 +142,7 @@ async def test_event_stream_tells_of_changes() -> None:
         host, port = url.removeprefix("http://").split(":")
         stream = await trio.open_tcp_stream(host, int(port))
         async with stream:
-            await stream.send_all(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+            await stream.send_all(f"GET /events HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
             seen = b""
             with trio.fail_after(10):
                 while b"retry: 2000" not in seen:
@@ -302,3 +302,48 @@ async def test_event_streams_share_one_fingerprint_per_poll(
                 nursery.start_soon(app.event_stream, request, never_disconnects, discard)
     assert app.event_streams == 0
     assert calls <= 2 * seconds + 2  # not streams * seconds
+
+
+async def test_a_rebound_host_name_is_refused() -> None:
+    """DNS rebinding: a page on evil.example re-points its name at 127.0.0.1; the browser then
+    sends ``Host: evil.example:PORT`` and, for a POST, ``Origin: http://evil.example:PORT``,
+    so the page could read every console page and pass the admin form's Origin check."""
+    async with console(**{"kafkad.http.admin.enable": "true"}) as (server, url, port):
+        b = server.broker
+        assert b is not None
+        (p,) = (await b.topics.create("t", 1, {})).partitions  # type: ignore[union-attr]
+        from tests.proxy.http.conftest import Txn
+
+        t = await Txn(b, "victim").init()
+        await t.send(p, b"x")
+        console_port = url.rsplit(":", 1)[1]
+        evil = f"evil.example:{console_port}"
+        for path in ("/", "/transactions", "/metrics"):
+            status, _, body = await http(url + path, Host=evil)
+            assert (path, status) == (path, 400) and b"victim" not in body
+        form = b"topic=t&partition=0&start_offset=0"
+        status, _, _ = await http(
+            url + "/admin/abort", "POST", form, Host=evil, Origin=f"http://{evil}"
+        )
+        assert status == 400 and p.last_stable_offset == 0  # still open
+        for host in (f"localhost:{console_port}", f"127.0.0.1:{console_port}", "[::1]"):
+            assert (await http(url + "/transactions", Host=host))[0] == 200, host
+        await kafka_answers(port)
+
+
+async def test_a_body_that_never_comes_is_answered_408(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that declares a body and sends part of it held a connection and a task until
+    it went away (no read deadline in hypercorn); it gets a 408."""
+    monkeypatch.setattr(console_app, "BODY_TIMEOUT_S", 0.5)
+    async with console() as (_, url, port):
+        host, http_port = url.removeprefix("http://").split(":")
+        stream = await trio.open_tcp_stream(host, int(http_port))
+        async with stream:
+            head = f"POST /admin/abort HTTP/1.1\r\nHost: {host}\r\nContent-Length: 10\r\n\r\n"
+            await stream.send_all(head.encode() + b"ab")
+            seen = b""
+            with trio.fail_after(10):
+                while b"\r\n\r\n" not in seen:
+                    seen += await stream.receive_some()
+            assert seen.startswith(b"HTTP/1.1 408 ")
+        await kafka_answers(port)
