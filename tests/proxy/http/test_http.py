@@ -347,3 +347,26 @@ async def test_a_body_that_never_comes_is_answered_408(monkeypatch: pytest.Monke
                     seen += await stream.receive_some()
             assert seen.startswith(b"HTTP/1.1 408 ")
         await kafka_answers(port)
+
+
+async def test_only_a_hanging_transaction_gets_an_abort_button() -> None:
+    """The partition page offered Abort on every open transaction, live ones included: one
+    click aborted the first part of a running transaction, whose later batches the
+    coordinator's COMMIT then committed alone. Only a hanging one gets the button (the POST
+    itself stays what ``kafka-transactions.sh abort`` does)."""
+    settings = {"kafkad.http.admin.enable": "true", "kafkad.http.hanging.transaction.ms": "60000"}
+    async with console(**settings) as (server, url, _):
+        b = server.broker
+        assert b is not None
+        (p,) = (await b.topics.create("t", 1, {})).partitions  # type: ignore[union-attr]
+        from tests.proxy.http.conftest import NOW, Txn
+
+        live = await Txn(b, "live").init()
+        await live.send(p, b"now", ts=b.now_ms())  # offset 0: open a moment
+        stuck = await Txn(b, "stuck").init()
+        await stuck.send(p, b"old", ts=NOW)  # offset 1: open since 2023
+        status, _, body = await http(url + "/topics/t/0")
+        assert status == 200
+        assert body.count(b'action="/admin/abort"') == 1
+        assert b'name="start_offset" value="1"' in body
+        assert b'name="start_offset" value="0"' not in body
