@@ -115,6 +115,10 @@ class ConsoleApp:
         self.hanging_ms = hanging_ms
         self.now_ms = now_ms or broker.now_ms
         self.event_streams = 0
+        # One admin abort at a time: the lookup of the open transaction and its marker write
+        # are one step, so a second click (or tab) finds it gone instead of writing a second
+        # ABORT for a producer with no transaction open.
+        self.abort_lock = trio.Lock()
         self._fingerprint: tuple[float, int] | None = None  # (trio time, value): shared
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -270,7 +274,8 @@ class ConsoleApp:
         start = int_arg((form.get("start_offset") or [""])[0], "start_offset")
         if self.broker.topics.partition(topic, index) is None:
             raise HttpError(404, f"no partition {topic}-{index}")
-        code = await transactions.abort_open_transaction(self.broker, topic, index, start)
+        async with self.abort_lock:
+            code = await transactions.abort_open_transaction(self.broker, topic, index, start)
         if code is None:
             raise HttpError(404, f"no open transaction starts at offset {start} on {topic}-{index}")
         if code.value != 0:

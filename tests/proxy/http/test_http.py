@@ -370,3 +370,36 @@ async def test_only_a_hanging_transaction_gets_an_abort_button() -> None:
         assert body.count(b'action="/admin/abort"') == 1
         assert b'name="start_offset" value="1"' in body
         assert b'name="start_offset" value="0"' not in body
+
+
+async def test_concurrent_aborts_write_one_marker(broker: Broker) -> None:
+    """Five simultaneous aborts of one transaction all found it open before the first marker
+    landed: five ABORT markers, five 303s. One writes; the others are told it is gone."""
+    from proxy.http.views import records
+    from tests.proxy.http.conftest import Txn, topic
+
+    (p,) = await topic(broker, "t")
+    t = await Txn(broker, "o").init()
+    await t.send(p, b"x")
+    app = console_app.ConsoleApp(broker, admin=True, hanging_ms=1)
+    form = console_app.Request(
+        "POST",
+        "/admin/abort",
+        {},
+        {"host": "127.0.0.1:1", "origin": "http://127.0.0.1:1"},
+        b"topic=t&partition=0&start_offset=0",
+    )
+    statuses = []
+
+    async def abort() -> None:
+        try:
+            statuses.append((await app.abort(form)).status)
+        except console_app.HttpError as exc:
+            statuses.append(exc.status)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(5):
+            nursery.start_soon(abort)
+    assert sorted(statuses) == [303, 404, 404, 404, 404]
+    page = await records.record_page(p, 0, committed=False)
+    assert [b.marker for b in page.batches] == [None, "ABORT"]
