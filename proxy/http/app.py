@@ -48,6 +48,7 @@ TEMPLATES = Path(__file__).with_name("templates")
 MAX_BODY_BYTES = 16 * 1024
 BODY_TIMEOUT_S = 10.0
 MAX_EVENT_STREAMS = 64
+PAGE_ROWS = 200  # transactional ids (and hanging rows) on one page of /transactions
 EVENT_POLL_S = 1.0
 EVENT_KEEPALIVE_S = 15.0
 
@@ -252,10 +253,28 @@ class ConsoleApp:
         )
 
     async def transactions_page(self, request: Request) -> Response:
+        """``PAGE_ROWS`` ids a page (``?page=N`` from 0): the page reloads itself on every
+        change, and thousands of rows were megabytes rendered on the broker's thread."""
         now = self.now_ms()
-        rows = await transactions.txn_rows(self.broker, now, self.hanging_ms)
+        page = int_arg(request.arg("page"), "page", 0)
+        total = len(self.broker.txns.cache)
+        if page < 0 or (page > 0 and page * PAGE_ROWS >= total):
+            raise HttpError(400, f"page {page}: there are {total} transactional ids")
+        rows = await transactions.txn_rows(
+            self.broker, now, self.hanging_ms, page * PAGE_ROWS, PAGE_ROWS
+        )
         stuck = await transactions.hanging_on_partitions(self.broker, now, self.hanging_ms)
-        return self.render("transactions.html", title="Transactions", txns=rows, stuck=stuck)
+        return self.render(
+            "transactions.html",
+            title="Transactions",
+            txns=rows,
+            page=page,
+            first=page * PAGE_ROWS,
+            total=total,
+            last_page=max(total - 1, 0) // PAGE_ROWS,
+            stuck=stuck[:PAGE_ROWS],
+            stuck_more=max(len(stuck) - PAGE_ROWS, 0),
+        )
 
     async def transaction_page(self, request: Request, tid: str) -> Response:
         row = await transactions.find_txn(self.broker, tid, self.now_ms(), self.hanging_ms)

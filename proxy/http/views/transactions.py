@@ -106,9 +106,13 @@ async def txn_row(
     )
 
 
-async def txn_rows(broker: Broker, now_ms: int, hanging_ms: int) -> list[TxnRow]:
+async def txn_rows(
+    broker: Broker, now_ms: int, hanging_ms: int, first: int = 0, limit: int | None = None
+) -> list[TxnRow]:
+    """The transactional ids in order, ``limit`` of them from the ``first``-th (all: None)."""
     cache, lsos = broker.txns.cache, dict[TopicPartition, int]()
-    return [await txn_row(broker, cache[tid], now_ms, hanging_ms, lsos) for tid in sorted(cache)]
+    tids = sorted(cache)[first : None if limit is None else first + limit]
+    return [await txn_row(broker, cache[tid], now_ms, hanging_ms, lsos) for tid in tids]
 
 
 async def find_txn(broker: Broker, tid: str, now_ms: int, hanging_ms: int) -> TxnRow | None:

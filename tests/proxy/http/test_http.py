@@ -3,6 +3,7 @@ pages answer, bad input gets a clear HTTP error, and nothing reaches the Kafka l
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -403,3 +404,26 @@ async def test_concurrent_aborts_write_one_marker(broker: Broker) -> None:
     assert sorted(statuses) == [303, 404, 404, 404, 404]
     page = await records.record_page(p, 0, committed=False)
     assert [b.marker for b in page.batches] == [None, "ABORT"]
+
+
+async def test_transactions_page_is_paginated() -> None:
+    """3,000 transactional ids made /transactions a 2 MB page rendered on the broker's thread
+    (and re-fetched on every change while open); it shows ``PAGE_ROWS`` ids a page."""
+    from tests.proxy.http.conftest import Txn
+
+    async with console() as (server, url, _):
+        b = server.broker
+        assert b is not None
+        n = 2 * console_app.PAGE_ROWS + 50
+        for i in range(n):
+            await Txn(b, f"id-{i:04d}").init()
+        pages = []
+        for page in range(3):
+            status, _, body = await http(url + f"/transactions?page={page}")
+            assert status == 200
+            pages.append(re.findall(rb'data-txn="(id-\d+)"', body))
+            assert f"of {n}".encode() in body
+        assert [len(p) for p in pages] == [console_app.PAGE_ROWS, console_app.PAGE_ROWS, 50]
+        assert sorted(t for p in pages for t in p) == [f"id-{i:04d}".encode() for i in range(n)]
+        for bad in ("3", "-1", "x"):
+            assert (await http(url + f"/transactions?page={bad}"))[0] == 400, bad
