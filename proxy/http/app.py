@@ -204,7 +204,7 @@ class ConsoleApp:
 
     def render(self, template: str, code: int = 200, **context: Any) -> Response:
         body = self.env.get_template(template).render(
-            admin=self.admin, now_ms=self.now_ms(), **context
+            admin=self.admin, now_ms=self.now_ms(), fingerprint=self.fingerprint(), **context
         )
         return Response(code, body.encode())
 
@@ -356,7 +356,9 @@ class ConsoleApp:
                     nursery.cancel_scope.cancel()
 
                 nursery.start_soon(until_disconnect)
-                await self._events(send)
+                since = request.arg("since")
+                ok = since is not None and WHOLE_NUMBER.fullmatch(since) is not None
+                await self._events(send, int(since) if ok and since is not None else None)
                 nursery.cancel_scope.cancel()
         finally:
             self.event_streams -= 1
@@ -368,8 +370,10 @@ class ConsoleApp:
             self._fingerprint = (now, live.fingerprint(self.broker))
         return self._fingerprint[1]
 
-    async def _events(self, send: Send) -> None:
-        seen = self.fingerprint()
+    async def _events(self, send: Send, since: int | None) -> None:
+        """``since``: the fingerprint the page was rendered at (a change between the render
+        and the stream's start is then still told)."""
+        seen = self.fingerprint() if since is None else since
         quiet = 0.0
         await send({"type": "http.response.body", "body": b"retry: 2000\n\n", "more_body": True})
         while not self.broker.shutting_down.is_set():

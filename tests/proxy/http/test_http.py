@@ -427,3 +427,29 @@ async def test_transactions_page_is_paginated() -> None:
         assert sorted(t for p in pages for t in p) == [f"id-{i:04d}".encode() for i in range(n)]
         for bad in ("3", "-1", "x"):
             assert (await http(url + f"/transactions?page={bad}"))[0] == 400, bad
+
+
+async def test_a_change_between_render_and_stream_start_is_told(
+    broker: Broker, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The stream took its first fingerprint when it connected, after the page was rendered:
+    a change in between (a commit landing while the page loads) was never told, and the page
+    stayed stale until the next one. The page now passes the fingerprint it was rendered at."""
+    app = console_app.ConsoleApp(broker, admin=False, hanging_ms=1)
+    page = await app.topics_page(console_app.Request("GET", "/", {}, {}))
+    (since,) = re.findall(rb'EventSource\("/events\?since=(-?\d+)"\)', page.body)
+    await broker.topics.create("appeared", 1, {})  # after the render, before the stream
+    autojump_clock.jump(console_app.EVENT_POLL_S)  # the render's fingerprint is stale now
+    request = console_app.Request("GET", "/events", {"since": [since.decode()]}, {})
+    chunks: list[bytes] = []
+
+    async def never_disconnects() -> dict[str, object]:
+        await trio.sleep_forever()
+        raise AssertionError
+
+    async def keep(message: dict[str, object]) -> None:
+        chunks.append(message.get("body", b""))  # type: ignore[arg-type]
+
+    with trio.move_on_after(3 * console_app.EVENT_POLL_S):
+        await app.event_stream(request, never_disconnects, keep)
+    assert b"data: changed\n\n" in chunks
