@@ -3,21 +3,29 @@
 Bad input never reaches the broker: an unknown page, topic, partition, transactional id or
 group is 404; an offset that is not a number or outside [log start, high watermark] is 400; a
 request body over ``MAX_BODY_BYTES`` is 413 (before it is read, by Content-Length, or as soon
-as the bytes read pass it); another method than the route's is 405. A bug in a page costs that
-request a 500 and a log line. The admin POST needs the admin switch (else 403) and must come
-from a page of the console itself: its ``Origin`` (or, without one, its ``Referer``) must be
-this host (else 403), which a cross-site form cannot forge.
+as the bytes read pass it), one not in within ``BODY_TIMEOUT_S`` is 408 (else a client that
+declares a body and sends part of it holds a connection and a task forever); another method
+than the route's is 405. A bug in a page costs that request a 500 and a log line. The admin
+POST needs the admin switch (else 403) and must come from a page of the console itself: its
+``Origin`` (or, without one, its ``Referer``) must be this host (else 403), which a
+cross-site form cannot forge. A console on loopback only also
+refuses (400) a ``Host`` that names neither an IP address nor localhost: a page on another
+site whose name it re-points at 127.0.0.1 (DNS rebinding) is same-origin by that name, and
+would otherwise read every page and pass the ``Origin`` check.
 
 Live updates: ``/events`` is a server-sent event stream that sends ``data: changed`` whenever
 ``views.live.fingerprint`` moves (polled every ``EVENT_POLL_S``) and a comment line to keep it
 open; the page's script then reloads its own ``<main>``. One event is in flight at a time per
 client (nothing queues), at most ``MAX_EVENT_STREAMS`` streams are open (more get 503), and a
-client that stops reading is dropped by the connection's write deadline (``stream.py``).
+client that stops reading is dropped by the connection's write deadline (``stream.py``). The
+fingerprint (a pass over every partition, transactional id and group) is computed once per
+poll for all streams, not once per stream.
 """
 
 from __future__ import annotations
 
 import datetime
+import ipaddress
 import logging
 import re
 import urllib.parse
@@ -38,7 +46,9 @@ log = logging.getLogger("kafkad.http")
 
 TEMPLATES = Path(__file__).with_name("templates")
 MAX_BODY_BYTES = 16 * 1024
+BODY_TIMEOUT_S = 10.0
 MAX_EVENT_STREAMS = 64
+PAGE_ROWS = 200  # transactional ids (and hanging rows) on one page of /transactions
 EVENT_POLL_S = 1.0
 EVENT_KEEPALIVE_S = 15.0
 
@@ -75,15 +85,19 @@ class Response:
     headers: list[tuple[str, str]] = field(default_factory=list)
 
 
+# ASCII digits only: str.isdigit() is true of "²" (which int() then refuses: a 500), and int()
+# takes Arabic-Indic digits, "1_0" and blanks.
+WHOLE_NUMBER = re.compile(r"-?[0-9]{1,19}")
+
+
 def int_arg(text: str | None, what: str, default: int | None = None) -> int:
     if text is None or text == "":
         if default is None:
             raise HttpError(400, f"{what} is missing")
         return default
-    try:
-        return int(text)
-    except ValueError:
-        raise HttpError(400, f"{what} {text!r} is not a whole number") from None
+    if WHOLE_NUMBER.fullmatch(text) is None:
+        raise HttpError(400, f"{what} {text!r} is not a whole number")
+    return int(text)
 
 
 class ConsoleApp:
@@ -94,12 +108,19 @@ class ConsoleApp:
         admin: bool,
         hanging_ms: int,
         now_ms: Callable[[], int] | None = None,
+        loopback_only: bool = True,
     ) -> None:
         self.broker = broker
         self.admin = admin
+        self.loopback_only = loopback_only
         self.hanging_ms = hanging_ms
         self.now_ms = now_ms or broker.now_ms
         self.event_streams = 0
+        # One admin abort at a time: the lookup of the open transaction and its marker write
+        # are one step, so a second click (or tab) finds it gone instead of writing a second
+        # ABORT for a producer with no transaction open.
+        self.abort_lock = trio.Lock()
+        self._fingerprint: tuple[float, int] | None = None  # (trio time, value): shared
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(TEMPLATES),
             autoescape=True,
@@ -146,11 +167,19 @@ class ConsoleApp:
             urllib.parse.parse_qs(scope["query_string"].decode("latin-1")),
             headers,
         )
+        if self.loopback_only and not loopback_host(headers.get("host")):
+            await send_response(
+                send, self.error(400, "the Host header must name this console's address")
+            )
+            return
         if request.method == "GET" and request.path == "/events":
             await self.event_stream(request, receive, send)
             return
         try:
-            request.body = await read_body(request, receive)
+            with trio.move_on_after(BODY_TIMEOUT_S) as reading:
+                request.body = await read_body(request, receive)
+            if reading.cancelled_caught:
+                raise HttpError(408, f"the request body did not come in {BODY_TIMEOUT_S} s")
             response = await self.dispatch(request)
         except HttpError as exc:
             response = self.error(exc.status, exc.message)
@@ -175,7 +204,7 @@ class ConsoleApp:
 
     def render(self, template: str, code: int = 200, **context: Any) -> Response:
         body = self.env.get_template(template).render(
-            admin=self.admin, now_ms=self.now_ms(), **context
+            admin=self.admin, now_ms=self.now_ms(), fingerprint=self.fingerprint(), **context
         )
         return Response(code, body.encode())
 
@@ -195,7 +224,7 @@ class ConsoleApp:
         return self.render("topic.html", title=topic, topic=row)
 
     def _index(self, topic: str, index: str) -> int:
-        if not index.isdigit():
+        if WHOLE_NUMBER.fullmatch(index) is None or index.startswith("-"):
             raise HttpError(404, f"no partition {index!r} of {topic!r}")
         return int(index)
 
@@ -224,10 +253,28 @@ class ConsoleApp:
         )
 
     async def transactions_page(self, request: Request) -> Response:
+        """``PAGE_ROWS`` ids a page (``?page=N`` from 0): the page reloads itself on every
+        change, and thousands of rows were megabytes rendered on the broker's thread."""
         now = self.now_ms()
-        rows = await transactions.txn_rows(self.broker, now, self.hanging_ms)
+        page = int_arg(request.arg("page"), "page", 0)
+        total = len(self.broker.txns.cache)
+        if page < 0 or (page > 0 and page * PAGE_ROWS >= total):
+            raise HttpError(400, f"page {page}: there are {total} transactional ids")
+        rows = await transactions.txn_rows(
+            self.broker, now, self.hanging_ms, page * PAGE_ROWS, PAGE_ROWS
+        )
         stuck = await transactions.hanging_on_partitions(self.broker, now, self.hanging_ms)
-        return self.render("transactions.html", title="Transactions", txns=rows, stuck=stuck)
+        return self.render(
+            "transactions.html",
+            title="Transactions",
+            txns=rows,
+            page=page,
+            first=page * PAGE_ROWS,
+            total=total,
+            last_page=max(total - 1, 0) // PAGE_ROWS,
+            stuck=stuck[:PAGE_ROWS],
+            stuck_more=max(len(stuck) - PAGE_ROWS, 0),
+        )
 
     async def transaction_page(self, request: Request, tid: str) -> Response:
         row = await transactions.find_txn(self.broker, tid, self.now_ms(), self.hanging_ms)
@@ -246,7 +293,8 @@ class ConsoleApp:
         start = int_arg((form.get("start_offset") or [""])[0], "start_offset")
         if self.broker.topics.partition(topic, index) is None:
             raise HttpError(404, f"no partition {topic}-{index}")
-        code = await transactions.abort_open_transaction(self.broker, topic, index, start)
+        async with self.abort_lock:
+            code = await transactions.abort_open_transaction(self.broker, topic, index, start)
         if code is None:
             raise HttpError(404, f"no open transaction starts at offset {start} on {topic}-{index}")
         if code.value != 0:
@@ -308,18 +356,29 @@ class ConsoleApp:
                     nursery.cancel_scope.cancel()
 
                 nursery.start_soon(until_disconnect)
-                await self._events(send)
+                since = request.arg("since")
+                ok = since is not None and WHOLE_NUMBER.fullmatch(since) is not None
+                await self._events(send, int(since) if ok and since is not None else None)
                 nursery.cancel_scope.cancel()
         finally:
             self.event_streams -= 1
 
-    async def _events(self, send: Send) -> None:
-        seen = live.fingerprint(self.broker)
+    def fingerprint(self) -> int:
+        """``live.fingerprint``, at most once per half poll period whatever the streams."""
+        now = trio.current_time()
+        if self._fingerprint is None or now - self._fingerprint[0] >= EVENT_POLL_S / 2:
+            self._fingerprint = (now, live.fingerprint(self.broker))
+        return self._fingerprint[1]
+
+    async def _events(self, send: Send, since: int | None) -> None:
+        """``since``: the fingerprint the page was rendered at (a change between the render
+        and the stream's start is then still told)."""
+        seen = self.fingerprint() if since is None else since
         quiet = 0.0
         await send({"type": "http.response.body", "body": b"retry: 2000\n\n", "more_body": True})
         while not self.broker.shutting_down.is_set():
             await trio.sleep(EVENT_POLL_S)
-            now = live.fingerprint(self.broker)
+            now = self.fingerprint()
             if now != seen:
                 seen, quiet = now, 0.0
                 chunk = b"data: changed\n\n"
@@ -329,6 +388,26 @@ class ConsoleApp:
                 continue
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def loopback_host(host: str | None) -> bool:
+    """Whether a ``Host`` header names a loopback console: an IP address or localhost (no
+    header: not a browser, which always sends one)."""
+    if host is None:
+        return True
+    try:
+        name = urllib.parse.urlsplit("//" + host).hostname
+    except ValueError:
+        return False
+    if name is None:
+        return False
+    if name.rstrip(".") == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def check_same_origin(request: Request) -> None:

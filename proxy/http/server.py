@@ -69,7 +69,12 @@ async def serve_console(
         from proxy.http.app import ConsoleApp
         from proxy.http.stream import DeadlineStream
 
-        app = ConsoleApp(broker, admin=admin, hanging_ms=hanging_ms)
+        app = ConsoleApp(
+            broker,
+            admin=admin,
+            hanging_ms=hanging_ms,
+            loopback_only=all(lst.loopback for lst in listeners),
+        )
         config = Config()
         config.accesslog = None
         config.errorlog = log
@@ -96,13 +101,18 @@ async def serve_console(
             log.error("web console not started: cannot bind %s: %s", lst, exc.strerror or exc)
             return
 
+        connections: set[DeadlineStream] = set()
+
         async def handle(stream: trio.SocketStream) -> None:
             conn = DeadlineStream(stream, write_timeout)
+            connections.add(conn)
             try:
                 await TCPServer(wrapped, config, context, ConnectionState({}), conn)  # type: ignore[arg-type]
             except Exception:  # one connection's failure is not the console's
                 log.exception("web console: a connection failed")
                 await trio.aclose_forcefully(stream)
+            finally:
+                connections.discard(conn)
 
         async with trio.open_nursery() as nursery:
             for b in bound:
@@ -113,6 +123,8 @@ async def serve_console(
             started = True
             task_status.started(urls)
             await broker.shutting_down.wait()
+            for conn in connections:  # hypercorn's shielded writes ignore the cancel below
+                conn.drop()
             nursery.cancel_scope.cancel()
     except Exception:
         log.exception("web console stopped (the broker goes on)")

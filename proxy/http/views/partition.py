@@ -102,11 +102,13 @@ def hanging_reasons(
     return tuple(why)
 
 
-async def first_batch_timestamp(p: Partition, offset: int) -> int:
-    """The max timestamp of the batch at ``offset`` (-1 if it cannot be read)."""
-    entry_batches = [b for e in p.producers for b in e.batches if b.first_offset == offset]
-    if entry_batches:
-        return entry_batches[0].timestamp
+async def first_batch_timestamp(p: Partition, producer_id: int, offset: int) -> int:
+    """The max timestamp of ``producer_id``'s batch at ``offset`` (-1 if it cannot be read):
+    from the producer's retained batches, else from the log."""
+    entry = p.producers.get(producer_id)
+    retained = [] if entry is None else [b for b in entry.batches if b.first_offset == offset]
+    if retained:
+        return retained[0].timestamp
     if not p.log_start_offset <= offset < p.high_watermark:
         return -1
     try:
@@ -120,15 +122,22 @@ async def first_batch_timestamp(p: Partition, offset: int) -> int:
 
 
 async def open_transactions(
-    broker: Broker, p: Partition, now_ms: int, hanging_ms: int
+    broker: Broker,
+    p: Partition,
+    now_ms: int,
+    hanging_ms: int,
+    by_pid: dict[int, TxnMetadata] | None = None,
 ) -> list[OpenTxnRow]:
-    by_pid = txn_by_producer(broker)
+    """``by_pid``: ``txn_by_producer(broker)``, made once by a caller that walks many
+    partitions (it is a pass over every transactional id)."""
+    if by_pid is None:
+        by_pid = txn_by_producer(broker)
     lso = p.last_stable_offset
     holder = p.producers.first_unstable_offset()
     out = []
     for pid, first in sorted(p.producers.ongoing.items(), key=lambda kv: kv[1]):
         entry = p.producers.get(pid)
-        since = await first_batch_timestamp(p, first)
+        since = await first_batch_timestamp(p, pid, first)
         meta = by_pid.get(pid)
         age = now_ms - since if since >= 0 else None
         out.append(

@@ -18,7 +18,12 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.txn.metadata import TxnMetadata
 from coordinator.txn.state import TxnState
-from proxy.http.views.partition import OpenTxnRow, first_batch_timestamp
+from proxy.http.views.partition import (
+    OpenTxnRow,
+    first_batch_timestamp,
+    open_transactions,
+    txn_by_producer,
+)
 from storage.api import StorageError, TopicPartition
 
 if TYPE_CHECKING:
@@ -58,9 +63,17 @@ def _tps(partitions: frozenset[tuple[str, int]]) -> tuple[TopicPartition, ...]:
     return tuple(TopicPartition(t, p) for t, p in sorted(partitions))
 
 
-async def txn_row(broker: Broker, meta: TxnMetadata, now_ms: int, hanging_ms: int) -> TxnRow:
+async def txn_row(
+    broker: Broker,
+    meta: TxnMetadata,
+    now_ms: int,
+    hanging_ms: int,
+    lsos: dict[TopicPartition, int] | None = None,
+) -> TxnRow:
     """One transactional id; hanging if past its timeout, or if one of its partitions has its
-    transaction open (pinning the LSO) for longer than ``hanging_ms``."""
+    transaction open (pinning the LSO) for longer than ``hanging_ms``. ``lsos`` memoises
+    each partition's LSO (a pass over its open transactions) for a caller doing many rows."""
+    lsos = {} if lsos is None else lsos
     ongoing = meta.state is TxnState.ONGOING and meta.txn_start_timestamp >= 0
     age = now_ms - meta.txn_start_timestamp if meta.txn_start_timestamp >= 0 else None
     why: list[str] = []
@@ -71,9 +84,12 @@ async def txn_row(broker: Broker, meta: TxnMetadata, now_ms: int, hanging_ms: in
         first = None if p is None else p.producers.ongoing.get(meta.producer_id)
         if p is None or first is None:
             continue
-        since = await first_batch_timestamp(p, first)
+        since = await first_batch_timestamp(p, meta.producer_id, first)
         if since >= 0 and now_ms - since > hanging_ms:
-            pins = " (pinning its LSO)" if p.producers.first_unstable_offset() == first else ""
+            lso = lsos.get(tp)
+            if lso is None:
+                lso = lsos[tp] = p.last_stable_offset
+            pins = " (pinning its LSO)" if lso == first < p.high_watermark else ""
             why.append(f"open on {tp} since offset {first} for over {hanging_ms} ms{pins}")
     return TxnRow(
         transactional_id=meta.transactional_id,
@@ -90,9 +106,13 @@ async def txn_row(broker: Broker, meta: TxnMetadata, now_ms: int, hanging_ms: in
     )
 
 
-async def txn_rows(broker: Broker, now_ms: int, hanging_ms: int) -> list[TxnRow]:
-    cache = broker.txns.cache
-    return [await txn_row(broker, cache[tid], now_ms, hanging_ms) for tid in sorted(cache)]
+async def txn_rows(
+    broker: Broker, now_ms: int, hanging_ms: int, first: int = 0, limit: int | None = None
+) -> list[TxnRow]:
+    """The transactional ids in order, ``limit`` of them from the ``first``-th (all: None)."""
+    cache, lsos = broker.txns.cache, dict[TopicPartition, int]()
+    tids = sorted(cache)[first : None if limit is None else first + limit]
+    return [await txn_row(broker, cache[tid], now_ms, hanging_ms, lsos) for tid in tids]
 
 
 async def find_txn(broker: Broker, tid: str, now_ms: int, hanging_ms: int) -> TxnRow | None:
@@ -103,14 +123,17 @@ async def find_txn(broker: Broker, tid: str, now_ms: int, hanging_ms: int) -> Tx
 async def hanging_on_partitions(broker: Broker, now_ms: int, hanging_ms: int) -> list[OpenTxnRow]:
     """Transactions open on a partition that are hanging there (``partition.hanging_reasons``),
     over every partition of every topic: what ``find-hanging`` would list."""
-    from proxy.http.views.partition import open_transactions
-
+    by_pid = txn_by_producer(broker)
     out = []
     for topic in broker.topics:
         for p in topic.partitions:
             if p.deleted or not p.producers.ongoing:
                 continue
-            out += [t for t in await open_transactions(broker, p, now_ms, hanging_ms) if t.hanging]
+            out += [
+                t
+                for t in await open_transactions(broker, p, now_ms, hanging_ms, by_pid)
+                if t.hanging
+            ]
     return out
 
 

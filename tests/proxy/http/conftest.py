@@ -10,6 +10,7 @@ import pytest
 import trio
 from kio.schema.errors import ErrorCode
 
+import proxy.handlers  # noqa: F401  (Broker's metrics name every served API: test_views alone)
 from proxy.broker import Broker
 from proxy.config import load_config
 from storage.backends import open_store

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from proxy.broker import Broker
@@ -258,3 +259,48 @@ async def test_dirty_ratio_and_the_cleaners_last_pass(broker: Broker) -> None:
     assert cleaned.last_pass is not None and cleaned.last_pass.at_ms == NOW
     assert cleaned.last_pass.bytes_read == result.bytes_read > 0
     assert cleaned.dirty_ratio == 0.0
+
+
+async def test_views_do_not_rescan_every_producer_per_transaction(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """3,000 open transactions made the transactions page take over half a second of the
+    broker's one thread: each open transaction rescanned every producer of its partition, and
+    each partition every transactional id. The work is linear now."""
+    from storage.producer_state import ProducerStateManager
+
+    parts = await topic(broker, "t", 4)
+    for i in range(40):
+        await Txn(broker, f"x{i}").init()
+        await Txn(broker, f"x{i}").init()  # a second epoch: still one producer id
+    for i in range(40):
+        t = Txn(broker, f"x{i}")
+        t.producer_id, t.epoch = broker.txns.cache[f"x{i}"].producer_id, 1
+        await t.send(parts[i % 4], b"v")
+        await t.send(parts[(i + 1) % 4], b"w")
+    scans = {"producers": 0, "txn ids": 0, "open txns for the LSO": 0}
+    real_iter, real_by_pid = ProducerStateManager.__iter__, partition.txn_by_producer
+    real_first_unstable = ProducerStateManager.first_unstable_offset
+
+    def counting_first_unstable(self: ProducerStateManager) -> int | None:
+        scans["open txns for the LSO"] += 1
+        return real_first_unstable(self)
+
+    def counting_iter(self: ProducerStateManager):  # type: ignore[no-untyped-def]
+        scans["producers"] += 1
+        return real_iter(self)
+
+    def counting_by_pid(b: Broker):  # type: ignore[no-untyped-def]
+        scans["txn ids"] += 1
+        return real_by_pid(b)
+
+    monkeypatch.setattr(ProducerStateManager, "__iter__", counting_iter)
+    monkeypatch.setattr(ProducerStateManager, "first_unstable_offset", counting_first_unstable)
+    monkeypatch.setattr(partition, "txn_by_producer", counting_by_pid)
+    monkeypatch.setattr(transactions, "txn_by_producer", counting_by_pid)
+    later = NOW + HANG_MS + 1
+    stuck = await transactions.hanging_on_partitions(broker, later, HANG_MS)
+    rows = await transactions.txn_rows(broker, later, HANG_MS)
+    assert len(stuck) == 80 and all(len(r.hanging) == 2 for r in rows)
+    assert scans["producers"] == 0 and scans["txn ids"] == 1
+    assert scans["open txns for the LSO"] <= 3 * len(parts)  # a few per partition, not per row
