@@ -7,6 +7,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from proxy.build import Builder
+from proxy.principal import ANONYMOUS, KafkaPrincipal
 from wire.codec import RequestHeader, response_class
 
 if TYPE_CHECKING:
@@ -19,6 +20,7 @@ class RequestContext:
     broker: Broker
     peer: str = ""  # "host:port" of the client, for DescribeGroups' client_host
     listener: str = ""  # the listener the request came in on ("": the first)
+    principal: KafkaPrincipal = ANONYMOUS  # the connection's (proxy/principal.py), for ACLs
 
     @property
     def advertised(self) -> tuple[str, int]:

@@ -35,6 +35,7 @@ from proxy.context import RequestContext
 from proxy.error_replies import error_reply
 from proxy.fault_injection import Fault
 from proxy.outcomes import NO_RESPONSE, CloseConnection
+from proxy.principal import ANONYMOUS, KafkaPrincipal
 from proxy.registry import REGISTRY, advertised, served
 from storage.api import NEVER, StorageError
 from wire.codec import (
@@ -93,6 +94,7 @@ class Dispatcher:
         peer: str = "",
         before_wait: Callable[[], Awaitable[None]] | None = None,
         listener: str = "",
+        principal: KafkaPrincipal = ANONYMOUS,
     ) -> bytes | None:
         """The response frame for ``frame`` (None: no response). ``before_wait`` is awaited
         before a request that may park (the connection sends its ready replies)."""
@@ -119,7 +121,7 @@ class Dispatcher:
             injected = await self._inject(fault, header, body)
             if injected is not None:
                 return encode_response(header, injected)
-        ctx = RequestContext(header, self.broker, peer, listener)
+        ctx = RequestContext(header, self.broker, peer, listener, principal)
         started = time.perf_counter()
         try:
             response = await REGISTRY[header.api_key].fn(ctx, body)
