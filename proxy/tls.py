@@ -204,8 +204,13 @@ def _private_file(text: str) -> Iterator[str]:
 def _load_keystore(
     ctx: ssl.SSLContext, get: Callable[[str], Any], named: Callable[[str], str]
 ) -> None:
-    password = get("ssl.key.password") or None
     location = get("ssl.keystore.location")
+    where = named("ssl.keystore.location") if location else named("ssl.keystore.key")
+
+    def no_password() -> str:  # called by OpenSSL for an encrypted key (never a tty prompt)
+        raise TlsConfigError(f"{where}: the key is encrypted, and ssl.key.password is not set")
+
+    password: str | Callable[[], str] = get("ssl.key.password") or no_password
     try:
         if location:
             if not Path(location).is_file():
@@ -216,7 +221,6 @@ def _load_keystore(
             with _private_file(chain.strip() + "\n" + key.strip() + "\n") as path:
                 ctx.load_cert_chain(path, password=password)
     except ssl.SSLError as exc:
-        where = named("ssl.keystore.location") if location else named("ssl.keystore.key")
         hint = " (is ssl.key.password right?)" if "BAD_DECRYPT" in str(exc) else ""
         raise TlsConfigError(
             f"{where}: cannot load the key and certificate chain: {exc.reason or exc}{hint}"
@@ -298,6 +302,8 @@ async def accept_tls(
         except trio.BrokenResourceError as exc:
             cause = exc.__cause__
             why = getattr(cause, "reason", None) or str(cause or exc) or "connection lost"
+            if isinstance(cause, ssl.SSLCertVerificationError):
+                why = f"{why} ({cause.verify_message})"
             raise HandshakeFailed(f"TLS handshake failed: {why}") from None
     if waited.cancelled_caught:
         raise HandshakeFailed(f"TLS handshake not done within {timeout_s:g}s")
