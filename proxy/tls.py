@@ -113,6 +113,17 @@ SSL_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
         "",
     ),
 }
+# Kafka's PASSWORD-type ssl configs: DescribeConfigs shows them as sensitive, with no value.
+SENSITIVE_CONFIGS = frozenset(
+    {
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.keystore.key",
+        "ssl.keystore.certificate.chain",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+    }
+)
 # Configs a listener may override with its listener.name.<name>. prefix (a SASL layer adds its
 # own names here).
 PER_LISTENER: dict[str, Callable[[str], Any]] = {n: p for n, (p, _) in SSL_CONFIGS.items()}

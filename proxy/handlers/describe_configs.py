@@ -23,12 +23,13 @@ from kio.schema.errors import ErrorCode
 from proxy.config import BROKER_CONFIGS
 from proxy.context import RequestContext
 from proxy.registry import handler
+from proxy.tls import SENSITIVE_CONFIGS
 from storage.topic_config import TOPIC_CONFIGS, effective_configs
 from storage.topics import topic_name_error
 
 TOPIC, BROKER = 2, 4
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
-BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, PASSWORD = 1, 2, 3, 5, 6, 7, 9
 
 _INT_CONFIGS = {
     "index.interval.bytes",
@@ -139,22 +140,23 @@ async def describe_configs(ctx: RequestContext, req: Any) -> Any:
                 for name in sorted(BROKER_CONFIGS):
                     if wanted is not None and name not in wanted:
                         continue
-                    value = _render(values[name])
+                    sensitive = name in SENSITIVE_CONFIGS  # as Kafka: no value, ever
+                    shown = None if sensitive else _render(values[name])
                     source = _broker_source(name, values)
                     syn2 = (
-                        (b.DescribeConfigsSynonym(name=name, value=value, source=source),)
+                        (b.DescribeConfigsSynonym(name=name, value=shown, source=source),)
                         if synonyms_wanted
                         else ()
                     )
                     entries.append(
                         b.DescribeConfigsResourceResult(
                             name=name,
-                            value=value,
+                            value=shown,
                             read_only=True,
                             config_source=source,
-                            is_sensitive=False,
+                            is_sensitive=sensitive,
                             synonyms=syn2,
-                            config_type=_config_type(name, value),
+                            config_type=PASSWORD if shown is None else _config_type(name, shown),
                             documentation=None,
                         )
                     )

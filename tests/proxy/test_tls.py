@@ -378,3 +378,29 @@ def test_config_rules(certs: Path, tmp_path: Path) -> None:
     assert "s3cret" not in _error(
         {**base, "ssl.keystore.location": encrypted, "ssl.key.password": "s3cret", "x": "1"}
     )
+
+
+async def test_describe_configs_never_shows_a_password_or_key() -> None:
+    from kio.schema.describe_configs.v4 import request as dc
+
+    from tests.proxy.harness import connect, running_broker
+
+    secrets = {"ssl.key.password": "hunter2", "ssl.truststore.certificates": "-----BEGIN x"}
+    async with running_broker(**secrets) as (_, port), connect(port) as c:
+        resp = await c.request(
+            dc.DescribeConfigsRequest(
+                resources=(
+                    dc.DescribeConfigsResource(
+                        resource_type=4, resource_name="", configuration_keys=None
+                    ),
+                ),
+                include_synonyms=True,
+                include_documentation=False,
+            )
+        )
+    entries = {e.name: e for e in resp.results[0].configs}
+    for name in ("ssl.key.password", "ssl.truststore.certificates", "ssl.keystore.key"):
+        assert entries[name].is_sensitive and entries[name].value is None, name
+        assert all(s.value is None for s in entries[name].synonyms)
+    assert entries["ssl.client.auth"].value == "none"
+    assert "hunter2" not in repr(resp)
