@@ -321,7 +321,10 @@ async def accept_tls(
     der = tls.getpeercert(binary_form=True)
     if not der:
         return tls, ANONYMOUS
-    dn = certificate_dn(der)
+    try:
+        dn = certificate_dn(der)
+    except ValueError as exc:  # OpenSSL accepted it; cryptography is stricter about DER
+        raise HandshakeFailed(f"cannot read the client certificate's subject: {exc}") from None
     try:
         return tls, KafkaPrincipal(USER_TYPE, settings.mapper.name(dn))
     except ValueError as exc:  # NoMatchingRule, or a replacement Java would refuse
