@@ -8,11 +8,13 @@ silent client) checks that the broker logs why and that another connection is un
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -21,7 +23,9 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
 from proxy.certs import write_certs
 from proxy.config import ConfigError, load_config
+from proxy.context import RequestContext
 from proxy.principal import ANONYMOUS, KafkaPrincipal
+from proxy.registry import REGISTRY
 from proxy.server import Server
 from tests.proxy.harness import RawClient
 from tests.proxy.test_server_timeouts import MemoryListener, closed_at
@@ -223,14 +227,35 @@ async def test_the_principal_is_the_mapped_certificate_dn(
         assert conn.principal == ANONYMOUS
 
 
-async def test_the_default_rule_gives_the_rfc2253_dn(
-    autojump_clock: trio.testing.MockClock, certs: Path
+async def test_the_default_rule_gives_the_rfc2253_dn_and_handlers_see_it(
+    autojump_clock: trio.testing.MockClock, certs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    seen: list[KafkaPrincipal] = []
+    api_versions = REGISTRY[18]
+
+    async def spy(ctx: RequestContext, body: Any) -> Any:
+        seen.append(ctx.principal)
+        return await api_versions.fn(ctx, body)
+
+    monkeypatch.setitem(REGISTRY, 18, dataclasses.replace(api_versions, fn=spy))
     settings = ssl_settings(certs, **{"ssl.client.auth": "required"})
     async with tls_broker(settings) as (server, listener):
         assert await answers(await tls_client(listener, client_context(certs, cert_from=certs)))
         (conn,) = server.connections
         assert str(conn.principal) == "User:CN=client,O=kafkad"
+    assert seen == [KafkaPrincipal("User", "CN=client,O=kafkad")]
+
+
+async def test_shutdown_does_not_wait_for_a_handshake(
+    autojump_clock: trio.testing.MockClock, certs: Path
+) -> None:
+    async with tls_broker(ssl_settings(certs)) as (server, listener):
+        silent = RawClient(await listener.connect())  # type: ignore[arg-type]
+        await trio.sleep(1)
+        server.stop()
+        # closed with the idle connections at once, not after shutdown.grace.ms (10 s)
+        assert await closed_at(silent) == pytest.approx(trio.current_time(), abs=0.01)
+        assert trio.current_time() < 2
 
 
 async def test_a_dn_no_rule_maps_closes_the_connection(
