@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from compat_tests._support import EXTERNAL, topic_name, wait_for
-from compat_tests.conftest import BrokerProcess, _spawn
+from compat_tests.conftest import _LIVE, BrokerProcess, _spawn
 from compat_tests.test_kafkajs import run as kafkajs_run
 from proxy.certs import write_certs
 
@@ -53,6 +53,7 @@ def ssl_broker(tmp_path_factory: pytest.TempPathFactory, certs: Path) -> Iterato
     b = _spawn(tmp_path_factory.mktemp("kafkad-ssl"), "ssl", settings)
     yield b
     code = b.stop()
+    _LIVE.remove(b)
     assert code == 0, f"broker exit code {code} on SIGTERM\n{b.log_tail()}"
 
 

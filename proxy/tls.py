@@ -19,6 +19,8 @@ Deviations from Kafka:
   JKS or PKCS12 store is refused with a config error naming PEM (convert with ``keytool`` /
   ``openssl``, or make throwaway PEM files with ``kafkad certs DIR``). Kafka reads only PKCS#8
   PEM keys; OpenSSL also reads the traditional ``RSA/EC PRIVATE KEY`` forms.
+- ``ssl.enabled.protocols`` may name TLSv1.2 and TLSv1.3 only (Kafka passes any name on to the
+  JVM, whose defaults refuse the older ones at handshake time).
 - ``ssl.cipher.suites`` must be empty (OpenSSL's defaults): Java's suite names are not
   OpenSSL's, and a silently ignored list would be weaker than asked for.
 - ``ssl.protocol``, ``ssl.provider``, ``ssl.keymanager.algorithm``,
@@ -279,6 +281,9 @@ def server_settings(values: Mapping[str, Any], listener: str) -> TlsSettings:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     versions = sorted(_VERSIONS[p] for p in get("ssl.enabled.protocols").split(","))
     ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
+    # No TLS 1.3 session tickets: Kafka clients do not resume sessions, and the tickets,
+    # written after the handshake, cost a signature each and a Nagle-delayed first reply.
+    ctx.num_tickets = 0
     _load_keystore(ctx, get, named)
     has_trust = _load_truststore(ctx, get, named)
     client_auth = get("ssl.client.auth")
