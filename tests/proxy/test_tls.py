@@ -407,3 +407,32 @@ async def test_describe_configs_never_shows_a_password_or_key() -> None:
         assert all(s.value is None for s in entries[name].synonyms)
     assert entries["ssl.client.auth"].value == "none"
     assert "hunter2" not in repr(resp)
+
+
+def test_kafkad_certs_writes_a_ready_broker_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from proxy.cli import main
+
+    d = tmp_path / "certs"
+    assert main(["certs", str(d)]) == 0
+    assert (
+        f"next: kafkad serve --config {d.resolve() / 'server.properties'}"
+        in capsys.readouterr().out
+    )
+    assert oct((d / "server.pem").stat().st_mode & 0o777) == "0o600"
+    cfg = load_config(
+        listen=None,
+        advertise=None,
+        data_dir="memory://",
+        config_file=str(d / "server.properties"),
+        overrides={},
+        environ={},
+    )
+    (listener,) = cfg.endpoints()
+    assert (listener.name, listener.protocol, listener.port) == ("SSL", "SSL", 9093)
+    assert cfg.get("ssl.client.auth") == "required"
+    # a second run keeps what is there unless --force
+    assert main(["certs", str(d)]) == 1
+    assert "already has ca.crt" in capsys.readouterr().err
+    assert main(["certs", str(d), "--force"]) == 0
