@@ -24,6 +24,9 @@ too; then ``consume read_committed`` reads the topic of the largest transactions
 ``consume`` phase does, with ``isolation.level=read_committed`` (the LSO, the aborted-index
 lookups and the markers on the fetch path), until every partition's position reaches its end.
 
+Over TLS: ``--bootstrap`` an SSL listener and ``--client-config FILE`` (librdkafka settings
+for every client, e.g. the ``librdkafka.properties`` that ``kafkad certs DIR`` writes).
+
 The load comes from ``--clients`` worker processes (confluent-kafka, librdkafka 2.x,
 ``produce_batch``), all started before the clock and released together by a barrier.
 A phase's time is first start to last finish (producers: until ``flush`` returned,
@@ -72,6 +75,7 @@ from bench.brokers import (
 from bench.profiling import ProfileRecorder, ensure_py_spy, print_profile
 from bench.report import print_row, print_summary, summarize
 from bench.workers import (
+    CLIENT_EXTRA,
     CREATE_WARNINGS,
     consume_worker,
     create_topic,
@@ -135,6 +139,7 @@ def run_phase(
             "queued.min.messages": 1_000_000,
         }
         target = consume_worker
+    cfg.update(CLIENT_EXTRA)
     cfg.update(overrides or {})
     procs = [
         ctx.Process(target=target, args=(cfg, topic, plan, size, timeout, barrier, out))
@@ -415,7 +420,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="do not delete each block's topics after its consume phase",
     )
     p.add_argument("--py-spy", default=None, help="py-spy binary (default: PATH, else install)")
+    p.add_argument(
+        "--client-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="librdkafka NAME=VALUE lines every client gets (e.g. TLS: the "
+        "librdkafka.properties `kafkad certs` writes, with --bootstrap an SSL listener)",
+    )
     args = p.parse_args(argv)
+    if args.client_config is not None:
+        for line in args.client_config.read_text().splitlines():
+            name, sep, value = line.partition("=")
+            if sep and not line.lstrip().startswith("#"):
+                CLIENT_EXTRA[name.strip()] = value.strip()
     for key in ("producer_set", "consumer_set"):
         pairs = [kv.partition("=") for kv in getattr(args, key)]
         if any(not sep for _, sep, _ in pairs):

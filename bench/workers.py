@@ -8,6 +8,10 @@ import time
 import uuid
 from typing import Any
 
+# Settings every client gets, e.g. TLS (throughput.py --client-config): workers receive them
+# in their cfg, the admin helpers below read them here.
+CLIENT_EXTRA: dict[str, str] = {}
+
 
 def _client_cpu() -> float:
     t = os.times()
@@ -291,7 +295,7 @@ def create_topic(bootstrap: str, partitions: int, timeout: float = 30.0) -> str:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     name = f"bench-{uuid.uuid4().hex[:12]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+    admin = AdminClient({**CLIENT_EXTRA, "bootstrap.servers": bootstrap, "log_level": 4})
     (fut,) = admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=timeout).values()
     deadline = time.monotonic() + timeout
     answered = False
@@ -323,7 +327,7 @@ def delete_topics(bootstrap: str, topics: list[str], timeout: float = 30.0) -> s
     """Best effort, so that rounds start from a similar state; returns an error text."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+    admin = AdminClient({**CLIENT_EXTRA, "bootstrap.servers": bootstrap, "log_level": 4})
     try:
         for fut in admin.delete_topics(topics, request_timeout=timeout).values():
             fut.result(timeout)
@@ -335,7 +339,7 @@ def delete_topics(bootstrap: str, topics: list[str], timeout: float = 30.0) -> s
 def high_watermarks(bootstrap: str, topic: str, partitions: int) -> list[int]:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks"})
+    c = Consumer({**CLIENT_EXTRA, "bootstrap.servers": bootstrap, "group.id": "bench-watermarks"})
     try:
         return [
             c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]

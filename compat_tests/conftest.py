@@ -64,8 +64,9 @@ class BrokerProcess:
 
     def start(self, port: int = 0) -> None:
         assert self._proc is None, "already running"
-        args = [sys.executable, "-m", "proxy.cli", "serve", "--listen", f"127.0.0.1:{port}"]
-        args += ["--data-dir", str(self.data_dir)]
+        args = [sys.executable, "-m", "proxy.cli", "serve", "--data-dir", str(self.data_dir)]
+        if "listeners" not in self.settings:  # else the settings name the listeners (e.g. SSL)
+            args += ["--listen", f"127.0.0.1:{port}"]
         if level := os.environ.get("KAFKAD_TEST_LOG_LEVEL"):  # e.g. DEBUG, to chase a flake
             args += ["--log-level", level]
         for name, value in self.settings.items():

@@ -21,13 +21,14 @@ DRIVER = Path(__file__).parent / "kafkajs" / "driver.js"
 TIMEOUT_S = 30
 
 
-def run(bootstrap: str, *ops: dict) -> list:
+def run(bootstrap: str, *ops: dict, tls: dict[str, str] | None = None) -> list:
+    """``tls``: {"ca", "cert", "key"} PEM paths, for an SSL listener."""
     node = shutil.which("node")
     if node is None or not (DRIVER.parent / "node_modules" / "kafkajs").is_dir():
         pytest.fail("node or kafkajs missing: run scripts/install-client-tools")
     proc = subprocess.run(
         [node, str(DRIVER)],
-        input=json.dumps({"brokers": [bootstrap], "ops": list(ops)}),
+        input=json.dumps({"brokers": [bootstrap], "ops": list(ops), "tls": tls}),
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,

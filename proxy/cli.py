@@ -176,7 +176,31 @@ def build_parser() -> argparse.ArgumentParser:
         "means 127.0.0.1)",
     )
     h.add_argument("--timeout", type=float, default=5.0, help="seconds (default %(default)s)")
+    c = sub.add_parser(
+        "certs",
+        help="write a throwaway CA, server and client certificates and config snippets",
+        description="Write throwaway TLS material for a local broker (not for production): "
+        "ca.crt, server.pem, client.crt/client.key, server.properties (an SSL listener on "
+        "127.0.0.1:9093 with mutual TLS), client.properties and librdkafka.properties. "
+        "Then: kafkad serve --config DIR/server.properties",
+    )
+    c.add_argument("dir", metavar="DIR", help="directory to write into (made if missing)")
+    c.add_argument("--force", action="store_true", help="overwrite files already there")
     return p
+
+
+def _certs(args: argparse.Namespace) -> int:
+    from proxy.certs import write_certs  # cryptography only when asked for
+
+    try:
+        paths = write_certs(Path(args.dir), force=args.force)
+    except (FileExistsError, OSError) as exc:
+        print(f"kafkad: {exc}", file=sys.stderr)
+        return 1
+    for path in paths:
+        print(path)
+    print(f"next: kafkad serve --config {paths[0].parent / 'server.properties'}")
+    return 0
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -234,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "healthcheck":
         return _healthcheck(args)
+    if args.command == "certs":
+        return _certs(args)
     if args.log_level not in LOG_LEVELS:  # argparse checks choices only when given
         print(
             f"kafkad: KAFKAD_LOG_LEVEL={args.log_level} from the environment: must be one of "

@@ -33,6 +33,14 @@ from proxy.listeners import (
     listener_map,
     parse_listeners,
 )
+from proxy.tls import (
+    PER_LISTENER,
+    SSL_CONFIGS,
+    TLS_PROTOCOLS,
+    TlsConfigError,
+    per_listener_base,
+    server_settings,
+)
 from storage.api import LogConfig
 from storage.topic_config import COMPRESSION_CODECS, TOPIC_CONFIGS, cleanup_flags
 
@@ -238,6 +246,9 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "kafkad.http.listeners": (_http_listeners, ""),
     "kafkad.http.admin.enable": (_bool, "false"),
     "kafkad.http.hanging.transaction.ms": (_positive_long, "900000"),
+    # TLS (proxy/tls.py): Kafka's ssl.* names; listener.name.<name>.ssl.* overrides one
+    # listener's (resolve_values accepts those prefixed names).
+    **SSL_CONFIGS,
 }
 
 
@@ -421,7 +432,9 @@ def resolve_values(
         ("--set", overrides),
     ):
         for name, value in values.items():
-            if name not in BROKER_CONFIGS:
+            if per_listener_base(name):
+                raw[name] = (value, source)  # listener.name.<name>.<config>: parsed as <config>
+            elif name not in BROKER_CONFIGS:
                 errors.append(_unknown(name, source, BROKER_CONFIGS))
             else:
                 where = (
@@ -432,7 +445,9 @@ def resolve_values(
                 raw[name] = (value, where)
     resolved: dict[str, Any] = {}
     for name, (value, source) in raw.items():
-        parser = _READABLE.get(BROKER_CONFIGS[name][0], BROKER_CONFIGS[name][0])
+        base = per_listener_base(name)
+        declared = PER_LISTENER[base] if base else BROKER_CONFIGS[name][0]
+        parser = _READABLE.get(declared, declared)
         try:
             resolved[name] = parser(_java_trim(value))
         except ValueError as exc:
@@ -540,6 +555,12 @@ def load_config(
     except ListenerError as exc:
         where = source if not explicit else "--set or the environment"
         kafka.errors.append(f"{exc} (from {where})")
+    tls_listeners = [] if kafka.errors else [x for x in parsed if x.protocol in TLS_PROTOCOLS]
+    for listener in tls_listeners:
+        try:
+            server_settings(values, listener.name)  # checked now; built again to serve
+        except TlsConfigError as exc:
+            kafka.errors.append(str(exc))
     if kafka.errors:
         raise ConfigError("; ".join(kafka.errors))
     if not parsed:

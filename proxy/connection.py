@@ -7,6 +7,9 @@ received, handle them in order, and write their responses together with one ``se
 half a frame on the wire. Before a request that may park (a long-poll Fetch, JoinGroup, ...:
 ``Dispatcher.may_park``) the replies gathered so far are sent first, so a Metadata or a
 Heartbeat pipelined just before a long poll is answered at once, not after the poll.
+
+On a TLS listener the connection's task first does the handshake (``proxy/tls.py``), which
+also sets the connection's principal; a failed handshake closes this connection only.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import trio
 
 from proxy.dispatch import Dispatcher
 from proxy.outcomes import CloseConnection
+from proxy.principal import ANONYMOUS, KafkaPrincipal
+from proxy.tls import HandshakeFailed, TlsSettings, accept_tls
 from wire.errors import ProtocolError
 from wire.framing import FrameDecoder, Want
 
@@ -41,6 +46,9 @@ class Connection:
         self.stream = stream
         self.peer = peer
         self.listener = listener  # the listener's name: answers advertise its address
+        # Who the client is (proxy/principal.py): its certificate's mapped DN on an SSL
+        # listener with client auth, else ANONYMOUS; a SASL layer sets it after authenticating.
+        self.principal: KafkaPrincipal = ANONYMOUS
         self.busy = False
         self.scope = trio.CancelScope()
 
@@ -63,7 +71,11 @@ async def _send(stream: trio.abc.Stream, replies: list[bytes], write_s: float) -
 
 
 async def serve_connection(
-    conn: Connection, dispatch: Dispatcher, cfg: NetConfig, stopping: trio.Event
+    conn: Connection,
+    dispatch: Dispatcher,
+    cfg: NetConfig,
+    stopping: trio.Event,
+    tls: TlsSettings | None = None,
 ) -> None:
     decoder = FrameDecoder(cfg.max_frame_bytes)
     stream = conn.stream
@@ -76,6 +88,13 @@ async def serve_connection(
 
     with conn.scope:
         try:
+            if tls is not None:
+                # In this connection's task, so a slow or silent client holds up no one else;
+                # under connections.max.idle.ms, as Kafka's Selector closes an idle connection
+                # whether or not its handshake is done.
+                conn.stream, conn.principal = await accept_tls(stream, tls, cfg.idle_s)
+                stream = conn.stream
+                log.debug("TLS connection peer=%s principal=%s", conn.peer, conn.principal)
             while True:
                 frame = decoder.next_frame()
                 if frame is Want.EOF:
@@ -94,7 +113,9 @@ async def serve_connection(
                 conn.busy = True
                 try:
                     while isinstance(frame, bytes):
-                        reply = await dispatch.handle(frame, conn.peer, send_ready, conn.listener)
+                        reply = await dispatch.handle(
+                            frame, conn.peer, send_ready, conn.listener, conn.principal
+                        )
                         if reply is not None:
                             replies.append(reply)
                         frame = decoder.next_frame()
@@ -104,6 +125,9 @@ async def serve_connection(
                 if frame is Want.EOF:
                     break
                 # frame is Want.MORE: loop to read
+        except HandshakeFailed as exc:
+            reason = str(exc)
+            log.info("closing connection peer=%s listener=%s: %s", conn.peer, conn.listener, exc)
         except _WriteTimedOut:
             reason = "write timed out"
         except (CloseConnection, ProtocolError) as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from proxy.principal import ANONYMOUS, KafkaPrincipal
 from wire.codec import RequestHeader
 
 if TYPE_CHECKING:
@@ -18,6 +19,7 @@ class RequestContext:
     broker: Broker
     peer: str = ""  # "host:port" of the client, for DescribeGroups' client_host
     listener: str = ""  # the listener the request came in on ("": the first)
+    principal: KafkaPrincipal = ANONYMOUS  # the connection's (proxy/principal.py), for ACLs
 
     @property
     def advertised(self) -> tuple[str, int]:

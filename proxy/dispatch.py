@@ -33,6 +33,7 @@ from proxy.broker import Broker
 from proxy.context import RequestContext
 from proxy.fault_injection import Fault
 from proxy.outcomes import NO_RESPONSE, CloseConnection
+from proxy.principal import ANONYMOUS, KafkaPrincipal
 from proxy.registry import Handler, advertised, entry, served
 from storage.api import NEVER, StorageError
 from wire.codec import (
@@ -93,6 +94,7 @@ class Dispatcher:
         peer: str = "",
         before_wait: Callable[[], Awaitable[None]] | None = None,
         listener: str = "",
+        principal: KafkaPrincipal = ANONYMOUS,
     ) -> bytes | None:
         """The response frame for ``frame`` (None: no response). ``before_wait`` is awaited
         before a request that may park (the connection sends its ready replies)."""
@@ -128,7 +130,7 @@ class Dispatcher:
             injected = await self._inject(fault, header, body)
             if injected is not None:
                 return encode_response(header, _error_reply(handler, header, req, body, injected))
-        ctx = RequestContext(header, self.broker, peer, listener)
+        ctx = RequestContext(header, self.broker, peer, listener, principal)
         started = time.perf_counter()
         try:
             answer = await handler.fn(ctx, req)

@@ -12,7 +12,7 @@ is this node alone...); settings that only tune Kafka's threads and buffers are 
 ignored, and replication settings must say 1 (one node). Every other name is passed on, so
 that the caller reports all unknown names at once.
 
-Deviations: a non-PLAINTEXT client listener is refused (the security issue adds SSL/SASL); the
+Deviations: a SASL client listener is refused (PLAINTEXT and SSL are served); the
 controller listener is not bound (kafkad has no controller quorum to serve).
 """
 

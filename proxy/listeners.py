@@ -15,8 +15,8 @@ advertises its bind address, a blank host (``PLAINTEXT://:9092``) binds every in
 advertised as this machine's canonical host name, and an explicit wildcard bind (``0.0.0.0``)
 needs an advertised entry (clients cannot connect to 0.0.0.0).
 
-Deviation: only PLAINTEXT is served; a listener of another protocol is refused (the security
-issue adds SSL/SASL: the protocol is already carried per listener).
+Deviation: PLAINTEXT and SSL are served (TLS: proxy/tls.py); a SASL listener is refused (the
+SASL layer adds them: the protocol is already carried per listener).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "0:0:0:0:0:0:0:0"})
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Kafka's default listener.security.protocol.map: each protocol's name maps to itself.
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
-SERVED_PROTOCOLS = frozenset({"PLAINTEXT"})
+SERVED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
 
 
 class ListenerError(ValueError):
@@ -123,7 +123,8 @@ def parse_listeners(
                 "in listener.security.protocol.map"
             )
         if protocol not in SERVED_PROTOCOLS:
-            raise ListenerError(f"listeners: {name} is {protocol}; kafkad serves PLAINTEXT only")
+            served = " and ".join(sorted(SERVED_PROTOCOLS))
+            raise ListenerError(f"listeners: {name} is {protocol}; kafkad serves {served}")
         host, port = host_port(address, f"listeners {name}", lowest_port=0)
         if port:
             ports.setdefault(port, []).append((name, host))

@@ -27,6 +27,7 @@ from proxy.config import BrokerConfig
 from proxy.connection import Connection, NetConfig, serve_connection
 from proxy.dispatch import Dispatcher
 from proxy.http.settings import parse_http_listeners
+from proxy.tls import TLS_PROTOCOLS, TlsSettings, server_settings
 from storage.backends import open_store
 
 log = logging.getLogger("kafkad.server")
@@ -64,6 +65,11 @@ class Server:
             broker = Broker(cfg, store)
             await broker.start()
             self.broker = broker
+            tls = {
+                e.name: server_settings(cfg.values or {}, e.name)
+                for e in cfg.endpoints()
+                if e.protocol in TLS_PROTOCOLS
+            }
             sockets = await self._listeners(broker)
             self.bound = next(iter(self.bound_listeners.values()))
             dispatch = Dispatcher(broker)
@@ -89,7 +95,7 @@ class Server:
 
                     async def accept_loop(name: str, bound: list[StreamListener]) -> None:
                         async def handle(stream: trio.abc.Stream) -> None:
-                            await self._serve(stream, dispatch, net, name)
+                            await self._serve(stream, dispatch, net, name, tls.get(name))
 
                         with accept_scopes[name]:
                             await trio.serve_listeners(handle, bound, handler_nursery=conns)
@@ -148,7 +154,12 @@ class Server:
         return sockets
 
     async def _serve(
-        self, stream: trio.abc.Stream, dispatch: Dispatcher, net: NetConfig, listener: str = ""
+        self,
+        stream: trio.abc.Stream,
+        dispatch: Dispatcher,
+        net: NetConfig,
+        listener: str = "",
+        tls: TlsSettings | None = None,
     ) -> None:
         peer = "?"
         if isinstance(stream, trio.SocketStream):
@@ -160,7 +171,7 @@ class Server:
         conn = Connection(stream, peer, listener)
         self.connections.add(conn)
         try:
-            await serve_connection(conn, dispatch, net, self.stopping)
+            await serve_connection(conn, dispatch, net, self.stopping, tls)
         finally:
             self.connections.discard(conn)
 

@@ -1,10 +1,11 @@
 // Runs kafkajs operations for test_kafkajs.py and prints their results as one JSON line.
-// stdin: {"brokers": ["host:port"], "ops": [{"op": "...", ...}, ...]}
+// stdin: {"brokers": ["host:port"], "ops": [{"op": "...", ...}, ...], "tls": {...} (optional)}
 // stdout: {"results": [...]} or {"error": {"name", "message", "type"}}; kafkajs logs go to stderr.
 // Bytes travel as base64 strings (null stays null).
 'use strict'
 
 process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1'
+const fs = require('fs')
 const { Kafka, CompressionTypes, logLevel } = require('kafkajs')
 
 const CODECS = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP }
@@ -65,10 +66,19 @@ function stderrLogger () {
 async function main () {
   let input = ''
   for await (const chunk of process.stdin) input += chunk
-  const { brokers, ops } = JSON.parse(input)
+  const { brokers, ops, tls } = JSON.parse(input)
+  // tls: {ca, cert, key} PEM file paths (cert and key optional): an SSL listener
+  const ssl = tls
+    ? {
+        ca: [fs.readFileSync(tls.ca, 'utf-8')],
+        ...(tls.cert ? { cert: fs.readFileSync(tls.cert, 'utf-8') } : {}),
+        ...(tls.key ? { key: fs.readFileSync(tls.key, 'utf-8') } : {})
+      }
+    : undefined
   const kafka = new Kafka({
     clientId: 'kafkad-compat',
     brokers,
+    ssl,
     logLevel: logLevel.WARN,
     logCreator: stderrLogger,
     retry: { retries: 2 },

@@ -31,13 +31,14 @@ from kio.static.primitive import i8
 from proxy.config import BROKER_CONFIGS
 from proxy.context import RequestContext
 from proxy.registry import handler
+from proxy.tls import SENSITIVE_CONFIGS
 from storage.topic_config import TOPIC_CONFIGS, effective_configs
 from storage.topics import topic_name_error
 from wire.values import NO_THROTTLE
 
 TOPIC, BROKER = 2, 4
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
-BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, PASSWORD = 1, 2, 3, 5, 6, 7, 9
 
 _INT_CONFIGS = {
     "index.interval.bytes",
@@ -104,24 +105,26 @@ def _error_reply(req: DescribeConfigsRequest, code: ErrorCode) -> DescribeConfig
 
 def _entry(
     name: str,
-    value: str,
+    value: str | None,
     source: int,
     synonyms: tuple[DescribeConfigsSynonym, ...],
     read_only: bool,
 ) -> DescribeConfigsResourceResult:
+    """One config; ``value`` None: a sensitive one (a password or key: never shown, Kafka's
+    PASSWORD type)."""
     return DescribeConfigsResourceResult(
         name=name,
         value=value,
         read_only=read_only,
         config_source=i8(source),
-        is_sensitive=False,
+        is_sensitive=value is None,
         synonyms=synonyms,
-        config_type=i8(_config_type(name, value)),
+        config_type=i8(PASSWORD if value is None else _config_type(name, value)),
         documentation=None,
     )
 
 
-def _synonym(name: str, value: str, source: int) -> DescribeConfigsSynonym:
+def _synonym(name: str, value: str | None, source: int) -> DescribeConfigsSynonym:
     return DescribeConfigsSynonym(name=name, value=value, source=i8(source))
 
 
@@ -189,10 +192,11 @@ async def describe_configs(
                 for name in sorted(BROKER_CONFIGS):
                     if wanted is not None and name not in wanted:
                         continue
-                    value = _render(values[name])
+                    sensitive = name in SENSITIVE_CONFIGS  # as Kafka: no value, ever
+                    shown = None if sensitive else _render(values[name])
                     source = _broker_source(name, values)
-                    own = (_synonym(name, value, source),) if synonyms_wanted else ()
-                    entries.append(_entry(name, value, source, own, read_only=True))
+                    own = (_synonym(name, shown, source),) if synonyms_wanted else ()
+                    entries.append(_entry(name, shown, source, own, read_only=True))
         else:
             code, message = (
                 ErrorCode.invalid_request,

@@ -214,13 +214,13 @@ def test_kraft_settings_that_make_no_sense_are_all_reported(tmp_path: Path) -> N
 def test_a_tls_listener_and_a_foreign_voter_are_refused(tmp_path: Path) -> None:
     text = (
         "node.id=2\ncontroller.quorum.voters=1@localhost:9093\n"
-        "listeners=SSL://:9093\nbroker.id=3\nlog.dirs=/a,/b\n"
+        "listeners=SASL_SSL://:9093\nbroker.id=3\nlog.dirs=/a,/b\n"
     )
     with pytest.raises(ConfigError) as err:
         _from_file(tmp_path, text)
     for needle in (
         "not this node (node.id=2)",
-        "SSL; kafkad serves PLAINTEXT",
+        "SASL_SSL; kafkad serves PLAINTEXT and SSL",
         "differs",
         "one data",
     ):

@@ -110,7 +110,11 @@ def test_a_listener_without_an_advertised_entry_advertises_its_bind_address() ->
             "OTHER not in listeners",
         ),
         ({"listeners": "INTERNAL://a:9092"}, "no security protocol for listener INTERNAL"),
-        ({"listeners": "SSL://a:9093"}, "SSL is SSL; kafkad serves PLAINTEXT only"),
+        (
+            {"listeners": "SASL_SSL://a:9093"},
+            "SASL_SSL is SASL_SSL; kafkad serves PLAINTEXT and SSL",
+        ),
+        ({"listeners": "SSL://a:9093"}, "listener SSL is TLS but has no keystore"),
         (
             {
                 "listeners": "PLAINTEXT://0.0.0.0:9092",

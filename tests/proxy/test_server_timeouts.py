@@ -50,9 +50,13 @@ class MemoryListener(trio.abc.Listener[trio.abc.Stream]):
 
 
 @asynccontextmanager
-async def memory_broker(**overrides: str) -> AsyncIterator[tuple[Server, MemoryListener]]:
+async def memory_broker(
+    listen: str | None = "127.0.0.1:9092", **overrides: str
+) -> AsyncIterator[tuple[Server, MemoryListener]]:
+    """A broker on in-memory streams, listening as ``listen`` (None: as the ``listeners``
+    override says)."""
     cfg = load_config(
-        listen="127.0.0.1:9092",
+        listen=listen,
         advertise=None,
         data_dir="memory://",
         config_file=None,
