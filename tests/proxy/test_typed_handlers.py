@@ -13,7 +13,7 @@ from proxy.handlers.metadata import CLUSTER_OPERATIONS
 from proxy.registry import REGISTRY, served
 from wire.codec import request_class, response_class
 from wire.values import NO_THROTTLE
-from wire.versions import removed_fields
+from wire.versions import convert, removed_fields
 
 PAIRS = [(k, v) for k, (lo, hi) in served().items() for v in range(lo, hi)]
 # Old-version request fields the newest request has no place for, and who reads them instead.
@@ -94,3 +94,37 @@ def test_metadata_v10_gets_the_cluster_operations_it_asked_for(wanted: bool, exp
         lambda _req: md12.MetadataResponse(throttle_time=NO_THROTTLE, brokers=(), topics=()),
     )
     assert resp.cluster_authorized_operations == expected
+
+
+@pytest.mark.parametrize("version", range(0, 6))
+def test_init_producer_id_error_reply_has_no_producer_id_and_no_epoch(version: int) -> None:
+    """Kafka's ``InitProducerIdRequest.getErrorResponse``: producer id -1 and epoch -1 (not an
+    epoch 0 a client could take for a real one)."""
+    from kio.schema.init_producer_id.v0 import request as ipi0
+
+    entry = REGISTRY[22]
+    v0 = ipi0.InitProducerIdRequest(transactional_id=None, transaction_timeout=60000)
+    old = convert(v0, request_class(22, version))
+    resp = entry.write(entry.error_reply(entry.read(old), ErrorCode.not_coordinator), old, version)
+    assert (resp.error_code, resp.producer_id, resp.producer_epoch) == (
+        ErrorCode.not_coordinator,
+        -1,
+        -1,
+    )
+
+
+def test_list_partition_reassignments_error_reply_echoes_the_partitions_asked_for() -> None:
+    """Kafka's ``ListPartitionReassignmentsRequest.getErrorResponse``: the code at the top level
+    and every named partition echoed (with empty replica lists)."""
+    from kio.schema.list_partition_reassignments.v0 import request as lpr0
+
+    req = lpr0.ListPartitionReassignmentsRequest(
+        timeout=60000,
+        topics=(lpr0.ListPartitionReassignmentsTopics(name="t", partition_indexes=(0, 2)),),
+    )
+    resp = REGISTRY[46].error_reply(req, ErrorCode.not_controller)
+    assert resp.error_code == ErrorCode.not_controller
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in resp.topics] == [
+        ("t", [0, 2])
+    ]
+    assert all(p.replicas == () for t in resp.topics for p in t.partitions)
