@@ -3,6 +3,8 @@
 v6 (GROUP_ID_NOT_FOUND for missing groups) is not advertised.
 
 A missing group is described as Dead with no members and no error, as Kafka does below v6.
+A group the coordinator cannot describe (loading, shutting down) carries the error with an
+empty state and protocol type (Kafka's ``DescribeGroupsResponse.groupError``, UNKNOWN_STATE).
 Only a Stable group shows its protocol and each member's metadata and assignment; in other
 states members are listed without them (Kafka's ClassicGroup.describe).
 """
@@ -28,10 +30,11 @@ AUTHORIZED_OPERATIONS_OMITTED = i32(-(2**31))
 
 
 def _dead(group_id: GroupId, code: ErrorCode) -> DescribedGroup:
+    """A missing group (no error): Dead; a group answered with an error: unknown state ""."""
     return DescribedGroup(
         error_code=code,
         group_id=group_id,
-        group_state=GroupState.DEAD.value,
+        group_state=GroupState.DEAD.value if code is ErrorCode.none else "",
         protocol_type="",
         protocol_data="",
         members=(),

@@ -128,3 +128,31 @@ def test_list_partition_reassignments_error_reply_echoes_the_partitions_asked_fo
         ("t", [0, 2])
     ]
     assert all(p.replicas == () for t in resp.topics for p in t.partitions)
+
+
+def test_describe_groups_error_reply_has_an_unknown_state() -> None:
+    """Kafka's ``DescribeGroupsResponse.groupError``: state "" (UNKNOWN_STATE), not Dead."""
+    from kio.schema.describe_groups.v5 import request as dg5
+
+    req = dg5.DescribeGroupsRequest(groups=("g",), include_authorized_operations=False)
+    (group,) = REGISTRY[15].error_reply(req, ErrorCode.not_coordinator).groups
+    assert (group.group_id, group.error_code, group.group_state, group.protocol_type) == (
+        "g",
+        ErrorCode.not_coordinator,
+        "",
+        "",
+    )
+
+
+async def test_describe_groups_while_the_coordinator_shuts_down_answers_an_unknown_state() -> None:
+    """The handler's own error path answers like the error reply; a missing group stays Dead."""
+    from kio.schema.describe_groups.v0 import request as dg0
+
+    from tests.proxy.harness import connect, running_broker
+
+    async with running_broker() as (server, port), connect(port) as client:
+        (missing,) = (await client.request(dg0.DescribeGroupsRequest(groups=("g",)))).groups
+        assert (missing.error_code, missing.group_state) == (ErrorCode.none, "Dead")
+        server.broker.groups.begin_shutdown()
+        (group,) = (await client.request(dg0.DescribeGroupsRequest(groups=("g",)))).groups
+        assert (group.error_code, group.group_state) == (ErrorCode.not_coordinator, "")
