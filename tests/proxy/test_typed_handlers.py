@@ -156,3 +156,23 @@ async def test_describe_groups_while_the_coordinator_shuts_down_answers_an_unkno
         server.broker.groups.begin_shutdown()
         (group,) = (await client.request(dg0.DescribeGroupsRequest(groups=("g",)))).groups
         assert (group.error_code, group.group_state) == (ErrorCode.not_coordinator, "")
+
+
+def test_metadata_error_reply_names_a_topic_asked_for_by_id_with_an_empty_name() -> None:
+    """Kafka's ``MetadataRequest.getErrorResponse`` turns a null name into "" (v12 included)."""
+    import uuid
+
+    from kio.schema.metadata.v12 import request as m12
+
+    topic_id = uuid.uuid4()
+    req = m12.MetadataRequest(
+        topics=(m12.MetadataRequestTopic(topic_id=topic_id, name=None),),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    (topic,) = REGISTRY[3].error_reply(req, ErrorCode.unknown_server_error).topics
+    assert (topic.name, topic.topic_id, topic.error_code) == (
+        "",
+        topic_id,
+        ErrorCode.unknown_server_error,
+    )
