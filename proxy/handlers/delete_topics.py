@@ -1,5 +1,6 @@
-"""DeleteTopics (key 20), v1-5. v1: throttle time. v4: flexible. v5: error messages. v6
-(topics by id) is not advertised. A deleted topic's data is removed and its name can be
+"""DeleteTopics (key 20), v1-6. v1: throttle time. v4: flexible. v5: error messages. v6:
+topics by name or by id (``topics``; v1-5's ``topic_names`` become name-only entries of it,
+``_names_as_topics``). A deleted topic's data is removed and its name can be
 reused at once; fetches and produces still in flight for it answer
 UNKNOWN_TOPIC_OR_PARTITION. The offsets groups committed for it are deleted (tombstones in
 ``__consumer_offsets``), so a topic created again under the name starts with none.

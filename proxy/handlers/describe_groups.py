@@ -3,6 +3,8 @@
 v6 (GROUP_ID_NOT_FOUND for missing groups) is not advertised.
 
 A missing group is described as Dead with no members and no error, as Kafka does below v6.
+A group the coordinator cannot describe (loading, shutting down) carries the error with an
+empty state and protocol type (Kafka's ``DescribeGroupsResponse.groupError``, UNKNOWN_STATE).
 Only a Stable group shows its protocol and each member's metadata and assignment; in other
 states members are listed without them (Kafka's ClassicGroup.describe).
 """
@@ -23,14 +25,13 @@ from proxy.context import RequestContext
 from proxy.registry import handler
 from wire.values import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
 
-UNKNOWN_STATE = ""  # Kafka's DescribeGroupsResponse.groupError: state, protocol type and data ""
 
-
-def _dead(group_id: GroupId, code: ErrorCode, state: str = GroupState.DEAD.value) -> DescribedGroup:
+def _dead(group_id: GroupId, code: ErrorCode) -> DescribedGroup:
+    """A missing group (no error): Dead; a group answered with an error: unknown state ""."""
     return DescribedGroup(
         error_code=code,
         group_id=group_id,
-        group_state=state,
+        group_state=GroupState.DEAD.value if code is ErrorCode.none else "",
         protocol_type="",
         protocol_data="",
         members=(),
@@ -41,7 +42,7 @@ def _dead(group_id: GroupId, code: ErrorCode, state: str = GroupState.DEAD.value
 def _error_reply(req: DescribeGroupsRequest, code: ErrorCode) -> DescribeGroupsResponse:
     return DescribeGroupsResponse(
         throttle_time=NO_THROTTLE,
-        groups=tuple(_dead(g, code, UNKNOWN_STATE) for g in req.groups),
+        groups=tuple(_dead(g, code) for g in req.groups),
     )
 
 
@@ -59,7 +60,7 @@ async def describe_groups(
     for group_id in req.groups:
         g = ctx.broker.groups.describe(group_id)
         if isinstance(g, ErrorCode):  # the coordinator's error: Kafka's groupError
-            out.append(_dead(group_id, g, UNKNOWN_STATE))
+            out.append(_dead(group_id, g))
             continue
         if g is None or g.state is GroupState.DEAD:
             out.append(_dead(group_id, ErrorCode.none))

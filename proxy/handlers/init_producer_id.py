@@ -46,8 +46,17 @@ def _reply(code: ErrorCode, pid: int = -1, epoch: int = -1) -> InitProducerIdRes
     )
 
 
+def _error_reply(_req: InitProducerIdRequest, code: ErrorCode) -> InitProducerIdResponse:
+    """No producer id and no epoch (-1, -1): Kafka's ``InitProducerIdRequest.getErrorResponse``."""
+    return _reply(code)
+
+
 @handler(
-    api_key=22, versions=(0, 5), request=InitProducerIdRequest, response=InitProducerIdResponse
+    api_key=22,
+    versions=(0, 5),
+    request=InitProducerIdRequest,
+    response=InitProducerIdResponse,
+    error_reply=_error_reply,
 )
 async def init_producer_id(
     ctx: RequestContext, req: InitProducerIdRequest

@@ -73,11 +73,15 @@ def _failed(
 
 
 def _error_reply(req: MetadataRequest, code: ErrorCode) -> MetadataResponse:
-    """Every topic asked for, carrying ``code`` (a topic asked for by id: name null, as Kafka)."""
+    """Every topic asked for, carrying ``code``; a topic asked for by id gets name "" (Kafka's
+    ``MetadataRequest.getErrorResponse``, unlike the handler's null for an unknown id)."""
     return MetadataResponse(
         throttle_time=NO_THROTTLE,
         brokers=(),
-        topics=tuple(_failed(t.name, code, t.topic_id or ZERO_UUID) for t in req.topics or ()),
+        topics=tuple(
+            _failed(t.name or TopicName(""), code, t.topic_id or ZERO_UUID)
+            for t in req.topics or ()
+        ),
     )
 
 

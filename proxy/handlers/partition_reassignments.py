@@ -22,7 +22,11 @@ from kio.schema.alter_partition_reassignments.v0.response import (
 )
 from kio.schema.errors import ErrorCode
 from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
-from kio.schema.list_partition_reassignments.v0.response import ListPartitionReassignmentsResponse
+from kio.schema.list_partition_reassignments.v0.response import (
+    ListPartitionReassignmentsResponse,
+    OngoingPartitionReassignment,
+    OngoingTopicReassignment,
+)
 
 from proxy.context import RequestContext
 from proxy.registry import handler
@@ -113,11 +117,36 @@ async def alter_partition_reassignments(
     )
 
 
+def _list_error_reply(
+    req: ListPartitionReassignmentsRequest, code: ErrorCode
+) -> ListPartitionReassignmentsResponse:
+    """``code`` at the top level, and every partition named echoed with empty replica lists
+    (Kafka's ``ListPartitionReassignmentsRequest.getErrorResponse``)."""
+    return ListPartitionReassignmentsResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        error_message=None,
+        topics=tuple(
+            OngoingTopicReassignment(
+                name=t.name,
+                partitions=tuple(
+                    OngoingPartitionReassignment(
+                        partition_index=i, replicas=(), adding_replicas=(), removing_replicas=()
+                    )
+                    for i in t.partition_indexes
+                ),
+            )
+            for t in req.topics or ()
+        ),
+    )
+
+
 @handler(
     api_key=46,
     versions=(0, 0),
     request=ListPartitionReassignmentsRequest,
     response=ListPartitionReassignmentsResponse,
+    error_reply=_list_error_reply,
 )
 async def list_partition_reassignments(
     ctx: RequestContext, req: ListPartitionReassignmentsRequest

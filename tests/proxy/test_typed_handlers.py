@@ -13,7 +13,7 @@ from proxy.handlers.metadata import CLUSTER_OPERATIONS
 from proxy.registry import entry, served
 from wire.codec import request_class, response_class
 from wire.values import NO_THROTTLE
-from wire.versions import removed_fields
+from wire.versions import convert, removed_fields
 
 PAIRS = [(k, v) for k, (lo, hi) in served().items() for v in range(lo, hi)]
 # Old-version request fields the newest request has no place for, and who reads them instead.
@@ -123,3 +123,85 @@ def test_starting_the_server_loads_no_handler_module() -> None:
         "assert not loaded, loaded"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("version", range(0, 6))
+def test_init_producer_id_error_reply_has_no_producer_id_and_no_epoch(version: int) -> None:
+    """Kafka's ``InitProducerIdRequest.getErrorResponse``: producer id -1 and epoch -1 (not an
+    epoch 0 a client could take for a real one)."""
+    from kio.schema.init_producer_id.v0 import request as ipi0
+
+    h = entry(22)
+    v0 = ipi0.InitProducerIdRequest(transactional_id=None, transaction_timeout=60000)
+    old = convert(v0, request_class(22, version))
+    resp = h.write(h.error_reply(h.read(old), ErrorCode.not_coordinator), old, version)
+    assert (resp.error_code, resp.producer_id, resp.producer_epoch) == (
+        ErrorCode.not_coordinator,
+        -1,
+        -1,
+    )
+
+
+def test_list_partition_reassignments_error_reply_echoes_the_partitions_asked_for() -> None:
+    """Kafka's ``ListPartitionReassignmentsRequest.getErrorResponse``: the code at the top level
+    and every named partition echoed (with empty replica lists)."""
+    from kio.schema.list_partition_reassignments.v0 import request as lpr0
+
+    req = lpr0.ListPartitionReassignmentsRequest(
+        timeout=60000,
+        topics=(lpr0.ListPartitionReassignmentsTopics(name="t", partition_indexes=(0, 2)),),
+    )
+    resp = entry(46).error_reply(req, ErrorCode.not_controller)
+    assert resp.error_code == ErrorCode.not_controller
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in resp.topics] == [
+        ("t", [0, 2])
+    ]
+    assert all(p.replicas == () for t in resp.topics for p in t.partitions)
+
+
+def test_describe_groups_error_reply_has_an_unknown_state() -> None:
+    """Kafka's ``DescribeGroupsResponse.groupError``: state "" (UNKNOWN_STATE), not Dead."""
+    from kio.schema.describe_groups.v5 import request as dg5
+
+    req = dg5.DescribeGroupsRequest(groups=("g",), include_authorized_operations=False)
+    (group,) = entry(15).error_reply(req, ErrorCode.not_coordinator).groups
+    assert (group.group_id, group.error_code, group.group_state, group.protocol_type) == (
+        "g",
+        ErrorCode.not_coordinator,
+        "",
+        "",
+    )
+
+
+async def test_describe_groups_while_the_coordinator_shuts_down_answers_an_unknown_state() -> None:
+    """The handler's own error path answers like the error reply; a missing group stays Dead."""
+    from kio.schema.describe_groups.v0 import request as dg0
+
+    from tests.proxy.harness import connect, running_broker
+
+    async with running_broker() as (server, port), connect(port) as client:
+        (missing,) = (await client.request(dg0.DescribeGroupsRequest(groups=("g",)))).groups
+        assert (missing.error_code, missing.group_state) == (ErrorCode.none, "Dead")
+        server.broker.groups.begin_shutdown()
+        (group,) = (await client.request(dg0.DescribeGroupsRequest(groups=("g",)))).groups
+        assert (group.error_code, group.group_state) == (ErrorCode.not_coordinator, "")
+
+
+def test_metadata_error_reply_names_a_topic_asked_for_by_id_with_an_empty_name() -> None:
+    """Kafka's ``MetadataRequest.getErrorResponse`` turns a null name into "" (v12 included)."""
+    import uuid
+
+    from kio.schema.metadata.v12 import request as m12
+
+    topic_id = uuid.uuid4()
+    req = m12.MetadataRequest(
+        topics=(m12.MetadataRequestTopic(topic_id=topic_id, name=None),),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    (topic,) = entry(3).error_reply(req, ErrorCode.unknown_server_error).topics
+    assert (topic.name, topic.topic_id, topic.error_code) == (
+        "",
+        topic_id,
+        ErrorCode.unknown_server_error,
+    )
