@@ -142,6 +142,30 @@ def test_keyed_records_land_on_the_partition_kafka_would_pick(bootstrap: str) ->
     }
 
 
+def test_produce_splits_input_larger_than_a_request_into_batches(bootstrap: str) -> None:
+    # 2 MB of lines, over the broker's 1 MiB message.max.bytes as one batch; inside one
+    # transaction, so the batches share the producer's sequence run.
+    topic = topic_name("cli-big")
+    cli(bootstrap, "topics", "create", topic, "--partitions", "1")
+    lines = "".join(f"{i:07d}{'x' * 993}\n" for i in range(2000))
+    args = ("produce", topic, "--transactional-id", topic_name("cli-big-tid"))
+    done = cli_json(bootstrap, *args, stdin=lines)
+    assert done["partitions"] == [{"partition": 0, "base_offset": 0, "records": 2000}]
+    got = json_lines(
+        cli(
+            bootstrap,
+            "consume",
+            topic,
+            "--from-beginning",
+            "--isolation",
+            "read_committed",
+            "--json",
+        ).stdout
+    )
+    assert [r["value"][:7] for r in got] == [f"{i:07d}" for i in range(2000)]
+    assert cli_json(bootstrap, "verify", topic)["clean"] is True
+
+
 def test_transactional_produce_abort_is_invisible_at_read_committed(bootstrap: str) -> None:
     topic = topic_name("cli-txn")
     tid = topic_name("cli-tid")

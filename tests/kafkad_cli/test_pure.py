@@ -9,7 +9,7 @@ import pytest
 from kafkad.cli import build_parser
 from kafkad.cli.options import DEFAULT_BOOTSTRAP, bootstrap_default, key_value
 from kafkad.cli.output import table
-from kafkad.cli.produce import parse_lines
+from kafkad.cli.produce import BATCH_BYTES, parse_lines, split_batches
 from kafkad.client.producing import murmur2, murmur2_partition
 
 
@@ -143,3 +143,14 @@ def test_an_api_the_broker_lacks_is_named_in_the_error() -> None:
     conn.versions[65] = (1, 2)
     with pytest.raises(ClientError, match="UNSUPPORTED_VERSION: it offers versions 1-2"):
         conn.version_for(65, 0, 0)
+
+
+def test_split_batches_keeps_order_and_cuts_at_the_byte_budget() -> None:
+    msgs = parse_lines([f"{i}:{'v' * 1000}" for i in range(100)], ":", [])
+    runs = split_batches(msgs)
+    assert [m for r in runs for m in r] == msgs
+    assert len(runs) > 1
+    assert all(sum(len(m.value or b"") for m in r) <= BATCH_BYTES for r in runs)
+    huge = parse_lines(["a" * (BATCH_BYTES * 2), "b", "c"], None, [])
+    assert [len(r) for r in split_batches(huge)] == [1, 2]
+    assert split_batches([]) == []
