@@ -10,6 +10,7 @@ from kafkad.cli import build_parser
 from kafkad.cli.options import DEFAULT_BOOTSTRAP, bootstrap_default, key_value
 from kafkad.cli.output import table
 from kafkad.cli.produce import BATCH_BYTES, parse_lines, split_batches
+from kafkad.client.errors import ClientError
 from kafkad.client.producing import murmur2, murmur2_partition
 
 
@@ -112,7 +113,8 @@ def test_consumer_assignment_decodes_and_reset_plans_clamp() -> None:
     assert plan_offset("to_latest", None, 5, 2, 9, None) == 9
     assert plan_offset("to_offset", 100, 5, 2, 9, None) == 9
     assert plan_offset("shift_by", -10, 5, 2, 9, None) == 2
-    assert plan_offset("shift_by", 1, None, 2, 9, None) == 9
+    with pytest.raises(ClientError, match="t-0 since there is no current committed offset"):
+        plan_offset("shift_by", 1, None, 2, 9, None, "t-0")  # Kafka refuses, no guess
     assert plan_offset("to_datetime", None, 5, 2, 9, -1) == 9
     assert plan_offset("to_datetime", None, 5, 2, 9, 4) == 4
     assert parse_datetime_ms("1970-01-01T00:00:01.500") == 1500
