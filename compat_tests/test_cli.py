@@ -225,6 +225,25 @@ def test_errors_are_one_line_for_an_unreachable_broker_and_an_unknown_topic(boot
     assert cli(bootstrap, "topics", "bogus-verb", expect=2).returncode == 2
 
 
+def test_an_endpoint_that_is_not_kafka_is_one_readable_line() -> None:
+    import socket
+    import threading
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+
+        def answer_http() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(1024)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+        threading.Thread(target=answer_http, daemon=True).start()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        proc = cli(address, "topics", "list", expect=1)
+    assert proc.stderr.startswith(f"kafkad: {address} does not answer like a Kafka broker")
+    assert len(proc.stderr.splitlines()) == 1
+
+
 def open_transaction(
     bootstrap: str, topic: str, tid: str, value: bytes = b"open"
 ) -> tuple[int, int, int]:
