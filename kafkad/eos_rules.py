@@ -21,6 +21,7 @@ Per partition, from the raw batches (read_uncommitted) in offset order:
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -123,8 +124,11 @@ def check_partition(
                 )
             )
     reported = 0
+    aborted.sort()  # disjoint batches: the one that may hold ``off`` starts at or below it
+    starts = [lo for lo, _ in aborted]
     for off in committed_reads:
-        if any(lo <= off <= hi for lo, hi in aborted):
+        i = bisect_right(starts, off) - 1
+        if i >= 0 and off <= aborted[i][1]:
             reported += 1
             if reported <= 20:
                 out.append(

@@ -51,6 +51,21 @@ def test_an_aborted_transactions_records_read_at_read_committed() -> None:
     ]
 
 
+def test_aborted_reads_among_interleaved_transactions_of_several_producers() -> None:
+    # producer 3's aborted batches end up in the list after producer 2's later ones
+    log = [
+        data(0, 3, 0, 2, txn=True),
+        data(2, 2, 0, 2, txn=True),
+        data(4, 3, 2, txn=True),
+        data(5, 2, 2, txn=True),
+        marker(6, 2, "ABORT"),
+        data(7, 4, 0, 3),
+        marker(10, 3, "ABORT"),
+    ]
+    found = check_partition("t-0", log, [1, 4, 5, 6, 7, 8, 9], 11, 11, NOW, MIN15)
+    assert [f.detail.split()[3] for f in found if f.kind == "aborted_read"] == ["1", "4", "5"]
+
+
 def test_a_transaction_without_a_marker_past_the_timeout_and_the_lso_it_holds() -> None:
     old = NOW - MIN15 - 1
     log = [data(0, 1, 0), data(1, 2, 0, txn=True, ts=old)]
