@@ -317,6 +317,8 @@ def test_txns_find_hanging_and_abort_an_open_transaction(bootstrap: str) -> None
         == []
     )
     # The open transaction holds the LSO back: nothing at read_committed.
+    held = cli_json(bootstrap, "verify", topic)["partitions"][0]
+    assert (held["last_stable_offset"], held["high_watermark"]) == (base, base + 1)
     assert (
         cli(bootstrap, "consume", topic, "--from-beginning", "--isolation", "read_committed").stdout
         == ""
@@ -351,6 +353,8 @@ def test_txns_find_hanging_and_abort_an_open_transaction(bootstrap: str) -> None
     )
     assert [p["current_txn_start_offset"] for p in producers if p["producer_id"] == pid] == [-1]
     # The LSO moved past the aborted records: a read_committed read returns none of them.
+    moved = cli_json(bootstrap, "verify", topic)["partitions"][0]
+    assert moved["last_stable_offset"] == moved["high_watermark"] == base + 2
     assert (
         cli(bootstrap, "consume", topic, "--from-beginning", "--isolation", "read_committed").stdout
         == ""
