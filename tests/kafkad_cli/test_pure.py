@@ -156,3 +156,18 @@ def test_split_batches_keeps_order_and_cuts_at_the_byte_budget() -> None:
     huge = parse_lines(["a" * (BATCH_BYTES * 2), "b", "c"], None, [])
     assert [len(r) for r in split_batches(huge)] == [1, 2]
     assert split_batches([]) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["consume", "t", "--offset", "-5"],  # printed nothing and exited 0
+        ["topics", "list", "--timeout", "0"],  # "cannot reach a broker: Operation now in progress"
+        ["topics", "list", "--timeout", "-1"],  # "unexpected ValueError"
+        ["topics", "list", "--timeout", "inf"],
+    ],
+)
+def test_negative_offsets_and_non_positive_timeouts_are_usage_errors(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(argv)
+    assert exit_.value.code == 2
