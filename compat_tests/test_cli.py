@@ -151,17 +151,8 @@ def test_produce_splits_input_larger_than_a_request_into_batches(bootstrap: str)
     args = ("produce", topic, "--transactional-id", topic_name("cli-big-tid"))
     done = cli_json(bootstrap, *args, stdin=lines)
     assert done["partitions"] == [{"partition": 0, "base_offset": 0, "records": 2000}]
-    got = json_lines(
-        cli(
-            bootstrap,
-            "consume",
-            topic,
-            "--from-beginning",
-            "--isolation",
-            "read_committed",
-            "--json",
-        ).stdout
-    )
+    read = ("consume", topic, "--from-beginning", "--isolation=read_committed", "--json")
+    got = json_lines(cli(bootstrap, *read).stdout)
     assert [r["value"][:7] for r in got] == [f"{i:07d}" for i in range(2000)]
     assert cli_json(bootstrap, "verify", topic)["clean"] is True
 
