@@ -176,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
         "means 127.0.0.1)",
     )
     h.add_argument("--timeout", type=float, default=5.0, help="seconds (default %(default)s)")
+    for noun in CLIENT_NOUNS:  # listed for --help; main() hands them to kafkad/cli unparsed
+        sub.add_parser(noun, help=f"protocol client (see kafkad {noun} --help)", add_help=False)
     return p
 
 

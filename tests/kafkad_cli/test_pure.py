@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from kafkad.cli import build_parser
+from kafkad.cli import NOUNS, build_parser
 from kafkad.cli.options import DEFAULT_BOOTSTRAP, bootstrap_default, key_value
 from kafkad.cli.output import table
 from kafkad.cli.produce import BATCH_BYTES, parse_lines, split_batches
@@ -122,7 +122,6 @@ def test_consumer_assignment_decodes_and_reset_plans_clamp() -> None:
 
 
 def test_proxy_cli_hands_client_nouns_to_kafkad_cli(capsys: pytest.CaptureFixture[str]) -> None:
-    from kafkad.cli import NOUNS
     from proxy.cli import CLIENT_NOUNS, main
 
     assert set(CLIENT_NOUNS) == set(NOUNS)
@@ -171,3 +170,10 @@ def test_negative_offsets_and_non_positive_timeouts_are_usage_errors(argv: list[
     with pytest.raises(SystemExit) as exit_:
         build_parser().parse_args(argv)
     assert exit_.value.code == 2
+
+
+def test_kafkads_top_level_help_lists_the_client_nouns() -> None:
+    from proxy.cli import build_parser as broker_parser
+
+    usage = broker_parser().format_help()
+    assert all(f"kafkad {noun} --help" in usage for noun in NOUNS)
