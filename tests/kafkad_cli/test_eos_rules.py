@@ -39,6 +39,9 @@ def test_a_clean_exactly_once_log_has_no_finding() -> None:
 def test_duplicate_and_out_of_order_sequences() -> None:
     assert kinds([data(0, 1, 0, 3), data(3, 1, 1)], [0, 1, 2, 3], 4, 4) == ["duplicate_sequence"]
     assert kinds([data(0, 1, 0, 3), data(3, 1, 7)], [0, 1, 2, 3], 4, 4) == ["out_of_order_sequence"]
+    # compacted: the cleaner left 1 of the batch's 3 records (offsets 0-2, sequences 0-2)
+    cleaned = BatchView(0, 2, 1, 0, 0, 1, False, False, None, NOW)
+    assert kinds([cleaned, data(3, 1, 3)], [2, 3], 4, 4) == []
     # sequences wrap at 2^31
     assert kinds([data(0, 1, 2**31 - 1), data(1, 1, 0)], [0, 1], 2, 2) == []
 
