@@ -142,6 +142,21 @@ def test_keyed_records_land_on_the_partition_kafka_would_pick(bootstrap: str) ->
     }
 
 
+def test_produce_splits_input_larger_than_a_request_into_batches(bootstrap: str) -> None:
+    # 2 MB of lines, over the broker's 1 MiB message.max.bytes as one batch; inside one
+    # transaction, so the batches share the producer's sequence run.
+    topic = topic_name("cli-big")
+    cli(bootstrap, "topics", "create", topic, "--partitions", "1")
+    lines = "".join(f"{i:07d}{'x' * 993}\n" for i in range(2000))
+    args = ("produce", topic, "--transactional-id", topic_name("cli-big-tid"))
+    done = cli_json(bootstrap, *args, stdin=lines)
+    assert done["partitions"] == [{"partition": 0, "base_offset": 0, "records": 2000}]
+    read = ("consume", topic, "--from-beginning", "--isolation=read_committed", "--json")
+    got = json_lines(cli(bootstrap, *read).stdout)
+    assert [r["value"][:7] for r in got] == [f"{i:07d}" for i in range(2000)]
+    assert cli_json(bootstrap, "verify", topic)["clean"] is True
+
+
 def test_transactional_produce_abort_is_invisible_at_read_committed(bootstrap: str) -> None:
     topic = topic_name("cli-txn")
     tid = topic_name("cli-tid")
@@ -199,6 +214,25 @@ def test_errors_are_one_line_for_an_unreachable_broker_and_an_unknown_topic(boot
     usage = cli(bootstrap, "produce", "x", "--compression", "brotli", expect=2)
     assert "not a codec" in usage.stderr
     assert cli(bootstrap, "topics", "bogus-verb", expect=2).returncode == 2
+
+
+def test_an_endpoint_that_is_not_kafka_is_one_readable_line() -> None:
+    import socket
+    import threading
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+
+        def answer_http() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(1024)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+        threading.Thread(target=answer_http, daemon=True).start()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        proc = cli(address, "topics", "list", expect=1)
+    assert proc.stderr.startswith(f"kafkad: {address} does not answer like a Kafka broker")
+    assert len(proc.stderr.splitlines()) == 1
 
 
 def open_transaction(
@@ -274,6 +308,8 @@ def test_txns_find_hanging_and_abort_an_open_transaction(bootstrap: str) -> None
         == []
     )
     # The open transaction holds the LSO back: nothing at read_committed.
+    held = cli_json(bootstrap, "verify", topic)["partitions"][0]
+    assert (held["last_stable_offset"], held["high_watermark"]) == (base, base + 1)
     assert (
         cli(bootstrap, "consume", topic, "--from-beginning", "--isolation", "read_committed").stdout
         == ""
@@ -308,6 +344,8 @@ def test_txns_find_hanging_and_abort_an_open_transaction(bootstrap: str) -> None
     )
     assert [p["current_txn_start_offset"] for p in producers if p["producer_id"] == pid] == [-1]
     # The LSO moved past the aborted records: a read_committed read returns none of them.
+    moved = cli_json(bootstrap, "verify", topic)["partitions"][0]
+    assert moved["last_stable_offset"] == moved["high_watermark"] == base + 2
     assert (
         cli(bootstrap, "consume", topic, "--from-beginning", "--isolation", "read_committed").stdout
         == ""

@@ -10,6 +10,9 @@ Per partition, from the raw batches (read_uncommitted) in offset order:
   data batch's base sequence must be the previous batch's last sequence + 1 (mod 2^31). A
   base sequence at or below the last one repeats records the broker already had; one above
   the next leaves a gap. A new epoch starts its own run (its first batch is not compared).
+  A batch's last sequence is its base sequence + last offset delta, so records the cleaner
+  removed from inside a batch of a compacted topic are no gap (a whole batch it removed
+  still is one).
 * ``open_transaction``: a producer's transactional data with no COMMIT/ABORT marker after it,
   whose first batch is older than the maximum transaction timeout.
 * ``aborted_read``: a record a read_committed read returned that lies in an aborted
@@ -21,6 +24,7 @@ Per partition, from the raw batches (read_uncommitted) in offset order:
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -104,7 +108,10 @@ def check_partition(
                             f"(previous batch at offset {prev[1]} ended at {prev[0]})",
                         )
                     )
-            last_seq[key] = ((b.base_sequence + b.records - 1) % SEQ_MOD, b.base_offset)
+            # Kafka's lastSequence: base sequence + last offset delta (not the record count,
+            # which the cleaner lowers when it drops records from a compacted batch)
+            span = b.last_offset - b.base_offset
+            last_seq[key] = ((b.base_sequence + span) % SEQ_MOD, b.base_offset)
         if b.transactional:
             open_txn.setdefault(b.producer_id, b)
             data_by_pid.setdefault(b.producer_id, []).append(b)
@@ -123,8 +130,11 @@ def check_partition(
                 )
             )
     reported = 0
+    aborted.sort()  # disjoint batches: the one that may hold ``off`` starts at or below it
+    starts = [lo for lo, _ in aborted]
     for off in committed_reads:
-        if any(lo <= off <= hi for lo, hi in aborted):
+        i = bisect_right(starts, off) - 1
+        if i >= 0 and off <= aborted[i][1]:
             reported += 1
             if reported <= 20:
                 out.append(

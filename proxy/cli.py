@@ -186,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("dir", metavar="DIR", help="directory to write into (made if missing)")
     c.add_argument("--force", action="store_true", help="overwrite files already there")
+    for noun in CLIENT_NOUNS:  # listed for --help; main() hands them to kafkad/cli unparsed
+        sub.add_parser(noun, help=f"protocol client (see kafkad {noun} --help)", add_help=False)
     return p
 
 

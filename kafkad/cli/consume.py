@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from kafkad.cli.options import UsageError, add_common
+from kafkad.cli.options import UsageError, add_common, non_negative_int
 from kafkad.client.cluster import Client
 from kafkad.client.fetching import (
     EARLIEST,
@@ -28,7 +28,7 @@ def register(nouns: Any) -> None:
     p.add_argument("topic")
     start = p.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true")
-    start.add_argument("--offset", type=int, metavar="N")
+    start.add_argument("--offset", type=non_negative_int, metavar="N")
     start.add_argument(
         "--timestamp", type=int, metavar="MS", help="from the first record at or after"
     )

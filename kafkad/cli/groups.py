@@ -226,7 +226,13 @@ def parse_datetime_ms(text: str) -> int:
 
 
 def plan_offset(
-    mode: str, value: int | None, current: int | None, start: int, end: int, at_time: int | None
+    mode: str,
+    value: int | None,
+    current: int | None,
+    start: int,
+    end: int,
+    at_time: int | None,
+    where: str = "the partition",
 ) -> int:
     """A partition's new offset, clamped into [start, end] as ConsumerGroupCommand does."""
     if mode == "to_earliest":
@@ -238,7 +244,11 @@ def plan_offset(
         target = value
     elif mode == "shift_by":
         assert value is not None
-        target = (current if current is not None else end) + value
+        if current is None:  # as ConsumerGroupCommand's resetByShiftBy
+            raise ClientError(
+                f"cannot shift the offset of {where} since there is no current committed offset"
+            )
+        target = current + value
     else:  # to_datetime: the first offset at or after the time, else the end
         target = end if at_time is None or at_time < 0 else at_time
     return min(max(target, start), end)
@@ -289,7 +299,7 @@ def reset_offsets(args: argparse.Namespace, client: Client) -> int:
                 "topic": topic,
                 "partition": part,
                 "current": current,
-                "new": plan_offset(mode, value, current, start, end, at),
+                "new": plan_offset(mode, value, current, start, end, at, f"{topic}-{part}"),
             }
         )
     if args.execute:

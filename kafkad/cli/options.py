@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 
-__all__ = ["DEFAULT_BOOTSTRAP", "UsageError", "add_common", "bootstrap_default", "key_value"]
+__all__ = [
+    "DEFAULT_BOOTSTRAP",
+    "UsageError",
+    "add_common",
+    "bootstrap_default",
+    "key_value",
+    "non_negative_int",
+    "positive_seconds",
+]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 ENV_BOOTSTRAP = "KAFKAD_BOOTSTRAP_SERVER"
@@ -29,7 +38,11 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
     parser.add_argument(
-        "--timeout", type=float, default=30.0, metavar="SECONDS", help="give up after this long"
+        "--timeout",
+        type=positive_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="give up after this long",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
 
@@ -40,3 +53,24 @@ def key_value(text: str) -> tuple[str, str]:
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
     return name, value
+
+
+def non_negative_int(text: str) -> int:
+    """An offset: a whole number >= 0 (as kafka-console-consumer's --offset)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative whole number")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value

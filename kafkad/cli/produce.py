@@ -1,4 +1,8 @@
-"""``kafkad produce TOPIC``: one record per stdin line, idempotent (or transactional)."""
+"""``kafkad produce TOPIC``: one record per stdin line, idempotent (or transactional).
+
+Each partition's records go out in batches of at most ``BATCH_BYTES`` (Kafka's producer
+``batch.size`` default) of key, value and headers, so any amount of input stays under the
+broker's ``message.max.bytes``; a single larger record goes alone, as in Kafka."""
 
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ from kafkad.client.producing import Message, Producer, murmur2_partition
 from wire.compression import CODEC_NAMES
 
 CODECS = {name: code for code, name in CODEC_NAMES.items()}
+BATCH_BYTES = 16_384
+_RECORD_OVERHEAD = 21  # a record's length, attributes, deltas and counts at most
 
 
 def register(nouns: Any) -> None:
@@ -56,6 +62,26 @@ def parse_lines(
     return out
 
 
+def _size(m: Message) -> int:
+    heads = sum(len(k.encode()) + len(v or b"") + 10 for k, v in m.headers)
+    return _RECORD_OVERHEAD + len(m.key or b"") + len(m.value or b"") + heads
+
+
+def split_batches(messages: list[Message], budget: int = BATCH_BYTES) -> list[list[Message]]:
+    """``messages`` in order, cut into runs whose estimated size stays within ``budget``
+    (a record above it is a run of its own)."""
+    out: list[list[Message]] = []
+    size = 0
+    for m in messages:
+        n = _size(m)
+        if not out or size + n > budget:
+            out.append([])
+            size = 0
+        out[-1].append(m)
+        size += n
+    return out
+
+
 def run(args: argparse.Namespace, client: Client) -> int:
     codec = CODECS.get(args.compression)
     if codec is None:
@@ -84,7 +110,8 @@ def run(args: argparse.Namespace, client: Client) -> int:
     producer = Producer(client, args.transactional_id, args.transaction_timeout_ms, codec)
     written = []
     for part, msgs in sorted(by_partition.items()):
-        base = producer.send(args.topic, part, msgs)
+        bases = [producer.send(args.topic, part, chunk) for chunk in split_batches(msgs)]
+        base = bases[0]
         written.append({"partition": part, "base_offset": base, "records": len(msgs)})
     outcome = "written"
     if args.transactional_id is not None:

@@ -20,6 +20,7 @@ from kio.serial import entity_reader, entity_writer
 
 from kafkad.client.build import build, request_class, response_class
 from kafkad.client.errors import ClientError, Unreachable
+from wire.errors import FramingError
 from wire.framing import FrameDecoder, Want
 from wire.headers import RequestHeader, request_header
 
@@ -114,6 +115,10 @@ class Connection:
             raise ClientError(f"no answer from {self.address} within {self.timeout:g} s") from exc
         except OSError as exc:
             raise Unreachable(f"lost the connection to {self.address}: {exc}") from exc
+        except FramingError as exc:  # e.g. an HTTP server or a TLS listener on that port
+            raise Unreachable(
+                f"{self.address} does not answer like a Kafka broker (plaintext): {exc}"
+            ) from exc
         (got,) = _CORRELATION.unpack_from(frame, 0)
         if got != cid:
             raise ClientError(f"{self.address} answered request {got}, expected {cid}")

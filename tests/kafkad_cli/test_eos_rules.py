@@ -39,6 +39,9 @@ def test_a_clean_exactly_once_log_has_no_finding() -> None:
 def test_duplicate_and_out_of_order_sequences() -> None:
     assert kinds([data(0, 1, 0, 3), data(3, 1, 1)], [0, 1, 2, 3], 4, 4) == ["duplicate_sequence"]
     assert kinds([data(0, 1, 0, 3), data(3, 1, 7)], [0, 1, 2, 3], 4, 4) == ["out_of_order_sequence"]
+    # compacted: the cleaner left 1 of the batch's 3 records (offsets 0-2, sequences 0-2)
+    cleaned = BatchView(0, 2, 1, 0, 0, 1, False, False, None, NOW)
+    assert kinds([cleaned, data(3, 1, 3)], [2, 3], 4, 4) == []
     # sequences wrap at 2^31
     assert kinds([data(0, 1, 2**31 - 1), data(1, 1, 0)], [0, 1], 2, 2) == []
 
@@ -49,6 +52,21 @@ def test_an_aborted_transactions_records_read_at_read_committed() -> None:
     assert [(f.kind, f.detail) for f in found] == [
         ("aborted_read", "read_committed returned offset 1 of an aborted transaction")
     ]
+
+
+def test_aborted_reads_among_interleaved_transactions_of_several_producers() -> None:
+    # producer 3's aborted batches end up in the list after producer 2's later ones
+    log = [
+        data(0, 3, 0, 2, txn=True),
+        data(2, 2, 0, 2, txn=True),
+        data(4, 3, 2, txn=True),
+        data(5, 2, 2, txn=True),
+        marker(6, 2, "ABORT"),
+        data(7, 4, 0, 3),
+        marker(10, 3, "ABORT"),
+    ]
+    found = check_partition("t-0", log, [1, 4, 5, 6, 7, 8, 9], 11, 11, NOW, MIN15)
+    assert [f.detail.split()[3] for f in found if f.kind == "aborted_read"] == ["1", "4", "5"]
 
 
 def test_a_transaction_without_a_marker_past_the_timeout_and_the_lso_it_holds() -> None:

@@ -6,10 +6,11 @@ import argparse
 
 import pytest
 
-from kafkad.cli import build_parser
+from kafkad.cli import NOUNS, build_parser
 from kafkad.cli.options import DEFAULT_BOOTSTRAP, bootstrap_default, key_value
 from kafkad.cli.output import table
-from kafkad.cli.produce import parse_lines
+from kafkad.cli.produce import BATCH_BYTES, parse_lines, split_batches
+from kafkad.client.errors import ClientError
 from kafkad.client.producing import murmur2, murmur2_partition
 
 
@@ -112,7 +113,8 @@ def test_consumer_assignment_decodes_and_reset_plans_clamp() -> None:
     assert plan_offset("to_latest", None, 5, 2, 9, None) == 9
     assert plan_offset("to_offset", 100, 5, 2, 9, None) == 9
     assert plan_offset("shift_by", -10, 5, 2, 9, None) == 2
-    assert plan_offset("shift_by", 1, None, 2, 9, None) == 9
+    with pytest.raises(ClientError, match="t-0 since there is no current committed offset"):
+        plan_offset("shift_by", 1, None, 2, 9, None, "t-0")  # Kafka refuses, no guess
     assert plan_offset("to_datetime", None, 5, 2, 9, -1) == 9
     assert plan_offset("to_datetime", None, 5, 2, 9, 4) == 4
     assert parse_datetime_ms("1970-01-01T00:00:01.500") == 1500
@@ -120,7 +122,6 @@ def test_consumer_assignment_decodes_and_reset_plans_clamp() -> None:
 
 
 def test_proxy_cli_hands_client_nouns_to_kafkad_cli(capsys: pytest.CaptureFixture[str]) -> None:
-    from kafkad.cli import NOUNS
     from proxy.cli import CLIENT_NOUNS, main
 
     assert set(CLIENT_NOUNS) == set(NOUNS)
@@ -143,3 +144,36 @@ def test_an_api_the_broker_lacks_is_named_in_the_error() -> None:
     conn.versions[65] = (1, 2)
     with pytest.raises(ClientError, match="UNSUPPORTED_VERSION: it offers versions 1-2"):
         conn.version_for(65, 0, 0)
+
+
+def test_split_batches_keeps_order_and_cuts_at_the_byte_budget() -> None:
+    msgs = parse_lines([f"{i}:{'v' * 1000}" for i in range(100)], ":", [])
+    runs = split_batches(msgs)
+    assert [m for r in runs for m in r] == msgs
+    assert len(runs) > 1
+    assert all(sum(len(m.value or b"") for m in r) <= BATCH_BYTES for r in runs)
+    huge = parse_lines(["a" * (BATCH_BYTES * 2), "b", "c"], None, [])
+    assert [len(r) for r in split_batches(huge)] == [1, 2]
+    assert split_batches([]) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["consume", "t", "--offset", "-5"],  # printed nothing and exited 0
+        ["topics", "list", "--timeout", "0"],  # "cannot reach a broker: Operation now in progress"
+        ["topics", "list", "--timeout", "-1"],  # "unexpected ValueError"
+        ["topics", "list", "--timeout", "inf"],
+    ],
+)
+def test_negative_offsets_and_non_positive_timeouts_are_usage_errors(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(argv)
+    assert exit_.value.code == 2
+
+
+def test_kafkads_top_level_help_lists_the_client_nouns() -> None:
+    from proxy.cli import build_parser as broker_parser
+
+    usage = broker_parser().format_help()
+    assert all(f"kafkad {noun} --help" in usage for noun in NOUNS)
