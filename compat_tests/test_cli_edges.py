@@ -1,0 +1,19 @@
+"""Edge cases of the ``kafkad`` client CLI against a live broker (helpers from test_cli.py):
+empty input, an existing topic, an offset without a partition."""
+
+from __future__ import annotations
+
+from compat_tests._support import topic_name
+from compat_tests.test_cli import cli, cli_json
+
+
+def test_a_transactional_produce_of_no_lines_ends_without_an_error(bootstrap: str) -> None:
+    # Kafka's producer completes a transaction that added no partition locally (no EndTxn,
+    # which a coordinator refuses with INVALID_TXN_STATE): empty input is not a failure.
+    topic = topic_name("cli-txn-empty")
+    tid = topic_name("cli-tid-empty")
+    cli(bootstrap, "topics", "create", topic, "--partitions", "1")
+    for flags, outcome in (([], "committed"), (["--abort"], "aborted")):
+        done = cli_json(bootstrap, "produce", topic, "--transactional-id", tid, *flags)
+        assert (done["transaction"], done["partitions"]) == (outcome, [])
+    assert cli(bootstrap, "consume", topic, "--from-beginning", "--show-batches").stdout == ""
