@@ -17,3 +17,14 @@ def test_a_transactional_produce_of_no_lines_ends_without_an_error(bootstrap: st
         done = cli_json(bootstrap, "produce", topic, "--transactional-id", tid, *flags)
         assert (done["transaction"], done["partitions"]) == (outcome, [])
     assert cli(bootstrap, "consume", topic, "--from-beginning", "--show-batches").stdout == ""
+
+
+def test_create_if_not_exists_on_an_existing_topic_reports_it(bootstrap: str) -> None:
+    # It printed the topic as CREATED with -1 partitions (the refusal's count).
+    topic = topic_name("cli-exists")
+    cli(bootstrap, "topics", "create", topic, "--partitions", "3")
+    kept = cli_json(bootstrap, "topics", "create", topic, "--if-not-exists")
+    assert kept == {"topic": topic, "partitions": 3, "created": False}
+    text = cli(bootstrap, "topics", "create", topic, "--if-not-exists").stdout.splitlines()
+    assert text[0].split() == ["TOPIC", "PARTITIONS", "OUTCOME"]
+    assert text[1].split() == [topic, "3", "already", "exists"]

@@ -85,15 +85,19 @@ def create(args: argparse.Namespace, client: Client) -> int:
     resp = client.send(API.CREATE_TOPICS, {"topics": [topic], "timeout": int(args.timeout * 1000)})
     (result,) = resp.topics
     code = int(result.error_code)
+    created = True
     if code == 36 and args.if_not_exists:  # TOPIC_ALREADY_EXISTS
-        code = 0
+        code, created = 0, False
     check(code, f"creating topic {args.topic!r}", getattr(result, "error_message", None))
-    parts = int(getattr(result, "num_partitions", args.partitions))
+    if created:
+        parts = int(getattr(result, "num_partitions", args.partitions))
+    else:  # the refusal carries no partition count (-1): the existing topic's, from Metadata
+        parts = len(client.topic(args.topic).partitions)
     emit(
         args.json,
-        {"topic": args.topic, "partitions": parts},
-        ("CREATED", "PARTITIONS"),
-        [(args.topic, parts)],
+        {"topic": args.topic, "partitions": parts, "created": created},
+        ("TOPIC", "PARTITIONS", "OUTCOME"),
+        [(args.topic, parts, "created" if created else "already exists")],
     )
     return 0
 
