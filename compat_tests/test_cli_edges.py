@@ -28,3 +28,14 @@ def test_create_if_not_exists_on_an_existing_topic_reports_it(bootstrap: str) ->
     text = cli(bootstrap, "topics", "create", topic, "--if-not-exists").stdout.splitlines()
     assert text[0].split() == ["TOPIC", "PARTITIONS", "OUTCOME"]
     assert text[1].split() == [topic, "3", "already", "exists"]
+
+
+def test_consume_offset_needs_a_partition(bootstrap: str) -> None:
+    # Without --partition the offset was applied to every partition: OFFSET_OUT_OF_RANGE on a
+    # shorter one, exit 1.
+    topic = topic_name("cli-offset")
+    cli(bootstrap, "topics", "create", topic, "--partitions", "2")
+    cli(bootstrap, "produce", topic, "--partition", "1", stdin="a\nb\n")
+    bare = cli(bootstrap, "consume", topic, "--offset", "1", expect=2)
+    assert bare.stderr == "kafkad: --offset needs --partition\n"
+    assert cli(bootstrap, "consume", topic, "--partition", "1", "--offset", "1").stdout == "b\n"
