@@ -41,7 +41,7 @@ def json_lines(text: str) -> list[dict[str, Any]]:
 def test_topics_create_list_describe_delete(bootstrap: str) -> None:
     topic = topic_name("cli-topics")
     created = cli_json(bootstrap, "topics", "create", topic, "--partitions", "3")
-    assert created == {"topic": topic, "partitions": 3}
+    assert created == {"topic": topic, "partitions": 3, "created": True}
     again = cli(bootstrap, "topics", "create", topic, expect=1)
     assert "TOPIC_ALREADY_EXISTS" in again.stderr and "Traceback" not in again.stderr
     cli(bootstrap, "topics", "create", topic, "--if-not-exists")

@@ -20,6 +20,10 @@ Per partition, from the raw batches (read_uncommitted) in offset order:
 * ``stuck_lso``: the LSO below the high watermark, held by a transaction past the timeout
   (or by none the log shows).
 * ``order``: offsets not increasing within one read.
+
+On a compacted topic (``compacted``) a sequence gap is no finding, only a repeat is: Kafka's
+cleaner (and kafkad's, storage/cleaner/decide.py) removes a whole batch whose records were
+all superseded, unless it is its producer's last, so a correct broker's log skips sequences.
 """
 
 from __future__ import annotations
@@ -73,6 +77,7 @@ def check_partition(
     lso: int,
     now_ms: int,
     max_txn_ms: int,
+    compacted: bool = False,
 ) -> list[Finding]:
     out: list[Finding] = []
     last_seq: dict[tuple[int, int], tuple[int, int]] = {}  # (pid, epoch) -> (last seq, offset)
@@ -93,12 +98,9 @@ def check_partition(
             prev = last_seq.get(key)
             if prev is not None:
                 expected = (prev[0] + 1) % SEQ_MOD
-                if b.base_sequence != expected:
-                    kind = (
-                        "duplicate_sequence"
-                        if _at_or_below(b.base_sequence, prev[0])
-                        else "out_of_order_sequence"
-                    )
+                repeats = _at_or_below(b.base_sequence, prev[0])
+                if b.base_sequence != expected and (repeats or not compacted):
+                    kind = "duplicate_sequence" if repeats else "out_of_order_sequence"
                     out.append(
                         Finding(
                             kind,

@@ -90,6 +90,9 @@ def run(args: argparse.Namespace, client: Client) -> int:
             raise UsageError(
                 f"topic {args.topic!r} has no partition {p} ({len(info.partitions)} partitions)"
             )
+    if args.offset is not None and not args.partition:
+        # As kafka-console-consumer: an offset is a position in the partition(s) named.
+        raise UsageError("--offset needs --partition")
     if args.max_messages is not None and args.max_messages < 0:
         raise UsageError("--max-messages must be >= 0")
     left = args.max_messages

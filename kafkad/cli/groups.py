@@ -10,6 +10,10 @@ reset-offsets follows Kafka's ConsumerGroupCommand: it plans new offsets (``--to
 ``--to-latest``, ``--to-offset N``, ``--shift-by N``, ``--to-datetime``), clamped into
 [log start, log end]; it prints the plan (dry run) unless ``--execute``; it is refused while
 the group has members (state other than Empty or Dead).
+
+Deviations from ConsumerGroupCommand: a refused reset exits 1 (Kafka prints the error and
+exits 0); ``--to-current``, ``--by-duration``, ``--from-file``, ``--all-groups``,
+``--all-topics`` and ``--export`` are not offered; a lag is never shown below 0.
 """
 
 from __future__ import annotations

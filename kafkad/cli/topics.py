@@ -85,15 +85,19 @@ def create(args: argparse.Namespace, client: Client) -> int:
     resp = client.send(API.CREATE_TOPICS, {"topics": [topic], "timeout": int(args.timeout * 1000)})
     (result,) = resp.topics
     code = int(result.error_code)
+    created = True
     if code == 36 and args.if_not_exists:  # TOPIC_ALREADY_EXISTS
-        code = 0
+        code, created = 0, False
     check(code, f"creating topic {args.topic!r}", getattr(result, "error_message", None))
-    parts = int(getattr(result, "num_partitions", args.partitions))
+    if created:
+        parts = int(getattr(result, "num_partitions", args.partitions))
+    else:  # the refusal carries no partition count (-1): the existing topic's, from Metadata
+        parts = len(client.topic(args.topic).partitions)
     emit(
         args.json,
-        {"topic": args.topic, "partitions": parts},
-        ("CREATED", "PARTITIONS"),
-        [(args.topic, parts)],
+        {"topic": args.topic, "partitions": parts, "created": created},
+        ("TOPIC", "PARTITIONS", "OUTCOME"),
+        [(args.topic, parts, "created" if created else "already exists")],
     )
     return 0
 
@@ -150,17 +154,25 @@ def delete(args: argparse.Namespace, client: Client) -> int:
 
 
 def configs_get(args: argparse.Namespace, client: Client) -> int:
+    out = topic_configs(client, args.topic, args.name or None)
+    rows = [(c["name"], "(sensitive)" if c["sensitive"] else c["value"], c["source"]) for c in out]
+    emit(args.json, out, ("NAME", "VALUE", "SOURCE"), rows)
+    return 0
+
+
+def topic_configs(client: Client, topic: str, names: list[str] | None) -> list[dict[str, Any]]:
+    """DescribeConfigs of one topic (``names`` None: all), sorted by name."""
     resource = {
         "resource_type": TOPIC_RESOURCE,
-        "resource_name": args.topic,
-        "configuration_keys": args.name or None,
+        "resource_name": topic,
+        "configuration_keys": names,
     }
     resp = client.send(
-        API.DESCRIBE_CONFIGS, {"resources": [resource]}, node=_any_leader(client, args.topic)
+        API.DESCRIBE_CONFIGS, {"resources": [resource]}, node=_any_leader(client, topic)
     )
     (result,) = resp.results
-    check(int(result.error_code), f"topic {args.topic!r}", result.error_message)
-    out = [
+    check(int(result.error_code), f"topic {topic!r}", result.error_message)
+    return [
         {
             "name": str(c.name),
             "value": None if c.is_sensitive else c.value,
@@ -170,9 +182,6 @@ def configs_get(args: argparse.Namespace, client: Client) -> int:
         }
         for c in sorted(result.configs, key=lambda c: str(c.name))
     ]
-    rows = [(c["name"], "(sensitive)" if c["sensitive"] else c["value"], c["source"]) for c in out]
-    emit(args.json, out, ("NAME", "VALUE", "SOURCE"), rows)
-    return 0
 
 
 def configs_set(args: argparse.Namespace, client: Client) -> int:

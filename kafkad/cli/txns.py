@@ -14,8 +14,9 @@ coordinator epoch, as Kafka's ``AbortTransactionSpec``; ``--start-offset`` looks
 with DescribeProducers (the producer whose open transaction starts there); a coordinator
 epoch below 0 becomes 0, as in Kafka.
 
-Deviation: ``--broker-id`` (asking a given replica) is not offered: DescribeProducers goes to
-each partition's leader.
+Deviations: ``--broker-id`` (asking a given replica) is not offered: DescribeProducers goes to
+each partition's leader. find-hanging exits 1 when it lists a hanging transaction (Kafka's
+tool exits 0 either way), so a script can test for one.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from typing import Any
 
 from kafkad.cli.options import add_common
 from kafkad.cli.output import emit
+from kafkad.cli.topics import topic_configs
 from kafkad.client.cluster import Client
 from kafkad.client.fetching import (
     EARLIEST,
@@ -34,6 +35,8 @@ def register(nouns: Any) -> None:
 def run(args: argparse.Namespace, client: Client) -> int:
     info = client.topic(args.topic)
     parts = args.partition or sorted(info.partitions)
+    policy = topic_configs(client, args.topic, ["cleanup.policy"])
+    compacted = any("compact" in str(c["value"] or "") for c in policy)
     findings: list[Finding] = []
     summary = []
     now = int(time.time() * 1000)
@@ -65,7 +68,7 @@ def run(args: argparse.Namespace, client: Client) -> int:
                 continue
             committed += [b.header.base_offset + r.offset_delta for r in b.records]
         findings += check_partition(
-            tp, views, committed, hw, lso, now, args.max_transaction_timeout * 60_000
+            tp, views, committed, hw, lso, now, args.max_transaction_timeout * 60_000, compacted
         )
         findings += [
             Finding("order", tp, f"offset {b} after {a}") for a, b in read_order(committed)

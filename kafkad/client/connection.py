@@ -53,7 +53,11 @@ class Connection:
         self._decoder = FrameDecoder()
         self._next_id = 1
         self.versions: dict[int, tuple[int, int]] = {}
-        self._negotiate()
+        try:
+            self._negotiate()
+        except BaseException:
+            self._sock.close()
+            raise
 
     def close(self) -> None:
         self._sock.close()

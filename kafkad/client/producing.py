@@ -136,7 +136,11 @@ class Producer:
         self._in_txn.add((topic, partition))
 
     def end(self, commit: bool) -> None:
+        """EndTxn; a transaction that added no partition ends locally, as in Kafka's
+        producer (the coordinator would refuse EndTxn for it with INVALID_TXN_STATE)."""
         assert self.transactional_id is not None
+        if not self._in_txn:
+            return
         tid = self.transactional_id
         data = {
             "transactional_id": tid,

@@ -82,3 +82,15 @@ def test_shared_rules_of_the_workload_checker() -> None:
     assert stuck_lso("t-0", 3, 5) == "t-0: LSO 3 < high watermark 5 after the end"
     assert stuck_lso("t-0", 5, 5) is None
     assert read_order([1, 2, 2, 5, 4]) == [(2, 2), (5, 4)]
+
+
+def test_a_compacted_log_is_not_flagged_for_the_batches_the_cleaner_removed() -> None:
+    # Kafka's cleaner (and kafkad's) drops a batch whose records were all superseded (keys
+    # a, b, b, c: the first b's batch goes), so a correct broker's compacted log skips
+    # sequences; a repeated sequence is still a finding there.
+    gap = [data(0, 1, 0), data(2, 1, 2), data(3, 1, 3)]  # offset 1 (sequence 1) cleaned away
+    assert check_partition("t-0", gap, [0, 2, 3], 4, 4, NOW, MIN15, compacted=True) == []
+    assert kinds(gap, [0, 2, 3], 4, 4) == ["out_of_order_sequence"]  # not compacted: a gap
+    again = [data(0, 1, 0), data(2, 1, 2), data(3, 1, 2)]
+    found = check_partition("t-0", again, [0, 2, 3], 4, 4, NOW, MIN15, compacted=True)
+    assert [f.kind for f in found] == ["duplicate_sequence"]
