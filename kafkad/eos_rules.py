@@ -11,8 +11,8 @@ Per partition, from the raw batches (read_uncommitted) in offset order:
   base sequence at or below the last one repeats records the broker already had; one above
   the next leaves a gap. A new epoch starts its own run (its first batch is not compared).
   A batch's last sequence is its base sequence + last offset delta, so records the cleaner
-  removed from inside a batch of a compacted topic are no gap (a whole batch it removed
-  still is one).
+  removed from inside a batch of a compacted topic are no gap (whole batches it removed:
+  see the compacted rule below).
 * ``open_transaction``: a producer's transactional data with no COMMIT/ABORT marker after it,
   whose first batch is older than the maximum transaction timeout.
 * ``aborted_read``: a record a read_committed read returned that lies in an aborted
