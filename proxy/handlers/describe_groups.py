@@ -27,11 +27,11 @@ from wire.values import NO_THROTTLE
 AUTHORIZED_OPERATIONS_OMITTED = i32(-(2**31))
 
 
-def _dead(group_id: GroupId, code: ErrorCode) -> DescribedGroup:
+def _described(group_id: GroupId, code: ErrorCode, state: str) -> DescribedGroup:
     return DescribedGroup(
         error_code=code,
         group_id=group_id,
-        group_state=GroupState.DEAD.value,
+        group_state=state,
         protocol_type="",
         protocol_data="",
         members=(),
@@ -40,8 +40,10 @@ def _dead(group_id: GroupId, code: ErrorCode) -> DescribedGroup:
 
 
 def _error_reply(req: DescribeGroupsRequest, code: ErrorCode) -> DescribeGroupsResponse:
+    """Every group with ``code`` and an empty state (Kafka's ``groupError``: UNKNOWN_STATE is
+    "", not Dead)."""
     return DescribeGroupsResponse(
-        throttle_time=NO_THROTTLE, groups=tuple(_dead(g, code) for g in req.groups)
+        throttle_time=NO_THROTTLE, groups=tuple(_described(g, code, "") for g in req.groups)
     )
 
 
@@ -59,7 +61,13 @@ async def describe_groups(
     for group_id in req.groups:
         g = ctx.broker.groups.describe(group_id)
         if isinstance(g, ErrorCode) or g is None or g.state is GroupState.DEAD:
-            out.append(_dead(group_id, g if isinstance(g, ErrorCode) else ErrorCode.none))
+            out.append(
+                _described(
+                    group_id,
+                    g if isinstance(g, ErrorCode) else ErrorCode.none,
+                    GroupState.DEAD.value,
+                )
+            )
             continue
         stable = g.state is GroupState.STABLE
         out.append(

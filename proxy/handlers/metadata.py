@@ -49,10 +49,11 @@ ZERO_UUID = uuid.UUID(int=0)
 
 def _cluster_operations(_resp: MetadataResponse, old: Any, version: int) -> Mapping[str, Any]:
     """v8-10 may ask for the cluster's authorized operations (v11 moved that to
-    DescribeCluster)."""
+    DescribeCluster). Not in the error reply (the only answer without this node in
+    ``brokers``): Kafka's getErrorResponse leaves the field at its default, "omitted"."""
     if not 8 <= version <= 10:
         return {}
-    wanted = old.include_cluster_authorized_operations
+    wanted = old.include_cluster_authorized_operations and bool(_resp.brokers)
     return {
         "cluster_authorized_operations": i32(
             CLUSTER_OPERATIONS if wanted else AUTHORIZED_OPERATIONS_OMITTED

@@ -91,6 +91,10 @@ def test_metadata_v10_gets_the_cluster_operations_it_asked_for(wanted: bool, exp
         3,
         10,
         old,
-        lambda _req: md12.MetadataResponse(throttle_time=NO_THROTTLE, brokers=(), topics=()),
+        lambda _req: md12.MetadataResponse(
+            throttle_time=NO_THROTTLE,
+            brokers=(md12.MetadataResponseBroker(node_id=1, host="h", port=9, rack=None),),
+            topics=(),
+        ),
     )
     assert resp.cluster_authorized_operations == expected
