@@ -63,8 +63,9 @@ def _produce_errors(response: Any) -> Iterable[ErrorCode]:
 
 
 def _fetch_errors(response: Any) -> Iterable[ErrorCode]:
-    if response.error_code is not ErrorCode.none:
-        return (response.error_code,)
+    top = getattr(response, "error_code", ErrorCode.none)  # Fetch v4-6 have none
+    if top is not ErrorCode.none:
+        return (top,)
     return [p.error_code for t in response.responses for p in t.partitions]
 
 
