@@ -125,6 +125,12 @@ async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataRespons
         )
 
     requested = req.topics
+    if ctx.version < 12 and any(
+        e.name is None or (e.topic_id or ZERO_UUID) != ZERO_UUID for e in requested or ()
+    ):
+        # v10-11 carry topic ids but may not ask by them (Kafka: InvalidRequestException for
+        # the whole request, answered by getErrorResponse)
+        return _error_reply(req, ErrorCode.invalid_request)
     out: list[MetadataResponseTopic]
     if requested is None or (ctx.version == 0 and not requested):
         out = [describe(t) for t in topics]
