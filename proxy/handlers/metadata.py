@@ -75,11 +75,15 @@ def _failed(
 
 
 def _error_reply(req: MetadataRequest, code: ErrorCode) -> MetadataResponse:
-    """Every topic asked for, carrying ``code`` (a topic asked for by id: name null, as Kafka)."""
+    """Every topic asked for, carrying ``code``; a topic asked for by id gets the name "" (Kafka's
+    getErrorResponse: "the response does not allow null", unlike its per-topic answers)."""
     return MetadataResponse(
         throttle_time=NO_THROTTLE,
         brokers=(),
-        topics=tuple(_failed(t.name, code, t.topic_id or ZERO_UUID) for t in req.topics or ()),
+        topics=tuple(
+            _failed(TopicName(t.name or ""), code, t.topic_id or ZERO_UUID)
+            for t in req.topics or ()
+        ),
     )
 
 

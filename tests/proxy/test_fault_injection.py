@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import uuid
 from typing import Any
 
 import pytest
@@ -199,6 +200,24 @@ def test_metadata_error_reply_omits_cluster_operations(version: int) -> None:
         include_topic_authorized_operations=False,
     )
     assert _reply(req).cluster_authorized_operations == -(2**31)
+
+
+def test_metadata_error_reply_names_a_topic_asked_for_by_id_with_an_empty_name() -> None:
+    """Kafka's MetadataRequest.getErrorResponse turns a null name into "" (v12 asks by id)."""
+    from kio.schema.metadata.v12 import request as md12
+
+    some_id = uuid.UUID(int=5)
+    req = md12.MetadataRequest(
+        topics=(md12.MetadataRequestTopic(topic_id=some_id, name=None),),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    (topic,) = _reply(req).topics
+    assert (topic.name, topic.topic_id, topic.error_code) == (
+        "",
+        some_id,
+        ErrorCode.not_coordinator,
+    )
 
 
 # -- on a running broker -------------------------------------------------------------------
