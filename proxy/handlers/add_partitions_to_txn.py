@@ -52,7 +52,21 @@ def _wanted(req: AddPartitionsToTxnRequest) -> list[TP]:
 
 
 def _error_reply(req: AddPartitionsToTxnRequest, code: ErrorCode) -> AddPartitionsToTxnResponse:
-    return _response(dict.fromkeys(_wanted(req), code))
+    """Every topic asked for, even one naming no partitions (Kafka's
+    ``errorResponseForTopics``), each partition with ``code``."""
+    return AddPartitionsToTxnResponse(
+        throttle_time=NO_THROTTLE,
+        results_by_topic_v3_and_below=tuple(
+            AddPartitionsToTxnTopicResult(
+                name=t.name,
+                results_by_partition=tuple(
+                    AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code)
+                    for p in t.partitions
+                ),
+            )
+            for t in req.v3_and_below_topics
+        ),
+    )
 
 
 @handler(

@@ -40,6 +40,8 @@ def _dead(group_id: GroupId, code: ErrorCode) -> DescribedGroup:
 
 
 def _error_reply(req: DescribeGroupsRequest, code: ErrorCode) -> DescribeGroupsResponse:
+    """Every group with ``code`` and an empty state (Kafka's ``groupError``: UNKNOWN_STATE is
+    "", not Dead)."""
     return DescribeGroupsResponse(
         throttle_time=NO_THROTTLE,
         groups=tuple(_dead(g, code) for g in req.groups),

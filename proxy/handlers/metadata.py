@@ -48,10 +48,11 @@ ZERO_UUID = uuid.UUID(int=0)
 
 def _cluster_operations(_resp: MetadataResponse, old: Any, version: int) -> Mapping[str, Any]:
     """v8-10 may ask for the cluster's authorized operations (v11 moved that to
-    DescribeCluster)."""
+    DescribeCluster). Not in the error reply (the only answer without this node in
+    ``brokers``): Kafka's getErrorResponse leaves the field at its default, "omitted"."""
     if not 8 <= version <= 10:
         return {}
-    wanted = old.include_cluster_authorized_operations
+    wanted = old.include_cluster_authorized_operations and bool(_resp.brokers)
     return {
         "cluster_authorized_operations": i32(
             CLUSTER_OPERATIONS if wanted else AUTHORIZED_OPERATIONS_OMITTED
@@ -127,6 +128,12 @@ async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataRespons
         )
 
     requested = req.topics
+    if ctx.version < 12 and any(
+        e.name is None or (e.topic_id or ZERO_UUID) != ZERO_UUID for e in requested or ()
+    ):
+        # v10-11 carry topic ids but may not ask by them (Kafka: InvalidRequestException for
+        # the whole request, answered by getErrorResponse)
+        return _error_reply(req, ErrorCode.invalid_request)
     out: list[MetadataResponseTopic]
     if requested is None or (ctx.version == 0 and not requested):
         out = [describe(t) for t in topics]

@@ -250,6 +250,37 @@ async def test_produce_errors() -> None:
         assert (await produce(c, "seg", good)).base_offset == 0
 
 
+@pytest.mark.parametrize("version", [4, 5, 6])
+async def test_fetch_before_v7_is_answered_and_the_broker_lives_on(version: int) -> None:
+    """Fetch v4-6 have no top-level error_code: the per-API error counter read it and the
+    AttributeError took the whole broker down (not only the connection)."""
+    import importlib
+
+    fetch = importlib.import_module(f"kio.schema.fetch.v{version}.request")
+    with trio.fail_after(10):
+        async with running_broker() as (_, port), connect(port) as c:
+            assert await create(c, "old-fetch") == ErrorCode.none
+            await produce(c, "old-fetch", batch([b"a"]))
+            partition = fetch.FetchPartition(
+                partition=0, fetch_offset=0, partition_max_bytes=1 << 20
+            )
+            resp = await c.request(
+                fetch.FetchRequest(
+                    replica_id=-1,
+                    max_wait=0 * MS,
+                    min_bytes=1,
+                    max_bytes=1 << 20,
+                    isolation_level=0,
+                    topics=(fetch.FetchTopic(topic="old-fetch", partitions=(partition,)),),
+                )
+            )
+            (topic,) = resp.responses
+            assert [p.error_code for p in topic.partitions] == [ErrorCode.none]
+            assert topic.partitions[0].high_watermark == 1
+            async with connect(port) as again:
+                assert await create(again, "still-alive") == ErrorCode.none
+
+
 async def test_fetch_long_poll_wakes_on_append() -> None:
     async with running_broker() as (_, port), connect(port) as reader, connect(port) as writer:
         assert await create(writer, "lp") == ErrorCode.none

@@ -4,6 +4,8 @@ decisions (pure), error replies in each API's own shape, and the switch on a rea
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import uuid
 from typing import Any
 
 import pytest
@@ -144,6 +146,78 @@ def test_error_replies_carry_the_error_everywhere_and_encode(req: Any) -> None:
     encode_response(header, resp)
     codes = _codes(resp)
     assert all(c is ErrorCode.not_coordinator for c in codes)
+
+
+def _reply(req: Any) -> Any:
+    key, version = int(req.__api_key__), int(req.__version__)
+    h = entry(key)
+    return h.write(h.error_reply(h.read(req), ErrorCode.not_coordinator), req, version)
+
+
+@pytest.mark.parametrize("version", range(4))
+def test_add_partitions_to_txn_error_reply_echoes_a_topic_without_partitions(version: int) -> None:
+    """Kafka's ``errorResponseForTopics`` lists every topic asked for, even one with no
+    partitions; the typed handler's first error reply dropped it (the old table kept it)."""
+    ap = importlib.import_module(f"kio.schema.add_partitions_to_txn.v{version}.request")
+    req = ap.AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id="tx",
+        v3_and_below_producer_id=1,
+        v3_and_below_producer_epoch=0,
+        v3_and_below_topics=(
+            ap.AddPartitionsToTxnTopic(name="empty", partitions=()),
+            ap.AddPartitionsToTxnTopic(name="t", partitions=(2,)),
+        ),
+    )
+    resp = _reply(req)
+    assert [
+        (t.name, [p.partition_index for p in t.results_by_partition])
+        for t in resp.results_by_topic_v3_and_below
+    ] == [("empty", []), ("t", [2])]
+
+
+@pytest.mark.parametrize("version", range(6))
+def test_describe_groups_error_reply_has_kafkas_unknown_state(version: int) -> None:
+    """Kafka's ``DescribeGroupsResponse.groupError``: state, protocol type and protocol are
+    "" (UNKNOWN_STATE), not Dead."""
+    extra = {"include_authorized_operations": False} if version >= 3 else {}
+    req = request_class(15, version)(groups=("g",), **extra)
+    (group,) = _reply(req).groups
+    assert (group.group_id, group.error_code, group.group_state) == (
+        "g",
+        ErrorCode.not_coordinator,
+        "",
+    )
+
+
+@pytest.mark.parametrize("version", [8, 9, 10])
+def test_metadata_error_reply_omits_cluster_operations(version: int) -> None:
+    """Kafka's MetadataRequest.getErrorResponse leaves ClusterAuthorizedOperations at its
+    default (-2^31) even when the request asked for them."""
+    req = request_class(3, version)(
+        topics=None,
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=True,
+        include_topic_authorized_operations=False,
+    )
+    assert _reply(req).cluster_authorized_operations == -(2**31)
+
+
+def test_metadata_error_reply_names_a_topic_asked_for_by_id_with_an_empty_name() -> None:
+    """Kafka's MetadataRequest.getErrorResponse turns a null name into "" (v12 asks by id)."""
+    from kio.schema.metadata.v12 import request as md12
+
+    some_id = uuid.UUID(int=5)
+    req = md12.MetadataRequest(
+        topics=(md12.MetadataRequestTopic(topic_id=some_id, name=None),),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    (topic,) = _reply(req).topics
+    assert (topic.name, topic.topic_id, topic.error_code) == (
+        "",
+        some_id,
+        ErrorCode.not_coordinator,
+    )
 
 
 # -- on a running broker -------------------------------------------------------------------

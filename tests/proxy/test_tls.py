@@ -24,7 +24,7 @@ from proxy.certs import write_certs
 from proxy.config import ConfigError, load_config
 from proxy.context import RequestContext
 from proxy.principal import ANONYMOUS, KafkaPrincipal
-from proxy.registry import REGISTRY
+from proxy.registry import REGISTRY, entry
 from proxy.server import Server
 from tests.proxy.harness import RawClient
 from tests.proxy.test_server_timeouts import MemoryListener, closed_at, memory_broker
@@ -215,7 +215,7 @@ async def test_the_default_rule_gives_the_rfc2253_dn_and_handlers_see_it(
     autojump_clock: trio.testing.MockClock, certs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[KafkaPrincipal] = []
-    api_versions = REGISTRY[18]
+    api_versions = entry(18)
 
     async def spy(ctx: RequestContext, body: Any) -> Any:
         seen.append(ctx.principal)

@@ -91,7 +91,11 @@ def test_metadata_v10_gets_the_cluster_operations_it_asked_for(wanted: bool, exp
         3,
         10,
         old,
-        lambda _req: md12.MetadataResponse(throttle_time=NO_THROTTLE, brokers=(), topics=()),
+        lambda _req: md12.MetadataResponse(
+            throttle_time=NO_THROTTLE,
+            brokers=(md12.MetadataResponseBroker(node_id=1, host="h", port=9, rack=None),),
+            topics=(),
+        ),
     )
     assert resp.cluster_authorized_operations == expected
 
@@ -205,3 +209,39 @@ def test_metadata_error_reply_names_a_topic_asked_for_by_id_with_an_empty_name()
         topic_id,
         ErrorCode.unknown_server_error,
     )
+
+
+@pytest.mark.parametrize("version", [10, 11])
+async def test_metadata_v10_v11_asking_by_id_or_without_a_name_is_an_invalid_request(
+    version: int,
+) -> None:
+    """Kafka's handleTopicMetadataRequest refuses a null name or a topic id below v12 with
+    InvalidRequestException: the error reply, every topic INVALID_REQUEST. The pre-typed broker
+    died on a null name here."""
+    import importlib
+    import uuid
+
+    from tests.proxy.harness import connect, running_broker
+
+    mod = importlib.import_module(f"kio.schema.metadata.v{version}.request")
+    some_id = uuid.UUID(int=7)
+    asks = [
+        (
+            mod.MetadataRequestTopic(topic_id=None, name=None),
+            mod.MetadataRequestTopic(topic_id=None, name="x"),
+        ),
+        (mod.MetadataRequestTopic(topic_id=some_id, name="y"),),
+    ]
+    async with running_broker() as (_, port), connect(port) as c:
+        for topics in asks:
+            resp = await c.request(
+                mod.MetadataRequest(
+                    topics=topics,
+                    allow_auto_topic_creation=True,
+                    include_topic_authorized_operations=False,
+                    **({"include_cluster_authorized_operations": False} if version < 11 else {}),
+                )
+            )
+            assert [(t.name, t.error_code) for t in resp.topics] == [
+                (t.name or "", ErrorCode.invalid_request) for t in topics
+            ]
