@@ -8,10 +8,11 @@ Durations and timestamps need a conversion, here.
 from __future__ import annotations
 
 import datetime
+import uuid
 from typing import Final
 
 from kio._kio_native import tz_aware_from_i64
-from kio.static.primitive import TZAware, i32, i32Timedelta, i64, i64Timedelta
+from kio.static.primitive import TZAware, i32, i32Timedelta, i64
 
 _MS = datetime.timedelta(milliseconds=1)
 
@@ -21,14 +22,10 @@ def ms32(ms: int) -> i32Timedelta:
     return i32Timedelta.parse(datetime.timedelta(milliseconds=ms))
 
 
-def ms64(ms: int) -> i64Timedelta:
-    """A duration field of Kafka type int64 milliseconds."""
-    return i64Timedelta.parse(datetime.timedelta(milliseconds=ms))
-
-
 NO_THROTTLE: Final = ms32(0)
 # authorized_operations when they were not asked for (Kafka's Integer.MIN_VALUE)
 AUTHORIZED_OPERATIONS_OMITTED: Final = i32(-(2**31))
+ZERO_UUID: Final = uuid.UUID(int=0)  # "no topic id"
 
 
 def timestamp(ms: int) -> TZAware | None:
@@ -39,8 +36,3 @@ def timestamp(ms: int) -> TZAware | None:
 def millis(value: datetime.timedelta) -> int:
     """Whole milliseconds of a duration field."""
     return value // _MS
-
-
-def epoch_millis(value: datetime.datetime | None) -> int:
-    """Milliseconds since the epoch of a timestamp field (-1 for none)."""
-    return -1 if value is None else int(value.timestamp() * 1000)

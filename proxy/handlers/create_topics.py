@@ -34,10 +34,9 @@ from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.topic_config import effective_configs
 from storage.topics import TopicError
-from wire.values import NO_THROTTLE
+from wire.values import NO_THROTTLE, ZERO_UUID
 
 DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG = 5, 1
-ZERO_UUID = uuid.UUID(int=0)
 
 
 def _failed(name: TopicName, code: ErrorCode, message: str | None) -> CreatableTopicResult:

@@ -24,9 +24,7 @@ from kio.schema.types import TopicName
 
 from proxy.context import RequestContext
 from proxy.registry import handler
-from wire.values import NO_THROTTLE
-
-ZERO_UUID = uuid.UUID(int=0)
+from wire.values import NO_THROTTLE, ZERO_UUID
 
 
 def _names_as_topics(old: Any, version: int) -> Mapping[str, Any]:

@@ -17,8 +17,6 @@ replicas; authorized operations are every topic operation (no authorizer).
 
 from __future__ import annotations
 
-import uuid
-
 from kio.schema.describe_topic_partitions.v0.request import DescribeTopicPartitionsRequest
 from kio.schema.describe_topic_partitions.v0.response import (
     Cursor,
@@ -35,10 +33,9 @@ from proxy.handlers.metadata import TOPIC_OPERATIONS
 from proxy.registry import handler
 from storage.partition import LEADER_EPOCH
 from storage.topics import Topic, topic_name_error
-from wire.values import NO_THROTTLE
+from wire.values import NO_THROTTLE, ZERO_UUID
 
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000  # Kafka's max.request.partition.size.limit default
-ZERO_UUID = uuid.UUID(int=0)
 
 
 def _error_reply(

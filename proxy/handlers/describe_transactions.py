@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime
 import typing
 
-from kio._kio_native import tz_aware_from_i64
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 from kio.schema.describe_transactions.v0.response import (
     DescribeTransactionsResponse,
@@ -22,11 +21,11 @@ from kio.schema.describe_transactions.v0.response import (
 )
 from kio.schema.errors import ErrorCode
 from kio.schema.types import ProducerId, TopicName, TransactionalId
-from kio.static.primitive import TZAware, i16, i32, i64
+from kio.static.primitive import TZAware, i16, i32
 
 from proxy.context import RequestContext
 from proxy.registry import handler
-from wire.values import NO_THROTTLE, ms32
+from wire.values import NO_THROTTLE, ms32, timestamp
 
 # kio types TransactionStartTimeMs as a (non-nullable) datetime; Kafka sends -1 for "none"
 # (kio's TZAware check refuses times before the epoch; its encoder writes them).
@@ -34,9 +33,7 @@ _MINUS_ONE_MS = typing.cast(TZAware, datetime.datetime.fromtimestamp(-0.001, tz=
 
 
 def _start_time(ms: int) -> TZAware:
-    if ms < 0:
-        return _MINUS_ONE_MS
-    return tz_aware_from_i64(i64(ms))
+    return timestamp(ms) or _MINUS_ONE_MS
 
 
 def _failed(tid: TransactionalId, code: ErrorCode) -> TransactionState:

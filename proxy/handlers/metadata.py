@@ -36,14 +36,13 @@ from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.partition import LEADER_EPOCH
 from storage.topics import Topic, TopicError, topic_name_error
-from wire.values import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
+from wire.values import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, ZERO_UUID
 
 log = logging.getLogger("kafkad.metadata")
 
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: no ACLs.
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 CLUSTER_OPERATIONS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
-ZERO_UUID = uuid.UUID(int=0)
 
 
 def _cluster_operations(_resp: MetadataResponse, old: Any, version: int) -> Mapping[str, Any]:
