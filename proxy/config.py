@@ -42,7 +42,7 @@ from proxy.tls import (
     server_settings,
 )
 from storage.api import LogConfig
-from storage.topic_config import COMPRESSION_CODECS, TOPIC_CONFIGS, cleanup_flags
+from storage.topic_config import COMPRESSION_CONFIGS, TOPIC_CONFIGS, cleanup_flags
 
 
 def _bool(v: str) -> bool:
@@ -118,26 +118,6 @@ def _timestamp_type(v: str) -> str:
     if v not in ("CreateTime", "LogAppendTime"):
         raise ValueError("must be CreateTime or LogAppendTime")
     return v
-
-
-def _compression_type(v: str) -> str:
-    if v not in COMPRESSION_CODECS:
-        raise ValueError(f"must be one of {', '.join(COMPRESSION_CODECS)}")
-    return v
-
-
-def _topic_config_check(name: str) -> Callable[[str], int]:
-    """A broker config that is a topic config's default, checked by the topic config's rule."""
-
-    def parse(v: str) -> int:
-        return int(TOPIC_CONFIGS[name][0](v))
-
-    return parse
-
-
-_gzip_level = _topic_config_check("compression.gzip.level")
-_lz4_level = _topic_config_check("compression.lz4.level")
-_zstd_level = _topic_config_check("compression.zstd.level")
 
 
 def _fault_spec(v: str) -> str:
@@ -223,11 +203,9 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "log.flush.interval.messages": (_positive_long, str(2**63 - 1)),
     "log.flush.interval.ms": (_non_negative_long, str(2**63 - 1)),
     "log.message.timestamp.type": (_timestamp_type, "CreateTime"),
-    "compression.type": (_compression_type, "producer"),
-    # KIP-390 levels (the topics' defaults; used when the broker recompresses)
-    "compression.gzip.level": (_gzip_level, "-1"),
-    "compression.lz4.level": (_lz4_level, "9"),
-    "compression.zstd.level": (_zstd_level, "3"),
+    # The topics' defaults, checked by the topic configs' own rules: the codec batches are
+    # stored in, and the KIP-390 levels the broker recompresses with.
+    **{name: (TOPIC_CONFIGS[name][0], TOPIC_CONFIGS[name][2]) for name in COMPRESSION_CONFIGS},
     "min.insync.replicas": (_positive_int, "1"),
     # Partition-side idempotent producer state idle this long (and with no open transaction)
     # is dropped; checked every producer.id.expiration.check.interval.ms (KIP-854).

@@ -87,6 +87,8 @@ LEVEL_CONFIGS: Mapping[int, str] = {
     3: "compression.lz4.level",
     4: "compression.zstd.level",
 }
+# topic configs whose broker config of the same name is their default
+COMPRESSION_CONFIGS = ("compression.type", *LEVEL_CONFIGS.values())
 
 
 def cleanup_flags(policy: str) -> tuple[bool, bool]:
