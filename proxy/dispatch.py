@@ -124,8 +124,7 @@ class Dispatcher:
             log.exception(
                 "api %d v%d: request conversion failed", header.api_key, header.api_version
             )
-            resp_cls = response_class(header.api_key, header.api_version)
-            return encode_response(header, error_response(resp_cls, ErrorCode.unknown_server_error))
+            return encode_response(header, _every_code(header, ErrorCode.unknown_server_error))
         if fault is not None and not fault.none:
             injected = await self._inject(fault, header, body)
             if injected is not None:
@@ -190,4 +189,9 @@ def _error_reply(
         return entry.write(entry.error_reply(req, code), body, header.api_version)
     except Exception:
         log.exception("error reply for api %d v%d failed", header.api_key, header.api_version)
-        return error_response(response_class(header.api_key, header.api_version), code)
+        return _every_code(header, code)
+
+
+def _every_code(header: RequestHeader, code: ErrorCode) -> Any:
+    """The version's response with every error code set to ``code`` and every list empty."""
+    return error_response(response_class(header.api_key, header.api_version), code)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.proxy.harness import connect, running_broker
+from tests.proxy.harness import RawClient, connect, running_broker
 from tests.proxy.test_broker_requests import MS, batch, create, fetch_request, produce
 from wire.records import decode_batch_records, iter_batches
 
@@ -93,11 +93,11 @@ async def test_a_zstd_topic_refuses_fetches_from_before_zstd() -> None:
                 assert part.high_watermark == -1 and not part.records
 
 
-async def _stored_size(c: object, name: str, configs: dict[str, str]) -> int:
-    assert await create(c, name, 1, **configs) == ErrorCode.none  # type: ignore[arg-type]
+async def _stored_size(c: RawClient, name: str, configs: dict[str, str]) -> int:
+    assert await create(c, name, 1, **configs) == ErrorCode.none
     values = [(b"compressible %d " % i) * 40 for i in range(50)]
-    assert (await produce(c, name, batch(values))).error_code == ErrorCode.none  # type: ignore[arg-type]
-    data = (await c.request(fetch_request(name, 0))).responses[0].partitions[0].records  # type: ignore[attr-defined]
+    assert (await produce(c, name, batch(values))).error_code == ErrorCode.none
+    data = (await c.request(fetch_request(name, 0))).responses[0].partitions[0].records
     [(pos, header)] = list(iter_batches(data))
     assert [r.value for r in decode_batch_records(data[pos : pos + header.total_size])] == values
     return int(header.total_size)
