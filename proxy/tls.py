@@ -1,5 +1,6 @@
 """TLS for SSL listeners: Kafka's ``ssl.*`` broker configs, the server's ``ssl.SSLContext``,
-and the handshake that turns an accepted TCP stream into a ``trio.SSLStream`` and a principal.
+and the handshake that turns an accepted TCP stream into a TLS stream (proxy/tls_stream.py) and a
+principal.
 
 Configs are Kafka's names and rules (SslConfigs, BrokerSecurityConfigs, DefaultSslEngineFactory):
 each ``ssl.X`` may be overridden for one listener as ``listener.name.<name>.ssl.X`` (the name
@@ -48,6 +49,7 @@ import trio
 
 from proxy.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from proxy.ssl_principal import SslPrincipalMapper, certificate_dn, check_rules
+from proxy.tls_stream import TlsStream
 
 log = logging.getLogger("kafkad.tls")
 
@@ -284,6 +286,7 @@ def server_settings(values: Mapping[str, Any], listener: str) -> TlsSettings:
     # No TLS 1.3 session tickets: Kafka clients do not resume sessions, and the tickets,
     # written after the handshake, cost a signature each and a Nagle-delayed first reply.
     ctx.num_tickets = 0
+    ctx.options |= ssl.OP_NO_RENEGOTIATION  # proxy/tls_stream.py relies on it
     _load_keystore(ctx, get, named)
     has_trust = _load_truststore(ctx, get, named)
     client_auth = get("ssl.client.auth")
@@ -308,10 +311,10 @@ class HandshakeFailed(Exception):
 
 async def accept_tls(
     stream: trio.abc.Stream, settings: TlsSettings, timeout_s: float
-) -> tuple[trio.SSLStream[trio.abc.Stream], KafkaPrincipal]:
+) -> tuple[TlsStream, KafkaPrincipal]:
     """Handshake as the server; returns the TLS stream and the client's principal (from its
     certificate, else ANONYMOUS). Raises HandshakeFailed."""
-    tls = trio.SSLStream(stream, settings.context, server_side=True)
+    tls = TlsStream(stream, settings.context)
     with trio.move_on_after(timeout_s) as waited:
         try:
             await tls.do_handshake()
