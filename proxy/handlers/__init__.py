@@ -15,7 +15,7 @@ import importlib
 MODULES: dict[int, tuple[str, str, tuple[int, int], int | None]] = {
     0: ("produce", "produce", (0, 11), 3),
     1: ("fetch", "fetch", (4, 12), None),
-    2: ("list_offsets", "list_offsets", (1, 10), None),
+    2: ("list_offsets", "list_offsets", (1, 11), None),
     3: ("metadata", "metadata", (0, 12), None),
     8: ("offset_commit", "offset_commit", (2, 9), None),
     9: ("offset_fetch", "offset_fetch", (1, 8), None),

@@ -1,19 +1,22 @@
-"""ListOffsets (key 2), v1-10. v1: one offset per partition. v2: isolation level (LATEST at
+"""ListOffsets (key 2), v1-11. v1: one offset per partition. v2: isolation level (LATEST at
 read_committed is the last stable offset). v4: current leader epoch in, leader epoch out.
 v6: flexible. v7: MAX_TIMESTAMP (-3). v8: EARLIEST_LOCAL (-4). v9: LATEST_TIERED (-5). v10:
 a timeout for lookups in remote storage (KIP-1075; there is none here, so it is not waited on).
+v11: EARLIEST_PENDING_UPLOAD (-6, KIP-1023: the first offset not yet copied to remote storage).
 
 Special timestamps: -2 EARLIEST (log start offset), -1 LATEST (high watermark or LSO), -3
 MAX_TIMESTAMP (the record with the largest timestamp); without tiered storage, as Kafka's
 ``UnifiedLog.fetchOffsetByTimestamp`` answers with remote storage off, -4 EARLIEST_LOCAL is
-the log start offset and -5 LATEST_TIERED is offset -1, leader epoch -1. A timestamp >= 0
+the log start offset, and -5 LATEST_TIERED and -6 EARLIEST_PENDING_UPLOAD are offset -1,
+timestamp -1, leader epoch -1 (Kafka 4.2's UnifiedLog for a topic without remote storage,
+KAFKA-17108). A timestamp >= 0
 finds the first record whose timestamp is at least that, through the time index; only that
 one batch is decoded. No such record: offset -1, timestamp -1.
 
 Validation, in the order of Kafka's ``ReplicaManager.fetchOffset``: a partition named twice
 in the request -> INVALID_REQUEST (answered once); a negative timestamp other than -1/-2,
-or -3 below v7, -4 below v8, -5 below v9 -> UNSUPPORTED_VERSION; an unknown partition ->
-UNKNOWN_TOPIC_OR_PARTITION; a ``current_leader_epoch`` (v4+, -1 = none) above the
+or -3 below v7, -4 below v8, -5 below v9, -6 below v11 -> UNSUPPORTED_VERSION; an unknown
+partition -> UNKNOWN_TOPIC_OR_PARTITION; a ``current_leader_epoch`` (v4+, -1 = none) above the
 partition's -> UNKNOWN_LEADER_EPOCH, below it -> FENCED_LEADER_EPOCH.
 
 Isolation (v2+, spec §5.7): LATEST is the last stable offset at read_committed, the high
@@ -28,8 +31,8 @@ from __future__ import annotations
 from collections import Counter
 
 from kio.schema.errors import ErrorCode
-from kio.schema.list_offsets.v10.request import ListOffsetsPartition, ListOffsetsRequest
-from kio.schema.list_offsets.v10.response import (
+from kio.schema.list_offsets.v11.request import ListOffsetsPartition, ListOffsetsRequest
+from kio.schema.list_offsets.v11.response import (
     ListOffsetsPartitionResponse,
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
@@ -44,6 +47,7 @@ from wire.records import decode_batch_records, read_batch_header
 from wire.values import NO_THROTTLE
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+EARLIEST_PENDING_UPLOAD = -6
 # the lowest version that may ask for each special timestamp (Kafka's ReplicaManager)
 MIN_VERSION_OF_TIMESTAMP = {
     EARLIEST: 1,
@@ -51,6 +55,7 @@ MIN_VERSION_OF_TIMESTAMP = {
     MAX_TIMESTAMP: 7,
     EARLIEST_LOCAL: 8,
     LATEST_TIERED: 9,
+    EARLIEST_PENDING_UPLOAD: 11,
 }
 READ_COMMITTED = 1
 
@@ -68,7 +73,7 @@ def _refusal(version: int, p: Partition | None, rp: ListOffsetsPartition) -> Err
 async def _lookup(p: Partition, timestamp: int, committed: bool) -> tuple[int, int] | ErrorCode:
     if timestamp in (EARLIEST, EARLIEST_LOCAL):  # no tiered storage: the local log is the log
         return -1, p.log_start_offset
-    if timestamp == LATEST_TIERED:  # no tiered storage: nothing tiered (Kafka's UnifiedLog)
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # no tiered storage: unknown
         return -1, -1
     if timestamp == LATEST:
         return -1, p.last_stable_offset if committed else p.high_watermark
@@ -127,7 +132,7 @@ def _error_reply(req: ListOffsetsRequest, code: ErrorCode) -> ListOffsetsRespons
 
 @handler(
     api_key=2,
-    versions=(1, 10),
+    versions=(1, 11),
     request=ListOffsetsRequest,
     response=ListOffsetsResponse,
     error_reply=_error_reply,

@@ -1,6 +1,7 @@
-"""The versions Kafka 4.x added to APIs kafkad served at older ones: ListOffsets v8-10
-(EARLIEST_LOCAL, LATEST_TIERED, a remote-lookup timeout), CreateTopics v6-7 (the topic id),
-DeleteTopics v6 (topics by name or id, Kafka's ControllerApis.deleteTopics rules)."""
+"""The versions Kafka 4.x added to APIs kafkad served at older ones: ListOffsets v8-11
+(EARLIEST_LOCAL, LATEST_TIERED, a remote-lookup timeout, EARLIEST_PENDING_UPLOAD), CreateTopics
+v6-7 (the topic id), DeleteTopics v6 (topics by name or id, Kafka's ControllerApis.deleteTopics
+rules)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v8 import request as lo8
 from kio.schema.list_offsets.v9 import request as lo9
 from kio.schema.list_offsets.v10 import request as lo10
+from kio.schema.list_offsets.v11 import request as lo11
 
 from tests.proxy.harness import RawClient, connect, running_broker
 from tests.proxy.test_admin_validation import list_offsets
@@ -41,6 +43,27 @@ async def test_list_offsets_earliest_local_and_latest_tiered() -> None:
             -1,
         )
         resp = await c.request(_list(lo10, -1, timeout=5000 * MS))  # v10: the timeout field
+        assert resp.topics[0].partitions[0].offset == 2
+
+
+async def test_list_offsets_earliest_pending_upload_from_v11() -> None:
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "lo", 1) == ErrorCode.none
+        await produce(c, "lo", batch([b"a", b"b"], ts=1000))
+        # -6 EARLIEST_PENDING_UPLOAD (KIP-1023) needs v11
+        resp = await c.request(_list(lo10, -6, timeout=5000 * MS))
+        assert resp.topics[0].partitions[0].error_code == ErrorCode.unsupported_version
+        resp = await c.request(_list(lo11, -6, timeout=5000 * MS))
+        [part] = resp.topics[0].partitions
+        # no remote storage: nothing pending upload, answered as unknown (KAFKA-17108)
+        assert (part.error_code, part.offset, part.timestamp, part.leader_epoch) == (
+            ErrorCode.none,
+            -1,
+            -1,
+            -1,
+        )
+        # and v11 answers the other timestamps as before
+        resp = await c.request(_list(lo11, -1, timeout=5000 * MS))
         assert resp.topics[0].partitions[0].offset == 2
 
 
