@@ -46,6 +46,13 @@ def data_path(data_dir: str) -> Path | None:
     return Path(data_dir)
 
 
+def log_dir_name(data_dir: str) -> str:
+    """The one log dir as DescribeLogDirs and AlterReplicaLogDirs name it: the data dir's
+    absolute path (``memory://`` as is: it has none)."""
+    path = data_path(data_dir)
+    return data_dir if path is None else str(path.absolute())
+
+
 def load_cluster_id(data_dir: str, node_id: int) -> str:
     """Kafka keeps cluster.id in meta.properties in the log dir; so do we."""
     path = data_path(data_dir)

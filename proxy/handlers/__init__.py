@@ -39,6 +39,7 @@ MODULES: dict[int, tuple[str, str, tuple[int, int], int | None]] = {
     28: ("txn_offset_commit", "txn_offset_commit", (0, 4), None),
     32: ("describe_configs", "describe_configs", (1, 4), None),
     33: ("alter_configs", "alter_configs", (0, 2), None),
+    34: ("alter_replica_log_dirs", "alter_replica_log_dirs", (1, 2), None),
     35: ("describe_log_dirs", "describe_log_dirs", (1, 4), None),
     37: ("create_partitions", "create_partitions", (0, 3), None),
     42: ("delete_groups", "delete_groups", (0, 2), None),

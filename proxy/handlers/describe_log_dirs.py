@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 from kio.static.primitive import i32, i64
 
-from proxy.broker import data_path
+from proxy.broker import data_path, log_dir_name
 from proxy.context import RequestContext
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
@@ -66,12 +66,9 @@ async def describe_log_dirs(
                     is_future_key=False,
                 )
             )
-    path = data_path(broker.config.data_dir)
-    if path is None:
-        log_dir, total, usable = broker.config.data_dir, -1, -1
-    else:
-        log_dir = str(path.absolute())
-        total, usable = _space(log_dir)
+    log_dir = log_dir_name(broker.config.data_dir)
+    on_disk = data_path(broker.config.data_dir) is not None
+    total, usable = _space(log_dir) if on_disk else (-1, -1)
     result = DescribeLogDirsResult(
         error_code=ErrorCode.none,
         log_dir=log_dir,

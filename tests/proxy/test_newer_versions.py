@@ -254,6 +254,60 @@ async def test_describe_log_dirs_sizes_every_partition_asked_for(tmp_path: Any) 
         ]
 
 
+async def test_alter_replica_log_dirs_to_the_one_log_dir(tmp_path: Any) -> None:
+    from kio.schema.alter_replica_log_dirs.v1 import request as ar1
+    from kio.schema.alter_replica_log_dirs.v2 import request as ar2
+
+    def move(mod: Any, *dirs: tuple[str, str, tuple[int, ...]]) -> Any:
+        return mod.AlterReplicaLogDirsRequest(
+            dirs=tuple(
+                mod.AlterReplicaLogDir(
+                    path=path, topics=(mod.AlterReplicaLogDirTopic(name=topic, partitions=parts),)
+                )
+                for path, topic, parts in dirs
+            )
+        )
+
+    def answers(resp: Any) -> dict[tuple[str, int], ErrorCode]:
+        return {
+            (t.topic_name, p.partition_index): p.error_code
+            for t in resp.results
+            for p in t.partitions
+        }
+
+    ours = str(tmp_path.absolute())
+    long_topic = "l" * 215  # a legal name whose "-0.<32 hex>-future" dir name is over 255
+    async with running_broker(data_dir=f"file://{tmp_path}") as (_, port), connect(port) as c:
+        assert await create(c, "ard", 2) == ErrorCode.none
+        assert await create(c, long_topic, 1) == ErrorCode.none
+        for mod in (ar1, ar2):
+            got = answers(
+                await c.request(
+                    move(
+                        mod,
+                        (ours, "ard", (0, 1, 9)),
+                        (str(tmp_path / "elsewhere"), "nope", (0,)),
+                        (ours, long_topic, (0,)),
+                    )
+                )
+            )
+            assert got == {
+                ("ard", 0): ErrorCode.none,  # already there: nothing to move
+                ("ard", 1): ErrorCode.none,
+                ("ard", 9): ErrorCode.unknown_topic_or_partition,
+                ("nope", 0): ErrorCode.log_dir_not_found,  # checked before the partition
+                (long_topic, 0): ErrorCode.invalid_topic_exception,
+            }, mod
+        # named under two dirs: answered once, for the last
+        twice = await c.request(move(ar2, (ours, "ard", (0,)), ("/not/ours", "ard", (0,))))
+        assert answers(twice) == {("ard", 0): ErrorCode.log_dir_not_found}
+        # and DescribeLogDirs names the same dir
+        from kio.schema.describe_log_dirs.v4 import request as dl4
+
+        described = await c.request(dl4.DescribeLogDirsRequest(topics=None))
+        assert described.results[0].log_dir == ours
+
+
 async def test_elect_leaders_is_never_needed_on_one_node() -> None:
     from kio.schema.elect_leaders.v0 import request as el0
     from kio.schema.elect_leaders.v2 import request as el2
