@@ -1,10 +1,11 @@
-"""DescribeCluster (key 60), v0-1. v1: endpoint type (brokers only here). The single node is
-its own controller."""
+"""DescribeCluster (key 60), v0-2. v1: endpoint type (brokers only here). v2: fenced brokers
+(KIP-1073: ``include_fenced_brokers`` in, ``is_fenced`` out); the single node, its own
+controller, is never fenced while it answers, so the flag changes nothing here."""
 
 from __future__ import annotations
 
-from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
-from kio.schema.describe_cluster.v1.response import DescribeClusterBroker, DescribeClusterResponse
+from kio.schema.describe_cluster.v2.request import DescribeClusterRequest
+from kio.schema.describe_cluster.v2.response import DescribeClusterBroker, DescribeClusterResponse
 from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId
 from kio.static.primitive import i8, i32
@@ -17,7 +18,7 @@ BROKER_ENDPOINT = i8(1)
 
 
 @handler(
-    api_key=60, versions=(0, 1), request=DescribeClusterRequest, response=DescribeClusterResponse
+    api_key=60, versions=(0, 2), request=DescribeClusterRequest, response=DescribeClusterResponse
 )
 async def describe_cluster(
     ctx: RequestContext, req: DescribeClusterRequest
@@ -48,7 +49,11 @@ async def describe_cluster(
         controller_id=BrokerId(broker.node_id),
         brokers=(
             DescribeClusterBroker(
-                broker_id=BrokerId(broker.node_id), host=host, port=i32(port), rack=None
+                broker_id=BrokerId(broker.node_id),
+                host=host,
+                port=i32(port),
+                rack=None,
+                is_fenced=False,
             ),
         ),
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,

@@ -1,7 +1,9 @@
-"""Metadata (key 3), v0-12. v1: null topics = all, controller id, is_internal. v2: cluster
+"""Metadata (key 3), v0-13. v1: null topics = all, controller id, is_internal. v2: cluster
 id. v4: allow_auto_topic_creation. v5: offline replicas. v7: leader epoch. v8: authorized
 operations. v9: flexible. v10: topic ids. v11: cluster authorized operations removed. v12:
-topics requested by id (name null).
+topics requested by id (name null). v13: a top-level error code (KIP-1102, for a broker that
+asks clients to rebootstrap: REBOOTSTRAP_REQUIRED, which a single node never needs; always
+NONE here, error replies included, where the topics carry the error).
 
 kafkad is one node: it leads every partition at leader epoch 0, with itself as the only
 replica. Auto-creation (``auto.create.topics.enable`` and, from v4, the request's
@@ -22,8 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.schema.metadata.v12.request import MetadataRequest
-from kio.schema.metadata.v12.response import (
+from kio.schema.metadata.v13.request import MetadataRequest
+from kio.schema.metadata.v13.response import (
     MetadataResponse,
     MetadataResponseBroker,
     MetadataResponsePartition,
@@ -78,6 +80,7 @@ def _error_reply(req: MetadataRequest, code: ErrorCode) -> MetadataResponse:
     return MetadataResponse(
         throttle_time=NO_THROTTLE,
         brokers=(),
+        error_code=ErrorCode.none,
         topics=tuple(
             _failed(t.name or TopicName(""), code, t.topic_id or ZERO_UUID)
             for t in req.topics or ()
@@ -87,7 +90,7 @@ def _error_reply(req: MetadataRequest, code: ErrorCode) -> MetadataResponse:
 
 @handler(
     api_key=3,
-    versions=(0, 12),
+    versions=(0, 13),
     request=MetadataRequest,
     response=MetadataResponse,
     error_reply=_error_reply,
@@ -178,4 +181,5 @@ async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataRespons
         cluster_id=broker.cluster_id,
         controller_id=node,
         topics=tuple(out),
+        error_code=ErrorCode.none,
     )

@@ -474,3 +474,50 @@ async def test_describe_topic_partitions_pages_with_a_cursor() -> None:
         assert [n for n, *_ in seen(everything)] == ["a-three", "b-two"]
         refused = await ask(("a-three",), 10, dtp.Cursor(topic_name="b-two", partition_index=0))
         assert seen(refused) == [("a-three", ErrorCode.invalid_request, [])]
+
+
+async def test_describe_cluster_v2_lists_the_node_unfenced() -> None:
+    from kio.schema.describe_cluster.v1 import request as dc1
+    from kio.schema.describe_cluster.v2 import request as dc2
+
+    async with running_broker() as (_, port), connect(port) as c:
+        for fenced_too in (False, True):
+            resp = await c.request(
+                dc2.DescribeClusterRequest(
+                    include_cluster_authorized_operations=False,
+                    endpoint_type=1,
+                    include_fenced_brokers=fenced_too,
+                )
+            )
+            assert resp.error_code == ErrorCode.none
+            [node] = resp.brokers
+            assert (node.broker_id, node.port, node.is_fenced) == (resp.controller_id, port, False)
+        older = await c.request(
+            dc1.DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=1)
+        )
+        assert [b.broker_id for b in older.brokers] == [resp.controller_id]
+
+
+async def test_metadata_v13_answers_a_top_level_error_code_of_none() -> None:
+    from kio.schema.metadata.v12 import request as md12
+    from kio.schema.metadata.v13 import request as md13
+
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "m13", 2) == ErrorCode.none
+        for mod in (md12, md13):
+            resp = await c.request(
+                mod.MetadataRequest(
+                    topics=(
+                        mod.MetadataRequestTopic(name="m13", topic_id=None),
+                        mod.MetadataRequestTopic(name="missing13", topic_id=None),
+                    ),
+                    allow_auto_topic_creation=False,
+                    include_topic_authorized_operations=False,
+                )
+            )
+            got = {t.name: (t.error_code, len(t.partitions)) for t in resp.topics}
+            assert got == {
+                "m13": (ErrorCode.none, 2),
+                "missing13": (ErrorCode.unknown_topic_or_partition, 0),
+            }
+        assert resp.error_code == ErrorCode.none  # v13's field; a missing topic is per topic

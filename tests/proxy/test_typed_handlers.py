@@ -79,7 +79,7 @@ def test_leave_group_v2_names_one_member_and_gets_its_code() -> None:
 @pytest.mark.parametrize(("wanted", "expected"), [(True, CLUSTER_OPERATIONS), (False, -(2**31))])
 def test_metadata_v10_gets_the_cluster_operations_it_asked_for(wanted: bool, expected: int) -> None:
     from kio.schema.metadata.v10 import request as md10
-    from kio.schema.metadata.v12 import response as md12
+    from kio.schema.metadata.v13 import response as md13
 
     old = md10.MetadataRequest(
         topics=None,
@@ -91,10 +91,11 @@ def test_metadata_v10_gets_the_cluster_operations_it_asked_for(wanted: bool, exp
         3,
         10,
         old,
-        lambda _req: md12.MetadataResponse(
+        lambda _req: md13.MetadataResponse(
             throttle_time=NO_THROTTLE,
-            brokers=(md12.MetadataResponseBroker(node_id=1, host="h", port=9, rack=None),),
+            brokers=(md13.MetadataResponseBroker(node_id=1, host="h", port=9, rack=None),),
             topics=(),
+            error_code=ErrorCode.none,
         ),
     )
     assert resp.cluster_authorized_operations == expected
@@ -195,11 +196,11 @@ def test_metadata_error_reply_names_a_topic_asked_for_by_id_with_an_empty_name()
     """Kafka's ``MetadataRequest.getErrorResponse`` turns a null name into "" (v12 included)."""
     import uuid
 
-    from kio.schema.metadata.v12 import request as m12
+    from kio.schema.metadata.v13 import request as m13
 
     topic_id = uuid.uuid4()
-    req = m12.MetadataRequest(
-        topics=(m12.MetadataRequestTopic(topic_id=topic_id, name=None),),
+    req = m13.MetadataRequest(
+        topics=(m13.MetadataRequestTopic(topic_id=topic_id, name=None),),
         allow_auto_topic_creation=False,
         include_topic_authorized_operations=False,
     )
