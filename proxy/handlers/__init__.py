@@ -45,7 +45,7 @@ MODULES: dict[int, tuple[str, str, tuple[int, int], int | None]] = {
     42: ("delete_groups", "delete_groups", (0, 2), None),
     43: ("elect_leaders", "elect_leaders", (0, 2), None),
     44: ("incremental_alter_configs", "incremental_alter_configs", (0, 1), None),
-    45: ("partition_reassignments", "alter_partition_reassignments", (0, 0), None),
+    45: ("partition_reassignments", "alter_partition_reassignments", (0, 1), None),
     46: ("partition_reassignments", "list_partition_reassignments", (0, 0), None),
     47: ("offset_delete", "offset_delete", (0, 0), None),
     60: ("describe_cluster", "describe_cluster", (0, 2), None),

@@ -1,4 +1,4 @@
-"""AlterPartitionReassignments (key 45) v0 and ListPartitionReassignments (key 46) v0.
+"""AlterPartitionReassignments (key 45) v0-1 and ListPartitionReassignments (key 46) v0.
 
 Kafka forwards both to the controller (``ReplicationControlManager``). A one-node cluster can
 only "reassign" a partition to the replica list it has, ``[node.id]``: that is accepted and
@@ -7,6 +7,10 @@ unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION ("Unable to find a topi
 "Unable to find partition X:N."); a null replica list (cancel) -> NO_REASSIGNMENT_IN_PROGRESS;
 an empty list, a broker that is not this node, or a broker named twice ->
 INVALID_REPLICA_ASSIGNMENT with Kafka's ``validateManualPartitionAssignment`` messages.
+AlterPartitionReassignments v1 (KIP-860) carries ``allow_replication_factor_change``, echoed in
+the response so a client knows it was understood; Kafka checks it after the assignment is
+validated, and the only assignment valid here, ``[node.id]``, keeps the replication factor
+(1), so it never refuses anything on one node.
 ListPartitionReassignments answers no ongoing reassignments, for every topic or those named.
 """
 
@@ -14,8 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kio.schema.alter_partition_reassignments.v0.request import AlterPartitionReassignmentsRequest
-from kio.schema.alter_partition_reassignments.v0.response import (
+from kio.schema.alter_partition_reassignments.v1.request import AlterPartitionReassignmentsRequest
+from kio.schema.alter_partition_reassignments.v1.response import (
     AlterPartitionReassignmentsResponse,
     ReassignablePartitionResponse,
     ReassignableTopicResponse,
@@ -55,6 +59,7 @@ def _alter_error_reply(
 ) -> AlterPartitionReassignmentsResponse:
     return AlterPartitionReassignmentsResponse(
         throttle_time=NO_THROTTLE,
+        allow_replication_factor_change=req.allow_replication_factor_change,
         error_code=code,
         error_message=None,
         responses=tuple(
@@ -74,7 +79,7 @@ def _alter_error_reply(
 
 @handler(
     api_key=45,
-    versions=(0, 0),
+    versions=(0, 1),
     request=AlterPartitionReassignmentsRequest,
     response=AlterPartitionReassignmentsResponse,
     error_reply=_alter_error_reply,
@@ -111,6 +116,7 @@ async def alter_partition_reassignments(
         responses.append(ReassignableTopicResponse(name=t.name, partitions=tuple(parts)))
     return AlterPartitionReassignmentsResponse(
         throttle_time=NO_THROTTLE,
+        allow_replication_factor_change=req.allow_replication_factor_change,
         error_code=ErrorCode.none,
         error_message=None,
         responses=tuple(responses),

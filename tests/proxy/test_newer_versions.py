@@ -521,3 +521,31 @@ async def test_metadata_v13_answers_a_top_level_error_code_of_none() -> None:
                 "missing13": (ErrorCode.unknown_topic_or_partition, 0),
             }
         assert resp.error_code == ErrorCode.none  # v13's field; a missing topic is per topic
+
+
+async def test_alter_partition_reassignments_v1_echoes_the_replication_factor_flag() -> None:
+    from kio.schema.alter_partition_reassignments.v1 import request as ap1
+
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "ra1", 1) == ErrorCode.none
+        for allowed in (True, False):
+            resp = await c.request(
+                ap1.AlterPartitionReassignmentsRequest(
+                    timeout=1000 * MS,
+                    allow_replication_factor_change=allowed,
+                    topics=(
+                        ap1.ReassignableTopic(
+                            name="ra1",
+                            partitions=(
+                                ap1.ReassignablePartition(partition_index=0, replicas=(1,)),
+                                ap1.ReassignablePartition(partition_index=0, replicas=(1, 2)),
+                            ),
+                        ),
+                    ),
+                )
+            )
+            assert resp.allow_replication_factor_change is allowed
+            got = [p.error_code for t in resp.responses for p in t.partitions]
+            # the same replica count is accepted; a new broker is refused before the
+            # replication factor is looked at, whatever the flag
+            assert got == [ErrorCode.none, ErrorCode.invalid_replica_assignment]
