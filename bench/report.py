@@ -29,6 +29,11 @@ def print_row(r: dict[str, Any]) -> None:
         flag += f"  errors={r['errors']} {r['error_samples'][:2]}"
     if r.get("transactions") is not None:
         flag += f"  {r['transactions']} txns, {r['txns_per_s']:,.1f} txn/s"
+        if r.get("broker_us_per_txn") is not None:
+            flag += f", broker {r['broker_us_per_txn']:,.0f} µs/txn"
+    if r.get("p50_ms") is not None:
+        what = "commit" if r.get("transactions") is not None else "round trip"
+        flag += f"  {what} p50 {r['p50_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms"
     hw = r.get("high_watermark_total")
     if hw is not None and hw != r["records_wanted"]:
         flag += f"  (high watermarks sum to {hw})"
@@ -57,6 +62,7 @@ def summarize(rows: list[dict[str, Any]], brokers: list[Broker]) -> list[dict[st
             "consume",
             *sorted({r["phase"] for r in rows if r["phase"].startswith("txn ")}, key=len),
             "consume read_committed",
+            "latency acks=all",
         )
         if any(r["phase"] == p for r in rows)
     ]
@@ -86,6 +92,11 @@ def summarize(rows: list[dict[str, Any]], brokers: list[Broker]) -> list[dict[st
                         "broker_cores": _median_or_none([r.get("broker_cores") for r in ok]),
                         "client_cores": _median_or_none([r.get("client_cores") for r in ok]),
                         "txns_per_s": _median_or_none([r.get("txns_per_s") for r in ok]),
+                        "broker_us_per_txn": _median_or_none(
+                            [r.get("broker_us_per_txn") for r in ok]
+                        ),
+                        "p50_ms": _median_or_none([r.get("p50_ms") for r in ok]),
+                        "p99_ms": _median_or_none([r.get("p99_ms") for r in ok]),
                         "runs": len(ok),
                         "all_complete": all(r["complete"] for r in ok),
                     }
@@ -126,6 +137,7 @@ def print_summary(summary: list[dict[str, Any]], brokers: list[Broker]) -> None:
             cpu_ratio = f"{e['cpu_ratio']:.2f}" if e.get("cpu_ratio") is not None else "-"
             line += f" {ratio:>11} {cpu_ratio:>13}"
         print(line)
+    _print_txn_and_latency(summary, names)
     if any(not e[n]["all_complete"] for e in summary for n in names if n in e):
         print("* incomplete: the phase timed out or lost records; the rate covers what was done")
     if len(names) == 2:
@@ -134,3 +146,42 @@ def print_summary(summary: list[dict[str, Any]], brokers: list[Broker]) -> None:
             f"CPU/msg ratio = {names[0]} / {names[1]} broker CPU per record "
             f"(<1: {names[0]} cheaper). Medians over rounds; spread = (max-min)/median."
         )
+
+
+def _print_txn_and_latency(summary: list[dict[str, Any]], names: list[str]) -> None:
+    """The transaction and latency phases' own figures: transactions per second, broker CPU
+    per transaction, and latency p50/p99 (commit latency for txn phases)."""
+    rows = [e for e in summary if any(e.get(n, {}).get("p50_ms") is not None for n in names)]
+    if not rows:
+        return
+    head = f"\n{'size':>6}  {'phase':<18}"
+    for n in names:
+        head += f" {n + ' txn/s':>12} {'µs/txn':>8} {'p50 ms':>7} {'p99 ms':>7}"
+    if len(names) == 2:
+        head += f" {'txn/s ratio':>11} {'CPU/txn ratio':>13} {'p50 ratio':>9}"
+    print(head)
+    print("-" * len(head))
+
+    def num(v: float | None, fmt: str) -> str:
+        return format(v, fmt) if v is not None else "-"
+
+    def ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> str:
+        x, y = a.get(key), b.get(key)
+        return f"{x / y:.2f}" if x is not None and y else "-"
+
+    for e in rows:
+        line = f"{e['size']:>4} B  {e['phase']:<17}"
+        for n in names:
+            d = e.get(n, {})
+            line += (
+                f" {num(d.get('txns_per_s'), ',.1f'):>12}"
+                f" {num(d.get('broker_us_per_txn'), ',.0f'):>8}"
+                f" {num(d.get('p50_ms'), '.2f'):>7} {num(d.get('p99_ms'), '.2f'):>7}"
+            )
+        if len(names) == 2 and all(n in e for n in names):
+            a, b = (e[n] for n in names)
+            line += (
+                f" {ratio(a, b, 'txns_per_s'):>11} {ratio(a, b, 'broker_us_per_txn'):>13}"
+                f" {ratio(a, b, 'p50_ms'):>9}"
+            )
+        print(line)

@@ -24,6 +24,13 @@ too; then ``consume read_committed`` reads the topic of the largest transactions
 ``consume`` phase does, with ``isolation.level=read_committed`` (the LSO, the aborted-index
 lookups and the markers on the fetch path), until every partition's position reaches its end.
 
+With ``--latency`` a last phase, ``latency acks=all``, has one producer send one record at a
+time (``linger.ms=0``, acks=all, the next record only once the last one was acknowledged) and
+reports the round trip's p50/p99; the txn phases report their commit latency (begin to commit
+acknowledged) p50/p99 and broker CPU per transaction. Small transactions are limited by the
+broker, not the clients' timers, with ``--producer-set linger.ms=0`` and ``--clients`` as many
+as the partitions.
+
 Over TLS: ``--bootstrap`` an SSL listener and ``--client-config FILE`` (librdkafka settings
 for every client, e.g. the ``librdkafka.properties`` that ``kafkad certs DIR`` writes).
 
@@ -47,7 +54,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import multiprocessing as mp
 import os
 import platform
 import shutil
@@ -55,7 +61,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -72,134 +77,17 @@ from bench.brokers import (
     start_kafkad,
     start_peer,
 )
+from bench.phases import LATENCY_PHASE, latency_phase, run_phase, txn_phases
 from bench.profiling import ProfileRecorder, ensure_py_spy, print_profile
 from bench.report import print_row, print_summary, summarize
 from bench.workers import (
     CLIENT_EXTRA,
     CREATE_WARNINGS,
-    consume_worker,
     create_topic,
     delete_topics,
     high_watermarks,
-    produce_worker,
     split_partitions,
-    txn_produce_worker,
 )
-
-
-def run_phase(
-    broker: Broker,
-    kind: str,
-    topic: str,
-    plans: list[dict[int, int]],
-    size: int,
-    acks: str,
-    timeout: float,
-    overrides: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(len(plans) + 1)
-    out = ctx.Queue()
-    if kind in ("produce", "txn"):
-        cfg: dict[str, Any] = {
-            "bootstrap.servers": broker.bootstrap,
-            "acks": acks,
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "compression.type": "none",
-            "enable.idempotence": False,
-            "queue.buffering.max.messages": 1_000_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-            "delivery.report.only.error": True,
-            "message.timeout.ms": int(timeout * 1000) + 30_000,
-        }
-        target = produce_worker
-        if kind == "txn":
-            target = txn_produce_worker
-            # message.timeout.ms must not exceed transaction.timeout.ms
-            txn_timeout = cfg["message.timeout.ms"]
-            cfg.update(
-                {
-                    "enable.idempotence": True,
-                    "acks": "all",
-                    "linger.ms": 1,
-                    "transaction.timeout.ms": txn_timeout,
-                }
-            )
-            del cfg["delivery.report.only.error"]
-    else:
-        cfg = {
-            "bootstrap.servers": broker.bootstrap,
-            "group.id": f"bench-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-            "auto.offset.reset": "earliest",
-            "fetch.max.bytes": 52_428_800,
-            "max.partition.fetch.bytes": 1_048_576,
-            "queued.min.messages": 1_000_000,
-        }
-        target = consume_worker
-    cfg.update(CLIENT_EXTRA)
-    cfg.update(overrides or {})
-    procs = [
-        ctx.Process(target=target, args=(cfg, topic, plan, size, timeout, barrier, out))
-        for plan in plans
-    ]
-    for p in procs:
-        p.start()
-    try:
-        barrier.wait(timeout=60)
-    except Exception as exc:  # BrokenBarrierError or timeout: a worker died while connecting
-        for p in procs:
-            p.kill()
-        raise RuntimeError(f"{kind} workers failed to connect to {broker.bootstrap}") from exc
-    cpu0 = broker.cpu_seconds()
-    reports = []
-    hard_deadline = time.monotonic() + timeout + 60
-    for _ in procs:
-        remaining = max(1.0, hard_deadline - time.monotonic())
-        try:
-            reports.append(out.get(timeout=remaining))
-        except Exception:
-            break
-    cpu1 = broker.cpu_seconds()
-    for p in procs:
-        p.join(timeout=10)
-        if p.is_alive():
-            p.kill()
-    if len(reports) < len(procs):
-        return {"failed": f"{len(procs) - len(reports)} {kind} worker(s) reported nothing"}
-    t0 = min(r["t0"] for r in reports)
-    t1 = max(r["t1"] for r in reports)
-    elapsed = t1 - t0
-    records = sum(r["records"] for r in reports)
-    wanted = sum(sum(plan.values()) for plan in plans)
-    res: dict[str, Any] = {
-        "elapsed_s": elapsed,
-        "records": records,
-        "records_wanted": wanted,
-        "complete": records == wanted and not any(r["timed_out"] for r in reports),
-        "msgs_per_s": records / elapsed if elapsed > 0 else 0.0,
-        "mb_per_s": records * size / 1e6 / elapsed if elapsed > 0 else 0.0,
-        "client_cores": sum(r["cpu"] for r in reports) / elapsed if elapsed > 0 else None,
-        "broker_cores": (cpu1 - cpu0) / elapsed
-        if cpu0 is not None and cpu1 is not None and elapsed > 0
-        else None,
-        "broker_us_per_msg": (cpu1 - cpu0) * 1e6 / records
-        if cpu0 is not None and cpu1 is not None and records
-        else None,
-        "errors": sum(r["errors"] for r in reports),
-        "error_samples": [e for r in reports for e in r["error_samples"]][:10],
-    }
-    if kind == "consume":
-        res["bad_size_batches"] = sum(r["bad_size_batches"] for r in reports)
-    if kind == "txn":
-        txns = sum(r["transactions"] for r in reports)
-        res["transactions"] = txns
-        res["txns_per_s"] = txns / elapsed if elapsed > 0 else 0.0
-        res["per_partition"] = {p: n for r in reports for p, n in r["per_partition"].items()}
-    return res
-
 
 # --------------------------------------------------------------------------- driver
 
@@ -275,52 +163,14 @@ def bench_broker_size(broker: Broker, size: int, args: argparse.Namespace) -> li
         raise RuntimeError(f"{broker.name} died during consume; see {broker.log_path}")
     if args.transactions:
         rows.extend(txn_phases(broker, size, args, topics))
+    if args.latency:
+        rows.append(latency_phase(broker, size, args))
+        topics[LATENCY_PHASE] = rows[-1]["topic"]
     if not args.keep_topics:
         err = delete_topics(broker.bootstrap, list(topics.values()))
         if err is not None:
             print(f"  WARNING: could not delete the topics on {broker.name}: {err}", flush=True)
             rows[-1]["delete_topics_error"] = err
-    return rows
-
-
-def txn_phases(
-    broker: Broker, size: int, args: argparse.Namespace, topics: dict[str, str]
-) -> list[dict[str, Any]]:
-    """The --transactions phases: one transactional produce phase per --txn-sizes entry,
-    then a read_committed consume of the topic the largest transactions wrote."""
-    rows: list[dict[str, Any]] = []
-    plans = split_partitions(args.partitions, args.clients, args.txn_records)
-    last: tuple[str, dict[int, int]] | None = None
-    for per_txn in sorted(args.txn_sizes):
-        phase = f"txn {per_txn}/txn"
-        topic = topics[phase] = create_topic(broker.bootstrap, args.partitions)
-        overrides = {**args.producer_set, "bench.records.per.txn": per_txn}
-        res = run_phase(broker, "txn", topic, plans, size, "all", args.phase_timeout, overrides)
-        rows.append({"broker": broker.name, "size": size, "phase": phase, **res})
-        print_row(rows[-1])
-        if "failed" not in res:
-            last = (topic, res["per_partition"])
-        if not broker.alive():
-            raise RuntimeError(f"{broker.name} died during {phase}; see {broker.log_path}")
-    if last is None:
-        return rows
-    topic, per_partition = last
-    ends = high_watermarks(broker.bootstrap, topic, args.partitions)
-    consume_plans = [
-        {p: per_partition.get(p, 0) for p in plan} for plan in plans
-    ]  # same partition -> client deal as the writers
-    overrides = {
-        **args.consumer_set,
-        "isolation.level": "read_committed",
-        "bench.end.offsets": dict(enumerate(ends)),
-    }
-    res = run_phase(
-        broker, "consume", topic, consume_plans, size, "all", args.phase_timeout, overrides
-    )
-    rows.append({"broker": broker.name, "size": size, "phase": "consume read_committed", **res})
-    print_row(rows[-1])
-    if not broker.alive():
-        raise RuntimeError(f"{broker.name} died during consume read_committed")
     return rows
 
 
@@ -383,6 +233,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         default=20_000,
         help="records per txn phase (default 20,000: 4,000 transactions of 5)",
+    )
+    p.add_argument(
+        "--latency",
+        action="store_true",
+        help="also run 'latency acks=all': one producer, one record in flight "
+        "(linger.ms=0), p50/p99 of produce to acknowledgement",
+    )
+    p.add_argument(
+        "--latency-records", type=int, default=2_000, help="records of the latency phase"
     )
     p.add_argument(
         "--clients",
@@ -540,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
                     "acks": args.acks[:1],
                     "idempotent": False,
                     "transactions": False,
+                    "latency": False,
                 }
             )
             warm.profile = False

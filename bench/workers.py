@@ -212,6 +212,7 @@ def txn_produce_worker(
     written = dict.fromkeys(plan, 0)
     errors: list[str] = []
     txns = failed_txns = 0
+    commit_latencies: list[float] = []  # begin_transaction to commit_transaction returned
     barrier.wait()
     cpu0 = _client_cpu()
     t0 = time.monotonic()
@@ -222,6 +223,7 @@ def txn_produce_worker(
             timed_out = True
             break
         taken: dict[int, int] = {}
+        began = time.monotonic()
         producer.begin_transaction()
         parts = list(plan)
         for i in range(min(per_txn, sum(plan.values()))):
@@ -247,6 +249,7 @@ def txn_produce_worker(
                 timed_out = True
                 break
             continue
+        commit_latencies.append(time.monotonic() - began)
         txns += 1
         for part, n in taken.items():
             written[part] += n
@@ -261,12 +264,79 @@ def txn_produce_worker(
             "records": sum(written.values()),
             "per_partition": written,
             "transactions": txns,
+            "latencies": commit_latencies,
             "errors": failed_txns,
             "error_samples": errors + client_errors,
             "timed_out": timed_out,
             "cpu": _client_cpu() - cpu0,
         }
     )
+
+
+def latency_worker(
+    cfg: dict[str, Any],
+    topic: str,
+    counts: dict[int, int],
+    size: int,
+    deadline_s: float,
+    barrier: Any,
+    out: Any,
+) -> None:
+    """One record in flight: produce it, wait until it is acknowledged, repeat; the time of
+    each round trip (produce call to delivery report)."""
+    from confluent_kafka import Producer
+
+    errors: list[str] = []
+    producer = Producer(cfg)
+    producer.list_topics(topic, timeout=10)
+    payload = os.urandom(size)
+    part, wanted = next(iter(counts.items()))
+    producer.produce(topic, payload, partition=part)  # connection and first batch: not timed
+    producer.flush(30)
+    latencies: list[float] = []
+    delivered: list[bool] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        delivered.append(True)
+        if err is not None and len(errors) < 10:
+            errors.append(str(err))
+
+    barrier.wait()
+    cpu0 = _client_cpu()
+    t0 = time.monotonic()
+    deadline = t0 + deadline_s
+    timed_out = False
+    while len(latencies) < wanted:
+        if time.monotonic() > deadline:
+            timed_out = True
+            break
+        delivered.clear()
+        sent = time.monotonic()
+        producer.produce(topic, payload, partition=part, on_delivery=on_delivery)
+        while not delivered:
+            producer.poll(0.05)  # returns as soon as the delivery report is served
+        latencies.append(time.monotonic() - sent)
+    t1 = time.monotonic()
+    out.put(
+        {
+            "t0": t0,
+            "t1": t1,
+            "records": len(latencies),
+            "latencies": latencies,
+            "errors": len(errors),
+            "error_samples": errors,
+            "timed_out": timed_out,
+            "cpu": _client_cpu() - cpu0,
+        }
+    )
+
+
+def percentile(sorted_values: list[float], pct: float) -> float | None:
+    """The nearest-rank percentile of already sorted values, or None for none."""
+    if not sorted_values:
+        return None
+    rank = max(1, -(-len(sorted_values) * pct // 100))
+    return sorted_values[int(rank) - 1]
 
 
 # --------------------------------------------------------------------------- phases
