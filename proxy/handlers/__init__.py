@@ -24,7 +24,7 @@ MODULES: dict[int, tuple[str, str, tuple[int, int], int | None]] = {
     12: ("heartbeat", "heartbeat", (0, 4), None),
     13: ("leave_group", "leave_group", (0, 5), None),
     14: ("sync_group", "sync_group", (0, 5), None),
-    15: ("describe_groups", "describe_groups", (0, 5), None),
+    15: ("describe_groups", "describe_groups", (0, 6), None),
     16: ("list_groups", "list_groups", (0, 5), None),
     18: ("api_versions", "api_versions", (0, 4), None),
     19: ("create_topics", "create_topics", (2, 7), None),

@@ -1,18 +1,20 @@
-"""DescribeGroups (key 15), v0-5. v1: throttle time. v3: authorized operations (we answer
+"""DescribeGroups (key 15), v0-6. v1: throttle time. v3: authorized operations (we answer
 -2147483648, "not requested / not computed"). v4: group instance id per member. v5: flexible.
-v6 (GROUP_ID_NOT_FOUND for missing groups) is not advertised.
+v6 (KIP-1043): an error message per group, and a missing group is an error.
 
-A missing group is described as Dead with no members and no error, as Kafka does below v6.
-A group the coordinator cannot describe (loading, shutting down) carries the error with an
-empty state and protocol type (Kafka's ``DescribeGroupsResponse.groupError``, UNKNOWN_STATE).
+A missing group is described as Dead with no members and no error below v6; from v6 it is
+GROUP_ID_NOT_FOUND with "Group G not found." (Kafka's ``GroupMetadataManager.describeGroups``,
+which describes classic groups only). A group the coordinator cannot describe (loading,
+shutting down) carries the error with an empty state and protocol type (Kafka's
+``DescribeGroupsResponse.groupError``, UNKNOWN_STATE).
 Only a Stable group shows its protocol and each member's metadata and assignment; in other
 states members are listed without them (Kafka's ClassicGroup.describe).
 """
 
 from __future__ import annotations
 
-from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
-from kio.schema.describe_groups.v5.response import (
+from kio.schema.describe_groups.v6.request import DescribeGroupsRequest
+from kio.schema.describe_groups.v6.response import (
     DescribedGroup,
     DescribedGroupMember,
     DescribeGroupsResponse,
@@ -26,8 +28,9 @@ from proxy.registry import handler
 from wire.values import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
 
 
-def _dead(group_id: GroupId, code: ErrorCode) -> DescribedGroup:
-    """A missing group (no error): Dead; a group answered with an error: unknown state ""."""
+def _dead(group_id: GroupId, code: ErrorCode, message: str | None = None) -> DescribedGroup:
+    """A missing group below v6 (no error): Dead; a group answered with an error: unknown
+    state ""."""
     return DescribedGroup(
         error_code=code,
         group_id=group_id,
@@ -36,7 +39,14 @@ def _dead(group_id: GroupId, code: ErrorCode) -> DescribedGroup:
         protocol_data="",
         members=(),
         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        error_message=message,
     )
+
+
+def _missing(group_id: GroupId, version: int) -> DescribedGroup:
+    if version < 6:
+        return _dead(group_id, ErrorCode.none)
+    return _dead(group_id, ErrorCode.group_id_not_found, f"Group {group_id} not found.")
 
 
 def _error_reply(req: DescribeGroupsRequest, code: ErrorCode) -> DescribeGroupsResponse:
@@ -50,7 +60,7 @@ def _error_reply(req: DescribeGroupsRequest, code: ErrorCode) -> DescribeGroupsR
 
 @handler(
     api_key=15,
-    versions=(0, 5),
+    versions=(0, 6),
     request=DescribeGroupsRequest,
     response=DescribeGroupsResponse,
     error_reply=_error_reply,
@@ -65,7 +75,7 @@ async def describe_groups(
             out.append(_dead(group_id, g))
             continue
         if g is None or g.state is GroupState.DEAD:
-            out.append(_dead(group_id, ErrorCode.none))
+            out.append(_missing(group_id, ctx.version))
             continue
         stable = g.state is GroupState.STABLE
         out.append(

@@ -2,8 +2,9 @@
 id. v4: allow_auto_topic_creation. v5: offline replicas. v7: leader epoch. v8: authorized
 operations. v9: flexible. v10: topic ids. v11: cluster authorized operations removed. v12:
 topics requested by id (name null). v13: a top-level error code (KIP-1102, for a broker that
-asks clients to rebootstrap: REBOOTSTRAP_REQUIRED, which a single node never needs; always
-NONE here, error replies included, where the topics carry the error).
+asks clients to rebootstrap: REBOOTSTRAP_REQUIRED, which a single node never needs): NONE in
+answers, the error in an error reply (next to each topic's; clients act on the top-level
+code only for REBOOTSTRAP_REQUIRED).
 
 kafkad is one node: it leads every partition at leader epoch 0, with itself as the only
 replica. Auto-creation (``auto.create.topics.enable`` and, from v4, the request's
@@ -80,7 +81,7 @@ def _error_reply(req: MetadataRequest, code: ErrorCode) -> MetadataResponse:
     return MetadataResponse(
         throttle_time=NO_THROTTLE,
         brokers=(),
-        error_code=ErrorCode.none,
+        error_code=code,
         topics=tuple(
             _failed(t.name or TopicName(""), code, t.topic_id or ZERO_UUID)
             for t in req.topics or ()

@@ -549,3 +549,33 @@ async def test_alter_partition_reassignments_v1_echoes_the_replication_factor_fl
             # the same replica count is accepted; a new broker is refused before the
             # replication factor is looked at, whatever the flag
             assert got == [ErrorCode.none, ErrorCode.invalid_replica_assignment]
+
+
+async def test_describe_groups_v6_answers_a_missing_group_with_group_id_not_found() -> None:
+    from kio.schema.describe_groups.v5 import request as dg5
+    from kio.schema.describe_groups.v6 import request as dg6
+
+    from tests.proxy.test_group_offsets import commit
+
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "dg6", 1) == ErrorCode.none
+        await commit(c, "dg6-empty", "dg6", {0: 1})  # an Empty classic group
+        for mod in (dg5, dg6):
+            resp = await c.request(
+                mod.DescribeGroupsRequest(
+                    groups=("dg6-empty", "dg6-missing"), include_authorized_operations=False
+                )
+            )
+            got = {
+                g.group_id: (g.error_code, g.group_state, getattr(g, "error_message", None))
+                for g in resp.groups
+            }
+            assert got["dg6-empty"] == (ErrorCode.none, "Empty", None)
+            if mod is dg5:  # below v6: Dead, no error
+                assert got["dg6-missing"] == (ErrorCode.none, "Dead", None)
+            else:  # KIP-1043
+                assert got["dg6-missing"] == (
+                    ErrorCode.group_id_not_found,
+                    "",
+                    "Group dg6-missing not found.",
+                )
