@@ -131,11 +131,16 @@ class Dispatcher:
                 return encode_response(header, _error_reply(handler, header, req, body, injected))
         ctx = RequestContext(header, self.broker, peer, listener, principal)
         started = time.perf_counter()
+        encoded: bytes | None = None
         try:
             answer = await handler.fn(ctx, req)
-            response = (
-                answer if answer is NO_RESPONSE else handler.write(answer, body, header.api_version)
-            )
+            if answer is NO_RESPONSE:
+                response = answer
+            elif handler.encode is not None:  # the hot path's own encoder (registry.py)
+                encoded = handler.encode(answer, header.correlation_id, header.api_version)
+                response = answer
+            else:
+                response = handler.write(answer, body, header.api_version)
         except CloseConnection:
             raise
         except StorageError as exc:  # e.g. a read from a log that went offline
@@ -157,7 +162,7 @@ class Dispatcher:
             raise CloseConnection(f"fault injection: dropped after api {header.api_key}")
         if response is NO_RESPONSE:
             return None
-        return encode_response(header, response)
+        return encoded if encoded is not None else encode_response(header, response)
 
     async def _inject(self, fault: Fault, header: RequestHeader, body: Any) -> ErrorCode | None:
         """Apply ``fault`` before the handler: the error to answer instead of running the

@@ -19,7 +19,11 @@ register:
   versions have (e.g. LeaveGroup v0-2's one ``member_id``), and ``downgrade(response,
   old_request, version)`` the other way, for fields only older versions' responses have (those
   the client's version lacks are left out). Both run for every version below the newest, so
-  each checks the version it is given.
+  each checks the version it is given;
+- ``encode(response, correlation_id, version)``: the whole response frame written straight
+  from the newest version's answer, for an API whose generic path (``write`` then kio's
+  writer) is measurably slow on the hot path (Produce: ``wire/produce_response.py``). It must
+  give the generic path's bytes.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ Resp = TypeVar("Resp")
 HandlerFn = Callable[["RequestContext", Req], Awaitable[Resp | NoResponse]]
 Upgrade = Callable[[Any, int], Mapping[str, Any]]
 Downgrade = Callable[[Resp, Any, int], Mapping[str, Any]]
+Encode = Callable[[Resp, int, int], bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +61,7 @@ class Handler(Generic[Req, Resp]):
     error_reply: Callable[[Req, ErrorCode], Resp]
     upgrade: Upgrade | None = None
     downgrade: Downgrade[Resp] | None = None
+    encode: Encode[Resp] | None = None
     # Versions below this are advertised but refused (Produce: advertised from 0, served from 3,
     # see spec §1.1 / KAFKA-18659).
     min_served: int | None = None
@@ -89,6 +95,7 @@ def handler(
     upgrade: Upgrade | None = None,
     downgrade: Downgrade[Resp] | None = None,
     min_served: int | None = None,
+    encode: Encode[Resp] | None = None,
 ) -> Callable[[HandlerFn[Req, Resp]], HandlerFn[Req, Resp]]:
     low, high = versions
     if request is not request_class(api_key, high) or response is not response_class(api_key, high):
@@ -102,7 +109,17 @@ def handler(
             raise RuntimeError(f"api key {api_key} registered twice")
         reply = error_reply or (lambda _req, code: error_response(response, code))
         REGISTRY[api_key] = Handler(
-            api_key, low, high, fn, request, response, reply, upgrade, downgrade, min_served
+            api_key,
+            low,
+            high,
+            fn,
+            request,
+            response,
+            reply,
+            upgrade,
+            downgrade,
+            encode,
+            min_served,
         )
         return fn
 

@@ -61,6 +61,7 @@ from proxy.outcomes import NO_RESPONSE, CloseConnection, NoResponse
 from proxy.registry import handler
 from storage.api import StorageError, TopicPartition
 from storage.log_validator import Refused, validate_for_append
+from wire.produce_response import encode_produce_response
 from wire.records import first_batch_transactional
 from wire.values import NO_THROTTLE, timestamp
 
@@ -135,6 +136,9 @@ def _verify_with(
     response=ProduceResponse,
     error_reply=_refuse_all,
     min_served=3,
+    encode=lambda resp, correlation_id, version: encode_produce_response(
+        correlation_id, version, resp
+    ),
 )
 async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | NoResponse:
     broker = ctx.broker
