@@ -21,14 +21,20 @@ DRIVER = Path(__file__).parent / "kafkajs" / "driver.js"
 TIMEOUT_S = 30
 
 
-def run(bootstrap: str, *ops: dict, tls: dict[str, str] | None = None) -> list:
-    """``tls``: {"ca", "cert", "key"} PEM paths, for an SSL listener."""
+def run(
+    bootstrap: str,
+    *ops: dict,
+    tls: dict[str, str] | None = None,
+    sasl: dict[str, str] | None = None,
+) -> list:
+    """``tls``: {"ca", "cert", "key"} PEM paths, for an SSL listener; ``sasl``: kafkajs's
+    {"mechanism", "username", "password"}."""
     node = shutil.which("node")
     if node is None or not (DRIVER.parent / "node_modules" / "kafkajs").is_dir():
         pytest.fail("node or kafkajs missing: run scripts/install-client-tools")
     proc = subprocess.run(
         [node, str(DRIVER)],
-        input=json.dumps({"brokers": [bootstrap], "ops": list(ops), "tls": tls}),
+        input=json.dumps({"brokers": [bootstrap], "ops": list(ops), "tls": tls, "sasl": sasl}),
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,

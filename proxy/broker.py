@@ -26,6 +26,7 @@ from proxy.config import BrokerConfig
 from proxy.fault_injection import CRASH_EXIT_CODE, injector_from_config
 from proxy.metrics.requests import BrokerMetrics
 from proxy.metrics.telemetry import ClientTelemetry
+from proxy.sasl.scram_store import ScramStore
 from storage.api import StorageError, Store, TopicPartition
 from storage.cleaner.runner import LogCleaner
 from storage.topics import TopicManager
@@ -92,6 +93,7 @@ class Broker:
         )
         self.groups = GroupCoordinator(self.topics, config.values or {}, self.now_ms)
         self.producer_ids = ProducerIdManager(store)
+        self.scram = ScramStore(store)  # SCRAM credentials (proxy/sasl/scram_store.py)
         # kafkad.fault.injection: the dispatcher's request faults and the crash points
         self.faults = injector_from_config((config.values or {}).get("kafkad.fault.injection", ""))
         self.txns = TxnCoordinator(
@@ -170,6 +172,7 @@ class Broker:
 
     async def start(self) -> None:
         await self.producer_ids.load()
+        await self.scram.load()
         await self.topics.load()
 
     async def close(self) -> None:

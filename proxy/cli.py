@@ -186,6 +186,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("dir", metavar="DIR", help="directory to write into (made if missing)")
     c.add_argument("--force", action="store_true", help="overwrite files already there")
+    a = sub.add_parser(
+        "add-scram",
+        help="store SCRAM users in a data dir (as kafka-storage format --add-scram)",
+        description="Store SCRAM credentials (salted keys, never the password) in a stopped "
+        "broker's data dir, e.g. kafkad add-scram --data-dir ./data "
+        "'SCRAM-SHA-512=[name=alice,password=alice-secret]'",
+    )
+    a.add_argument("--data-dir", required=True, help="the broker's data dir")
+    a.add_argument("entries", nargs="+", metavar="MECHANISM=[name=USER,password=SECRET]")
     for noun in CLIENT_NOUNS:  # listed for --help; main() hands them to kafkad/cli unparsed
         sub.add_parser(noun, help=f"protocol client (see kafkad {noun} --help)", add_help=False)
     return p
@@ -262,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
         return _healthcheck(args)
     if args.command == "certs":
         return _certs(args)
+    if args.command == "add-scram":
+        from proxy.sasl.scram_cli import main as add_scram
+
+        return add_scram(args.data_dir, args.entries)
     if args.log_level not in LOG_LEVELS:  # argparse checks choices only when given
         print(
             f"kafkad: KAFKAD_LOG_LEVEL={args.log_level} from the environment: must be one of "

@@ -33,6 +33,7 @@ from proxy.listeners import (
     listener_map,
     parse_listeners,
 )
+from proxy.sasl.settings import SASL_CONFIGS, SASL_PROTOCOLS, SaslConfigError, listener_sasl
 from proxy.tls import (
     PER_LISTENER,
     SSL_CONFIGS,
@@ -227,6 +228,9 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     # TLS (proxy/tls.py): Kafka's ssl.* names; listener.name.<name>.ssl.* overrides one
     # listener's (resolve_values accepts those prefixed names).
     **SSL_CONFIGS,
+    # SASL (proxy/sasl/settings.py): mechanisms, PLAIN's JAAS users, KIP-368 re-authentication,
+    # each also per listener (listener.name.<name>.<config>).
+    **SASL_CONFIGS,
 }
 
 
@@ -538,6 +542,12 @@ def load_config(
         try:
             server_settings(values, listener.name)  # checked now; built again to serve
         except TlsConfigError as exc:
+            kafka.errors.append(str(exc))
+    sasl_listeners = [] if kafka.errors else [x for x in parsed if x.protocol in SASL_PROTOCOLS]
+    for listener in sasl_listeners:
+        try:
+            listener_sasl(values, listener.name)  # checked now; built again to serve
+        except (SaslConfigError, ValueError) as exc:
             kafka.errors.append(str(exc))
     if kafka.errors:
         raise ConfigError("; ".join(kafka.errors))

@@ -9,13 +9,18 @@ half a frame on the wire. Before a request that may park (a long-poll Fetch, Joi
 Heartbeat pipelined just before a long poll is answered at once, not after the poll.
 
 On a TLS listener the connection's task first does the handshake (``proxy/tls.py``), which
-also sets the connection's principal; a failed handshake closes this connection only.
+also sets the connection's principal; a failed handshake closes this connection only. On a
+SASL listener each request first goes through the connection's SASL state
+(``proxy/sasl/session.py``): before authentication only ApiVersions, SaslHandshake and
+SaslAuthenticate pass, anything else closes the connection; a failed exchange is answered
+and the connection closed after ``connection.failed.authentication.delay.ms``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import trio
@@ -23,6 +28,7 @@ import trio
 from proxy.dispatch import Dispatcher
 from proxy.outcomes import CloseConnection
 from proxy.principal import ANONYMOUS, KafkaPrincipal
+from proxy.sasl.session import Close, Reply, SaslSession
 from proxy.tls import HandshakeFailed, TlsSettings, accept_tls
 from wire.errors import ProtocolError
 from wire.framing import FrameDecoder, Want
@@ -49,6 +55,9 @@ class Connection:
         # Who the client is (proxy/principal.py): its certificate's mapped DN on an SSL
         # listener with client auth, else ANONYMOUS; a SASL layer sets it after authenticating.
         self.principal: KafkaPrincipal = ANONYMOUS
+        # On a SASL listener: the authentication state (proxy/sasl/session.py), which admits
+        # each request before it is dispatched and sets the principal once authenticated.
+        self.sasl: SaslSession | None = None
         self.busy = False
         self.scope = trio.CancelScope()
 
@@ -68,6 +77,26 @@ async def _send(stream: trio.abc.Stream, replies: list[bytes], write_s: float) -
         await stream.send_all(data)
     if scope.cancelled_caught:
         raise _WriteTimedOut
+
+
+async def _after_sasl(conn: Connection, send_ready: Callable[[], Awaitable[None]]) -> None:
+    """After a request on a SASL listener: take the principal once authenticated; after a
+    failed exchange, send the answer, wait ``connection.failed.authentication.delay.ms``
+    (Kafka's delayed close, which slows down password guessing) and close."""
+    session = conn.sasl
+    assert session is not None
+    if session.principal is not None:
+        conn.principal = session.principal
+    if session.failed:
+        await send_ready()
+        await trio.sleep(session.settings.failed_delay_ms / 1000)
+        log.info(
+            "closing connection peer=%s listener=%s: SASL authentication failed: %s",
+            conn.peer,
+            conn.listener,
+            session.failure,
+        )
+        raise CloseConnection(f"SASL authentication failed: {session.failure}")
 
 
 async def serve_connection(
@@ -113,11 +142,28 @@ async def serve_connection(
                 conn.busy = True
                 try:
                     while isinstance(frame, bytes):
+                        if conn.sasl is not None:
+                            route = conn.sasl.route(frame, int(trio.current_time() * 1000))
+                            if isinstance(route, Close):
+                                await send_ready()
+                                raise CloseConnection(route.reason)
+                            if isinstance(route, Reply):  # a raw token (SaslHandshake v0)
+                                replies.append(route.frame)
+                                await _after_sasl(conn, send_ready)
+                                frame = decoder.next_frame()
+                                continue
                         reply = await dispatch.handle(
-                            frame, conn.peer, send_ready, conn.listener, conn.principal
+                            frame,
+                            conn.peer,
+                            send_ready,
+                            conn.listener,
+                            conn.principal,
+                            conn.sasl,
                         )
                         if reply is not None:
                             replies.append(reply)
+                        if conn.sasl is not None:
+                            await _after_sasl(conn, send_ready)
                         frame = decoder.next_frame()
                     await send_ready()
                 finally:

@@ -11,6 +11,7 @@ from wire.codec import RequestHeader
 
 if TYPE_CHECKING:
     from proxy.broker import Broker
+    from proxy.sasl.session import SaslSession
 
 
 @dataclass
@@ -20,6 +21,7 @@ class RequestContext:
     peer: str = ""  # "host:port" of the client, for DescribeGroups' client_host
     listener: str = ""  # the listener the request came in on ("": the first)
     principal: KafkaPrincipal = ANONYMOUS  # the connection's (proxy/principal.py), for ACLs
+    session: SaslSession | None = None  # the connection's SASL state on a SASL listener
 
     @property
     def advertised(self) -> tuple[str, int]:

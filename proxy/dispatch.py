@@ -35,6 +35,7 @@ from proxy.fault_injection import Fault
 from proxy.outcomes import NO_RESPONSE, CloseConnection
 from proxy.principal import ANONYMOUS, KafkaPrincipal
 from proxy.registry import Handler, advertised, entry, served
+from proxy.sasl.session import SaslSession
 from storage.api import NEVER, StorageError
 from wire.codec import (
     RequestHeader,
@@ -95,6 +96,7 @@ class Dispatcher:
         before_wait: Callable[[], Awaitable[None]] | None = None,
         listener: str = "",
         principal: KafkaPrincipal = ANONYMOUS,
+        session: SaslSession | None = None,
     ) -> bytes | None:
         """The response frame for ``frame`` (None: no response). ``before_wait`` is awaited
         before a request that may park (the connection sends its ready replies)."""
@@ -129,7 +131,7 @@ class Dispatcher:
             injected = await self._inject(fault, header, body)
             if injected is not None:
                 return encode_response(header, _error_reply(handler, header, req, body, injected))
-        ctx = RequestContext(header, self.broker, peer, listener, principal)
+        ctx = RequestContext(header, self.broker, peer, listener, principal, session)
         started = time.perf_counter()
         encoded: bytes | None = None
         try:

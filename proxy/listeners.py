@@ -15,8 +15,7 @@ advertises its bind address, a blank host (``PLAINTEXT://:9092``) binds every in
 advertised as this machine's canonical host name, and an explicit wildcard bind (``0.0.0.0``)
 needs an advertised entry (clients cannot connect to 0.0.0.0).
 
-Deviation: PLAINTEXT and SSL are served (TLS: proxy/tls.py); a SASL listener is refused (the
-SASL layer adds them: the protocol is already carried per listener).
+All four protocols are served: TLS in proxy/tls.py, SASL in proxy/sasl/.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "0:0:0:0:0:0:0:0"})
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Kafka's default listener.security.protocol.map: each protocol's name maps to itself.
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
-SERVED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
+SERVED_PROTOCOLS = frozenset(SECURITY_PROTOCOLS)
 
 
 class ListenerError(ValueError):

@@ -27,6 +27,8 @@ from proxy.config import BrokerConfig
 from proxy.connection import Connection, NetConfig, serve_connection
 from proxy.dispatch import Dispatcher
 from proxy.http.settings import parse_http_listeners
+from proxy.sasl.session import SaslSession
+from proxy.sasl.settings import SASL_PROTOCOLS, SaslSettings, listener_sasl
 from proxy.tls import TLS_PROTOCOLS, TlsSettings, server_settings
 from storage.backends import open_store
 
@@ -70,6 +72,11 @@ class Server:
                 for e in cfg.endpoints()
                 if e.protocol in TLS_PROTOCOLS
             }
+            sasl = {
+                e.name: listener_sasl(cfg.values or {}, e.name)
+                for e in cfg.endpoints()
+                if e.protocol in SASL_PROTOCOLS
+            }
             sockets = await self._listeners(broker)
             self.bound = next(iter(self.bound_listeners.values()))
             dispatch = Dispatcher(broker)
@@ -95,7 +102,9 @@ class Server:
 
                     async def accept_loop(name: str, bound: list[StreamListener]) -> None:
                         async def handle(stream: trio.abc.Stream) -> None:
-                            await self._serve(stream, dispatch, net, name, tls.get(name))
+                            await self._serve(
+                                stream, dispatch, net, name, tls.get(name), sasl.get(name)
+                            )
 
                         with accept_scopes[name]:
                             await trio.serve_listeners(handle, bound, handler_nursery=conns)
@@ -160,6 +169,7 @@ class Server:
         net: NetConfig,
         listener: str = "",
         tls: TlsSettings | None = None,
+        sasl: SaslSettings | None = None,
     ) -> None:
         peer = "?"
         if isinstance(stream, trio.SocketStream):
@@ -169,6 +179,9 @@ class Server:
             except OSError:
                 pass
         conn = Connection(stream, peer, listener)
+        if sasl is not None:
+            assert self.broker is not None
+            conn.sasl = SaslSession(sasl, self.broker.scram.lookup)
         self.connections.add(conn)
         try:
             await serve_connection(conn, dispatch, net, self.stopping, tls)

@@ -48,6 +48,8 @@ from typing import Any
 import trio
 
 from proxy.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
+from proxy.sasl.settings import SASL_CONFIGS
+from proxy.sasl.settings import SENSITIVE as SASL_SENSITIVE
 from proxy.ssl_principal import SslPrincipalMapper, certificate_dn, check_rules
 from proxy.tls_stream import TlsStream
 
@@ -117,8 +119,9 @@ SSL_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
         "",
     ),
 }
-# Kafka's PASSWORD-type ssl configs: DescribeConfigs shows them as sensitive, with no value.
-SENSITIVE_CONFIGS = frozenset(
+# Kafka's PASSWORD-type ssl configs (and the JAAS configs, which hold passwords):
+# DescribeConfigs shows them as sensitive, with no value.
+SENSITIVE_CONFIGS = SASL_SENSITIVE | frozenset(
     {
         "ssl.keystore.password",
         "ssl.key.password",
@@ -130,7 +133,10 @@ SENSITIVE_CONFIGS = frozenset(
 )
 # Configs a listener may override with its listener.name.<name>. prefix (a SASL layer adds its
 # own names here).
-PER_LISTENER: dict[str, Callable[[str], Any]] = {n: p for n, (p, _) in SSL_CONFIGS.items()}
+PER_LISTENER: dict[str, Callable[[str], Any]] = {
+    **{n: p for n, (p, _) in SSL_CONFIGS.items()},
+    **{n: p for n, (p, _) in SASL_CONFIGS.items()},
+}
 LISTENER_PREFIX = "listener.name."
 
 

@@ -12,7 +12,7 @@ import uuid
 from typing import Final
 
 from kio._kio_native import tz_aware_from_i64
-from kio.static.primitive import TZAware, i32, i32Timedelta, i64
+from kio.static.primitive import TZAware, i32, i32Timedelta, i64, i64Timedelta
 
 _MS = datetime.timedelta(milliseconds=1)
 
@@ -20,6 +20,11 @@ _MS = datetime.timedelta(milliseconds=1)
 def ms32(ms: int) -> i32Timedelta:
     """A duration field of Kafka type int32 milliseconds (throttle times, timeouts)."""
     return i32Timedelta.parse(datetime.timedelta(milliseconds=ms))
+
+
+def ms64(ms: int) -> i64Timedelta:
+    """A duration field of Kafka type int64 milliseconds (SaslAuthenticate's session lifetime)."""
+    return i64Timedelta.parse(datetime.timedelta(milliseconds=ms))
 
 
 NO_THROTTLE: Final = ms32(0)

@@ -66,7 +66,7 @@ function stderrLogger () {
 async function main () {
   let input = ''
   for await (const chunk of process.stdin) input += chunk
-  const { brokers, ops, tls } = JSON.parse(input)
+  const { brokers, ops, tls, sasl } = JSON.parse(input)
   // tls: {ca, cert, key} PEM file paths (cert and key optional): an SSL listener
   const ssl = tls
     ? {
@@ -79,6 +79,8 @@ async function main () {
     clientId: 'kafkad-compat',
     brokers,
     ssl,
+    // sasl: {mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512', username, password}
+    ...(sasl ? { sasl } : {}),
     logLevel: logLevel.WARN,
     logCreator: stderrLogger,
     retry: { retries: 2 },

@@ -110,9 +110,14 @@ def test_a_listener_without_an_advertised_entry_advertises_its_bind_address() ->
             "OTHER not in listeners",
         ),
         ({"listeners": "INTERNAL://a:9092"}, "no security protocol for listener INTERNAL"),
+        ({"listeners": "SASL_SSL://a:9093"}, "listener SASL_SSL is TLS but has no keystore"),
         (
-            {"listeners": "SASL_SSL://a:9093"},
-            "SASL_SSL is SASL_SSL; kafkad serves PLAINTEXT and SSL",
+            {"listeners": "SASL_PLAINTEXT://a:9093"},
+            "sasl.enabled.mechanisms names GSSAPI, which kafkad does not serve",
+        ),
+        (
+            {"listeners": "SASL_PLAINTEXT://a:9093", "sasl.enabled.mechanisms": "PLAIN"},
+            "PLAIN needs its users: set listener.name.sasl_plaintext.plain.sasl.jaas.config",
         ),
         ({"listeners": "SSL://a:9093"}, "listener SSL is TLS but has no keystore"),
         (

@@ -1,0 +1,166 @@
+"""The server side of each SASL mechanism kafkad serves, sans-I/O: bytes from the client in,
+bytes to the client out, ``AuthFailed`` when the exchange fails.
+
+- PLAIN (RFC 4616): one client message ``authzid NUL authcid NUL password``, checked against
+  the listener's JAAS users (``user_NAME="secret"``); the messages are Kafka's
+  ``PlainSaslServer``'s.
+- SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802 / 7677) through ``scramp``: client-first,
+  server-first, client-final, server-final, against salted keys (never a password) from the
+  credential store. As Kafka's ``ScramSaslServer``, an authorization id other than the user
+  is refused, and every other failure (unknown user, wrong proof, a forged or out-of-order
+  message) answers one generic message that does not reveal whether the user exists.
+
+Deviation: Kafka's SCRAM also accepts delegation-token authentication (``tokenauth=true``
+extension); kafkad has no delegation tokens, so such an exchange fails as an unknown user.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from scramp import ScramException, ScramMechanism
+
+PLAIN = "PLAIN"
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+SERVED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+MIN_ITERATIONS = 4096  # Kafka's ScramMechanism.minIterations
+
+
+class AuthFailed(Exception):
+    """The exchange failed; ``str(exc)`` is the message the client may see."""
+
+
+@dataclass(frozen=True)
+class ScramCredential:
+    """What the store keeps per user and mechanism (Kafka's ScramCredential)."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+def generic_failure(mechanism: str) -> AuthFailed:
+    """Kafka's answer to a SaslException: it names the mechanism, never the cause."""
+    return AuthFailed(
+        "Authentication failed during authentication due to invalid credentials with SASL "
+        f"mechanism {mechanism}"
+    )
+
+
+class PlainServer:
+    mechanism = PLAIN
+
+    def __init__(self, users: Mapping[str, str]) -> None:
+        self._users = users
+        self.complete = False
+        self.username: str | None = None
+
+    def step(self, token: bytes) -> bytes:
+        if self.complete:
+            raise AuthFailed("Authentication failed: the PLAIN exchange is already complete")
+        parts = token.split(b"\0")
+        if len(parts) != 3:
+            raise AuthFailed(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(parts)}")
+        try:
+            authzid, user, password = (p.decode() for p in parts)
+        except UnicodeDecodeError:
+            raise AuthFailed("Invalid SASL/PLAIN response: not UTF-8") from None
+        if not user:
+            raise AuthFailed("Authentication failed: username not specified")
+        if not password:
+            raise AuthFailed("Authentication failed: password not specified")
+        expected = self._users.get(user)
+        if expected is None or not hmac.compare_digest(expected.encode(), password.encode()):
+            raise AuthFailed("Authentication failed: Invalid username or password")
+        if authzid and authzid != user:
+            raise AuthFailed(
+                "Authentication failed: Client requested an authorization id that is different "
+                "from username"
+            )
+        self.complete, self.username = True, user
+        return b""
+
+
+class ScramServer:
+    """One SCRAM exchange. ``lookup(user)`` gives the user's credential for this mechanism."""
+
+    def __init__(self, mechanism: str, lookup: Callable[[str], ScramCredential | None]) -> None:
+        self.mechanism = mechanism
+        self._lookup = lookup
+        self._server = ScramMechanism(mechanism).make_server(self._auth_info)
+        self._step = 0
+        self.complete = False
+        self.username: str | None = None
+        self._known = False
+
+    def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int]:
+        cred = self._lookup(user)
+        if cred is None or cred.iterations < MIN_ITERATIONS:
+            # answer as for a real user (a made-up salt), so the client cannot tell; the
+            # proof can never match
+            self._known = False
+            return b"\0" * 16, b"\0" * 32, b"\0" * 32, MIN_ITERATIONS
+        self._known = True
+        return cred.salt, cred.stored_key, cred.server_key, cred.iterations
+
+    def step(self, token: bytes) -> bytes:
+        try:
+            message = token.decode()
+        except UnicodeDecodeError:
+            raise generic_failure(self.mechanism) from None
+        try:
+            if self._step == 0:
+                self._step = 1
+                self._server.set_client_first(message)
+                if self._server.user is None:
+                    raise generic_failure(self.mechanism)
+                authzid = _authzid(message)
+                if authzid and authzid != self._server.user:
+                    raise AuthFailed(
+                        "Authentication failed: Client requested an authorization id that is "
+                        "different from username"
+                    )
+                first: str = self._server.get_server_first()
+                return first.encode()
+            if self._step == 1:
+                self._step = 2
+                self._server.set_client_final(message)
+                if not self._known:
+                    raise generic_failure(self.mechanism)
+                final_message: str = self._server.get_server_final()
+                final = final_message.encode()
+                self.complete, self.username = True, self._server.user
+                return final
+        except ScramException:
+            raise generic_failure(self.mechanism) from None
+        raise generic_failure(self.mechanism)
+
+
+def _authzid(client_first: str) -> str:
+    """The ``a=`` of a client-first message's GS2 header ("n,a=alice,n=alice,r=..."), or ""."""
+    header = client_first.split(",", 2)
+    if len(header) < 2 or not header[1].startswith("a="):
+        return ""
+    return header[1][2:].replace("=2C", ",").replace("=3D", "=")
+
+
+def make_server(
+    mechanism: str,
+    plain_users: Mapping[str, str],
+    scram_lookup: Callable[[str, str], ScramCredential | None],
+) -> PlainServer | ScramServer:
+    if mechanism == PLAIN:
+        return PlainServer(plain_users)
+    return ScramServer(mechanism, lambda user: scram_lookup(user, mechanism))
+
+
+def new_credential(
+    mechanism: str, password: str, iterations: int = MIN_ITERATIONS
+) -> ScramCredential:
+    salt, stored_key, server_key, its = ScramMechanism(mechanism).make_auth_info(
+        password, iteration_count=iterations
+    )
+    return ScramCredential(salt, stored_key, server_key, its)

@@ -1,0 +1,159 @@
+"""One connection's SASL state, as Kafka's ``SaslServerAuthenticator`` runs it.
+
+Theory of operation::
+
+    VERSIONS_OR_HANDSHAKE --ApiVersions--> HANDSHAKE --SaslHandshake(ok)--> AUTHENTICATE
+    VERSIONS_OR_HANDSHAKE --SaslHandshake(ok)--> AUTHENTICATE
+    AUTHENTICATE --SaslAuthenticate...(exchange complete)--> COMPLETE
+    COMPLETE --SaslHandshake (KIP-368 re-authentication)--> AUTHENTICATE (same mechanism,
+                                                            same principal at the end)
+    any --a refused mechanism, a failed exchange, a request out of turn--> FAILED
+
+Before COMPLETE only ApiVersions (once, first), SaslHandshake and then SaslAuthenticate are
+admitted; anything else closes the connection (Kafka: IllegalSaslStateException). A failed
+exchange is answered (SASL_AUTHENTICATION_FAILED and a message) and the connection closed
+``connection.failed.authentication.delay.ms`` later. SaslHandshake v0 means the client sends
+the exchange as raw size-prefixed tokens instead of SaslAuthenticate requests (``raw``).
+With ``connections.max.reauth.ms`` > 0 the session lasts that long (SaslAuthenticate v1+
+answers it as ``session_lifetime_ms``); a request other than SaslHandshake after that closes
+the connection, as Kafka's Processor closes an expired session.
+
+Pure: the caller passes the time and the request's api key; ``proxy/connection.py`` acts on
+what ``route`` answers, the SaslHandshake / SaslAuthenticate handlers call ``handshake`` and
+``authenticate``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from proxy.principal import USER_TYPE, KafkaPrincipal
+from proxy.sasl.mechanisms import AuthFailed, PlainServer, ScramCredential, ScramServer, make_server
+from proxy.sasl.settings import SaslSettings
+
+API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+
+
+class State(enum.Enum):
+    VERSIONS_OR_HANDSHAKE = "waiting for ApiVersions or SaslHandshake"
+    HANDSHAKE = "waiting for SaslHandshake"
+    AUTHENTICATE = "authenticating"
+    COMPLETE = "authenticated"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Close:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A raw token to send back, size-prefixed (the SaslHandshake v0 exchange)."""
+
+    frame: bytes
+
+
+DISPATCH = None  # ``route``'s answer for a request the broker handles as any other
+
+
+class SaslSession:
+    def __init__(
+        self, settings: SaslSettings, scram_lookup: Callable[[str, str], ScramCredential | None]
+    ) -> None:
+        self.settings = settings
+        self._scram_lookup = scram_lookup
+        self.state = State.VERSIONS_OR_HANDSHAKE
+        self.mechanism: str | None = None
+        self.principal: KafkaPrincipal | None = None
+        self.raw = False
+        self.expires_at_ms: int | None = None
+        self.failure: str | None = None  # why it failed (logged; never a credential)
+        self._server: PlainServer | ScramServer | None = None
+        self._reauth_mechanism_changed = False
+
+    @property
+    def failed(self) -> bool:
+        return self.state is State.FAILED
+
+    def _fail(self, why: str) -> None:
+        self.state, self.failure = State.FAILED, why
+
+    def route(self, frame: bytes, now_ms: int) -> Close | Reply | None:
+        """What to do with the next frame from the client: DISPATCH (None), a raw token's
+        reply, or close the connection."""
+        if self.state is State.FAILED:
+            return Close(f"SASL authentication failed: {self.failure}")
+        if self.raw and self.state is State.AUTHENTICATE:
+            try:
+                out = self.authenticate(frame, now_ms)[0]
+            except AuthFailed as exc:
+                return Close(f"SASL authentication failed: {exc}")
+            return Reply(len(out).to_bytes(4, "big") + out)
+        api_key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
+        if self.state is State.COMPLETE:
+            expired = self.expires_at_ms is not None and now_ms >= self.expires_at_ms
+            if expired and api_key != SASL_HANDSHAKE:
+                return Close("SASL session expired (connections.max.reauth.ms)")
+            return DISPATCH
+        allowed = {
+            State.VERSIONS_OR_HANDSHAKE: (API_VERSIONS, SASL_HANDSHAKE),
+            State.HANDSHAKE: (SASL_HANDSHAKE,),
+            State.AUTHENTICATE: (SASL_AUTHENTICATE,),
+        }[self.state]
+        if api_key not in allowed:
+            self._fail(f"unexpected request (api key {api_key}) while {self.state.value}")
+            return Close(f"SASL: {self.failure}")
+        if api_key == API_VERSIONS:
+            self.state = State.HANDSHAKE
+        return DISPATCH
+
+    def handshake(self, mechanism: str, version: int) -> ErrorCode:
+        """SaslHandshake: NONE and the exchange begins, or UNSUPPORTED_SASL_MECHANISM (the
+        connection then fails). On an authenticated connection it starts re-authentication."""
+        if mechanism not in self.settings.mechanisms:
+            self._fail(f"unsupported SASL mechanism {mechanism!r}")
+            return ErrorCode.unsupported_sasl_mechanism
+        reauth = self.state is State.COMPLETE
+        self._reauth_mechanism_changed = reauth and mechanism != self.mechanism
+        self.mechanism = mechanism
+        self._server = make_server(mechanism, self.settings.plain_users, self._scram_lookup)
+        self.raw = version == 0 and not reauth
+        self.state = State.AUTHENTICATE
+        return ErrorCode.none
+
+    def authenticate(self, token: bytes, now_ms: int) -> tuple[bytes, int]:
+        """One client token: (the server's token, session lifetime ms once complete, else 0).
+        Raises AuthFailed (the session is then FAILED) with the message the client may see."""
+        if self.state is not State.AUTHENTICATE or self._server is None:
+            raise AuthFailed("SaslAuthenticate request received out of turn")
+        try:
+            if self._reauth_mechanism_changed:
+                raise AuthFailed(
+                    f"SASL mechanism '{self.mechanism}' requested by client is not supported "
+                    "for re-authentication of the mechanism used first"
+                )
+            out = self._server.step(token)
+        except AuthFailed as exc:
+            self._fail(str(exc))
+            raise
+        if not self._server.complete:
+            return out, 0
+        assert self._server.username is not None
+        principal = KafkaPrincipal(USER_TYPE, self._server.username)
+        if self.principal is not None and principal != self.principal:
+            message = (
+                f"Cannot change principals during re-authentication from {self.principal}: "
+                f"{principal}"
+            )
+            self._fail(message)
+            raise AuthFailed(message)
+        self.principal = principal
+        self.state = State.COMPLETE
+        lifetime = self.settings.reauth_ms
+        self.expires_at_ms = now_ms + lifetime if lifetime > 0 else None
+        return out, lifetime

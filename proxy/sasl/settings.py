@@ -1,0 +1,138 @@
+"""A SASL listener's settings from Kafka's broker configs.
+
+``sasl.enabled.mechanisms`` (per listener as ``listener.name.<l>.sasl.enabled.mechanisms``),
+the PLAIN users from ``listener.name.<l>.plain.sasl.jaas.config`` as Kafka writes it::
+
+    org.apache.kafka.common.security.plain.PlainLoginModule required
+        username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice";
+
+(``user_NAME="password"`` options are the users; ``username``/``password`` are the broker's
+own client identity, unused on one node), ``connections.max.reauth.ms`` (KIP-368) and
+``connection.failed.authentication.delay.ms``.
+
+Deviations: Kafka's default ``sasl.enabled.mechanisms`` is GSSAPI (Kerberos), which kafkad
+does not serve, nor OAUTHBEARER yet: a SASL listener whose mechanisms name either fails at
+start-up with a message saying what to set. The JAAS config is read from the broker config
+only (no ``java.security.auth.login.config`` file). SCRAM needs no JAAS entry here (Kafka's
+``ScramLoginModule`` line is accepted and ignored).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.sasl.mechanisms import PLAIN, SERVED_MECHANISMS
+
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+class SaslConfigError(ValueError):
+    pass
+
+
+def _mechanisms(v: str) -> str:
+    names = [m.strip() for m in v.split(",") if m.strip()]
+    if not names:
+        raise ValueError("no mechanism enabled")
+    return ",".join(names)
+
+
+def _jaas(v: str) -> str:
+    if v:
+        parse_jaas(v)
+    return v
+
+
+def _long(v: str) -> int:
+    n = int(v)
+    if n < 0:
+        raise ValueError("must be >= 0")
+    return n
+
+
+# name -> (parser, default); each may be overridden per listener (listener.name.<l>.NAME)
+SASL_CONFIGS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "sasl.enabled.mechanisms": (_mechanisms, "GSSAPI"),
+    "plain.sasl.jaas.config": (_jaas, ""),
+    "scram-sha-256.sasl.jaas.config": (_jaas, ""),
+    "scram-sha-512.sasl.jaas.config": (_jaas, ""),
+    "connections.max.reauth.ms": (_long, "0"),
+    "connection.failed.authentication.delay.ms": (_long, "100"),
+}
+SENSITIVE = frozenset(n for n in SASL_CONFIGS if n.endswith("jaas.config"))
+
+_OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
+
+
+def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
+    """(login module class, options) of one JAAS entry ``Module flag k="v" ...;``."""
+    body = text.strip()
+    if not body.endswith(";"):
+        raise ValueError("a JAAS entry ends with ';'")
+    head = body[:-1].split(None, 2)
+    if len(head) < 2 or head[1] not in ("required", "requisite", "sufficient", "optional"):
+        raise ValueError("expected 'LoginModuleClass required|requisite|sufficient|optional ...'")
+    rest = head[2] if len(head) == 3 else ""
+    options: dict[str, str] = {}
+    pos = 0
+    while pos < len(rest):
+        if rest[pos:].strip() == "":
+            break
+        m = _OPTION.match(rest, pos)
+        if m is None:
+            raise ValueError(f"cannot read the options at {rest[pos : pos + 20]!r}")
+        value = m.group(2) if m.group(2) is not None else m.group(3)
+        options[m.group(1)] = re.sub(r"\\(.)", r"\1", value)
+        pos = m.end()
+    return head[0], options
+
+
+@dataclass(frozen=True)
+class SaslSettings:
+    listener: str
+    mechanisms: tuple[str, ...]
+    plain_users: Mapping[str, str] = field(repr=False, default_factory=dict)
+    reauth_ms: int = 0
+    failed_delay_ms: int = 100
+
+
+def listener_sasl(values: Mapping[str, Any], listener: str) -> SaslSettings:
+    """The settings of SASL listener ``listener``; SaslConfigError names what to change."""
+
+    def get(name: str) -> Any:
+        prefixed = f"listener.name.{listener.lower()}.{name}"
+        return values[prefixed] if prefixed in values else values[name]
+
+    mechanisms = tuple(get("sasl.enabled.mechanisms").split(","))
+    unserved = [m for m in mechanisms if m not in SERVED_MECHANISMS]
+    if unserved:
+        raise SaslConfigError(
+            f"listener {listener}: sasl.enabled.mechanisms names {', '.join(unserved)}, which "
+            f"kafkad does not serve (it serves {', '.join(SERVED_MECHANISMS)}); set "
+            f"listener.name.{listener.lower()}.sasl.enabled.mechanisms (Kafka's default is GSSAPI)"
+        )
+    users: dict[str, str] = {}
+    if PLAIN in mechanisms:
+        jaas = get("plain.sasl.jaas.config")
+        if not jaas:
+            raise SaslConfigError(
+                f"listener {listener}: PLAIN needs its users: set "
+                f"listener.name.{listener.lower()}.plain.sasl.jaas.config to "
+                f'"{PLAIN_MODULE} required user_NAME=\\"PASSWORD\\";"'
+            )
+        module, options = parse_jaas(jaas)
+        if module != PLAIN_MODULE:
+            raise SaslConfigError(f"listener {listener}: PLAIN's login module is {PLAIN_MODULE}")
+        users = {k[len("user_") :]: v for k, v in options.items() if k.startswith("user_")}
+    return SaslSettings(
+        listener,
+        mechanisms,
+        users,
+        get("connections.max.reauth.ms"),
+        get("connection.failed.authentication.delay.ms"),
+    )
