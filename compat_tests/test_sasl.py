@@ -316,3 +316,66 @@ def test_kafkajs_plain_and_scram(broker: SaslBroker) -> None:
         )
         cfg = librdkafka(broker, "PLAIN", "bob", "bob-secret")
         assert consume(cfg, topic, N) == [b"kjs"] * N
+
+
+def test_scram_users_managed_with_the_admin_clients_and_kept_across_kill9(
+    broker: SaslBroker,
+) -> None:
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+    from kafka import KafkaAdminClient
+    from kafka.admin import UserScramCredentialUpsertion as KpUpsertion
+
+    admin = AdminClient(librdkafka(broker, "PLAIN", "bob", "bob-secret"))
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
+    futures = admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion("carol", info, b"carol-secret")]
+    )
+    for f in futures.values():
+        f.result(TIMEOUT_S)
+    described = admin.describe_user_scram_credentials(["carol"])["carol"].result(TIMEOUT_S)
+    infos = described.scram_credential_infos
+    assert [(i.mechanism, i.iterations) for i in infos] == [(ScramMechanism.SCRAM_SHA_256, 4096)]
+    # kafka-python's admin client adds a SCRAM-SHA-512 credential for another user
+    kp = KafkaAdminClient(
+        bootstrap_servers=broker.plain,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="bob",
+        sasl_plain_password="bob-secret",
+    )
+    try:
+        result = kp.alter_user_scram_credentials(
+            [KpUpsertion("dave", "SCRAM-SHA-512", "dave-secret")]
+        )
+        assert result.get("dave") is None, result
+        assert "dave" in kp.describe_user_scram_credentials()
+    finally:
+        kp.close()
+    # a new user logs in at once, and after a kill -9 too
+    for _ in range(2):
+        carol = librdkafka(broker, "SCRAM-SHA-256", "carol", "carol-secret")
+        assert Producer(carol).list_topics(timeout=TIMEOUT_S).topics is not None
+        dave = librdkafka(broker, "SCRAM-SHA-512", "dave", "dave-secret")
+        assert Producer(dave).list_topics(timeout=TIMEOUT_S).topics is not None
+        broker.process.kill9()
+        port = int(broker.plain.rpartition(":")[2])
+        broker.process.start(port=port)
+    # deleting one: refused afterwards
+    admin = AdminClient(librdkafka(broker, "PLAIN", "bob", "bob-secret"))
+    for f in admin.alter_user_scram_credentials(
+        [UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_256)]
+    ).values():
+        f.result(TIMEOUT_S)
+    errors: list[str] = []
+    gone = {
+        **librdkafka(broker, "SCRAM-SHA-256", "carol", "carol-secret"),
+        "error_cb": errors.append,
+    }
+    with pytest.raises(KafkaException):
+        Producer(gone).list_topics(timeout=5)

@@ -1,0 +1,95 @@
+"""DescribeUserScramCredentials (key 50) and AlterUserScramCredentials (key 51), v0
+(KIP-554): the decisions in ``proxy/sasl/scram_admin.py``, the credentials in the broker's
+durable SCRAM store (``proxy/sasl/scram_store.py``), used by SCRAM logins at once."""
+
+from __future__ import annotations
+
+from kio.schema.alter_user_scram_credentials.v0.request import AlterUserScramCredentialsRequest
+from kio.schema.alter_user_scram_credentials.v0.response import (
+    AlterUserScramCredentialsResponse,
+    AlterUserScramCredentialsResult,
+)
+from kio.schema.describe_user_scram_credentials.v0.request import (
+    DescribeUserScramCredentialsRequest,
+)
+from kio.schema.describe_user_scram_credentials.v0.response import (
+    CredentialInfo,
+    DescribeUserScramCredentialsResponse,
+    DescribeUserScramCredentialsResult,
+)
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8, i32
+
+from proxy.context import RequestContext
+from proxy.registry import handler
+from proxy.sasl.scram_admin import Upsert, alter, describe
+from wire.values import NO_THROTTLE
+
+
+@handler(
+    api_key=50,
+    versions=(0, 0),
+    request=DescribeUserScramCredentialsRequest,
+    response=DescribeUserScramCredentialsResponse,
+)
+async def describe_user_scram_credentials(
+    ctx: RequestContext, req: DescribeUserScramCredentialsRequest
+) -> DescribeUserScramCredentialsResponse:
+    wanted = None if req.users is None else [u.name for u in req.users]
+    results = tuple(
+        DescribeUserScramCredentialsResult(
+            user=o.user,
+            error_code=o.code,
+            error_message=o.message,
+            credential_infos=tuple(
+                CredentialInfo(mechanism=i8(m), iterations=i32(n)) for m, n in o.credentials
+            ),
+        )
+        for o in describe(ctx.broker.scram.users(), wanted)
+    )
+    return DescribeUserScramCredentialsResponse(
+        throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None, results=results
+    )
+
+
+def _alter_error_reply(
+    req: AlterUserScramCredentialsRequest, code: ErrorCode
+) -> AlterUserScramCredentialsResponse:
+    names = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
+    return AlterUserScramCredentialsResponse(
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            AlterUserScramCredentialsResult(user=n, error_code=code, error_message=None)
+            for n in names
+        ),
+    )
+
+
+@handler(
+    api_key=51,
+    versions=(0, 0),
+    request=AlterUserScramCredentialsRequest,
+    response=AlterUserScramCredentialsResponse,
+    error_reply=_alter_error_reply,
+)
+async def alter_user_scram_credentials(
+    ctx: RequestContext, req: AlterUserScramCredentialsRequest
+) -> AlterUserScramCredentialsResponse:
+    store = ctx.broker.scram
+    sets, deletes, outcomes = alter(
+        store.users(),
+        [(d.name, int(d.mechanism)) for d in req.deletions],
+        [
+            Upsert(u.name, int(u.mechanism), int(u.iterations), u.salt, u.salted_password)
+            for u in req.upsertions
+        ],
+    )
+    if sets or deletes:
+        await store.apply(sets, deletes)  # durable before the answer
+    return AlterUserScramCredentialsResponse(
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            AlterUserScramCredentialsResult(user=o.user, error_code=o.code, error_message=o.message)
+            for o in outcomes
+        ),
+    )

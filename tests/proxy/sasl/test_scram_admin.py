@@ -1,0 +1,80 @@
+"""KIP-554's decisions (proxy/sasl/scram_admin.py): Kafka's ScramImage.describe and
+ScramControlManager.alterCredentials rules, as a table."""
+
+from __future__ import annotations
+
+import hashlib
+
+from kio.schema.errors import ErrorCode
+from scramp import ScramClient
+
+from proxy.sasl.mechanisms import ScramServer, new_credential
+from proxy.sasl.scram_admin import Outcome, Upsert, alter, credential, describe
+
+USERS = {
+    "alice": {"SCRAM-SHA-256": new_credential("SCRAM-SHA-256", "a", 4096)},
+    "bob": {
+        "SCRAM-SHA-256": new_credential("SCRAM-SHA-256", "b", 8192),
+        "SCRAM-SHA-512": new_credential("SCRAM-SHA-512", "b", 4096),
+    },
+}
+
+
+def test_describe_everyone_or_the_named_ones() -> None:
+    assert (
+        describe(USERS, None)
+        == describe(USERS, [])
+        == [
+            Outcome("alice", ErrorCode.none, None, ((1, 4096),)),
+            Outcome("bob", ErrorCode.none, None, ((1, 8192), (2, 4096))),
+        ]
+    )
+    got = describe(USERS, ["bob", "carol", "bob"])
+    assert [(o.user, o.code) for o in got] == [
+        ("bob", ErrorCode.duplicate_resource),
+        ("carol", ErrorCode.resource_not_found),
+    ]
+    assert got[
+        1
+    ].message == "Attempt to delete a user credential that does not exist: carol".replace(
+        "delete", "describe"
+    )
+
+
+def up(name: str, mech: int = 1, iterations: int = 4096) -> Upsert:
+    return Upsert(name, mech, iterations, b"salt", b"x" * 32)
+
+
+def test_alter_rules_and_messages() -> None:
+    sets, deletes, outcomes = alter(
+        USERS,
+        [("alice", 1), ("nobody", 1), ("bob", 2), ("", 1), ("alice", 2)],
+        [up("carol"), up("dave", 3), up("erin", 1, 100), up("frank", 2, 20000), up("bob")],
+    )
+    table = {o.user: (o.code, o.message) for o in outcomes}
+    twice = "A user credential cannot be altered twice in the same request"
+    assert table == {
+        "carol": (ErrorCode.none, None),
+        "alice": (ErrorCode.duplicate_resource, twice),  # named twice, mechanisms aside
+        "nobody": (
+            ErrorCode.resource_not_found,
+            "Attempt to delete a user credential that does not exist",
+        ),
+        "bob": (ErrorCode.duplicate_resource, twice),  # a deletion and an upsertion
+        "": (ErrorCode.unacceptable_credential, "Username must not be empty"),
+        "dave": (ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"),
+        "erin": (ErrorCode.unacceptable_credential, "Too few iterations"),
+        "frank": (ErrorCode.unacceptable_credential, "Too many iterations"),
+    }
+    assert [(n, m) for n, m, _ in sets] == [("carol", "SCRAM-SHA-256")] and deletes == []
+
+
+def test_an_upserted_credential_logs_the_user_in() -> None:
+    # what a client sends: SaltedPassword = PBKDF2(password, salt, iterations) (RFC 5802 Hi)
+    salted = hashlib.pbkdf2_hmac("sha512", b"pw", b"NaCl", 4096)
+    cred = credential("SCRAM-SHA-512", b"NaCl", salted, 4096)
+    server = ScramServer("SCRAM-SHA-512", lambda user: cred if user == "zoe" else None)
+    client = ScramClient(["SCRAM-SHA-512"], "zoe", "pw")
+    client.set_server_first(server.step(client.get_client_first().encode()).decode())
+    client.set_server_final(server.step(client.get_client_final().encode()).decode())
+    assert server.complete
