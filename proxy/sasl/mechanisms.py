@@ -16,7 +16,9 @@ extension); kafkad has no delegation tokens, so such an exchange fails as an unk
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -158,9 +160,16 @@ def make_server(
 
 
 def new_credential(
-    mechanism: str, password: str, iterations: int = MIN_ITERATIONS
+    mechanism: str, password: str, iterations: int = MIN_ITERATIONS, salt: bytes | None = None
 ) -> ScramCredential:
-    salt, stored_key, server_key, its = ScramMechanism(mechanism).make_auth_info(
-        password, iteration_count=iterations
+    """A credential from a password, as Kafka's ScramFormatter makes one: SaltedPassword =
+    PBKDF2(UTF-8 password, a random 32-byte salt, iterations), then the stored and server keys
+    (RFC 5802)."""
+    from proxy.sasl.scram_admin import (
+        credential,  # the key derivation AlterUserScramCredentials uses
     )
-    return ScramCredential(salt, stored_key, server_key, its)
+
+    salt = os.urandom(32) if salt is None else salt
+    name = "sha256" if mechanism == "SCRAM-SHA-256" else "sha512"
+    salted = hashlib.pbkdf2_hmac(name, password.encode(), salt, iterations)
+    return credential(mechanism, salt, salted, iterations)
