@@ -78,7 +78,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
     plain_port, ssl_port = _free_port(), _free_port()
     settings = {
         "listeners": f"SASL_PLAINTEXT://127.0.0.1:{plain_port},SASL_SSL://127.0.0.1:{ssl_port}",
-        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": (
+            "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"
+        ),
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "ssl.keystore.type": "PEM",
@@ -188,6 +190,24 @@ def test_a_request_before_authentication_closes_that_connection(broker: SaslBrok
         assert s.recv(4) == b""  # closed without an answer
     good = librdkafka(broker, "SCRAM-SHA-256", SCRAM_USER, SCRAM_PASSWORD)
     assert Producer(good).list_topics(timeout=TIMEOUT_S).topics is not None
+
+
+def test_confluent_kafka_oauthbearer_with_an_unsecured_token(broker: SaslBroker) -> None:
+    # librdkafka's development mode: an unsecured JWT (alg none) for principal "carl", which
+    # Kafka's default validator, and kafkad's, accept
+    cfg = {
+        "bootstrap.servers": broker.plain,
+        "security.protocol": "sasl_plaintext",
+        "sasl.mechanism": "OAUTHBEARER",
+        "enable.sasl.oauthbearer.unsecure.jwt": True,
+        "sasl.oauthbearer.config": "principal=carl scope=read",
+    }
+    topic = topic_name("sasl-oauth")
+    producer = Producer(cfg)
+    for v in payloads(topic):
+        producer.produce(topic, v)
+    assert producer.flush(TIMEOUT_S) == 0
+    assert consume(cfg, topic, N) == payloads(topic)
 
 
 def test_kafka_python_scram_and_plain(broker: SaslBroker) -> None:

@@ -26,7 +26,8 @@ from scramp import ScramException, ScramMechanism
 
 PLAIN = "PLAIN"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-SERVED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+OAUTHBEARER = "OAUTHBEARER"  # proxy/sasl/oauthbearer.py
+SERVED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER)
 MIN_ITERATIONS = 4096  # Kafka's ScramMechanism.minIterations
 
 
@@ -149,27 +150,24 @@ def _authzid(client_first: str) -> str:
     return header[1][2:].replace("=2C", ",").replace("=3D", "=")
 
 
-def make_server(
-    mechanism: str,
-    plain_users: Mapping[str, str],
-    scram_lookup: Callable[[str, str], ScramCredential | None],
-) -> PlainServer | ScramServer:
-    if mechanism == PLAIN:
-        return PlainServer(plain_users)
-    return ScramServer(mechanism, lambda user: scram_lookup(user, mechanism))
-
-
 def new_credential(
     mechanism: str, password: str, iterations: int = MIN_ITERATIONS, salt: bytes | None = None
 ) -> ScramCredential:
     """A credential from a password, as Kafka's ScramFormatter makes one: SaltedPassword =
     PBKDF2(UTF-8 password, a random 32-byte salt, iterations), then the stored and server keys
     (RFC 5802)."""
-    from proxy.sasl.scram_admin import (
-        credential,  # the key derivation AlterUserScramCredentials uses
-    )
-
     salt = os.urandom(32) if salt is None else salt
     name = "sha256" if mechanism == "SCRAM-SHA-256" else "sha512"
     salted = hashlib.pbkdf2_hmac(name, password.encode(), salt, iterations)
     return credential(mechanism, salt, salted, iterations)
+
+
+def credential(
+    mechanism: str, salt: bytes, salted_password: bytes, iterations: int
+) -> ScramCredential:
+    """RFC 5802: StoredKey = H(HMAC(SaltedPassword, "Client Key")), ServerKey =
+    HMAC(SaltedPassword, "Server Key")."""
+    h = hashlib.sha256 if mechanism == "SCRAM-SHA-256" else hashlib.sha512
+    client_key = hmac.new(salted_password, b"Client Key", h).digest()
+    server_key = hmac.new(salted_password, b"Server Key", h).digest()
+    return ScramCredential(salt, h(client_key).digest(), server_key, iterations)

@@ -13,19 +13,16 @@ upsertions, then failures, one per user.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from proxy.sasl.mechanisms import MIN_ITERATIONS, ScramCredential
+from proxy.sasl.mechanisms import MIN_ITERATIONS, ScramCredential, credential
 
 MAX_ITERATIONS = 16384
 MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}  # Kafka's ScramMechanism.type()
 TYPE_OF = {name: t for t, name in MECHANISM_TYPES.items()}
-_HASH = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
 
 Users = Mapping[str, Mapping[str, ScramCredential]]
 
@@ -73,17 +70,6 @@ class Upsert:
     iterations: int
     salt: bytes
     salted_password: bytes
-
-
-def credential(
-    mechanism: str, salt: bytes, salted_password: bytes, iterations: int
-) -> ScramCredential:
-    """RFC 5802: StoredKey = H(HMAC(SaltedPassword, "Client Key")), ServerKey =
-    HMAC(SaltedPassword, "Server Key")."""
-    h = _HASH[mechanism]
-    client_key = hmac.new(salted_password, b"Client Key", h).digest()
-    server_key = hmac.new(salted_password, b"Server Key", h).digest()
-    return ScramCredential(salt, h(client_key).digest(), server_key, iterations)
 
 
 def _check(name: str, mechanism: int) -> tuple[ErrorCode, str] | None:

@@ -26,13 +26,21 @@ what ``route`` answers, the SaslHandshake / SaslAuthenticate handlers call ``han
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
 from proxy.principal import USER_TYPE, KafkaPrincipal
-from proxy.sasl.mechanisms import AuthFailed, PlainServer, ScramCredential, ScramServer, make_server
+from proxy.sasl.mechanisms import (
+    OAUTHBEARER,
+    PLAIN,
+    AuthFailed,
+    PlainServer,
+    ScramCredential,
+    ScramServer,
+)
+from proxy.sasl.oauthbearer import OAuthBearerServer
 from proxy.sasl.settings import SaslSettings
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
@@ -61,6 +69,20 @@ class Reply:
 DISPATCH = None  # ``route``'s answer for a request the broker handles as any other
 
 
+def make_server(
+    mechanism: str,
+    plain_users: Mapping[str, str],
+    scram_lookup: Callable[[str, str], ScramCredential | None],
+    oauth_options: Mapping[str, str],
+) -> PlainServer | ScramServer | OAuthBearerServer:
+    """The server side of ``mechanism``'s exchange (``step``, ``complete``, ``username``)."""
+    if mechanism == PLAIN:
+        return PlainServer(plain_users)
+    if mechanism == OAUTHBEARER:
+        return OAuthBearerServer(oauth_options)
+    return ScramServer(mechanism, lambda user: scram_lookup(user, mechanism))
+
+
 class SaslSession:
     def __init__(
         self, settings: SaslSettings, scram_lookup: Callable[[str, str], ScramCredential | None]
@@ -73,7 +95,7 @@ class SaslSession:
         self.raw = False
         self.expires_at_ms: int | None = None
         self.failure: str | None = None  # why it failed (logged; never a credential)
-        self._server: PlainServer | ScramServer | None = None
+        self._server: PlainServer | ScramServer | OAuthBearerServer | None = None
         self._reauth_mechanism_changed = False
 
     @property
@@ -121,7 +143,9 @@ class SaslSession:
         reauth = self.state is State.COMPLETE
         self._reauth_mechanism_changed = reauth and mechanism != self.mechanism
         self.mechanism = mechanism
-        self._server = make_server(mechanism, self.settings.plain_users, self._scram_lookup)
+        self._server = make_server(
+            mechanism, self.settings.plain_users, self._scram_lookup, self.settings.oauth_options
+        )
         self.raw = version == 0 and not reauth
         self.state = State.AUTHENTICATE
         return ErrorCode.none

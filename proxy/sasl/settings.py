@@ -10,9 +10,12 @@ the PLAIN users from ``listener.name.<l>.plain.sasl.jaas.config`` as Kafka write
 own client identity, unused on one node), ``connections.max.reauth.ms`` (KIP-368) and
 ``connection.failed.authentication.delay.ms``.
 
+OAUTHBEARER validates unsecured tokens (proxy/sasl/oauthbearer.py) with the
+``unsecuredValidator*`` options of ``listener.name.<l>.oauthbearer.sasl.jaas.config``.
+
 Deviations: Kafka's default ``sasl.enabled.mechanisms`` is GSSAPI (Kerberos), which kafkad
-does not serve, nor OAUTHBEARER yet: a SASL listener whose mechanisms name either fails at
-start-up with a message saying what to set. The JAAS config is read from the broker config
+does not serve: a SASL listener whose mechanisms name it fails at start-up with a message
+saying what to set. The JAAS config is read from the broker config
 only (no ``java.security.auth.login.config`` file). SCRAM needs no JAAS entry here (Kafka's
 ``ScramLoginModule`` line is accepted and ignored).
 """
@@ -24,10 +27,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.sasl.mechanisms import PLAIN, SERVED_MECHANISMS
+from proxy.sasl.mechanisms import OAUTHBEARER, PLAIN, SERVED_MECHANISMS
 
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+OAUTHBEARER_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
@@ -61,6 +65,7 @@ SASL_CONFIGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "plain.sasl.jaas.config": (_jaas, ""),
     "scram-sha-256.sasl.jaas.config": (_jaas, ""),
     "scram-sha-512.sasl.jaas.config": (_jaas, ""),
+    "oauthbearer.sasl.jaas.config": (_jaas, ""),
     "connections.max.reauth.ms": (_long, "0"),
     "connection.failed.authentication.delay.ms": (_long, "100"),
 }
@@ -99,6 +104,7 @@ class SaslSettings:
     plain_users: Mapping[str, str] = field(repr=False, default_factory=dict)
     reauth_ms: int = 0
     failed_delay_ms: int = 100
+    oauth_options: Mapping[str, str] = field(default_factory=dict)  # unsecuredValidator*
 
 
 def listener_sasl(values: Mapping[str, Any], listener: str) -> SaslSettings:
@@ -129,10 +135,18 @@ def listener_sasl(values: Mapping[str, Any], listener: str) -> SaslSettings:
         if module != PLAIN_MODULE:
             raise SaslConfigError(f"listener {listener}: PLAIN's login module is {PLAIN_MODULE}")
         users = {k[len("user_") :]: v for k, v in options.items() if k.startswith("user_")}
+    oauth: dict[str, str] = {}
+    if OAUTHBEARER in mechanisms and get("oauthbearer.sasl.jaas.config"):
+        module, oauth = parse_jaas(get("oauthbearer.sasl.jaas.config"))
+        if module != OAUTHBEARER_MODULE:
+            raise SaslConfigError(
+                f"listener {listener}: OAUTHBEARER's login module is {OAUTHBEARER_MODULE}"
+            )
     return SaslSettings(
         listener,
         mechanisms,
         users,
         get("connections.max.reauth.ms"),
         get("connection.failed.authentication.delay.ms"),
+        oauth,
     )

@@ -8,8 +8,8 @@ import hashlib
 from kio.schema.errors import ErrorCode
 from scramp import ScramClient
 
-from proxy.sasl.mechanisms import ScramServer, new_credential
-from proxy.sasl.scram_admin import Outcome, Upsert, alter, credential, describe
+from proxy.sasl.mechanisms import ScramServer, credential, new_credential
+from proxy.sasl.scram_admin import Outcome, Upsert, alter, describe
 
 USERS = {
     "alice": {"SCRAM-SHA-256": new_credential("SCRAM-SHA-256", "a", 4096)},

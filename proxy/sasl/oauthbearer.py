@@ -1,0 +1,115 @@
+"""OAUTHBEARER (RFC 7628) with Kafka's unsecured-token validation, for development: Kafka's
+``OAuthBearerSaslServer`` with ``OAuthBearerUnsecuredValidatorCallbackHandler`` (what a broker
+uses when no validator class is configured), sans-I/O.
+
+The client's one message is ``n,[a=AUTHZID],^Aauth=Bearer TOKEN^A[key=value^A]*^A``. The token
+is an unsecured JWS (``alg: none``, an empty signature); its claims must hold the principal
+(``unsecuredValidatorPrincipalClaimName``, default ``sub``, a string), an expiry ``exp`` not
+past (``unsecuredValidatorAllowableClockSkewMs``), an ``iat`` not in the future if present, and
+every scope of ``unsecuredValidatorRequiredScope`` in the scope claim
+(``unsecuredValidatorScopeClaimName``, default ``scope``). The options come from the
+listener's ``oauthbearer.sasl.jaas.config``. A token that fails is answered with Kafka's JSON
+error (``{"status":"invalid_token"}`` or ``insufficient_scope``); the client acknowledges with
+``^A`` and the exchange fails with that message. Extensions are accepted and ignored.
+
+Deviations: signed JWTs (JWKS validation, KIP-768) are not served yet; the session lifetime
+does not follow the token's expiry (only ``connections.max.reauth.ms``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from proxy.sasl.mechanisms import OAUTHBEARER, AuthFailed
+
+_SEP = "\x01"
+_FIRST = re.compile(r"^n,(?:a=([^,]*))?,\x01((?:[A-Za-z]+=[\x21-\x7E \t\r\n]*\x01)*)\x01$")
+_AUTH = re.compile(r"^([\w]+) +([-_~+/.a-zA-Z0-9]+=*)$")
+
+
+def _b64url_json(part: str) -> Any:
+    padded = part + "=" * (-len(part) % 4)
+    return json.loads(base64.urlsafe_b64decode(padded))
+
+
+class OAuthBearerServer:
+    mechanism = OAUTHBEARER
+
+    def __init__(self, options: Mapping[str, str], now_ms: Callable[[], int] | None = None) -> None:
+        self._options = options
+        self._now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self._error: str | None = None
+        self.complete = False
+        self.username: str | None = None
+
+    def step(self, token: bytes) -> bytes:
+        if token == b"\x01" and self._error is not None:
+            raise AuthFailed(self._error)
+        self._error = None
+        try:
+            message = token.decode()
+        except UnicodeDecodeError:
+            raise AuthFailed("Invalid OAUTHBEARER client first message") from None
+        m = _FIRST.match(message)
+        if m is None:
+            raise AuthFailed("Invalid OAUTHBEARER client first message")
+        authzid = m.group(1) or ""
+        pairs = dict(kv.split("=", 1) for kv in m.group(2).split(_SEP) if kv)
+        auth = pairs.get("auth")
+        if auth is None:
+            raise AuthFailed("Invalid OAUTHBEARER client first message: 'auth' not specified")
+        am = _AUTH.match(auth)
+        if am is None:
+            raise AuthFailed("Invalid OAUTHBEARER client first message: invalid 'auth' format")
+        if am.group(1).lower() != "bearer":
+            raise AuthFailed(f"Invalid scheme in OAUTHBEARER client first message: {am.group(1)}")
+        principal, failure = self._validate(am.group(2))
+        if principal is None:
+            self._error = json.dumps(failure, separators=(",", ":"))
+            return self._error.encode()
+        if authzid and authzid != principal:
+            raise AuthFailed(
+                "Authentication failed: Client requested an authorization id "
+                f"({authzid}) that is different from the token's principal name ({principal})"
+            )
+        self.complete, self.username = True, principal
+        return b""
+
+    def _validate(self, jws: str) -> tuple[str | None, dict[str, str]]:
+        invalid = {"status": "invalid_token"}
+        parts = jws.split(".")
+        if len(parts) != 3 or parts[2] != "":
+            return None, invalid
+        try:
+            header, claims = _b64url_json(parts[0]), _b64url_json(parts[1])
+        except ValueError:
+            return None, invalid
+        if not isinstance(header, dict) or header.get("alg") != "none":
+            return None, invalid
+        if not isinstance(claims, dict):
+            return None, invalid
+        principal = claims.get(self._options.get("unsecuredValidatorPrincipalClaimName", "sub"))
+        if not isinstance(principal, str) or not principal:
+            return None, invalid
+        skew = int(self._options.get("unsecuredValidatorAllowableClockSkewMs", "0"))
+        now = self._now_ms()
+        exp, iat = claims.get("exp"), claims.get("iat")
+        if not isinstance(exp, int | float) or exp * 1000 <= now - skew:
+            return None, invalid
+        if iat is not None and (not isinstance(iat, int | float) or iat * 1000 > now + skew):
+            return None, invalid
+        if iat is not None and exp <= iat:
+            return None, invalid
+        required = self._options.get("unsecuredValidatorRequiredScope", "").split()
+        if required:
+            scope = claims.get(self._options.get("unsecuredValidatorScopeClaimName", "scope"))
+            have = set(scope.split() if isinstance(scope, str) else scope or [])
+            missing = [s for s in required if s not in have]
+            if missing:
+                return None, {"status": "insufficient_scope", "scope": " ".join(required)}
+        return principal, {}

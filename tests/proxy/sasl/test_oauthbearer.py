@@ -1,0 +1,92 @@
+"""OAUTHBEARER with Kafka's unsecured-token validation (proxy/sasl/oauthbearer.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from proxy.sasl.mechanisms import AuthFailed
+from proxy.sasl.oauthbearer import OAuthBearerServer
+
+NOW_MS = 1_800_000_000_000
+
+
+def b64(obj: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+
+def jws(claims: dict[str, Any], alg: str = "none") -> str:
+    return f"{b64({'alg': alg})}.{b64(claims)}."
+
+
+def first(token: str, authzid: str = "", extensions: str = "") -> bytes:
+    gs2 = f"n,{'a=' + authzid if authzid else ''},"
+    return f"{gs2}\x01auth=Bearer {token}\x01{extensions}\x01".encode()
+
+
+def server(**options: str) -> OAuthBearerServer:
+    return OAuthBearerServer(options, lambda: NOW_MS)
+
+
+GOOD = {"sub": "alice", "exp": NOW_MS / 1000 + 60, "iat": NOW_MS / 1000 - 1, "scope": "a b"}
+
+
+def test_a_good_token_logs_in_as_its_subject() -> None:
+    s = server()
+    assert s.step(first(jws(GOOD), extensions="traceId=123\x01")) == b""
+    assert s.complete and s.username == "alice"
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        {**GOOD, "exp": NOW_MS / 1000 - 1},  # expired
+        {k: v for k, v in GOOD.items() if k != "exp"},  # no expiry
+        {k: v for k, v in GOOD.items() if k != "sub"},  # no principal
+        {**GOOD, "iat": NOW_MS / 1000 + 60},  # issued in the future
+        {**GOOD, "sub": 7},  # a principal that is not a string
+    ],
+)
+def test_an_invalid_token_is_answered_then_fails_on_the_clients_ack(claims: dict[str, Any]) -> None:
+    s = server()
+    answer = s.step(first(jws(claims)))
+    assert json.loads(answer) == {"status": "invalid_token"} and not s.complete
+    with pytest.raises(AuthFailed) as exc:
+        s.step(b"\x01")
+    assert json.loads(str(exc.value)) == {"status": "invalid_token"}
+
+
+def test_a_signed_token_or_a_missing_scope_is_refused() -> None:
+    assert json.loads(server().step(first(jws(GOOD, alg="RS256")))) == {"status": "invalid_token"}
+    s = server(unsecuredValidatorRequiredScope="a c")
+    assert json.loads(s.step(first(jws(GOOD)))) == {"status": "insufficient_scope", "scope": "a c"}
+    assert server(unsecuredValidatorRequiredScope="b").step(first(jws(GOOD))) == b""
+
+
+def test_options_name_the_claims_and_the_skew() -> None:
+    claims = {"user": "bob", "exp": NOW_MS / 1000 - 1}
+    s = server(
+        unsecuredValidatorPrincipalClaimName="user", unsecuredValidatorAllowableClockSkewMs="5000"
+    )
+    assert s.step(first(jws(claims))) == b"" and s.username == "bob"
+
+
+@pytest.mark.parametrize(
+    ("message", "why"),
+    [
+        (b"y,,\x01auth=Bearer x\x01\x01", "Invalid OAUTHBEARER client first message"),
+        (b"n,,\x01host=a\x01\x01", "'auth' not specified"),
+        (b"n,,\x01auth=Basic abc\x01\x01", "Invalid scheme"),
+    ],
+)
+def test_malformed_first_messages(message: bytes, why: str) -> None:
+    with pytest.raises(AuthFailed, match=why):
+        server().step(message)
+
+
+def test_another_authorization_id_is_refused() -> None:
+    with pytest.raises(AuthFailed, match="different from the token's principal"):
+        server().step(first(jws(GOOD), authzid="bob"))
