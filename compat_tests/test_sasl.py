@@ -399,3 +399,47 @@ def test_scram_users_managed_with_the_admin_clients_and_kept_across_kill9(
     }
     with pytest.raises(KafkaException):
         Producer(gone).list_topics(timeout=5)
+
+
+def test_librdkafka_reauthenticates_before_its_session_expires(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """KIP-368: with connections.max.reauth.ms the broker answers the session lifetime, and
+    librdkafka re-authenticates on the same connection before it ends: produce goes on for
+    several lifetimes without an error or a dropped connection."""
+    import time
+
+    from compat_tests.conftest import _spawn
+
+    settings = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "connections.max.reauth.ms": "1000",
+    }
+    b = _spawn(tmp_path_factory.mktemp("kafkad-reauth"), "reauth", settings)
+    try:
+        errors: list[str] = []
+        producer = Producer(
+            {
+                "bootstrap.servers": b.bootstrap,
+                "security.protocol": "sasl_plaintext",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "bob",
+                "sasl.password": "bob-secret",
+                "error_cb": lambda e: errors.append(str(e)),
+            }
+        )
+        topic = topic_name("sasl-reauth")
+        start = time.monotonic()
+        sent = 0
+        while time.monotonic() - start < 3.5:  # three and a half session lifetimes
+            producer.produce(topic, b"x")
+            assert producer.flush(TIMEOUT_S) == 0
+            sent += 1
+            producer.poll(0.1)
+        assert errors == [] and sent > 10
+        assert "session expired" not in b.log_tail()
+    finally:
+        assert b.stop() == 0
+        _LIVE.remove(b)
