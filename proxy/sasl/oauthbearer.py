@@ -12,8 +12,9 @@ listener's ``oauthbearer.sasl.jaas.config``. A token that fails is answered with
 error (``{"status":"invalid_token"}`` or ``insufficient_scope``); the client acknowledges with
 ``^A`` and the exchange fails with that message. Extensions are accepted and ignored.
 
-Deviations: signed JWTs (JWKS validation, KIP-768) are not served yet; the session lifetime
-does not follow the token's expiry (only ``connections.max.reauth.ms``).
+The token's expiry bounds the session (KIP-368, ``proxy/sasl/session.py``).
+
+Deviation: signed JWTs (JWKS validation, KIP-768) are not served yet.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class OAuthBearerServer:
         self._error: str | None = None
         self.complete = False
         self.username: str | None = None
+        self.expires_at_ms: int | None = None  # the token's exp: bounds the session (KIP-368)
 
     def step(self, token: bytes) -> bytes:
         if token == b"\x01" and self._error is not None:
@@ -68,7 +70,7 @@ class OAuthBearerServer:
             raise AuthFailed("Invalid OAUTHBEARER client first message: invalid 'auth' format")
         if am.group(1).lower() != "bearer":
             raise AuthFailed(f"Invalid scheme in OAUTHBEARER client first message: {am.group(1)}")
-        principal, failure = self._validate(am.group(2))
+        principal, failure, expires = self._validate(am.group(2))
         if principal is None:
             self._error = json.dumps(failure, separators=(",", ":"))
             return self._error.encode()
@@ -77,39 +79,39 @@ class OAuthBearerServer:
                 "Authentication failed: Client requested an authorization id "
                 f"({authzid}) that is different from the token's principal name ({principal})"
             )
-        self.complete, self.username = True, principal
+        self.complete, self.username, self.expires_at_ms = True, principal, expires
         return b""
 
-    def _validate(self, jws: str) -> tuple[str | None, dict[str, str]]:
+    def _validate(self, jws: str) -> tuple[str | None, dict[str, str], int | None]:
         invalid = {"status": "invalid_token"}
         parts = jws.split(".")
         if len(parts) != 3 or parts[2] != "":
-            return None, invalid
+            return None, invalid, None
         try:
             header, claims = _b64url_json(parts[0]), _b64url_json(parts[1])
         except ValueError:
-            return None, invalid
+            return None, invalid, None
         if not isinstance(header, dict) or header.get("alg") != "none":
-            return None, invalid
+            return None, invalid, None
         if not isinstance(claims, dict):
-            return None, invalid
+            return None, invalid, None
         principal = claims.get(self._options.get("unsecuredValidatorPrincipalClaimName", "sub"))
         if not isinstance(principal, str) or not principal:
-            return None, invalid
+            return None, invalid, None
         skew = int(self._options.get("unsecuredValidatorAllowableClockSkewMs", "0"))
         now = self._now_ms()
         exp, iat = claims.get("exp"), claims.get("iat")
         if not isinstance(exp, int | float) or exp * 1000 <= now - skew:
-            return None, invalid
+            return None, invalid, None
         if iat is not None and (not isinstance(iat, int | float) or iat * 1000 > now + skew):
-            return None, invalid
+            return None, invalid, None
         if iat is not None and exp <= iat:
-            return None, invalid
+            return None, invalid, None
         required = self._options.get("unsecuredValidatorRequiredScope", "").split()
         if required:
             scope = claims.get(self._options.get("unsecuredValidatorScopeClaimName", "scope"))
             have = set(scope.split() if isinstance(scope, str) else scope or [])
             missing = [s for s in required if s not in have]
             if missing:
-                return None, {"status": "insufficient_scope", "scope": " ".join(required)}
-        return principal, {}
+                return None, {"status": "insufficient_scope", "scope": " ".join(required)}, None
+        return principal, {}, int(exp * 1000)

@@ -14,9 +14,12 @@ admitted; anything else closes the connection (Kafka: IllegalSaslStateException)
 exchange is answered (SASL_AUTHENTICATION_FAILED and a message) and the connection closed
 ``connection.failed.authentication.delay.ms`` later. SaslHandshake v0 means the client sends
 the exchange as raw size-prefixed tokens instead of SaslAuthenticate requests (``raw``).
-With ``connections.max.reauth.ms`` > 0 the session lasts that long (SaslAuthenticate v1+
-answers it as ``session_lifetime_ms``); a request other than SaslHandshake after that closes
-the connection, as Kafka's Processor closes an expired session.
+With ``connections.max.reauth.ms`` > 0, or a credential that expires (an OAUTHBEARER token),
+the session lasts until the earlier of the two (SaslAuthenticate v1+ answers it as
+``session_lifetime_ms``); a request other than SaslHandshake after that closes the
+connection, as Kafka's Processor closes an expired session. Re-authentication needs such an
+expiry and at most one start per second; otherwise a SaslHandshake on an authenticated
+connection is answered ILLEGAL_SASL_STATE.
 
 Pure: the caller passes the time and the request's api key; ``proxy/connection.py`` acts on
 what ``route`` answers, the SaslHandshake / SaslAuthenticate handlers call ``handshake`` and
@@ -97,6 +100,7 @@ class SaslSession:
         self.failure: str | None = None  # why it failed (logged; never a credential)
         self._server: PlainServer | ScramServer | OAuthBearerServer | None = None
         self._reauth_mechanism_changed = False
+        self._reauth_started_ms: int | None = None
 
     @property
     def failed(self) -> bool:
@@ -134,13 +138,23 @@ class SaslSession:
             self.state = State.HANDSHAKE
         return DISPATCH
 
-    def handshake(self, mechanism: str, version: int) -> ErrorCode:
+    def handshake(self, mechanism: str, version: int, now_ms: int) -> ErrorCode:
         """SaslHandshake: NONE and the exchange begins, or UNSUPPORTED_SASL_MECHANISM (the
-        connection then fails). On an authenticated connection it starts re-authentication."""
+        connection then fails). On an authenticated connection it starts re-authentication,
+        if the session has an expiry and the last one began at least a second ago (Kafka's
+        KafkaChannel.maybeBeginServerReauthentication); else it is an ordinary request,
+        which Kafka's KafkaApis answers ILLEGAL_SASL_STATE."""
+        reauth = self.state is State.COMPLETE
+        if reauth and (
+            self.expires_at_ms is None
+            or (self._reauth_started_ms is not None and now_ms - self._reauth_started_ms < 1000)
+        ):
+            return ErrorCode.illegal_sasl_state
         if mechanism not in self.settings.mechanisms:
             self._fail(f"unsupported SASL mechanism {mechanism!r}")
             return ErrorCode.unsupported_sasl_mechanism
-        reauth = self.state is State.COMPLETE
+        if reauth:
+            self._reauth_started_ms = now_ms
         self._reauth_mechanism_changed = reauth and mechanism != self.mechanism
         self.mechanism = mechanism
         self._server = make_server(
@@ -178,6 +192,16 @@ class SaslSession:
             raise AuthFailed(message)
         self.principal = principal
         self.state = State.COMPLETE
-        lifetime = self.settings.reauth_ms
-        self.expires_at_ms = now_ms + lifetime if lifetime > 0 else None
+        # Kafka's ReauthInfo: the lifetime is connections.max.reauth.ms, or the credential's
+        # own expiry (an OAUTHBEARER token's exp), whichever ends first; neither: no expiry
+        max_reauth = self.settings.reauth_ms
+        credential_ends = getattr(self._server, "expires_at_ms", None)
+        ends = [e - now_ms for e in (credential_ends,) if e is not None]
+        if max_reauth > 0:
+            ends.append(max_reauth)
+        if not ends:
+            self.expires_at_ms = None
+            return out, 0
+        lifetime = max(0, min(ends))
+        self.expires_at_ms = now_ms + lifetime
         return out, lifetime

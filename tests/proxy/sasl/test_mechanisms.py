@@ -164,7 +164,7 @@ def test_only_versions_then_handshake_then_authenticate_pass_before_authenticati
     assert isinstance(s.route(request(18), 0), Close)  # ApiVersions once, first
     s = session()
     assert s.route(request(17), 0) is None
-    assert s.handshake("PLAIN", 1) is ErrorCode.none and s.state is State.AUTHENTICATE
+    assert s.handshake("PLAIN", 1, 0) is ErrorCode.none and s.state is State.AUTHENTICATE
     assert isinstance(s.route(request(3), 0), Close)  # Metadata before authenticating
     assert s.failed
 
@@ -178,13 +178,13 @@ def test_a_request_before_the_handshake_closes() -> None:
 
 def test_an_unserved_mechanism_fails_the_session() -> None:
     s = session()
-    assert s.handshake("GSSAPI", 1) is ErrorCode.unsupported_sasl_mechanism
+    assert s.handshake("GSSAPI", 1, 0) is ErrorCode.unsupported_sasl_mechanism
     assert s.failed and isinstance(s.route(request(17), 0), Close)
 
 
 def test_success_sets_the_principal_and_the_session_lifetime() -> None:
     s = session(reauth_ms=60_000)
-    s.handshake("PLAIN", 1)
+    s.handshake("PLAIN", 1, 0)
     token, lifetime = s.authenticate(b"\0alice\0alice-secret", 1_000)
     assert (token, lifetime) == (b"", 60_000)
     assert s.principal == KafkaPrincipal("User", "alice") and s.state is State.COMPLETE
@@ -196,27 +196,39 @@ def test_success_sets_the_principal_and_the_session_lifetime() -> None:
 
 def test_reauthentication_keeps_the_mechanism_and_the_principal() -> None:
     s = session(reauth_ms=1000)
-    s.handshake("PLAIN", 1)
+    s.handshake("PLAIN", 1, 0)
     s.authenticate(b"\0alice\0alice-secret", 0)
-    assert s.handshake("PLAIN", 1) is ErrorCode.none
+    assert s.handshake("PLAIN", 1, 900) is ErrorCode.none
     assert s.authenticate(b"\0alice\0alice-secret", 900)[1] == 1000
     assert s.expires_at_ms == 1900
-    s.handshake("PLAIN", 1)
+    # at most one re-authentication a second (Kafka's KafkaChannel): an ordinary request then
+    assert s.handshake("PLAIN", 1, 1500) is ErrorCode.illegal_sasl_state
+    assert s.state is State.COMPLETE and not s.failed
+    s.handshake("PLAIN", 1, 1900)
     with pytest.raises(AuthFailed, match="Cannot change principals"):
-        s.authenticate(b"\0bob\0b=o,b", 1000)
+        s.authenticate(b"\0bob\0b=o,b", 1900)
     s = session(reauth_ms=1000)
-    s.handshake("PLAIN", 1)
+    s.handshake("PLAIN", 1, 0)
     s.authenticate(b"\0alice\0alice-secret", 0)
-    s.handshake("SCRAM-SHA-512", 1)
+    s.handshake("SCRAM-SHA-512", 1, 10)
     with pytest.raises(AuthFailed, match="re-authentication"):
         s.authenticate(b"n,,n=carol,r=abc", 10)
 
 
+def test_without_a_session_expiry_a_second_handshake_is_illegal_state() -> None:
+    s = session()  # connections.max.reauth.ms=0 and a credential that never expires
+    s.handshake("PLAIN", 1, 0)
+    s.authenticate(b"\0alice\0alice-secret", 0)
+    assert s.expires_at_ms is None
+    assert s.handshake("PLAIN", 1, 5000) is ErrorCode.illegal_sasl_state
+    assert s.state is State.COMPLETE
+
+
 def test_handshake_v0_carries_raw_tokens() -> None:
     s = session()
-    s.handshake("PLAIN", 0)
+    s.handshake("PLAIN", 0, 0)
     reply = s.route(b"\0alice\0alice-secret", 0)
     assert reply == Reply(b"\0\0\0\0") and s.state is State.COMPLETE
     s = session()
-    s.handshake("PLAIN", 0)
+    s.handshake("PLAIN", 0, 0)
     assert isinstance(s.route(b"\0alice\0nope", 0), Close)

@@ -38,6 +38,20 @@ def test_a_good_token_logs_in_as_its_subject() -> None:
     s = server()
     assert s.step(first(jws(GOOD), extensions="traceId=123\x01")) == b""
     assert s.complete and s.username == "alice"
+    assert s.expires_at_ms == NOW_MS + 60_000  # the token's exp bounds the session
+
+
+def test_the_tokens_expiry_is_the_session_lifetime() -> None:
+    from proxy.sasl.session import SaslSession
+    from proxy.sasl.settings import SaslSettings
+
+    for reauth_ms, lifetime in ((0, 60_000), (10_000, 10_000), (120_000, 60_000)):
+        settings = SaslSettings("SASL", ("OAUTHBEARER",), {}, reauth_ms, 100)
+        session = SaslSession(settings, lambda user, mech: None)
+        session.handshake("OAUTHBEARER", 1, NOW_MS)
+        session._server = server()  # the same validator, on this test's clock
+        token = first(jws(GOOD))
+        assert session.authenticate(token, NOW_MS) == (b"", lifetime)
 
 
 @pytest.mark.parametrize(
