@@ -445,3 +445,43 @@ def test_librdkafka_reauthenticates_before_its_session_expires(
     finally:
         assert b.stop() == 0
         _LIVE.remove(b)
+
+
+def test_the_kafkad_cli_with_a_command_config(broker: SaslBroker, tmp_path: Path) -> None:
+    """``kafkad topics ... --command-config FILE``, as Kafka's tools take client properties:
+    SCRAM over SASL_SSL with Java's JAAS line, and a wrong password as one readable line."""
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "proxy.cli", *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    def props(password: str) -> Path:
+        path = tmp_path / f"client-{password}.properties"
+        path.write_text(
+            "security.protocol=SASL_SSL\n"
+            "ssl.truststore.type=PEM\n"
+            f"ssl.truststore.location={broker.certs / 'ca.crt'}\n"
+            "sasl.mechanism=SCRAM-SHA-512\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{SCRAM_USER}" password="{password}";\n'
+        )
+        return path
+
+    topic = topic_name("sasl-cli")
+    good = props(SCRAM_PASSWORD)
+    made = cli(
+        "topics", "create", topic, "--bootstrap-server", broker.ssl, "--command-config", str(good)
+    )
+    assert made.returncode == 0, made.stderr
+    listed = cli("topics", "list", "--bootstrap-server", broker.ssl, "--command-config", str(good))
+    assert listed.returncode == 0 and topic in listed.stdout.split()
+    bad = cli(
+        "topics", "list", "--bootstrap-server", broker.ssl, "--command-config", str(props("nope"))
+    )
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert "SASL SCRAM-SHA-512 authentication failed" in bad.stderr

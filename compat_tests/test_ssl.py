@@ -304,3 +304,32 @@ def test_bad_tls_input_closes_only_that_connection(
     log = ssl_broker.log_tail(since)
     assert "TLS handshake failed: PACKET_LENGTH_TOO_LONG" in log
     assert "CERTIFICATE_VERIFY_FAILED" in log
+
+
+def test_the_kafkad_cli_with_the_client_properties_kafkad_certs_writes(
+    bootstrap: str, certs: Path
+) -> None:
+    """``--command-config certs/client.properties``: mutual TLS for the kafkad CLI, with the
+    Java-style PEM keystore file that ``kafkad certs`` writes."""
+    import sys
+
+    from compat_tests.conftest import REPO
+
+    topic = topic_name("ssl-cli")
+    args = ["--bootstrap-server", bootstrap, "--command-config", str(certs / "client.properties")]
+    made = subprocess.run(
+        [sys.executable, "-m", "proxy.cli", "topics", "create", topic, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    listed = subprocess.run(
+        [sys.executable, "-m", "proxy.cli", "topics", "list", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listed.returncode == 0 and topic in listed.stdout.split()

@@ -16,6 +16,7 @@ from kafkad.cli import consume, groups, produce, topics, txns, verify
 from kafkad.cli.options import UsageError, bootstrap_default
 from kafkad.client.cluster import Client
 from kafkad.client.errors import ClientError
+from kafkad.client.security import from_properties, read_properties
 
 __all__ = ["NOUNS", "main"]
 
@@ -42,7 +43,11 @@ def main(argv: Sequence[str]) -> int:
         print(f"kafkad: `kafkad {words}` needs a verb (see kafkad {words} --help)", file=sys.stderr)
         return 2
     try:
-        with Client(args.bootstrap_server or bootstrap_default(), args.timeout) as client:
+        security = None
+        if getattr(args, "command_config", None):
+            security = from_properties(read_properties(args.command_config))
+        bootstrap = args.bootstrap_server or bootstrap_default()
+        with Client(bootstrap, args.timeout, security) as client:
             return run(args, client)
     except UsageError as exc:
         print(f"kafkad: {exc}", file=sys.stderr)

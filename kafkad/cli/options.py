@@ -36,6 +36,13 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help=f"a broker to start from (default: ${ENV_BOOTSTRAP}, else {DEFAULT_BOOTSTRAP})",
     )
+    parser.add_argument(
+        "--command-config",
+        default=None,
+        metavar="FILE",
+        help="client properties as Kafka's tools take them: security.protocol, ssl.*, "
+        "sasl.mechanism, sasl.jaas.config (e.g. the client.properties `kafkad certs` writes)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
     parser.add_argument(
         "--timeout",

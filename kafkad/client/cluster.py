@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from kafkad.client.connection import Connection
 from kafkad.client.errors import ClientError, KafkaError, check
+from kafkad.client.security import Security
 
 __all__ = ["API", "Client", "PartitionInfo", "TopicInfo"]
 
@@ -70,10 +71,11 @@ class TopicInfo:
 
 
 class Client:
-    def __init__(self, bootstrap: str, timeout: float) -> None:
+    def __init__(self, bootstrap: str, timeout: float, security: Security | None = None) -> None:
         self.timeout = timeout
         self.deadline = time.monotonic() + timeout
-        self.bootstrap = Connection(bootstrap, timeout)
+        self.security = security
+        self.bootstrap = Connection(bootstrap, timeout, security=security)
         self.brokers: dict[int, str] = {}
         self._conns: dict[int, Connection] = {}
         self._topics: dict[str, TopicInfo] = {}
@@ -104,7 +106,9 @@ class Client:
                 self.metadata([])
             if node not in self.brokers:
                 raise ClientError(f"the cluster does not know broker {node}")
-            conn = self._conns[node] = Connection(self.brokers[node], self.timeout)
+            conn = self._conns[node] = Connection(
+                self.brokers[node], self.timeout, security=self.security
+            )
         return conn
 
     # -- metadata --------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import socket
+import ssl
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -20,6 +21,7 @@ from kio.serial import entity_reader, entity_writer
 
 from kafkad.client.build import build, request_class, response_class
 from kafkad.client.errors import ClientError, Unreachable
+from kafkad.client.security import Security, authenticate
 from wire.errors import FramingError
 from wire.framing import FrameDecoder, Want
 from wire.headers import RequestHeader, request_header
@@ -39,22 +41,41 @@ def split_host_port(address: str) -> tuple[str, int]:
 
 
 class Connection:
-    def __init__(self, address: str, timeout: float, client_id: str = "kafkad-cli") -> None:
+    def __init__(
+        self,
+        address: str,
+        timeout: float,
+        client_id: str = "kafkad-cli",
+        security: Security | None = None,
+    ) -> None:
         self.address = address
         self.timeout = timeout
         self.client_id = client_id
+        security = security or Security()
         host, port = split_host_port(address)
         try:
-            self._sock = socket.create_connection((host, port), timeout=timeout)
+            sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
             why = exc.strerror or str(exc) or type(exc).__name__
             raise Unreachable(f"cannot reach a broker at {address}: {why}") from exc
-        self._sock.settimeout(timeout)
+        sock.settimeout(timeout)
+        self._sock: socket.socket = sock
+        if security.tls is not None:
+            try:
+                hostname = host if security.check_hostname else None
+                if not security.check_hostname:
+                    security.tls.check_hostname = False
+                self._sock = security.tls.wrap_socket(sock, server_hostname=hostname)
+            except (ssl.SSLError, OSError) as exc:
+                sock.close()
+                raise Unreachable(f"TLS handshake with {address} failed: {exc}") from exc
         self._decoder = FrameDecoder()
         self._next_id = 1
         self.versions: dict[int, tuple[int, int]] = {}
         try:
             self._negotiate()
+            if security.mechanism is not None:
+                authenticate(security, self._exchange, address)
         except BaseException:
             self._sock.close()
             raise

@@ -1,0 +1,126 @@
+"""How the ``kafkad`` client CLI connects: Kafka's client configs from ``--command-config FILE``
+(the option Kafka's own tools take), so the ``client.properties`` that ``kafkad certs`` writes,
+or an application's, works as it is.
+
+Read: ``security.protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); TLS from the Java names
+with PEM stores (``ssl.truststore.location``, ``ssl.keystore.location`` holding key and
+certificate, ``ssl.key.password``) or librdkafka's (``ssl.ca.location``,
+``ssl.certificate.location``, ``ssl.key.location``); ``ssl.endpoint.identification.algorithm``
+empty turns host-name checking off, as in Kafka. SASL: ``sasl.mechanism`` PLAIN,
+SCRAM-SHA-256 or SCRAM-SHA-512, the credentials from ``sasl.jaas.config``
+(``username="..." password="..."``, Java's form) or ``sasl.username`` / ``sasl.password``
+(librdkafka's). Not supported here: OAUTHBEARER, GSSAPI, JKS/PKCS12 stores (said so).
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkad.client.errors import ClientError
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+@dataclass(frozen=True)
+class Security:
+    protocol: str = "PLAINTEXT"
+    tls: ssl.SSLContext | None = None
+    check_hostname: bool = True
+    mechanism: str | None = None
+    username: str = ""
+    password: str = field(default="", repr=False)
+
+
+def read_properties(path: str) -> dict[str, str]:
+    from proxy.config import ConfigError, parse_properties
+
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ClientError(f"cannot read --command-config {path}: {exc.strerror or exc}") from exc
+    try:
+        return parse_properties(text, f"--command-config {path}")
+    except ConfigError as exc:
+        raise ClientError(str(exc)) from exc
+
+
+def from_properties(props: Mapping[str, str]) -> Security:
+    protocol = props.get("security.protocol", "PLAINTEXT").upper()
+    if protocol not in PROTOCOLS:
+        raise ClientError(f"security.protocol={protocol}: one of {', '.join(PROTOCOLS)}")
+    tls = _tls(props) if protocol in ("SSL", "SASL_SSL") else None
+    mechanism = None
+    username = password = ""
+    if protocol.startswith("SASL"):
+        mechanism = props.get("sasl.mechanism", props.get("sasl.mechanisms", "GSSAPI")).upper()
+        if mechanism not in MECHANISMS:
+            raise ClientError(
+                f"sasl.mechanism={mechanism}: the kafkad CLI speaks {', '.join(MECHANISMS)}"
+            )
+        username, password = _credentials(props)
+    check = props.get("ssl.endpoint.identification.algorithm", "https") != ""
+    return Security(protocol, tls, check, mechanism, username, password)
+
+
+def _tls(props: Mapping[str, str]) -> ssl.SSLContext:
+    for name in ("ssl.truststore.type", "ssl.keystore.type"):
+        if props.get(name, "PEM").upper() != "PEM":
+            raise ClientError(f"{name}={props[name]}: the kafkad CLI reads PEM stores")
+    ca = props.get("ssl.truststore.location") or props.get("ssl.ca.location")
+    ctx = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
+    cert = props.get("ssl.keystore.location") or props.get("ssl.certificate.location")
+    key = props.get("ssl.key.location")
+    if cert:
+        ctx.load_cert_chain(cert, key or None, props.get("ssl.key.password") or None)
+    return ctx
+
+
+def _credentials(props: Mapping[str, str]) -> tuple[str, str]:
+    if "sasl.username" in props:
+        return props["sasl.username"], props.get("sasl.password", "")
+    jaas = props.get("sasl.jaas.config", "")
+    if not jaas:
+        raise ClientError("SASL needs sasl.jaas.config (or sasl.username and sasl.password)")
+    from proxy.sasl.settings import parse_jaas
+
+    try:
+        _module, options = parse_jaas(jaas)
+    except ValueError as exc:
+        raise ClientError(f"sasl.jaas.config: {exc}") from exc
+    return options.get("username", ""), options.get("password", "")
+
+
+def authenticate(
+    security: Security,
+    exchange: Callable[[int, int, Mapping[str, object]], object],
+    address: str,
+) -> None:
+    """SaslHandshake v1 then SaslAuthenticate until the mechanism is done; ``exchange`` sends a
+    request (api key, version, fields) and returns the decoded response."""
+    assert security.mechanism is not None
+    shook: object = exchange(17, 1, {"mechanism": security.mechanism})
+    if getattr(shook, "error_code", 0):
+        offered = ", ".join(getattr(shook, "mechanisms", ()))
+        raise ClientError(
+            f"{address} does not accept SASL {security.mechanism} (it offers {offered})"
+        )
+
+    def step(token: bytes) -> bytes:
+        resp = exchange(36, 1, {"auth_bytes": token})
+        if getattr(resp, "error_code", 0):
+            why = getattr(resp, "error_message", None) or "authentication failed"
+            raise ClientError(f"{address}: SASL {security.mechanism} authentication failed: {why}")
+        return bytes(getattr(resp, "auth_bytes", b""))
+
+    if security.mechanism == "PLAIN":
+        step(f"\0{security.username}\0{security.password}".encode())
+        return
+    from scramp import ScramClient
+
+    client = ScramClient([security.mechanism], security.username, security.password)
+    client.set_server_first(step(client.get_client_first().encode()).decode())
+    client.set_server_final(step(client.get_client_final().encode()).decode())
