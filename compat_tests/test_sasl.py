@@ -485,3 +485,7 @@ def test_the_kafkad_cli_with_a_command_config(broker: SaslBroker, tmp_path: Path
     )
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
     assert "SASL SCRAM-SHA-512 authentication failed" in bad.stderr
+    # without --command-config: the broker closes the connection; the line says what to give
+    plain = cli("topics", "list", "--bootstrap-server", broker.plain)
+    assert plain.returncode == 1 and len(plain.stderr.splitlines()) == 1
+    assert "give --command-config" in plain.stderr

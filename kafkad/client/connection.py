@@ -73,7 +73,16 @@ class Connection:
         self._next_id = 1
         self.versions: dict[int, tuple[int, int]] = {}
         try:
-            self._negotiate()
+            try:
+                self._negotiate()
+            except Unreachable as exc:
+                if security.protocol != "PLAINTEXT":
+                    raise
+                # a TLS or SASL listener drops a plaintext ApiVersions without an answer
+                raise Unreachable(
+                    f"{exc} (if it is an SSL or SASL listener, give --command-config with "
+                    "security.protocol and its settings)"
+                ) from exc
             if security.mechanism is not None:
                 authenticate(security, self._exchange, address)
         except BaseException:
