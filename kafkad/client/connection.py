@@ -72,17 +72,9 @@ class Connection:
         self._decoder = FrameDecoder()
         self._next_id = 1
         self.versions: dict[int, tuple[int, int]] = {}
+        self._plaintext = security.protocol == "PLAINTEXT"
         try:
-            try:
-                self._negotiate()
-            except Unreachable as exc:
-                if security.protocol != "PLAINTEXT":
-                    raise
-                # a TLS or SASL listener drops a plaintext ApiVersions without an answer
-                raise Unreachable(
-                    f"{exc} (if it is an SSL or SASL listener, give --command-config with "
-                    "security.protocol and its settings)"
-                ) from exc
+            self._negotiate()
             if security.mechanism is not None:
                 authenticate(security, self._exchange, address)
         except BaseException:
@@ -148,7 +140,14 @@ class Connection:
         except TimeoutError as exc:
             raise ClientError(f"no answer from {self.address} within {self.timeout:g} s") from exc
         except OSError as exc:
-            raise Unreachable(f"lost the connection to {self.address}: {exc}") from exc
+            # an SSL listener drops a plaintext request, a SASL one anything but the handshake
+            hint = (
+                " (if it is an SSL or SASL listener, give --command-config with "
+                "security.protocol and its settings)"
+                if self._plaintext and isinstance(exc, ConnectionResetError)
+                else ""
+            )
+            raise Unreachable(f"lost the connection to {self.address}: {exc}{hint}") from exc
         except FramingError as exc:  # e.g. an HTTP server or a TLS listener on that port
             raise Unreachable(
                 f"{self.address} does not answer like a Kafka broker (plaintext): {exc}"
