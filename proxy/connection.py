@@ -146,6 +146,12 @@ async def serve_connection(
                             route = conn.sasl.route(frame, int(trio.current_time() * 1000))
                             if isinstance(route, Close):
                                 await send_ready()
+                                log.info(
+                                    "closing connection peer=%s listener=%s: %s",
+                                    conn.peer,
+                                    conn.listener,
+                                    route.reason,
+                                )
                                 raise CloseConnection(route.reason)
                             if isinstance(route, Reply):  # a raw token (SaslHandshake v0)
                                 replies.append(route.frame)

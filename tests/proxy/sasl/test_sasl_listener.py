@@ -3,6 +3,8 @@ autojump clock (the failure delay and the session lifetime in virtual time)."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import trio
 import trio.testing
@@ -75,12 +77,14 @@ async def test_an_unserved_mechanism_is_refused_with_the_enabled_ones(
 
 
 async def test_a_request_before_authenticating_closes_without_an_answer(
-    autojump_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with memory_broker(None, **SASL) as (_, listener):
         c = RawClient(await listener.connect())  # type: ignore[arg-type]
-        await c.send_raw(encode_request(METADATA, 1))
-        assert await c.read_frame() is None
+        with caplog.at_level(logging.INFO, logger="kafkad.connection"):
+            await c.send_raw(encode_request(METADATA, 1))
+            assert await c.read_frame() is None
+        assert "unexpected request (api key 3)" in caplog.text  # logged why
 
 
 async def test_handshake_v0_then_raw_tokens(
