@@ -489,3 +489,61 @@ def test_the_kafkad_cli_with_a_command_config(broker: SaslBroker, tmp_path: Path
     plain = cli("topics", "list", "--bootstrap-server", broker.plain)
     assert plain.returncode == 1 and len(plain.stderr.splitlines()) == 1
     assert "give --command-config" in plain.stderr
+
+
+def unsecured_jwt(principal: str) -> str:
+    """An unsecured JWS (alg none) as Kafka's OAuthBearerUnsecuredLoginCallbackHandler makes."""
+    import base64
+    import json
+    import time
+
+    def b64(obj: object) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+    now = time.time()
+    return f"{b64({'alg': 'none'})}.{b64({'sub': principal, 'iat': now, 'exp': now + 3600})}."
+
+
+def test_kafka_python_and_aiokafka_oauthbearer(broker: SaslBroker) -> None:
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.abc import AbstractTokenProvider as AioTokenProvider
+    from kafka import KafkaProducer
+    from kafka.net.sasl.oauth import AbstractTokenProvider
+
+    class Token(AbstractTokenProvider):
+        def token(self) -> str:
+            return unsecured_jwt("erin")
+
+    class AioToken(AioTokenProvider):
+        async def token(self) -> str:
+            return unsecured_jwt("erin")
+
+    topic = topic_name("sasl-oauth-py")
+    producer = KafkaProducer(
+        bootstrap_servers=broker.plain,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_provider=Token(),
+    )
+    for v in payloads(topic):
+        producer.send(topic, v)
+    producer.flush(TIMEOUT_S)
+    producer.close()
+
+    async def aio() -> None:
+        p = AIOKafkaProducer(
+            bootstrap_servers=broker.plain,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="OAUTHBEARER",
+            sasl_oauth_token_provider=AioToken(),
+        )
+        await p.start()
+        try:
+            for v in payloads(topic):
+                await p.send_and_wait(topic, v)
+        finally:
+            await p.stop()
+
+    asyncio.run(aio())
+    cfg = librdkafka(broker, "PLAIN", "bob", "bob-secret")
+    assert consume(cfg, topic, 2 * N) == payloads(topic) * 2

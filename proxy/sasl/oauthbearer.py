@@ -100,13 +100,20 @@ class OAuthBearerServer:
             return None, invalid, None
         skew = int(self._options.get("unsecuredValidatorAllowableClockSkewMs", "0"))
         now = self._now_ms()
+        # NumericDate seconds, maybe fractional, to whole milliseconds as Kafka's
+        # OAuthBearerUnsecuredJws truncates them (a token issued this millisecond is not early)
         exp, iat = claims.get("exp"), claims.get("iat")
-        if not isinstance(exp, int | float) or exp * 1000 <= now - skew:
+        if not isinstance(exp, int | float) or isinstance(exp, bool):
             return None, invalid, None
-        if iat is not None and (not isinstance(iat, int | float) or iat * 1000 > now + skew):
+        exp_ms = int(exp * 1000)
+        if now >= exp_ms + skew:
             return None, invalid, None
-        if iat is not None and exp <= iat:
-            return None, invalid, None
+        if iat is not None:
+            if not isinstance(iat, int | float) or isinstance(iat, bool):
+                return None, invalid, None
+            iat_ms = int(iat * 1000)
+            if iat_ms > now + skew or exp_ms <= iat_ms:
+                return None, invalid, None
         required = self._options.get("unsecuredValidatorRequiredScope", "").split()
         if required:
             scope = claims.get(self._options.get("unsecuredValidatorScopeClaimName", "scope"))
@@ -114,4 +121,4 @@ class OAuthBearerServer:
             missing = [s for s in required if s not in have]
             if missing:
                 return None, {"status": "insufficient_scope", "scope": " ".join(required)}, None
-        return principal, {}, int(exp * 1000)
+        return principal, {}, exp_ms

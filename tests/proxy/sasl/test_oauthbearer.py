@@ -80,6 +80,13 @@ def test_a_signed_token_or_a_missing_scope_is_refused() -> None:
     assert server(unsecuredValidatorRequiredScope="b").step(first(jws(GOOD))) == b""
 
 
+def test_fractional_times_are_truncated_to_milliseconds_as_kafka_does() -> None:
+    # a client stamps iat with its clock's sub-millisecond time just before the broker reads
+    # its own: Kafka truncates to whole milliseconds, so that is not "issued in the future"
+    claims = {"sub": "alice", "iat": (NOW_MS + 0.7) / 1000, "exp": NOW_MS / 1000 + 60}
+    assert server().step(first(jws(claims))) == b""
+
+
 def test_options_name_the_claims_and_the_skew() -> None:
     claims = {"user": "bob", "exp": NOW_MS / 1000 - 1}
     s = server(
