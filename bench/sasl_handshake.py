@@ -29,6 +29,8 @@ from pathlib import Path
 import scramp.core
 from scramp import ScramClient
 
+from bench.brokers import free_port
+
 REPO_DIR = Path(__file__).resolve().parent.parent
 USER, PASSWORD = "alice", "alice-secret"
 JAAS = f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{USER}="{PASSWORD}";'
@@ -41,12 +43,6 @@ def _pbkdf2(hf, password: bytes, salt: bytes, iterations: int) -> bytes:  # type
 # scramp's client computes SCRAM's Hi() in a Python loop (~18 ms for 4,096 SHA-512 rounds);
 # stock clients use OpenSSL's PBKDF2 (librdkafka) or the JDK's: so does this bench's client.
 scramp.core.hi = _pbkdf2
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _frame(api_key: int, version: int, corr: int, body: bytes, flexible: bool) -> bytes:

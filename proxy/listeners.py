@@ -22,13 +22,25 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "0:0:0:0:0:0:0:0"})
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Kafka's default listener.security.protocol.map: each protocol's name maps to itself.
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
 SERVED_PROTOCOLS = frozenset(SECURITY_PROTOCOLS)
+
+
+LISTENER_PREFIX = "listener.name."
+
+
+def listener_value(values: Mapping[str, Any], listener: str, name: str) -> Any:
+    """``name`` for ``listener``: its ``listener.name.<listener>.`` override (Kafka's
+    ListenerName.configPrefix, the name lower-cased), else the global value."""
+    prefixed = f"{LISTENER_PREFIX}{listener.lower()}.{name}"
+    return values[prefixed] if prefixed in values else values[name]
 
 
 class ListenerError(ValueError):

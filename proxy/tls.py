@@ -47,6 +47,7 @@ from typing import Any
 
 import trio
 
+from proxy.listeners import LISTENER_PREFIX, listener_value
 from proxy.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from proxy.sasl.settings import SASL_CONFIGS
 from proxy.sasl.settings import SENSITIVE as SASL_SENSITIVE
@@ -137,7 +138,6 @@ PER_LISTENER: dict[str, Callable[[str], Any]] = {
     **{n: p for n, (p, _) in SSL_CONFIGS.items()},
     **{n: p for n, (p, _) in SASL_CONFIGS.items()},
 }
-LISTENER_PREFIX = "listener.name."
 
 
 def per_listener_base(name: str) -> str | None:
@@ -148,12 +148,6 @@ def per_listener_base(name: str) -> str | None:
     if not listener or not sep or base not in PER_LISTENER:
         return None
     return base
-
-
-def listener_value(values: Mapping[str, Any], listener: str, name: str) -> Any:
-    """``name`` for ``listener``: its ``listener.name.<listener>.`` override, else the global."""
-    prefixed = f"{LISTENER_PREFIX}{listener.lower()}.{name}"
-    return values[prefixed] if prefixed in values else values[name]
 
 
 class TlsConfigError(ValueError):

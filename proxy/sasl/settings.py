@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.listeners import listener_value
 from proxy.sasl.mechanisms import OAUTHBEARER, PLAIN, SERVED_MECHANISMS
 
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
@@ -111,8 +112,7 @@ def listener_sasl(values: Mapping[str, Any], listener: str) -> SaslSettings:
     """The settings of SASL listener ``listener``; SaslConfigError names what to change."""
 
     def get(name: str) -> Any:
-        prefixed = f"listener.name.{listener.lower()}.{name}"
-        return values[prefixed] if prefixed in values else values[name]
+        return listener_value(values, listener, name)
 
     mechanisms = tuple(get("sasl.enabled.mechanisms").split(","))
     unserved = [m for m in mechanisms if m not in SERVED_MECHANISMS]
