@@ -22,6 +22,7 @@ from coordinator.group.offsets_log import OFFSETS_TOPIC
 from coordinator.group.runtime import GroupCoordinator
 from coordinator.producer_ids import ProducerIdManager
 from coordinator.txn.runtime import TxnConfig, TxnCoordinator
+from proxy.acl.model import Authorizer
 from proxy.config import BrokerConfig
 from proxy.fault_injection import CRASH_EXIT_CODE, injector_from_config
 from proxy.metrics.requests import BrokerMetrics
@@ -94,6 +95,8 @@ class Broker:
         self.groups = GroupCoordinator(self.topics, config.values or {}, self.now_ms)
         self.producer_ids = ProducerIdManager(store)
         self.scram = ScramStore(store)  # SCRAM credentials (proxy/sasl/scram_store.py)
+        # ACLs (proxy/acl/): None unless authorizer.class.name is set, as in Kafka
+        self.authorizer: Authorizer | None = None
         # kafkad.fault.injection: the dispatcher's request faults and the crash points
         self.faults = injector_from_config((config.values or {}).get("kafkad.fault.injection", ""))
         self.txns = TxnCoordinator(

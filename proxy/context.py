@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.principal import ANONYMOUS, KafkaPrincipal
 from wire.codec import RequestHeader
 
@@ -33,6 +34,15 @@ class RequestContext:
         """Kafka's form of the client address: "/" + the IP."""
         host = self.peer.rpartition(":")[0] if ":" in self.peer else self.peer
         return "/" + host if host else ""
+
+    def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """Whether this connection's principal may do ``operation`` on the resource (True when
+        no authorizer is configured: ``authorizer.class.name`` unset, Kafka's default)."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        host = self.peer.rpartition(":")[0] if ":" in self.peer else self.peer
+        return authorizer.authorize(self.principal, host, operation, resource_type, name)
 
     @property
     def version(self) -> int:
