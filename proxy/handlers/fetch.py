@@ -1,10 +1,26 @@
-"""Fetch (key 1), v4-12 for consumers. v4: isolation level, last stable offset, aborted
-transactions. v5: log start offset. v7: fetch sessions (KIP-227). v9: current leader epoch.
-v11: rack id. v12: flexible, diverging epoch. v13+ (topic ids) is not advertised.
+"""Fetch (key 1), v4-18 for consumers. v4: isolation level, last stable offset, aborted
+transactions. v5: log start offset. v7: fetch sessions (KIP-227, ``proxy/fetch_session.py``).
+v9: current leader epoch, fenced as ListOffsets does (above 0 UNKNOWN_LEADER_EPOCH, below it
+FENCED_LEADER_EPOCH). v11: rack id. v12: flexible, diverging epoch. v13: topic ids instead of
+names (KIP-516, ``proxy/fetch_topics.py``): an id the broker does not know is answered
+UNKNOWN_TOPIC_ID, and the answer is keyed by id. v14: nothing new here (tiered storage's
+error). v15: the replica state replaces the replica id (KIP-903). v16: NOT_LEADER_OR_FOLLOWER
+and FENCED_LEADER_EPOCH answers carry the current leader (this node, epoch 0) and its endpoint
+(KIP-951). v17: the follower's directory id (KIP-853), unused. v18: the high watermark a
+follower knows (KIP-1166), a tagged field each partition carries (Long.MAX_VALUE from
+consumers); only Kafka's follower fetches read it, to complete a delayed fetch early, and a
+single node has no followers: accepted and unused.
 
-Fetch sessions are not kept: every response carries session id 0, which tells clients to go
-on sending full fetch requests (what Kafka does when its session cache is full). A request
-for an existing session id gets FETCH_SESSION_ID_NOT_FOUND.
+A follower's fetch (replica id >= 0) names a replica this node does not have: each partition
+is answered NOT_LEADER_OR_FOLLOWER, or UNKNOWN_LEADER_EPOCH when it carries a current leader
+epoch (Kafka's ``Partition.followerReplicaOrThrow``).
+
+Partitions are classified before anything is read, as Kafka's ``handleFetchRequest`` does: an
+unknown topic id (UNKNOWN_TOPIC_ID) or a partition the broker does not have
+(UNKNOWN_TOPIC_OR_PARTITION) is answered after the partitions that are read, with high
+watermark, LSO and log start -1 and null aborted transactions, and neither ends nor counts
+toward a long poll. Partitions are answered in the order they were fetched (the request's, or
+the session's), consecutive partitions of one topic under one topic entry.
 
 Sizes follow Kafka: ``partition_max_bytes`` and ``max_bytes`` are soft for the first batch
 of the first partition that has data (it is returned whole, so a consumer can always make
@@ -15,7 +31,7 @@ for an append or a transaction marker on any of its partitions (an event registe
 of them; markers are what move the LSO past an open transaction), then reads again. Deleting
 a topic wakes its partitions' long polls too, which then answer UNKNOWN_TOPIC_OR_PARTITION
 (high watermark, LSO and log start -1) at once, as Kafka completes delayed fetches of
-partitions that stop.
+partitions that stop. A read error ends the wait at once.
 
 A topic whose ``compression.type`` is ``zstd`` answers Fetch below v10 (clients from before
 zstd) UNSUPPORTED_COMPRESSION_TYPE for its partitions, as Kafka's ``maybeConvertFetchedData``.
@@ -25,29 +41,48 @@ the last stable offset and never returns a byte at or above it (the read is cut 
 whole batch below it). Whole stored batches are returned, aborted data and markers included;
 clients filter. read_committed responses carry the aborted transactions overlapping
 [fetch offset, end of the returned data), built when the response is built (so a long poll
-never answers with a stale list, KAFKA-5376), [] when no data is returned;
-read_uncommitted responses send null.
+never answers with a stale list, KAFKA-5376), [] when no data is returned, null for a
+partition in error; read_uncommitted responses send null.
+
+Versions: the handler takes v18's request; v4-12's topic names come from the request as sent
+(``ctx.body``). Below v13 it answers in v12's classes (keyed by name; v12's partition entries
+are v18's), which the registry's conversion takes down to the client's version like any other
+answer; its error reply (v18's form: a top-level code, no partitions) is given each partition
+below v13 by ``_downgrade``, as Kafka's ``FetchRequest.getErrorResponse`` does.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, cast
 
 import trio
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12.request import FetchRequest
-from kio.schema.fetch.v12.response import (
+from kio.schema.fetch.v12 import response as v12
+from kio.schema.fetch.v18.request import FetchRequest, ReplicaState
+from kio.schema.fetch.v18.response import (
     AbortedTransaction,
     FetchableTopicResponse,
     FetchResponse,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionData,
 )
 from kio.schema.types import BrokerId, ProducerId, TopicName
 from kio.static.primitive import Records, i32, i64
 
 from proxy.context import RequestContext
+from proxy.fetch_session import (
+    TOPIC_ID_VERSION,
+    ZERO_ID,
+    FetchContext,
+    Kind,
+    PartitionRequest,
+    TopicIdPartition,
+)
+from proxy.fetch_topics import fetch_data
 from proxy.registry import handler
-from storage.partition import Partition
+from storage.partition import LEADER_EPOCH, NO_EPOCH, Partition, leader_epoch_error
 from wire.records import iter_batches
 from wire.values import NO_THROTTLE
 
@@ -56,16 +91,29 @@ NO_SESSION = i32(0)
 
 READ_COMMITTED = 1
 ZSTD_FETCH_VERSION = 10  # the first Fetch version whose clients can read zstd (KIP-110)
-# errors answered with high watermark, LSO and log start -1 (Kafka's partitionResponse)
-_NO_PARTITION_STATE = (ErrorCode.unknown_topic_or_partition, ErrorCode.unsupported_compression_type)
+REPLICA_STATE_VERSION = 15  # v15 moved the replica id into the replica state (KIP-903)
+LEADER_HINT_VERSION = 16  # v16 answers these errors with the current leader (KIP-951)
+LEADER_HINT_ERRORS = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
+# errors answered with high watermark, LSO and log start -1 (Kafka's partitionResponse and
+# LogReadResult of an exception)
+_NO_PARTITION_STATE = (
+    ErrorCode.unknown_topic_or_partition,
+    ErrorCode.unknown_topic_id,
+    ErrorCode.unsupported_compression_type,
+    ErrorCode.inconsistent_topic_id,
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.unknown_leader_epoch,
+    ErrorCode.fenced_leader_epoch,
+)
+Answers = list[tuple[TopicIdPartition, PartitionData]]
 
 
 @dataclass
 class _Slot:
-    topic: TopicName
-    partition_index: i32
+    tp: TopicIdPartition
     fetch_offset: int
     max_bytes: int
+    current_leader_epoch: int
     partition: Partition | None
     refused: ErrorCode | None = None  # answered this, whatever the log holds
     error: ErrorCode = ErrorCode.none
@@ -83,7 +131,22 @@ def _cut(data: bytes, end: int) -> tuple[bytes, int]:
     return data[:size], upper
 
 
-async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool) -> int:
+def _refusal(s: _Slot, p: Partition, follower: bool) -> ErrorCode | None:
+    """Kafka's checks before a read (``ReplicaManager.readFromLog``): the topic id the session
+    holds, the leader epoch (KIP-320), and a follower this node does not have."""
+    if s.tp.topic_id != ZERO_ID and p.topic_id != s.tp.topic_id:
+        return ErrorCode.inconsistent_topic_id
+    fenced = leader_epoch_error(s.current_leader_epoch)
+    if fenced is not None:
+        return fenced
+    if follower:
+        if s.current_leader_epoch != NO_EPOCH:
+            return ErrorCode.unknown_leader_epoch
+        return ErrorCode.not_leader_or_follower
+    return None
+
+
+async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool, follower: bool) -> int:
     remaining = max_bytes
     first = True
     total = 0
@@ -95,6 +158,10 @@ async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool) -> int:
             continue
         if p is None or p.deleted:
             s.error = ErrorCode.unknown_topic_or_partition
+            continue
+        refused = _refusal(s, p, follower)
+        if refused is not None:
+            s.error = refused
             continue
         end = p.last_stable_offset if committed else p.high_watermark
         if not p.log_start_offset <= s.fetch_offset <= p.high_watermark:
@@ -129,35 +196,113 @@ def _aborted(s: _Slot) -> tuple[AbortedTransaction, ...]:
     )
 
 
-def _partition_data(s: _Slot, committed: bool) -> PartitionData:
+def _partition_data(
+    s: _Slot, committed: bool, leader: LeaderIdAndEpoch | None, cls: Any
+) -> PartitionData:
+    """``cls``: v18's PartitionData, or v12's for answers keyed by name (the same fields)."""
     part = s.partition if s.error not in _NO_PARTITION_STATE else None
-    return PartitionData(
-        partition_index=s.partition_index,
-        error_code=s.error,
-        high_watermark=i64(part.high_watermark if part is not None else -1),
-        last_stable_offset=i64(part.last_stable_offset if part is not None else -1),
-        log_start_offset=i64(part.log_start_offset if part is not None else -1),
-        aborted_transactions=_aborted(s) if committed else None,
-        preferred_read_replica=NO_REPLICA,
-        records=Records(s.data),
+    hint = (
+        {"current_leader": leader} if leader is not None and s.error in LEADER_HINT_ERRORS else {}
+    )
+    return cast(
+        PartitionData,
+        cls(
+            partition_index=s.tp.partition,
+            error_code=s.error,
+            high_watermark=i64(part.high_watermark if part is not None else -1),
+            last_stable_offset=i64(part.last_stable_offset if part is not None else -1),
+            log_start_offset=i64(part.log_start_offset if part is not None else -1),
+            aborted_transactions=_aborted(s) if committed and s.error is ErrorCode.none else None,
+            preferred_read_replica=NO_REPLICA,
+            records=Records(s.data),
+            **hint,
+        ),
     )
 
 
-def _error_reply(req: FetchRequest, code: ErrorCode) -> FetchResponse:
-    """``code`` at the top level and on every partition the request named (Kafka's
-    ``FetchRequest.getErrorResponse``: the top level for incremental sessions, the partitions
-    for versions without a top-level code)."""
-    return FetchResponse(
+def _unknown(tp: TopicIdPartition, code: ErrorCode, cls: Any) -> PartitionData:
+    """Kafka's ``FetchResponse.partitionResponse``: the code, high watermark -1."""
+    return cast(
+        PartitionData,
+        cls(
+            partition_index=i32(tp.partition),
+            error_code=code,
+            high_watermark=i64(-1),
+            aborted_transactions=None,
+            records=Records(b""),
+        ),
+    )
+
+
+def _answer(
+    version: int, code: ErrorCode, session_id: int, answers: Answers, endpoint: NodeEndpoint | None
+) -> FetchResponse:
+    """The response in the shape of ``version``: keyed by topic id from v13, by name (in v12's
+    classes) below; consecutive partitions of a topic under one entry (``FetchResponse.of``)."""
+    by_id = version >= TOPIC_ID_VERSION
+    topics: list[tuple[TopicIdPartition, list[PartitionData]]] = []
+    for tp, data in answers:
+        if topics and (
+            (topics[-1][0].topic_id == tp.topic_id) if by_id else (topics[-1][0].name == tp.name)
+        ):
+            topics[-1][1].append(data)
+        else:
+            topics.append((tp, [data]))
+    if by_id:
+        return FetchResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=code,
+            session_id=i32(session_id),
+            responses=tuple(
+                FetchableTopicResponse(topic_id=tp.topic_id, partitions=tuple(parts))
+                for tp, parts in topics
+            ),
+            node_endpoints=(endpoint,) if endpoint is not None else (),
+        )
+    old = v12.FetchResponse(
         throttle_time=NO_THROTTLE,
         error_code=code,
-        session_id=NO_SESSION,
+        session_id=i32(session_id),
         responses=tuple(
-            FetchableTopicResponse(
+            v12.FetchableTopicResponse(
+                topic=TopicName(tp.name or ""),
+                partitions=cast(tuple[v12.PartitionData, ...], tuple(parts)),
+            )
+            for tp, parts in topics
+        ),
+    )
+    return cast(FetchResponse, old)
+
+
+def _error_reply(req: FetchRequest, code: ErrorCode) -> FetchResponse:
+    """Kafka's ``FetchRequest.getErrorResponse``: the code at the top level, the request's
+    session id and (v13+) no partitions; ``_downgrade`` gives each partition the code below."""
+    return FetchResponse(
+        throttle_time=NO_THROTTLE, error_code=code, session_id=req.session_id, responses=()
+    )
+
+
+def _upgrade(old: Any, version: int) -> dict[str, Any]:
+    """v4-14's replica id into v15's replica state (topic names: ``fetch_topics``)."""
+    if version >= REPLICA_STATE_VERSION:
+        return {}
+    return {"replica_state": ReplicaState(replica_id=old.replica_id)}
+
+
+def _downgrade(resp: Any, old: Any, version: int) -> dict[str, Any]:
+    """Below v13 an error reply (still in v18's form) names every partition the request named,
+    each with the code (for versions with no top-level code); other answers come in v12's
+    form already."""
+    if version >= TOPIC_ID_VERSION or type(resp) is not FetchResponse:
+        return {}
+    return {
+        "responses": tuple(
+            v12.FetchableTopicResponse(
                 topic=t.topic,
                 partitions=tuple(
-                    PartitionData(
+                    v12.PartitionData(
                         partition_index=p.partition,
-                        error_code=code,
+                        error_code=resp.error_code,
                         high_watermark=i64(-1),
                         aborted_transactions=None,
                         records=None,
@@ -165,48 +310,82 @@ def _error_reply(req: FetchRequest, code: ErrorCode) -> FetchResponse:
                     for p in t.partitions
                 ),
             )
-            for t in req.topics
-        ),
-    )
+            for t in old.topics
+        )
+    }
+
+
+def _resolver(ctx: RequestContext) -> Any:
+    topics = ctx.broker.topics
+
+    def resolve(topic_id: Any) -> str | None:
+        found = topics.by_id(topic_id)
+        return None if found is None else found.name
+
+    return resolve
+
+
+def _slots(ctx: RequestContext, context: FetchContext, cls: Any) -> tuple[list[_Slot], Answers]:
+    """The partitions to read, and those answered at once (Kafka's ``erroneous``)."""
+    topics = ctx.broker.topics
+    slots: list[_Slot] = []
+    erroneous: Answers = []
+    for tp, want in context.partitions():
+        if tp.name is None:
+            erroneous.append((tp, _unknown(tp, ErrorCode.unknown_topic_id, cls)))
+            continue
+        partition = topics.partition(tp.name, tp.partition)
+        if partition is None:
+            erroneous.append((tp, _unknown(tp, ErrorCode.unknown_topic_or_partition, cls)))
+            continue
+        slots.append(_slot(tp, want, partition))
+    return slots, erroneous
+
+
+def _slot(tp: TopicIdPartition, want: PartitionRequest, partition: Partition) -> _Slot:
+    return _Slot(tp, want.fetch_offset, want.max_bytes, want.current_leader_epoch, partition)
 
 
 @handler(
     api_key=1,
-    versions=(4, 12),
+    versions=(4, 18),
     request=FetchRequest,
     response=FetchResponse,
     error_reply=_error_reply,
+    upgrade=_upgrade,
+    downgrade=_downgrade,
 )
 async def fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     broker = ctx.broker
-    if ctx.version >= 7 and req.session_id != 0:
-        return FetchResponse(
-            throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.fetch_session_id_not_found,
-            session_id=NO_SESSION,
-            responses=(),
-        )
+    version = ctx.version
+    wanted, to_forget = fetch_data(req, ctx.body, version, _resolver(ctx))
+    follower = req.replica_state.replica_id >= 0
+    context = broker.fetch_sessions.new_context(
+        version,
+        req.session_id,
+        req.session_epoch,
+        follower,
+        wanted,
+        to_forget,
+        _resolver(ctx),
+        broker.now_ms(),
+    )
+    if context.kind is Kind.SESSION_ERROR:
+        if context.error is ErrorCode.unknown_server_error:  # Kafka's handler threw
+            return _error_reply(req, context.error)
+        return _answer(version, context.error, NO_SESSION, [], None)
     committed = req.isolation_level == READ_COMMITTED
-    slots = [
-        _Slot(
-            t.topic,
-            p.partition,
-            p.fetch_offset,
-            p.partition_max_bytes,
-            broker.topics.partition(t.topic, p.partition),
-        )
-        for t in req.topics
-        for p in t.partitions
-    ]
-    if ctx.version < ZSTD_FETCH_VERSION:
+    cls = PartitionData if version >= TOPIC_ID_VERSION else v12.PartitionData
+    slots, erroneous = _slots(ctx, context, cls)
+    if version < ZSTD_FETCH_VERSION:
         for s in slots:
-            topic = broker.topics.get(s.topic)
+            topic = broker.topics.get(s.tp.name or "")
             if topic is not None and topic.settings["compression.type"] == "zstd":
                 s.refused = ErrorCode.unsupported_compression_type
     max_bytes = req.max_bytes  # every served version (4+) has it
-    total = await _read_all(slots, max_bytes, committed)
+    total = await _read_all(slots, max_bytes, committed, follower)
     wait_s = req.max_wait.total_seconds()
-    if total < req.min_bytes and wait_s > 0 and not any(s.error for s in slots):
+    if slots and total < req.min_bytes and wait_s > 0 and not any(s.error for s in slots):
         deadline = trio.current_time() + wait_s
         while total < req.min_bytes and not broker.shutting_down.is_set():
             event = trio.Event()
@@ -221,22 +400,21 @@ async def fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
                     p.remove_waiter(event)
             if not event.is_set():
                 break
-            total = await _read_all(slots, max_bytes, committed)
+            total = await _read_all(slots, max_bytes, committed, follower)
             if any(s.error for s in slots):
                 break
-    by_topic: dict[TopicName, list[PartitionData]] = {}
+    hinted = version >= LEADER_HINT_VERSION and any(s.error in LEADER_HINT_ERRORS for s in slots)
+    leader = LeaderIdAndEpoch(leader_id=BrokerId(broker.node_id), leader_epoch=i32(LEADER_EPOCH))
+    answers: Answers = [
+        (s.tp, _partition_data(s, committed, leader if hinted else None, cls)) for s in slots
+    ]
+    code, session_id, kept = context.respond(answers + erroneous, broker.now_ms())
     fetched = broker.metrics.topics.fetched  # /metrics: bytes out per topic
     for s in slots:
         if s.data:
-            fetched(s.topic, len(s.data))
-        by_topic.setdefault(s.topic, []).append(_partition_data(s, committed))
-    responses = tuple(
-        FetchableTopicResponse(topic=name, partitions=tuple(parts))
-        for name, parts in by_topic.items()
-    )
-    return FetchResponse(
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        session_id=NO_SESSION,
-        responses=responses,
-    )
+            fetched(s.tp.name or "", len(s.data))
+    endpoint = None
+    if hinted:
+        host, port = ctx.advertised
+        endpoint = NodeEndpoint(node_id=BrokerId(broker.node_id), host=host, port=i32(port))
+    return _answer(version, code, session_id, cast(Answers, kept), endpoint)
