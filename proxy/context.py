@@ -4,7 +4,7 @@ the broker, the client's address and the listener the request came in on."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from proxy.acl.model import AclOperation, ResourceType
 from proxy.principal import ANONYMOUS, KafkaPrincipal
@@ -23,9 +23,6 @@ class RequestContext:
     listener: str = ""  # the listener the request came in on ("": the first)
     principal: KafkaPrincipal = ANONYMOUS  # the connection's (proxy/principal.py), for ACLs
     session: SaslSession | None = None  # the connection's SASL state on a SASL listener
-    # The request as the client sent it (its version's kio class), for a handler whose newest
-    # request lost a field older versions are keyed by (Fetch v13 replaced topic names by ids)
-    body: Any = None
 
     @property
     def advertised(self) -> tuple[str, int]:

@@ -131,7 +131,7 @@ class Dispatcher:
             injected = await self._inject(fault, header, body)
             if injected is not None:
                 return encode_response(header, _error_reply(handler, header, req, body, injected))
-        ctx = RequestContext(header, self.broker, peer, listener, principal, session, body)
+        ctx = RequestContext(header, self.broker, peer, listener, principal, session)
         started = time.perf_counter()
         encoded: bytes | None = None
         try:

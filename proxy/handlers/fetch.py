@@ -44,31 +44,25 @@ clients filter. read_committed responses carry the aborted transactions overlapp
 never answers with a stale list, KAFKA-5376), [] when no data is returned, null for a
 partition in error; read_uncommitted responses send null.
 
-Versions: the handler takes v18's request; v4-12's topic names come from the request as sent
-(``ctx.body``). Below v13 it answers in v12's classes (keyed by name; v12's partition entries
-are v18's), which the registry's conversion takes down to the client's version like any other
-answer; its error reply (v18's form: a top-level code, no partitions) is given each partition
-below v13 by ``_downgrade``, as Kafka's ``FetchRequest.getErrorResponse`` does.
+Versions: the handler is registered ``as_sent`` (``proxy/registry.py``): it reads the request
+in the class of the version the client spoke and answers in that version's classes, as Kafka's
+one message class serves every version. The generic conversion to and from v18 cost about a
+third of the handler's time, and v18 has no topic names, which v4-12 are keyed by. Its error
+reply is Kafka's ``FetchRequest.getErrorResponse``: the code at the top level (v7+) with the
+request's session id, and below v13 on every partition the request named.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Any, cast
 
 import trio
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12 import response as v12
-from kio.schema.fetch.v18.request import FetchRequest, ReplicaState
-from kio.schema.fetch.v18.response import (
-    AbortedTransaction,
-    FetchableTopicResponse,
-    FetchResponse,
-    LeaderIdAndEpoch,
-    NodeEndpoint,
-    PartitionData,
-)
-from kio.schema.types import BrokerId, ProducerId, TopicName
+from kio.schema.fetch.v18.request import FetchRequest
+from kio.schema.fetch.v18.response import AbortedTransaction, FetchResponse
+from kio.schema.types import BrokerId, ProducerId
 from kio.static.primitive import Records, i32, i64
 
 from proxy.context import RequestContext
@@ -77,7 +71,6 @@ from proxy.fetch_session import (
     ZERO_ID,
     FetchContext,
     Kind,
-    PartitionRequest,
     TopicIdPartition,
 )
 from proxy.fetch_topics import fetch_data
@@ -105,7 +98,19 @@ _NO_PARTITION_STATE = (
     ErrorCode.unknown_leader_epoch,
     ErrorCode.fenced_leader_epoch,
 )
-Answers = list[tuple[TopicIdPartition, PartitionData]]
+_UNFENCED = (NO_EPOCH, LEADER_EPOCH)  # current leader epochs that pass (none given, or ours)
+SESSION_VERSION = 7  # v7 added the top-level error code and the session (KIP-227)
+LOG_START_VERSION = 5
+Answers = list[tuple[TopicIdPartition, Any]]  # a partition and its version's PartitionData
+_SHAPES: dict[int, Any] = {}
+
+
+def _shape(version: int) -> Any:
+    """The kio response module of ``version`` (its FetchResponse, PartitionData, ...)."""
+    found = _SHAPES.get(version)
+    if found is None:
+        found = _SHAPES[version] = importlib.import_module(f"kio.schema.fetch.v{version}.response")
+    return found
 
 
 @dataclass
@@ -159,10 +164,14 @@ async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool, followe
         if p is None or p.deleted:
             s.error = ErrorCode.unknown_topic_or_partition
             continue
-        refused = _refusal(s, p, follower)
-        if refused is not None:
-            s.error = refused
-            continue
+        if (
+            follower
+            or s.current_leader_epoch not in _UNFENCED
+            or (s.tp.topic_id != ZERO_ID and p.topic_id != s.tp.topic_id)
+        ):
+            s.error = _refusal(s, p, follower) or ErrorCode.none
+            if s.error is not ErrorCode.none:
+                continue
         end = p.last_stable_offset if committed else p.high_watermark
         if not p.log_start_offset <= s.fetch_offset <= p.high_watermark:
             s.error = ErrorCode.offset_out_of_range
@@ -196,51 +205,72 @@ def _aborted(s: _Slot) -> tuple[AbortedTransaction, ...]:
     )
 
 
-def _partition_data(
-    s: _Slot, committed: bool, leader: LeaderIdAndEpoch | None, cls: Any
-) -> PartitionData:
-    """``cls``: v18's PartitionData, or v12's for answers keyed by name (the same fields)."""
+def _partition_data(s: _Slot, committed: bool, hint: bool, version: int, m: Any, node: int) -> Any:
+    """The partition's entry in ``version``'s PartitionData (``m``: that version's module);
+    ``hint``: with the current leader (v16+, KIP-951) if the error calls for it."""
     part = s.partition if s.error not in _NO_PARTITION_STATE else None
-    hint = (
-        {"current_leader": leader} if leader is not None and s.error in LEADER_HINT_ERRORS else {}
-    )
-    return cast(
-        PartitionData,
-        cls(
+    if hint and s.error in LEADER_HINT_ERRORS:
+        leader = m.LeaderIdAndEpoch(leader_id=BrokerId(node), leader_epoch=i32(LEADER_EPOCH))
+        return m.PartitionData(
             partition_index=s.tp.partition,
             error_code=s.error,
-            high_watermark=i64(part.high_watermark if part is not None else -1),
-            last_stable_offset=i64(part.last_stable_offset if part is not None else -1),
-            log_start_offset=i64(part.log_start_offset if part is not None else -1),
-            aborted_transactions=_aborted(s) if committed and s.error is ErrorCode.none else None,
-            preferred_read_replica=NO_REPLICA,
+            high_watermark=i64(-1),
+            current_leader=leader,
+            aborted_transactions=None,
+            records=Records(b""),
+        )
+    aborted = _aborted(s) if committed and s.error is ErrorCode.none else None
+    if part is None:
+        return m.PartitionData(
+            partition_index=s.tp.partition,
+            error_code=s.error,
+            high_watermark=i64(-1),
+            aborted_transactions=aborted,
             records=Records(s.data),
-            **hint,
-        ),
+        )
+    if version < LOG_START_VERSION:
+        return m.PartitionData(
+            partition_index=s.tp.partition,
+            error_code=s.error,
+            high_watermark=i64(part.high_watermark),
+            last_stable_offset=i64(part.last_stable_offset),
+            aborted_transactions=aborted,
+            records=Records(s.data),
+        )
+    return m.PartitionData(
+        partition_index=s.tp.partition,
+        error_code=s.error,
+        high_watermark=i64(part.high_watermark),
+        last_stable_offset=i64(part.last_stable_offset),
+        log_start_offset=i64(part.log_start_offset),
+        aborted_transactions=aborted,
+        records=Records(s.data),
     )
 
 
-def _unknown(tp: TopicIdPartition, code: ErrorCode, cls: Any) -> PartitionData:
+def _unknown(tp: TopicIdPartition, code: ErrorCode, version: int) -> Any:
     """Kafka's ``FetchResponse.partitionResponse``: the code, high watermark -1."""
-    return cast(
-        PartitionData,
-        cls(
-            partition_index=i32(tp.partition),
-            error_code=code,
-            high_watermark=i64(-1),
-            aborted_transactions=None,
-            records=Records(b""),
-        ),
+    return _shape(version).PartitionData(
+        partition_index=i32(tp.partition),
+        error_code=code,
+        high_watermark=i64(-1),
+        aborted_transactions=None,
+        records=Records(b""),
     )
 
 
 def _answer(
-    version: int, code: ErrorCode, session_id: int, answers: Answers, endpoint: NodeEndpoint | None
+    version: int,
+    code: ErrorCode,
+    session_id: int,
+    answers: Answers,
+    endpoint: tuple[int, str, int] | None = None,
 ) -> FetchResponse:
-    """The response in the shape of ``version``: keyed by topic id from v13, by name (in v12's
-    classes) below; consecutive partitions of a topic under one entry (``FetchResponse.of``)."""
+    """The response in ``version``'s classes: keyed by topic id from v13, by name below;
+    consecutive partitions of a topic under one entry (``FetchResponse.of``)."""
+    m = _shape(version)
     by_id = version >= TOPIC_ID_VERSION
-    topics: list[tuple[TopicIdPartition, list[PartitionData]]] = []
+    topics: list[tuple[TopicIdPartition, list[Any]]] = []
     for tp, data in answers:
         if topics and (
             (topics[-1][0].topic_id == tp.topic_id) if by_id else (topics[-1][0].name == tp.name)
@@ -248,61 +278,38 @@ def _answer(
             topics[-1][1].append(data)
         else:
             topics.append((tp, [data]))
-    if by_id:
-        return FetchResponse(
-            throttle_time=NO_THROTTLE,
-            error_code=code,
-            session_id=i32(session_id),
-            responses=tuple(
-                FetchableTopicResponse(topic_id=tp.topic_id, partitions=tuple(parts))
-                for tp, parts in topics
-            ),
-            node_endpoints=(endpoint,) if endpoint is not None else (),
-        )
-    old = v12.FetchResponse(
-        throttle_time=NO_THROTTLE,
-        error_code=code,
-        session_id=i32(session_id),
-        responses=tuple(
-            v12.FetchableTopicResponse(
-                topic=TopicName(tp.name or ""),
-                partitions=cast(tuple[v12.PartitionData, ...], tuple(parts)),
-            )
+    kw: dict[str, Any] = {
+        "throttle_time": NO_THROTTLE,
+        "responses": tuple(
+            m.FetchableTopicResponse(topic_id=tp.topic_id, partitions=tuple(parts))
+            if by_id
+            else m.FetchableTopicResponse(topic=tp.name or "", partitions=tuple(parts))
             for tp, parts in topics
         ),
-    )
-    return cast(FetchResponse, old)
+    }
+    if version >= SESSION_VERSION:
+        kw["error_code"], kw["session_id"] = code, i32(session_id)
+    if endpoint is not None:
+        node, host, port = endpoint
+        kw["node_endpoints"] = (m.NodeEndpoint(node_id=BrokerId(node), host=host, port=i32(port)),)
+    return cast(FetchResponse, m.FetchResponse(**kw))
 
 
-def _error_reply(req: FetchRequest, code: ErrorCode) -> FetchResponse:
-    """Kafka's ``FetchRequest.getErrorResponse``: the code at the top level, the request's
-    session id and (v13+) no partitions; ``_downgrade`` gives each partition the code below."""
-    return FetchResponse(
-        throttle_time=NO_THROTTLE, error_code=code, session_id=req.session_id, responses=()
-    )
-
-
-def _upgrade(old: Any, version: int) -> dict[str, Any]:
-    """v4-14's replica id into v15's replica state (topic names: ``fetch_topics``)."""
-    if version >= REPLICA_STATE_VERSION:
-        return {}
-    return {"replica_state": ReplicaState(replica_id=old.replica_id)}
-
-
-def _downgrade(resp: Any, old: Any, version: int) -> dict[str, Any]:
-    """Below v13 an error reply (still in v18's form) names every partition the request named,
-    each with the code (for versions with no top-level code); other answers come in v12's
-    form already."""
-    if version >= TOPIC_ID_VERSION or type(resp) is not FetchResponse:
-        return {}
-    return {
-        "responses": tuple(
-            v12.FetchableTopicResponse(
+def _error_reply(req: Any, code: ErrorCode) -> FetchResponse:
+    """Kafka's ``FetchRequest.getErrorResponse`` for ``req`` as sent: the code at the top level
+    (v7+) with the request's session id; below v13, on each partition named too (versions
+    without a top-level code need that), high watermark -1, records null."""
+    version = int(req.__version__)
+    m = _shape(version)
+    topics: tuple[Any, ...] = ()
+    if version < TOPIC_ID_VERSION:
+        topics = tuple(
+            m.FetchableTopicResponse(
                 topic=t.topic,
                 partitions=tuple(
-                    v12.PartitionData(
+                    m.PartitionData(
                         partition_index=p.partition,
-                        error_code=resp.error_code,
+                        error_code=code,
                         high_watermark=i64(-1),
                         aborted_transactions=None,
                         records=None,
@@ -310,9 +317,12 @@ def _downgrade(resp: Any, old: Any, version: int) -> dict[str, Any]:
                     for p in t.partitions
                 ),
             )
-            for t in old.topics
+            for t in req.topics
         )
-    }
+    kw: dict[str, Any] = {"throttle_time": NO_THROTTLE, "responses": topics}
+    if version >= SESSION_VERSION:
+        kw["error_code"], kw["session_id"] = code, req.session_id
+    return cast(FetchResponse, m.FetchResponse(**kw))
 
 
 def _resolver(ctx: RequestContext) -> Any:
@@ -325,25 +335,23 @@ def _resolver(ctx: RequestContext) -> Any:
     return resolve
 
 
-def _slots(ctx: RequestContext, context: FetchContext, cls: Any) -> tuple[list[_Slot], Answers]:
+def _slots(ctx: RequestContext, context: FetchContext, version: int) -> tuple[list[_Slot], Answers]:
     """The partitions to read, and those answered at once (Kafka's ``erroneous``)."""
     topics = ctx.broker.topics
     slots: list[_Slot] = []
     erroneous: Answers = []
     for tp, want in context.partitions():
         if tp.name is None:
-            erroneous.append((tp, _unknown(tp, ErrorCode.unknown_topic_id, cls)))
+            erroneous.append((tp, _unknown(tp, ErrorCode.unknown_topic_id, version)))
             continue
         partition = topics.partition(tp.name, tp.partition)
         if partition is None:
-            erroneous.append((tp, _unknown(tp, ErrorCode.unknown_topic_or_partition, cls)))
+            erroneous.append((tp, _unknown(tp, ErrorCode.unknown_topic_or_partition, version)))
             continue
-        slots.append(_slot(tp, want, partition))
+        slots.append(
+            _Slot(tp, want.fetch_offset, want.max_bytes, want.current_leader_epoch, partition)
+        )
     return slots, erroneous
-
-
-def _slot(tp: TopicIdPartition, want: PartitionRequest, partition: Partition) -> _Slot:
-    return _Slot(tp, want.fetch_offset, want.max_bytes, want.current_leader_epoch, partition)
 
 
 @handler(
@@ -352,31 +360,30 @@ def _slot(tp: TopicIdPartition, want: PartitionRequest, partition: Partition) ->
     request=FetchRequest,
     response=FetchResponse,
     error_reply=_error_reply,
-    upgrade=_upgrade,
-    downgrade=_downgrade,
+    as_sent=True,
 )
-async def fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
+async def fetch(ctx: RequestContext, req: Any) -> FetchResponse:
+    """``req``: the request in the class of the version the client spoke (``as_sent``)."""
     broker = ctx.broker
     version = ctx.version
-    wanted, to_forget = fetch_data(req, ctx.body, version, _resolver(ctx))
-    follower = req.replica_state.replica_id >= 0
+    resolve = _resolver(ctx)
+    wanted, to_forget = fetch_data(req, version, resolve)
+    replica_id = (
+        req.replica_state.replica_id if version >= REPLICA_STATE_VERSION else req.replica_id
+    )
+    follower = replica_id >= 0
+    session_id, epoch = (
+        (req.session_id, req.session_epoch) if version >= SESSION_VERSION else (0, -1)
+    )
     context = broker.fetch_sessions.new_context(
-        version,
-        req.session_id,
-        req.session_epoch,
-        follower,
-        wanted,
-        to_forget,
-        _resolver(ctx),
-        broker.now_ms(),
+        version, session_id, epoch, follower, wanted, to_forget, resolve, broker.now_ms()
     )
     if context.kind is Kind.SESSION_ERROR:
         if context.error is ErrorCode.unknown_server_error:  # Kafka's handler threw
             return _error_reply(req, context.error)
-        return _answer(version, context.error, NO_SESSION, [], None)
+        return _answer(version, context.error, NO_SESSION, [])
     committed = req.isolation_level == READ_COMMITTED
-    cls = PartitionData if version >= TOPIC_ID_VERSION else v12.PartitionData
-    slots, erroneous = _slots(ctx, context, cls)
+    slots, erroneous = _slots(ctx, context, version)
     if version < ZSTD_FETCH_VERSION:
         for s in slots:
             topic = broker.topics.get(s.tp.name or "")
@@ -404,17 +411,14 @@ async def fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
             if any(s.error for s in slots):
                 break
     hinted = version >= LEADER_HINT_VERSION and any(s.error in LEADER_HINT_ERRORS for s in slots)
-    leader = LeaderIdAndEpoch(leader_id=BrokerId(broker.node_id), leader_epoch=i32(LEADER_EPOCH))
+    node, m = broker.node_id, _shape(version)
     answers: Answers = [
-        (s.tp, _partition_data(s, committed, leader if hinted else None, cls)) for s in slots
+        (s.tp, _partition_data(s, committed, hinted, version, m, node)) for s in slots
     ]
     code, session_id, kept = context.respond(answers + erroneous, broker.now_ms())
     fetched = broker.metrics.topics.fetched  # /metrics: bytes out per topic
     for s in slots:
         if s.data:
             fetched(s.tp.name or "", len(s.data))
-    endpoint = None
-    if hinted:
-        host, port = ctx.advertised
-        endpoint = NodeEndpoint(node_id=BrokerId(broker.node_id), host=host, port=i32(port))
-    return _answer(version, code, session_id, cast(Answers, kept), endpoint)
+    endpoint = (node, *ctx.advertised) if hinted else None
+    return _answer(version, code, session_id, kept, endpoint)
