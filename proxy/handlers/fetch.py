@@ -125,6 +125,26 @@ class _Slot:
     data: bytes = b""
     upper_bound: int = -1  # the offset just past the returned data
 
+    # What the answer will say (fetch_session.Answer), so a session can leave the partition
+    # out before its entry is built (most of an idle incremental fetch's cost otherwise).
+    @property
+    def error_code(self) -> ErrorCode:
+        return self.error
+
+    @property
+    def high_watermark(self) -> int:
+        p = self.partition
+        return -1 if p is None or self.error in _NO_PARTITION_STATE else p.high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        p = self.partition
+        return -1 if p is None or self.error in _NO_PARTITION_STATE else p.log_start_offset
+
+    @property
+    def records(self) -> bytes:
+        return self.data
+
 
 def _cut(data: bytes, end: int) -> tuple[bytes, int]:
     """The whole batches of ``data`` that end below ``end``, and the offset just past them."""
@@ -412,10 +432,12 @@ async def fetch(ctx: RequestContext, req: Any) -> FetchResponse:
                 break
     hinted = version >= LEADER_HINT_VERSION and any(s.error in LEADER_HINT_ERRORS for s in slots)
     node, m = broker.node_id, _shape(version)
-    answers: Answers = [
-        (s.tp, _partition_data(s, committed, hinted, version, m, node)) for s in slots
+    read: Answers = [(s.tp, s) for s in slots]
+    code, session_id, kept = context.respond(read + erroneous, broker.now_ms())
+    kept = [
+        (tp, _partition_data(a, committed, hinted, version, m, node) if type(a) is _Slot else a)
+        for tp, a in kept
     ]
-    code, session_id, kept = context.respond(answers + erroneous, broker.now_ms())
     fetched = broker.metrics.topics.fetched  # /metrics: bytes out per topic
     for s in slots:
         if s.data:
