@@ -47,32 +47,31 @@ def request(
         extra["replica_state"] = m.ReplicaState(replica_id=replica_id)
     else:
         extra["replica_id"] = replica_id
+    if version >= 7:
+        extra["session_id"], extra["session_epoch"] = session
+        extra["forgotten_topics_data"] = tuple(
+            m.ForgottenTopic(**{key: t}, partitions=tuple(ps)) for t, ps in forget
+        )
+    if version >= 11:
+        extra["rack_id"] = ""
+    epoch = {"current_leader_epoch": leader_epoch} if version >= 9 else {}
     return m.FetchRequest(
         max_wait=wait_ms * MS,
         min_bytes=min_bytes,
         max_bytes=1 << 20,
         isolation_level=0,
-        session_id=session[0],
-        session_epoch=session[1],
         topics=tuple(
             m.FetchTopic(
                 **{key: t},
                 partitions=tuple(
                     m.FetchPartition(
-                        partition=p,
-                        fetch_offset=o,
-                        partition_max_bytes=1 << 20,
-                        current_leader_epoch=leader_epoch,
+                        partition=p, fetch_offset=o, partition_max_bytes=1 << 20, **epoch
                     )
                     for p, o in parts
                 ),
             )
             for t, parts in topics
         ),
-        forgotten_topics_data=tuple(
-            m.ForgottenTopic(**{key: t}, partitions=tuple(ps)) for t, ps in forget
-        ),
-        rack_id="",
         **extra,
     )
 
@@ -247,3 +246,26 @@ async def test_the_current_leader_epoch_is_fenced(epoch: int, code: ErrorCode) -
         hinted = code is E.fenced_leader_epoch
         assert (p.current_leader.leader_id >= 0) is hinted
         assert bool(resp.node_endpoints) is hinted
+
+
+@pytest.mark.parametrize("version", [4, 7, 12, 13, 18])
+def test_the_error_reply_names_partitions_only_below_v13(version: int) -> None:
+    """Kafka's FetchRequest.getErrorResponse: the top-level code (v7+) with the request's
+    session id; below v13 every partition named carries the code too."""
+    from proxy.registry import entry
+
+    h = entry(1)
+    assert h.as_sent
+    topic: uuid.UUID | str = uuid.uuid4() if version >= 13 else "t"
+    req = request(version, [(topic, [(0, 0), (1, 0)])], session=(0, -1))
+    resp = h.write(h.error_reply(h.read(req), E.unknown_server_error), req, version)
+    assert int(resp.__version__) == version
+    if version >= 7:
+        assert (resp.error_code, resp.session_id) == (E.unknown_server_error, 0)
+    if version >= 13:
+        assert resp.responses == ()
+    else:
+        assert [(p[0], p[1], p[2], p[3]) for p in parts(resp, version)] == [
+            ("t", 0, E.unknown_server_error, -1),
+            ("t", 1, E.unknown_server_error, -1),
+        ]
