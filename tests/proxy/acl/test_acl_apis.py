@@ -209,3 +209,20 @@ async def test_any_in_a_creation_fails_the_whole_request() -> None:
         )
         assert [r.error_code for r in made.results] == [ErrorCode.unknown_server_error] * 2
         assert described(await c.request(describe_all())) == []
+
+
+async def test_concurrent_creations_lose_nothing(tmp_path: Path) -> None:
+    names = [f"t{i}" for i in range(8)]
+    async with running_broker(f"file://{tmp_path}", **AUTHORIZER) as (_, port):
+
+        async def make(name: str) -> None:
+            async with connect(port) as c:
+                made = await c.request(create.CreateAclsRequest(creations=(creation(name),)))
+                assert [r.error_code for r in made.results] == [ErrorCode.none]
+
+        async with trio.open_nursery() as nursery:
+            for name in names:
+                nursery.start_soon(make, name)
+        async with connect(port) as c:
+            got = described(await c.request(describe_all()))
+        assert sorted(name for _, name, _, _, _ in got) == names
