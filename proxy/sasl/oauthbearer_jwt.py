@@ -221,8 +221,11 @@ class JwtValidator:
             raise InvalidToken(f"expired: exp {exp_ms} ms is not after now {now_ms} ms - skew")
         if nbf_ms is not None and now_ms + skew_ms < nbf_ms:
             raise InvalidToken(f"not yet valid: nbf {nbf_ms} ms is after now {now_ms} ms + skew")
-        if self.expected_issuer is not None and claims.get("iss") != self.expected_issuer:
-            raise InvalidToken(f"issuer {claims.get('iss')!r} is not {self.expected_issuer!r}")
+        if self.expected_issuer is not None:
+            if "iss" not in claims:
+                raise InvalidToken("no issuer (iss) claim")
+            if claims["iss"] != self.expected_issuer:
+                raise InvalidToken(f"issuer {claims['iss']!r} is not {self.expected_issuer!r}")
         self._audience(claims)
         sub = claims.get(self.sub_claim)
         if sub is not None and not isinstance(sub, str):
