@@ -49,7 +49,7 @@ import trio
 
 from proxy.listeners import LISTENER_PREFIX, listener_value
 from proxy.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
-from proxy.sasl.settings import SASL_CONFIGS
+from proxy.sasl.settings import SASL_CONFIGS, SASL_MECHANISM_CONFIGS
 from proxy.sasl.settings import SENSITIVE as SASL_SENSITIVE
 from proxy.ssl_principal import SslPrincipalMapper, certificate_dn, check_rules
 from proxy.tls_stream import TlsStream
@@ -137,6 +137,7 @@ SENSITIVE_CONFIGS = SASL_SENSITIVE | frozenset(
 PER_LISTENER: dict[str, Callable[[str], Any]] = {
     **{n: p for n, (p, _) in SSL_CONFIGS.items()},
     **{n: p for n, (p, _) in SASL_CONFIGS.items()},
+    **SASL_MECHANISM_CONFIGS,
 }
 
 

@@ -14,19 +14,26 @@ error (``{"status":"invalid_token"}`` or ``insufficient_scope``); the client ack
 
 The token's expiry bounds the session (KIP-368, ``proxy/sasl/session.py``).
 
-Deviation: signed JWTs (JWKS validation, KIP-768) are not served yet.
+Given a ``JwtValidator`` (a listener whose callback handler is Kafka's
+``OAuthBearerValidatorCallbackHandler``), the same exchange validates a signed JWT instead
+(``proxy/sasl/oauthbearer_jwt.py``); a refused token is answered
+``{"status":"invalid_token"}``, and why is logged (never the token).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from proxy.sasl.mechanisms import OAUTHBEARER, AuthFailed
+from proxy.sasl.oauthbearer_jwt import InvalidToken, JwtValidator
+
+log = logging.getLogger("kafkad.sasl")
 
 _SEP = "\x01"
 _FIRST = re.compile(r"^n,(?:a=([^,]*))?,\x01((?:[A-Za-z]+=[\x21-\x7E \t\r\n]*\x01)*)\x01$")
@@ -41,8 +48,14 @@ def _b64url_json(part: str) -> Any:
 class OAuthBearerServer:
     mechanism = OAUTHBEARER
 
-    def __init__(self, options: Mapping[str, str], now_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        options: Mapping[str, str],
+        now_ms: Callable[[], int] | None = None,
+        validator: JwtValidator | None = None,
+    ) -> None:
         self._options = options
+        self._validator = validator
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
         self._error: str | None = None
         self.complete = False
@@ -83,6 +96,16 @@ class OAuthBearerServer:
         return b""
 
     def _validate(self, jws: str) -> tuple[str | None, dict[str, str], int | None]:
+        if self._validator is not None:
+            try:
+                token = self._validator.validate(jws, self._now_ms())
+            except InvalidToken as exc:
+                log.info("OAUTHBEARER: token refused: %s", exc)
+                return None, {"status": "invalid_token"}, None
+            return token.principal, {}, token.expires_ms
+        return self._unsecured(jws)
+
+    def _unsecured(self, jws: str) -> tuple[str | None, dict[str, str], int | None]:
         invalid = {"status": "invalid_token"}
         parts = jws.split(".")
         if len(parts) != 3 or parts[2] != "":

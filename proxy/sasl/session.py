@@ -44,6 +44,7 @@ from proxy.sasl.mechanisms import (
     ScramServer,
 )
 from proxy.sasl.oauthbearer import OAuthBearerServer
+from proxy.sasl.oauthbearer_jwt import JwtValidator
 from proxy.sasl.settings import SaslSettings
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
@@ -77,12 +78,13 @@ def make_server(
     plain_users: Mapping[str, str],
     scram_lookup: Callable[[str, str], ScramCredential | None],
     oauth_options: Mapping[str, str],
+    oauth_validator: JwtValidator | None = None,
 ) -> PlainServer | ScramServer | OAuthBearerServer:
     """The server side of ``mechanism``'s exchange (``step``, ``complete``, ``username``)."""
     if mechanism == PLAIN:
         return PlainServer(plain_users)
     if mechanism == OAUTHBEARER:
-        return OAuthBearerServer(oauth_options)
+        return OAuthBearerServer(oauth_options, validator=oauth_validator)
     return ScramServer(mechanism, lambda user: scram_lookup(user, mechanism))
 
 
@@ -158,7 +160,11 @@ class SaslSession:
         self._reauth_mechanism_changed = reauth and mechanism != self.mechanism
         self.mechanism = mechanism
         self._server = make_server(
-            mechanism, self.settings.plain_users, self._scram_lookup, self.settings.oauth_options
+            mechanism,
+            self.settings.plain_users,
+            self._scram_lookup,
+            self.settings.oauth_options,
+            self.settings.oauth_validator,
         )
         self.raw = version == 0 and not reauth
         self.state = State.AUTHENTICATE
