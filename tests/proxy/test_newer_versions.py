@@ -573,9 +573,9 @@ async def test_describe_groups_v6_answers_a_missing_group_with_group_id_not_foun
             assert got["dg6-empty"] == (ErrorCode.none, "Empty", None)
             if mod is dg5:  # below v6: Dead, no error
                 assert got["dg6-missing"] == (ErrorCode.none, "Dead", None)
-            else:  # KIP-1043
+            else:  # KIP-1043: the error, Kafka's message, and still Dead (its describeGroups)
                 assert got["dg6-missing"] == (
                     ErrorCode.group_id_not_found,
-                    "",
+                    "Dead",
                     "Group dg6-missing not found.",
                 )
