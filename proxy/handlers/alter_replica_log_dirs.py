@@ -48,8 +48,21 @@ def _results(
 
 
 def _error_reply(req: AlterReplicaLogDirsRequest, code: ErrorCode) -> AlterReplicaLogDirsResponse:
-    every = {(str(t.name), int(p)): code for d in req.dirs for t in d.topics for p in t.partitions}
-    return AlterReplicaLogDirsResponse(throttle_time=NO_THROTTLE, results=_results(every))
+    """Kafka's getErrorResponse: one topic result per (dir, topic) entry, partitions as listed."""
+    return AlterReplicaLogDirsResponse(
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            AlterReplicaLogDirTopicResult(
+                topic_name=t.name,
+                partitions=tuple(
+                    AlterReplicaLogDirPartitionResult(partition_index=p, error_code=code)
+                    for p in t.partitions
+                ),
+            )
+            for d in req.dirs
+            for t in d.topics
+        ),
+    )
 
 
 @handler(

@@ -3,10 +3,10 @@
 v6 (KIP-1043): an error message per group, and a missing group is an error.
 
 A missing group is described as Dead with no members and no error below v6; from v6 it is
-GROUP_ID_NOT_FOUND with "Group G not found." (Kafka's ``GroupMetadataManager.describeGroups``,
-which describes classic groups only). A group the coordinator cannot describe (loading,
-shutting down) carries the error with an empty state and protocol type (Kafka's
-``DescribeGroupsResponse.groupError``, UNKNOWN_STATE).
+GROUP_ID_NOT_FOUND with "Group G not found.", still in state Dead (Kafka's
+``GroupMetadataManager.describeGroups``, which describes classic groups only). A group the
+coordinator cannot describe (loading, shutting down) carries the error with an empty state and
+protocol type (Kafka's ``DescribeGroupsResponse.groupError``, UNKNOWN_STATE).
 Only a Stable group shows its protocol and each member's metadata and assignment; in other
 states members are listed without them (Kafka's ClassicGroup.describe).
 """
@@ -28,13 +28,15 @@ from proxy.registry import handler
 from wire.values import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
 
 
-def _dead(group_id: GroupId, code: ErrorCode, message: str | None = None) -> DescribedGroup:
-    """A missing group below v6 (no error): Dead; a group answered with an error: unknown
-    state ""."""
+def _dead(
+    group_id: GroupId, code: ErrorCode, message: str | None = None, state: str = ""
+) -> DescribedGroup:
+    """A group described by its error alone: a missing one is in state Dead (no error below
+    v6), one the coordinator cannot describe in the unknown state ""."""
     return DescribedGroup(
         error_code=code,
         group_id=group_id,
-        group_state=GroupState.DEAD.value if code is ErrorCode.none else "",
+        group_state=state,
         protocol_type="",
         protocol_data="",
         members=(),
@@ -44,9 +46,10 @@ def _dead(group_id: GroupId, code: ErrorCode, message: str | None = None) -> Des
 
 
 def _missing(group_id: GroupId, version: int) -> DescribedGroup:
+    dead = GroupState.DEAD.value
     if version < 6:
-        return _dead(group_id, ErrorCode.none)
-    return _dead(group_id, ErrorCode.group_id_not_found, f"Group {group_id} not found.")
+        return _dead(group_id, ErrorCode.none, state=dead)
+    return _dead(group_id, ErrorCode.group_id_not_found, f"Group {group_id} not found.", dead)
 
 
 def _error_reply(req: DescribeGroupsRequest, code: ErrorCode) -> DescribeGroupsResponse:

@@ -8,7 +8,8 @@ unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION ("Unable to find a topi
 an empty list, a broker that is not this node, or a broker named twice ->
 INVALID_REPLICA_ASSIGNMENT with Kafka's ``validateManualPartitionAssignment`` messages.
 AlterPartitionReassignments v1 (KIP-860) carries ``allow_replication_factor_change``, echoed in
-the response so a client knows it was understood; Kafka checks it after the assignment is
+the response so a client knows it was understood (an error reply leaves it at its default,
+true, as Kafka's getErrorResponse does); Kafka checks it after the assignment is
 validated, and the only assignment valid here, ``[node.id]``, keeps the replication factor
 (1), so it never refuses anything on one node.
 ListPartitionReassignments answers no ongoing reassignments, for every topic or those named.
@@ -57,9 +58,10 @@ def _check(node: int, replicas: Sequence[int]) -> str | None:
 def _alter_error_reply(
     req: AlterPartitionReassignmentsRequest, code: ErrorCode
 ) -> AlterPartitionReassignmentsResponse:
+    # Kafka's getErrorResponse leaves AllowReplicationFactorChange at its default (true)
     return AlterPartitionReassignmentsResponse(
         throttle_time=NO_THROTTLE,
-        allow_replication_factor_change=req.allow_replication_factor_change,
+        allow_replication_factor_change=True,
         error_code=code,
         error_message=None,
         responses=tuple(
