@@ -32,7 +32,7 @@ from kio.schema.errors import ErrorCode
 from proxy.broker import Broker
 from proxy.context import RequestContext
 from proxy.fault_injection import Fault
-from proxy.outcomes import NO_RESPONSE, CloseConnection
+from proxy.outcomes import NO_RESPONSE, CloseConnection, ErrorReply
 from proxy.principal import ANONYMOUS, KafkaPrincipal
 from proxy.registry import Handler, advertised, entry, served
 from proxy.sasl.session import SaslSession
@@ -145,6 +145,10 @@ class Dispatcher:
                 response = handler.write(answer, body, header.api_version)
         except CloseConnection:
             raise
+        except ErrorReply as exc:  # refused as a whole (e.g. not authorized): its error reply
+            log.debug("api %d v%d refused: %s", header.api_key, header.api_version, exc)
+            _no_error_reply_for_acks0(header, body, exc)
+            response = _error_reply(handler, header, req, body, exc.code)
         except StorageError as exc:  # e.g. a read from a log that went offline
             log.error("api %d v%d: storage error: %s", header.api_key, header.api_version, exc)
             _no_error_reply_for_acks0(header, body, exc)
