@@ -6,7 +6,9 @@ exception is ApiVersions at a version we do not know, answered per KIP-511. A bu
 handler costs that one request: it is logged and answered with UNKNOWN_SERVER_ERROR in the
 API's own response shape; the connection and the broker carry on. A ``StorageError`` that
 escapes a handler (a log that went offline) is answered KAFKA_STORAGE_ERROR the same way, as
-Kafka's ``getErrorResponse`` maps KafkaStorageException.
+Kafka's ``getErrorResponse`` maps KafkaStorageException. A handler that refuses a request as a
+whole (not authorized: ``proxy/acl/checks.py``) raises ``ErrorReply(code)`` and gets its API's
+error reply the same way, logged at DEBUG only.
 
 Requests that may park (``may_park``: a long-poll Fetch, JoinGroup/SyncGroup, the
 transaction APIs that wait for a running completion, a Produce that waits for its fsync, an

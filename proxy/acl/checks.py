@@ -133,3 +133,28 @@ def allowed_on_any(
 def client_ip(ctx: RequestContext) -> str:
     """The client's IP as ``RequestContext.authorized`` hands it to the authorizer."""
     return ctx.peer.rpartition(":")[0] if ":" in ctx.peer else ctx.peer
+
+
+# ConfigResource.Type code -> the ACL resource its configs are authorized on (None: the
+# config resource's own name) and the error a refusal carries (Kafka's ConfigHelper and
+# ControllerApis.authorizeAlterResource).
+CONFIG_RESOURCE_ACL: Final[dict[int, tuple[ResourceType, str | None, ErrorCode]]] = {
+    2: (Type.TOPIC, None, ErrorCode.topic_authorization_failed),
+    4: (Type.CLUSTER, CLUSTER_NAME, ErrorCode.cluster_authorization_failed),  # BROKER
+    8: (Type.CLUSTER, CLUSTER_NAME, ErrorCode.cluster_authorization_failed),  # BROKER_LOGGER
+    16: (Type.CLUSTER, CLUSTER_NAME, ErrorCode.cluster_authorization_failed),  # CLIENT_METRICS
+    32: (Type.GROUP, None, ErrorCode.group_authorization_failed),
+}
+
+
+def config_refusal(
+    ctx: RequestContext, operation: AclOperation, config_type: int, name: str
+) -> ErrorCode | None:
+    """The authorization error for DESCRIBE_CONFIGS / ALTER_CONFIGS on a config resource, or
+    None when allowed (or of a type Kafka refuses otherwise)."""
+    found = CONFIG_RESOURCE_ACL.get(config_type)
+    if found is None:
+        return None
+    resource_type, fixed_name, code = found
+    allowed = ctx.authorized(operation, resource_type, fixed_name if fixed_name else name)
+    return None if allowed else code
