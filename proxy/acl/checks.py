@@ -13,11 +13,8 @@ and the name-filtering helpers return their input without asking anything:
   (every one of them without an authorizer), for Metadata, DescribeCluster, DescribeGroups
   and DescribeTopicPartitions;
 - ``allowed_on_any`` is ``authorizeByResourceType`` (KIP-679: an idempotent producer needs
-  IDEMPOTENT_WRITE on the cluster or WRITE on some topic). The Authorizer protocol asks about
-  one resource; an authorizer that also has ``authorize_by_resource_type(principal, host,
-  operation, resource_type)`` is asked that. Otherwise only the first step of Kafka's default
-  implementation is taken: the operation on a made-up name ("hardcode"), which super users,
-  wildcard grants and ``allow.everyone.if.no.acl.found`` pass.
+  IDEMPOTENT_WRITE on the cluster or WRITE on some topic), answered by
+  ``RequestContext.authorized_by_resource_type`` over the stored bindings.
 """
 
 from __future__ import annotations
@@ -119,15 +116,8 @@ def allowed_on_any(
     ctx: RequestContext, operation: AclOperation, resource_type: ResourceType
 ) -> bool:
     """Kafka's ``authorizeByResourceType``: whether ``operation`` is allowed on at least one
-    resource of ``resource_type`` (see the module docstring for an authorizer that cannot
-    answer that)."""
-    authorizer = ctx.broker.authorizer
-    if authorizer is None:
-        return True
-    by_type = getattr(authorizer, "authorize_by_resource_type", None)
-    if by_type is not None:
-        return bool(by_type(ctx.principal, client_ip(ctx), operation, resource_type))
-    return ctx.authorized(operation, resource_type, "hardcode")
+    resource of ``resource_type``."""
+    return ctx.authorized_by_resource_type(operation, resource_type)
 
 
 def client_ip(ctx: RequestContext) -> str:

@@ -19,9 +19,14 @@ from tests.proxy.acl.harness import Grants, Op, Type
 from tests.proxy.harness import connect, running_broker
 
 
+class _Acls:
+    bindings = ()
+
+
 class _Broker:
     def __init__(self, authorizer: Any) -> None:
         self.authorizer = authorizer
+        self.acls = _Acls()
 
 
 def ctx(authorizer: Any = None) -> RequestContext:
@@ -50,9 +55,9 @@ def test_filters_ask_each_distinct_name_with_the_client_ip() -> None:
     assert authorized_operations(c, Type.TOPIC, "a") == 1 << Op.READ
 
 
-def test_by_resource_type_falls_back_to_a_made_up_name() -> None:
-    """Without ``authorize_by_resource_type``, only Kafka's first step: the operation on the
-    name "hardcode", which a wildcard grant or a super user passes."""
+def test_by_resource_type_without_bindings_asks_about_a_made_up_name() -> None:
+    """Kafka's first step: the operation on the name "hardcode", which a wildcard grant or a
+    super user passes; a grant the authorizer knows but the stored bindings lack does not."""
     grants = Grants()
     grants.grant(Op.WRITE, Type.TOPIC, "some-topic")
     assert not allowed_on_any(ctx(grants), Op.WRITE, Type.TOPIC)

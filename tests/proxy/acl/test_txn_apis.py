@@ -17,9 +17,14 @@ from kio.schema.list_transactions.v1 import request as lt
 from kio.schema.txn_offset_commit.v4 import request as toc
 from kio.schema.write_txn_markers.v1 import request as wm
 
-from proxy.acl.model import AclOperation, ResourceType
-from proxy.principal import KafkaPrincipal
-from tests.proxy.acl.harness import MS, Grants, Op, Type, codes, create, secured
+from proxy.acl.model import (
+    AccessControlEntry,
+    AclBinding,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+)
+from tests.proxy.acl.harness import ANONYMOUS, MS, Op, Type, codes, create, secured
 
 E = ErrorCode
 
@@ -37,22 +42,6 @@ def add_partitions(pid: int, epoch: int, *topics: str) -> Any:
             ap.AddPartitionsToTxnTopic(name=t, partitions=(0,)) for t in topics
         ),
     )
-
-
-class ByTypeGrants(Grants):
-    """An authorizer that also answers Kafka's authorizeByResourceType."""
-
-    def authorize_by_resource_type(
-        self,
-        principal: KafkaPrincipal,
-        host: str,
-        operation: AclOperation,
-        resource_type: ResourceType,
-    ) -> bool:
-        return any(
-            (p, op, rt) == (str(principal), operation, resource_type)
-            for p, op, rt, _ in self.allowed
-        )
 
 
 async def test_init_producer_id_for_a_transactional_id_needs_write_on_it() -> None:
@@ -75,11 +64,14 @@ async def test_an_idempotent_producer_needs_idempotent_write_or_a_topic_write() 
         assert (await c.request(init(None))).error_code == E.cluster_authorization_failed
         grants.grant(Op.IDEMPOTENT_WRITE, Type.CLUSTER)
         assert (await c.request(init(None))).error_code == E.none
-        assert server.broker is not None
-        by_type = ByTypeGrants()
-        server.broker.authorizer = by_type
+        grants.allowed.clear()
         assert (await c.request(init(None))).error_code == E.cluster_authorization_failed
-        by_type.grant(Op.WRITE, Type.TOPIC, "any-topic")  # KIP-679: WRITE on some topic
+        assert server.broker is not None
+        write_some_topic = AclBinding(  # KIP-679: WRITE on some topic is enough
+            ResourcePattern(Type.TOPIC, "any-topic", PatternType.LITERAL),
+            AccessControlEntry(ANONYMOUS, "*", Op.WRITE, AclPermissionType.ALLOW),
+        )
+        await server.broker.acls.replace([write_some_topic])
         assert (await c.request(init(None))).error_code == E.none
 
 
