@@ -1,7 +1,12 @@
 """DescribeCluster (key 60), v0-2. v1: endpoint type (brokers only here: CONTROLLER is
 MISMATCHED_ENDPOINT_TYPE, any other UNSUPPORTED_ENDPOINT_TYPE, with Kafka's messages). v2:
 fenced brokers (KIP-1073: ``include_fenced_brokers`` in, ``is_fenced`` out); the single node,
-its own controller, is never fenced while it answers, so the flag changes nothing here."""
+its own controller, is never fenced while it answers, so the flag changes nothing here.
+
+Authorized operations, when asked for (Kafka's ``computeDescribeClusterResponse``): the cluster
+operations the principal may do if it may DESCRIBE the cluster, else 0; every cluster operation
+without an authorizer.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId
 from kio.static.primitive import i8, i32
 
+from proxy.acl.checks import authorized_operations, cluster_allows
+from proxy.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from wire.values import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
@@ -46,6 +53,13 @@ async def describe_cluster(
             controller_id=BrokerId(-1),
             brokers=(),
         )
+    operations = AUTHORIZED_OPERATIONS_OMITTED
+    if req.include_cluster_authorized_operations:
+        operations = (
+            authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+            if cluster_allows(ctx, AclOperation.DESCRIBE)
+            else i32(0)
+        )
     host, port = ctx.advertised
     return DescribeClusterResponse(
         throttle_time=NO_THROTTLE,
@@ -63,5 +77,5 @@ async def describe_cluster(
                 is_fenced=False,
             ),
         ),
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=operations,
     )
