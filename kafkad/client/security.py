@@ -70,13 +70,30 @@ def _tls(props: Mapping[str, str]) -> ssl.SSLContext:
     for name in ("ssl.truststore.type", "ssl.keystore.type"):
         if props.get(name, "PEM").upper() != "PEM":
             raise ClientError(f"{name}={props[name]}: the kafkad CLI reads PEM stores")
-    ca = props.get("ssl.truststore.location") or props.get("ssl.ca.location")
-    ctx = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
-    cert = props.get("ssl.keystore.location") or props.get("ssl.certificate.location")
-    key = props.get("ssl.key.location")
-    if cert:
-        ctx.load_cert_chain(cert, key or None, props.get("ssl.key.password") or None)
+    ca_name = _first(props, "ssl.truststore.location", "ssl.ca.location")
+    ca = props.get(ca_name) if ca_name else None
+    try:
+        ctx = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
+    except (OSError, ssl.SSLError) as exc:  # a missing file, or no PEM certificate in it
+        raise ClientError(f"{ca_name}={ca}: cannot load CA certificates: {_why(exc)}") from exc
+    cert_name = _first(props, "ssl.keystore.location", "ssl.certificate.location")
+    if cert_name:
+        cert, key = props[cert_name], props.get("ssl.key.location") or None
+        try:
+            ctx.load_cert_chain(cert, key, props.get("ssl.key.password") or None)
+        except (OSError, ssl.SSLError) as exc:
+            where = f"{cert_name}={cert}" + (f", ssl.key.location={key}" if key else "")
+            raise ClientError(f"{where}: cannot load the key and certificate: {_why(exc)}") from exc
     return ctx
+
+
+def _first(props: Mapping[str, str], *names: str) -> str | None:
+    """The first of ``names`` set to a non-empty value."""
+    return next((n for n in names if props.get(n)), None)
+
+
+def _why(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc)
 
 
 def _credentials(props: Mapping[str, str]) -> tuple[str, str]:
@@ -105,6 +122,11 @@ def authenticate(
     shook: object = exchange(17, 1, {"mechanism": security.mechanism})
     if getattr(shook, "error_code", 0):
         offered = ", ".join(getattr(shook, "mechanisms", ()))
+        if not offered:  # ILLEGAL_SASL_STATE: a PLAINTEXT or SSL listener (KafkaApis answers so)
+            raise ClientError(
+                f"{address} is not a SASL listener: security.protocol="
+                f"{security.protocol} does not match it"
+            )
         raise ClientError(
             f"{address} does not accept SASL {security.mechanism} (it offers {offered})"
         )
