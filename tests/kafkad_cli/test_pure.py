@@ -177,3 +177,55 @@ def test_kafkads_top_level_help_lists_the_client_nouns() -> None:
 
     usage = broker_parser().format_help()
     assert all(f"kafkad {noun} --help" in usage for noun in NOUNS)
+
+
+class _OneBroker:
+    """Metadata of node 1 holding t (partitions 0, 1) and node 2 holding u's partition 0."""
+
+    def __init__(self) -> None:
+        from kafkad.client.cluster import PartitionInfo, TopicInfo
+
+        def topic(name: str, nodes: dict[int, int]) -> TopicInfo:
+            info = TopicInfo(name, "", 0)
+            for p, node in nodes.items():
+                info.partitions[p] = PartitionInfo(p, node, 0, [node], [node], 0)
+            return info
+
+        self.topics = {"t": topic("t", {0: 1, 1: 1}), "u": topic("u", {0: 2})}
+
+    def broker(self, node: int) -> None:
+        if node not in (1, 2):
+            raise ClientError(f"the cluster does not know broker {node}")
+
+    def topic(self, name: str) -> object:
+        return self.topics[name]
+
+    def metadata(self, topics: object) -> dict[str, object]:
+        return dict(self.topics)
+
+
+def test_find_hanging_searches_what_kafkas_tool_searches() -> None:
+    from typing import Any, cast
+
+    from kafkad.cli.options import UsageError
+    from kafkad.cli.txns import partitions_to_search
+
+    c = cast(Any, _OneBroker())
+    assert partitions_to_search(c, "t", None, None) == [("t", 0), ("t", 1)]
+    assert partitions_to_search(c, "t", 1, None) == [("t", 1)]
+    # --broker-id alone: every topic's partitions with a replica there
+    assert partitions_to_search(c, None, None, 1) == [("t", 0), ("t", 1)]
+    assert partitions_to_search(c, None, None, 2) == [("u", 0)]
+    assert partitions_to_search(c, "t", None, 2) == []
+    with pytest.raises(UsageError, match="requires either --topic or --broker-id"):
+        partitions_to_search(c, None, None, None)
+    with pytest.raises(UsageError, match="--partition argument requires --topic"):
+        partitions_to_search(c, None, 0, 1)
+    with pytest.raises(ClientError, match="does not know broker 9"):
+        partitions_to_search(c, None, None, 9)
+    args = build_parser().parse_args(["txns", "find-hanging", "--broker-id", "1"])
+    assert (args.broker_id, args.topic) == (1, None)
+    args = build_parser().parse_args(
+        ["txns", "describe-producers", "--broker-id", "2", "--topic", "t", "--partition", "0"]
+    )
+    assert args.broker_id == 2
