@@ -229,3 +229,32 @@ def test_find_hanging_searches_what_kafkas_tool_searches() -> None:
         ["txns", "describe-producers", "--broker-id", "2", "--topic", "t", "--partition", "0"]
     )
     assert args.broker_id == 2
+
+
+def test_reset_offsets_takes_the_rest_of_kafkas_scenarios_and_scopes() -> None:
+    from kafkad.cli.groups import parse_duration_ms, plan_offset
+    from kafkad.cli.options import UsageError
+
+    # --to-current: the committed offset, else the log end (ConsumerGroupCommand's resetToCurrent)
+    assert plan_offset("to_current", None, 5, 2, 9, None) == 5
+    assert plan_offset("to_current", None, None, 2, 9, None) == 9
+    # --by-duration in Java's Duration.parse form
+    assert parse_duration_ms("PT1H") == 3_600_000
+    assert parse_duration_ms("P1DT12H30M") == (36 * 60 + 30) * 60_000
+    assert parse_duration_ms("PT0.5S") == 500
+    for bad in ("P", "PT", "1H", "P1H", "PT1X"):
+        with pytest.raises(UsageError, match="not a duration"):
+            parse_duration_ms(bad)
+    parse = build_parser().parse_args
+    args = parse(["groups", "reset-offsets", "g", "--all-topics", "--to-current", "--dry-run"])
+    assert (args.all_topics, args.topic, args.to_current, args.dry_run) == (True, None, True, True)
+    args = parse(["groups", "reset-offsets", "g", "--topic", "t", "--by-duration", "PT1H"])
+    assert args.by_duration == "PT1H" and not args.execute
+    for argv in (
+        ["--topic", "t", "--all-topics", "--to-latest"],  # one scope
+        ["--to-latest"],  # a scope is required
+        ["--topic", "t", "--to-latest", "--dry-run", "--execute"],  # one of the two
+    ):
+        with pytest.raises(SystemExit) as exited:
+            parse(["groups", "reset-offsets", "g", *argv])
+        assert exited.value.code == 2
