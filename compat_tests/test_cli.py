@@ -55,7 +55,7 @@ def test_topics_create_list_describe_delete(bootstrap: str) -> None:
     table = cli(bootstrap, "topics", "describe", topic).stdout.splitlines()
     assert table[0].split() == ["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR"]
     assert len(table) == 4
-    assert cli_json(bootstrap, "topics", "delete", topic) == {"deleted": [topic]}
+    assert cli_json(bootstrap, "topics", "delete", topic) == {"deleted": [topic], "failed": []}
     gone = cli(bootstrap, "topics", "describe", topic, expect=1)
     assert f"topic {topic!r}: UNKNOWN_TOPIC_OR_PARTITION" in gone.stderr
 
@@ -461,7 +461,7 @@ def test_groups_describe_lag_vs_lso_reset_and_delete(bootstrap: str) -> None:
         )
         assert done["offsets"][0]["new"] == new, flags
         assert cli_json(bootstrap, "groups", "describe", group)["offsets"][0]["committed"] == new
-    assert cli_json(bootstrap, "groups", "delete", group) == {"deleted": [group]}
+    assert cli_json(bootstrap, "groups", "delete", group) == {"deleted": [group], "failed": []}
     gone = cli(bootstrap, "groups", "describe", group, expect=1)
     assert "GROUP_ID_NOT_FOUND" in gone.stderr
 

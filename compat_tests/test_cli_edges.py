@@ -3,6 +3,8 @@ empty input, an existing topic, an offset without a partition."""
 
 from __future__ import annotations
 
+import json
+
 from compat_tests._support import topic_name
 from compat_tests.test_cli import cli, cli_json
 
@@ -73,3 +75,22 @@ def test_reset_offsets_all_topics_to_current_by_duration_and_dry_run(bootstrap: 
     assert "not allowed with argument" in both.stderr
     bad = cli(bootstrap, *reset, "--all-topics", "--by-duration", "1h", expect=2)
     assert "not a duration like PT1H" in bad.stderr
+
+
+def test_deleting_several_topics_and_groups_reports_each_outcome(bootstrap: str) -> None:
+    a, b, missing = topic_name("cli-del-a"), topic_name("cli-del-b"), topic_name("cli-del-none")
+    for t in (a, b):
+        cli(bootstrap, "topics", "create", t)
+    proc = cli(bootstrap, "topics", "delete", a, missing, b, "--json", expect=1)
+    out = json.loads(proc.stdout)
+    assert out["deleted"] == [a, b]
+    assert [(f["topic"], f["error_code"]) for f in out["failed"]] == [(missing, 3)]
+    assert len(proc.stderr.splitlines()) == 1 and missing in proc.stderr
+    listed = cli(bootstrap, "topics", "list").stdout.split()
+    assert a not in listed and b not in listed
+    group = topic_name("cli-del-group")
+    cli(bootstrap, "topics", "create", a)
+    cli(bootstrap, "groups", "reset-offsets", group, "--topic", a, "--to-earliest", "--execute")
+    text = cli(bootstrap, "groups", "delete", group, "no-such-group-x", expect=1)
+    assert text.stdout.split()[:4] == ["GROUP", "OUTCOME", group, "deleted"]
+    assert "no-such-group-x" in text.stdout and "GROUP_ID_NOT_FOUND" in text.stderr

@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from kafkad.cli.options import UsageError, add_common
-from kafkad.cli.output import emit
+from kafkad.cli.output import emit, report_deletions
 from kafkad.client.cluster import API, GROUP, Client
 from kafkad.client.errors import ClientError, KafkaError, check
 from kafkad.client.fetching import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, list_offset
@@ -393,7 +393,7 @@ def _commit(client: Client, group: str, plan: list[dict[str, Any]]) -> None:
 
 
 def delete(args: argparse.Namespace, client: Client) -> int:
-    failed: KafkaError | None = None
+    failed: list[tuple[str, KafkaError]] = []
     deleted = []
     for group in args.group:
 
@@ -407,10 +407,7 @@ def delete(args: argparse.Namespace, client: Client) -> int:
 
         code = client.coordinated(group, GROUP, once)
         if code:
-            failed = failed or KafkaError(code, f"deleting group {group!r}")
+            failed.append((group, KafkaError(code, f"deleting group {group!r}")))
         else:
             deleted.append(group)
-    emit(args.json, {"deleted": deleted}, ("DELETED",), [(g,) for g in deleted])
-    if failed:
-        raise failed
-    return 0
+    return report_deletions(args.json, "group", deleted, failed)

@@ -258,3 +258,27 @@ def test_reset_offsets_takes_the_rest_of_kafkas_scenarios_and_scopes() -> None:
         with pytest.raises(SystemExit) as exited:
             parse(["groups", "reset-offsets", "g", *argv])
         assert exited.value.code == 2
+
+
+def test_a_delete_of_several_names_reports_each(capsys: pytest.CaptureFixture[str]) -> None:
+    # `topics delete a nope b` used to print only the first failure, hiding that a and b went
+    import json
+
+    from kafkad.cli.output import report_deletions
+    from kafkad.client.errors import KafkaError
+
+    assert report_deletions(False, "topic", ["a"], []) == 0
+    assert capsys.readouterr().out.split() == ["TOPIC", "OUTCOME", "a", "deleted"]
+    failed = [
+        ("x", KafkaError(3, "deleting topic 'x'", "No such topic.")),
+        ("y", KafkaError(3, "deleting topic 'y'")),
+    ]
+    with pytest.raises(ClientError) as info:
+        report_deletions(True, "topic", ["a", "b"], failed)
+    data = json.loads(capsys.readouterr().out)
+    assert data["deleted"] == ["a", "b"]
+    assert [(f["topic"], f["error_code"]) for f in data["failed"]] == [("x", 3), ("y", 3)]
+    assert str(info.value) == (
+        "deleting topic 'x': UNKNOWN_TOPIC_OR_PARTITION (no such topic or partition): "
+        "No such topic; deleting topic 'y': UNKNOWN_TOPIC_OR_PARTITION (no such topic or partition)"
+    )
