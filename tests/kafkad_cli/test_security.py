@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from kafkad.client.errors import ClientError
-from kafkad.client.security import authenticate, from_properties, read_properties
+from kafkad.client.security import authenticate, from_properties, pem_lines, read_properties
 from proxy.certs import write_certs
 
 
@@ -134,3 +134,32 @@ def test_sasl_against_a_listener_without_sasl_says_so() -> None:
 
     with pytest.raises(ClientError, match=r"does not accept SASL PLAIN \(it offers SCRAM-SHA-512"):
         authenticate(sasl, offers, "h:1")
+
+
+def test_inline_pem_stores_as_kafka_takes_them(tmp_path: Path) -> None:
+    # ssl.truststore.certificates and ssl.keystore.key + ssl.keystore.certificate.chain, on one
+    # line with \n escapes or with continuation lines (which leave spaces for line breaks)
+    write_certs(tmp_path)
+    ca = (tmp_path / "ca.crt").read_text().strip()
+    crt = (tmp_path / "client.crt").read_text().strip()
+    key = (tmp_path / "client.key").read_text().strip()
+    for join in ("\\n", " \\\n    "):
+        text = "security.protocol=SSL\n" + "".join(
+            f"{name}={join.join(value.splitlines())}\n"
+            for name, value in (
+                ("ssl.truststore.certificates", ca),
+                ("ssl.keystore.key", key),
+                ("ssl.keystore.certificate.chain", crt),
+            )
+        )
+        path = tmp_path / "inline.properties"
+        path.write_text(text)
+        s = from_properties(read_properties(str(path)))
+        assert s.tls is not None and len(s.tls.get_ca_certs()) == 1
+    assert pem_lines(" ".join(ca.splitlines())) == ca + "\n"
+    with pytest.raises(
+        ClientError, match=r"needs ssl\.keystore\.key and ssl\.keystore\.certificate"
+    ):
+        from_properties({"security.protocol": "SSL", "ssl.keystore.key": key})
+    with pytest.raises(ClientError, match=r"ssl\.truststore\.certificates=\(inline\): cannot load"):
+        from_properties({"security.protocol": "SSL", "ssl.truststore.certificates": "junk"})
