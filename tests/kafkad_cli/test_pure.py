@@ -282,3 +282,69 @@ def test_a_delete_of_several_names_reports_each(capsys: pytest.CaptureFixture[st
         "deleting topic 'x': UNKNOWN_TOPIC_OR_PARTITION (no such topic or partition): "
         "No such topic; deleting topic 'y': UNKNOWN_TOPIC_OR_PARTITION (no such topic or partition)"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "line"),
+    [
+        (
+            ["topics", "describe", "secret"],
+            29,
+            "kafkad: topic 'secret': TOPIC_AUTHORIZATION_FAILED (not authorized to access the "
+            "topic)",
+        ),
+        (
+            ["groups", "describe", "g"],
+            30,
+            "kafkad: group 'g': GROUP_AUTHORIZATION_FAILED (not authorized to access the group)",
+        ),
+        (
+            ["txns", "list"],
+            31,
+            "kafkad: listing transactions on broker 1: CLUSTER_AUTHORIZATION_FAILED (not "
+            "authorized for this cluster action)",
+        ),
+    ],
+)
+def test_an_authorization_failure_is_one_plain_line(
+    argv: list[str],
+    code: int,
+    line: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What a broker with ACLs answers (no live one here yet: kafkad has no authorizer) reaches
+    the user as one line naming what was refused, with exit status 1 and no traceback."""
+    import kafkad.cli
+    from kafkad.client.errors import KafkaError
+
+    class Refusing:
+        brokers = {1: "b:1"}
+
+        def __init__(self, *a: object) -> None:
+            pass
+
+        def __enter__(self) -> Refusing:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def topic(self, name: str) -> None:
+            raise KafkaError(code, f"topic {name!r}")
+
+        def coordinated(self, key: str, key_type: int, call: object) -> None:
+            raise KafkaError(code, f"group {key!r}")
+
+        def metadata(self, topics: object) -> dict[str, object]:
+            return {}
+
+        def send(self, api: object, data: object, node: int | None = None) -> object:
+            from types import SimpleNamespace
+
+            return SimpleNamespace(error_code=code, transaction_states=[])
+
+    monkeypatch.setattr(kafkad.cli, "Client", Refusing)
+    assert kafkad.cli.main([*argv, "--bootstrap-server", "b:1"]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [line]
