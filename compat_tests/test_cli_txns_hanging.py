@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import trio
 
 from compat_tests._support import topic_name
@@ -115,3 +116,35 @@ def test_find_hanging_lists_a_hung_transaction_and_abort_ends_it(
         cli(bootstrap, "consume", topic, "--from-beginning", "--isolation", "read_committed").stdout
         == ""
     )
+
+
+def test_force_terminate_fences_the_producer_and_aborts_its_transaction(bootstrap: str) -> None:
+    """``kafkad txns forceTerminateTransaction --transactionalId`` (Kafka 4.1's, KIP-939): an
+    InitProducerId without producer id or epoch, as Admin.fenceProducers sends it."""
+    from kafkad.client.cluster import Client
+    from kafkad.client.errors import KafkaError
+    from kafkad.client.producing import Message, Producer
+
+    topic, tid = topic_name("cli-force"), topic_name("cli-force-tid")
+    cli(bootstrap, "topics", "create", topic)
+    with Client(bootstrap, 10) as client:
+        producer = Producer(client, tid, transaction_timeout_ms=900_000)
+        base = producer.send(topic, 0, [Message(None, b"open")])
+        pid, epoch = producer.producer_id, producer.producer_epoch
+        before = cli_json(bootstrap, "txns", "describe", "--transactional-id", tid)
+        assert before["state"] == "Ongoing"
+
+        done = cli_json(bootstrap, "txns", "forceTerminateTransaction", "--transactionalId", tid)
+        assert done["transactional_id"] == tid and done["producer_id"] == pid
+        assert done["producer_epoch"] > epoch
+        after = cli_json(bootstrap, "txns", "describe", "--transactional-id", tid)
+        assert (after["state"], after["producer_epoch"]) == ("Empty", done["producer_epoch"])
+        # the ABORT marker moved the LSO past the open records; the old producer is fenced
+        (p0,) = cli_json(bootstrap, "verify", topic)["partitions"]
+        assert p0["last_stable_offset"] == p0["high_watermark"] == base + 2
+        with pytest.raises(KafkaError) as fenced:
+            producer.send(topic, 0, [Message(None, b"zombie")])
+        assert fenced.value.code in (47, 90)  # INVALID_PRODUCER_EPOCH / PRODUCER_FENCED
+    # the kafkad-style spelling of the same verb and option
+    again = cli(bootstrap, "txns", "force-terminate", "--transactional-id", tid).stdout
+    assert again.split()[:3] == ["TransactionalId", "ProducerId", "ProducerEpoch"]

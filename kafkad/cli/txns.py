@@ -1,5 +1,5 @@
-"""``kafkad txns list|describe|describe-producers|find-hanging|abort``: Kafka's
-``TransactionsCommand`` (tools/.../TransactionsCommand.java) over the protocol, with its
+"""``kafkad txns list|describe|describe-producers|find-hanging|abort|forceTerminateTransaction``:
+Kafka's ``TransactionsCommand`` (tools/.../TransactionsCommand.java) over the protocol, with its
 options, columns and logic.
 
 find-hanging: DescribeProducers on the partitions gives each producer's open transaction
@@ -13,6 +13,13 @@ abort: WriteTxnMarkers (ABORT) to the partition's leader with the producer's id,
 coordinator epoch, as Kafka's ``AbortTransactionSpec``; ``--start-offset`` looks them up
 with DescribeProducers (the producer whose open transaction starts there); a coordinator
 epoch below 0 becomes 0, as in Kafka.
+
+forceTerminateTransaction (Kafka 4.1, KIP-939; alias ``force-terminate``): Admin's
+``forceTerminateTransaction``, i.e. ``fenceProducers``: InitProducerId for the transactional id
+with no producer id or epoch (the transaction timeout is the command's ``--timeout``, as
+FenceProducersHandler uses the request timeout), so the coordinator bumps the epoch, fencing
+the live producer and aborting its open transaction. CONCURRENT_TRANSACTIONS (the abort still
+being completed) and coordinator moves are retried.
 
 ``--broker-id`` (describe-producers, find-hanging) asks that broker instead of each partition's
 leader, as Kafka's ``DescribeProducersOptions.brokerId``; find-hanging needs ``--topic`` or
@@ -66,6 +73,15 @@ def register(nouns: Any) -> None:
     v.add_argument("--producer-epoch", type=int)
     v.add_argument("--coordinator-epoch", type=int)
     _done(v, abort)
+    v = verbs.add_parser(
+        "forceTerminateTransaction",
+        aliases=["force-terminate"],
+        help="fence a transactional id's producer, aborting its open transaction",
+    )
+    v.add_argument(
+        "--transactionalId", "--transactional-id", dest="transactional_id", required=True
+    )
+    _done(v, force_terminate)
 
 
 def _done(parser: argparse.ArgumentParser, run: Any) -> None:
@@ -368,4 +384,28 @@ def abort(args: argparse.Namespace, client: Client) -> int:
         ("Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "Marker"),
         [list(d.values())],
     )
+    return 0
+
+
+def force_terminate(args: argparse.Namespace, client: Client) -> int:
+    tid = args.transactional_id
+    data = {
+        "transactional_id": tid,
+        "transaction_timeout": int(args.timeout * 1000),
+        "producer_id": -1,
+        "producer_epoch": -1,
+    }
+
+    def once(node: int) -> Any:
+        resp = client.send(API.INIT_PRODUCER_ID, data, node)
+        check(int(resp.error_code), f"force terminating transactional id {tid!r}")
+        return resp
+
+    resp = client.coordinated(tid, TRANSACTION, once)
+    d = {
+        "transactional_id": tid,
+        "producer_id": int(resp.producer_id),
+        "producer_epoch": int(resp.producer_epoch),
+    }
+    emit(args.json, d, ("TransactionalId", "ProducerId", "ProducerEpoch"), [list(d.values())])
     return 0

@@ -348,3 +348,14 @@ def test_an_authorization_failure_is_one_plain_line(
     assert kafkad.cli.main([*argv, "--bootstrap-server", "b:1"]) == 1
     err = capsys.readouterr().err
     assert err.splitlines() == [line]
+
+
+def test_force_terminate_takes_kafkas_and_kafkads_spellings() -> None:
+    parse = build_parser().parse_args
+    for argv in (
+        ["txns", "forceTerminateTransaction", "--transactionalId", "t"],
+        ["txns", "force-terminate", "--transactional-id", "t"],
+    ):
+        assert parse(argv).transactional_id == "t"
+    with pytest.raises(SystemExit):
+        parse(["txns", "forceTerminateTransaction"])  # the id is required
