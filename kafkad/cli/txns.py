@@ -96,6 +96,14 @@ def list_transactions(
     client.metadata([])
     out = []
     for node in sorted(client.brokers):
+        key, (low, high) = API.LIST_TRANSACTIONS
+        if duration_ms >= 0 and client.broker(node).version_for(key, low, high) < 1:
+            # v0 has no DurationFilter: it would list every transaction (Kafka's admin client
+            # refuses the same way, with UnsupportedVersionException)
+            raise ClientError(
+                f"broker {node} does not support --duration-filter (ListTransactions v1, "
+                "Kafka 3.8 or later)"
+            )
         data = {
             "state_filters": [],
             "producer_id_filters": producer_ids or [],

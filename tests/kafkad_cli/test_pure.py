@@ -359,3 +359,31 @@ def test_force_terminate_takes_kafkas_and_kafkads_spellings() -> None:
         assert parse(argv).transactional_id == "t"
     with pytest.raises(SystemExit):
         parse(["txns", "forceTerminateTransaction"])  # the id is required
+
+
+def test_a_duration_filter_is_refused_where_list_transactions_v0_would_drop_it() -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from kafkad.cli.txns import list_transactions
+
+    sent: list[object] = []
+
+    class OldBroker:  # ListTransactions v0 only, as Kafka 3.0-3.7
+        brokers = {1: "b:1"}
+
+        def metadata(self, topics: object) -> dict[str, object]:
+            return {}
+
+        def broker(self, node: int) -> object:
+            return SimpleNamespace(version_for=lambda key, low, high: 0)
+
+        def send(self, api: object, data: object, node: int | None = None) -> object:
+            sent.append(data)
+            return SimpleNamespace(error_code=0, transaction_states=[])
+
+    old = cast(Any, OldBroker())
+    with pytest.raises(ClientError, match="does not support --duration-filter"):
+        list_transactions(old, None, 60_000)
+    assert sent == []
+    assert list_transactions(old) == [] and len(sent) == 1  # no filter: fine at v0
