@@ -28,8 +28,15 @@ address, so an IPv6 client is "0:0:0:0:0:0:0:1", not "::1" (``java_host_address`
 ``authorize_by_resource_type`` is Kafka's ``Authorizer.authorizeByResourceType`` default: may P
 do ``operation`` on *some* resource of a type (an idempotent producer's "WRITE on any topic").
 
-Deviations: none in the decisions. Kafka's ``AuthorizerNotReadyException`` (ACLs not loaded
-yet) has no counterpart: the broker loads the ACLs before it listens. There is no audit log.
+Deviations: Kafka finds the bindings by scanning a set sorted by reversed name
+(``StandardAuthorizerData.checkSection``), and the scan has quirks kafkad does not copy, since
+they are accidents of it, not rules: a LITERAL ``*`` binding is skipped for a name that starts
+with "*" (a group "*x" escapes a wildcard ALLOW and a wildcard DENY alike), and a name with a
+character below "*" (space, "!", "#", ...) that begins as such a binding's name does can
+make the scan throw or loop. Topic names (``[a-zA-Z0-9._-]``) meet neither; group and
+transactional ids can. Outside them the decisions are Kafka's (checked against a simulation of
+the scan). Kafka's ``AuthorizerNotReadyException`` (ACLs not loaded yet) has no counterpart:
+the broker loads the ACLs before it listens. There is no audit log.
 """
 
 from __future__ import annotations
