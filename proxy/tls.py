@@ -47,6 +47,7 @@ from typing import Any
 
 import trio
 
+from proxy.acl.settings import SENSITIVE as ACL_SENSITIVE
 from proxy.listeners import LISTENER_PREFIX, listener_value
 from proxy.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from proxy.sasl.settings import SASL_CONFIGS, SASL_MECHANISM_CONFIGS
@@ -120,17 +121,22 @@ SSL_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
         "",
     ),
 }
-# Kafka's PASSWORD-type ssl configs (and the JAAS configs, which hold passwords):
+# Kafka's PASSWORD-type ssl configs (and the JAAS configs, which hold passwords; and the
+# authorizer's super.users and allow.everyone.if.no.acl.found, which Kafka does not type):
 # DescribeConfigs shows them as sensitive, with no value.
-SENSITIVE_CONFIGS = SASL_SENSITIVE | frozenset(
-    {
-        "ssl.keystore.password",
-        "ssl.key.password",
-        "ssl.keystore.key",
-        "ssl.keystore.certificate.chain",
-        "ssl.truststore.password",
-        "ssl.truststore.certificates",
-    }
+SENSITIVE_CONFIGS = (
+    SASL_SENSITIVE
+    | ACL_SENSITIVE
+    | frozenset(
+        {
+            "ssl.keystore.password",
+            "ssl.key.password",
+            "ssl.keystore.key",
+            "ssl.keystore.certificate.chain",
+            "ssl.truststore.password",
+            "ssl.truststore.certificates",
+        }
+    )
 )
 # Configs a listener may override with its listener.name.<name>. prefix (a SASL layer adds its
 # own names here).

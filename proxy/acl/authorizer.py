@@ -28,12 +28,20 @@ address, so an IPv6 client is "0:0:0:0:0:0:0:1", not "::1" (``java_host_address`
 ``authorize_by_resource_type`` is Kafka's ``Authorizer.authorizeByResourceType`` default: may P
 do ``operation`` on *some* resource of a type (an idempotent producer's "WRITE on any topic").
 
-Deviations: none in the decisions. Kafka's ``AuthorizerNotReadyException`` (ACLs not loaded
-yet) has no counterpart: the broker loads the ACLs before it listens. There is no audit log.
+Deviations: Kafka finds the bindings by scanning a set sorted by reversed name
+(``StandardAuthorizerData.checkSection``), and the scan has quirks kafkad does not copy, since
+they are accidents of it, not rules: a LITERAL ``*`` binding is skipped for a name that starts
+with "*" (a group "*x" escapes a wildcard ALLOW and a wildcard DENY alike), and a name with a
+character below "*" (space, "!", "#", ...) that begins as such a binding's name does can
+make the scan throw or loop. Topic names (``[a-zA-Z0-9._-]``) meet neither; group and
+transactional ids can. Outside them the decisions are Kafka's (checked against a simulation of
+the scan). Kafka's ``AuthorizerNotReadyException`` (ACLs not loaded yet) has no counterpart:
+the broker loads the ACLs before it listens. There is no audit log.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -48,7 +56,6 @@ from proxy.acl.model import (
     AclOperation,
     AclPermissionType,
     PatternType,
-    ResourcePattern,
     ResourceType,
 )
 from proxy.principal import USER_TYPE, KafkaPrincipal
@@ -62,8 +69,10 @@ IMPLIED_BY: Mapping[AclOperation, frozenset[AclOperation]] = {
     Op.DESCRIBE_CONFIGS: IMPLIES_DESCRIBE_CONFIGS,
 }
 WILDCARD_USER = KafkaPrincipal(USER_TYPE, "*")
+_Key = tuple[ResourceType, PatternType, str]  # a binding's pattern, as the index keys it
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_principal(text: str) -> KafkaPrincipal:
     """An ACL's principal string, split at its first colon (Kafka's ``StandardAcl``)."""
     kind, colon, name = text.partition(":")
@@ -95,6 +104,7 @@ def java_bool(value: str) -> bool:
     return value.strip().lower() == "true"
 
 
+@functools.lru_cache(maxsize=4096)
 def java_host_address(host: str) -> str:
     """``host`` as Java's ``InetAddress.getHostAddress()`` writes it (IPv6 uncompressed, an
     IPv4-mapped IPv6 address as IPv4); anything that is not an IP is returned as is."""
@@ -142,7 +152,8 @@ class StandardAuthorizer:
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_if_no_acl
         self._bindings: tuple[AclBinding, ...] = ()
-        self._index: dict[ResourcePattern, list[AccessControlEntry]] = {}
+        self._index: dict[_Key, list[AccessControlEntry]] = {}
+        self._prefix_lengths: dict[ResourceType, tuple[int, ...]] = {}
         self.set_acls(acls)
 
     @classmethod
@@ -155,22 +166,30 @@ class StandardAuthorizer:
     def set_acls(self, acls: Iterable[AclBinding]) -> None:
         """Replace every binding (the store calls this after each durable change)."""
         bindings = tuple(dict.fromkeys(acls))
-        index: dict[ResourcePattern, list[AccessControlEntry]] = {}
+        index: dict[_Key, list[AccessControlEntry]] = {}
+        lengths: dict[ResourceType, set[int]] = {}
         for b in bindings:
-            index.setdefault(b.pattern, []).append(b.entry)
-        self._bindings, self._index = bindings, index
+            p = b.pattern
+            index.setdefault((p.resource_type, p.pattern_type, p.name), []).append(b.entry)
+            if p.pattern_type is PatternType.PREFIXED:
+                lengths.setdefault(p.resource_type, set()).add(len(p.name))
+        prefix_lengths = {t: tuple(sorted(n)) for t, n in lengths.items()}
+        self._bindings, self._index, self._prefix_lengths = bindings, index, prefix_lengths
 
     def acls(self, flt: AclBindingFilter) -> list[AclBinding]:
         return [b for b in self._bindings if flt.matches(b)]
 
-    def _applying(self, resource_type: ResourceType, name: str) -> Iterable[ResourcePattern]:
-        """The patterns that could apply to resource ``name``: its literal name, every prefix
-        of it (PREFIXED), and the literal wildcard."""
-        yield ResourcePattern(resource_type, name, PatternType.LITERAL)
-        for end in range(1, len(name) + 1):
-            yield ResourcePattern(resource_type, name[:end], PatternType.PREFIXED)
+    def _applying(self, resource_type: ResourceType, name: str) -> Iterable[_Key]:
+        """The patterns that could apply to resource ``name``: its literal name, its prefixes
+        (PREFIXED; only those as long as some PREFIXED binding's name, so a decision costs
+        the same for any name length) and the literal wildcard."""
+        yield (resource_type, PatternType.LITERAL, name)
+        for end in self._prefix_lengths.get(resource_type, ()):
+            if end > len(name):
+                break
+            yield (resource_type, PatternType.PREFIXED, name[:end])
         if name != WILDCARD_RESOURCE:
-            yield ResourcePattern(resource_type, WILDCARD_RESOURCE, PatternType.LITERAL)
+            yield (resource_type, PatternType.LITERAL, WILDCARD_RESOURCE)
 
     def authorize(
         self,

@@ -45,6 +45,11 @@ def _super_users(value: str) -> str:
     return value
 
 
+# Configs DescribeConfigs shows without a value: Kafka's KafkaConfig does not define these two
+# (only the authorizer reads them), so its DescribeConfigs, not knowing their type, treats them
+# as sensitive (KafkaConfig.maybeSensitive) and never says who the super users are.
+SENSITIVE = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
+
 # name -> (parser, default), merged into proxy/config.py's BROKER_CONFIGS
 ACL_CONFIGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "authorizer.class.name": (_authorizer_class, ""),

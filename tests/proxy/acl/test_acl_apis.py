@@ -14,6 +14,7 @@ from kio.schema.create_acls.v3 import request as create
 from kio.schema.delete_acls.v3 import request as delete
 from kio.schema.describe_acls.v1 import request as describe_v1
 from kio.schema.describe_acls.v3 import request as describe
+from kio.schema.describe_configs.v4 import request as describe_configs
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
@@ -226,3 +227,26 @@ async def test_concurrent_creations_lose_nothing(tmp_path: Path) -> None:
         async with connect(port) as c:
             got = described(await c.request(describe_all()))
         assert sorted(name for _, name, _, _, _ in got) == names
+
+
+async def test_describe_configs_shows_no_value_for_the_authorizer_settings() -> None:
+    # Kafka's KafkaConfig does not define super.users or allow.everyone.if.no.acl.found (the
+    # authorizer reads them): DescribeConfigs, not knowing their type, marks them sensitive
+    # (KafkaConfig.maybeSensitive) and never shows who the super users are.
+    settings = {**AUTHORIZER, "allow.everyone.if.no.acl.found": "true"}
+    async with running_broker(**settings) as (_, port), connect(port) as c:
+        resp = await c.request(
+            describe_configs.DescribeConfigsRequest(
+                resources=(
+                    describe_configs.DescribeConfigsResource(
+                        resource_type=i8(4), resource_name="", configuration_keys=None
+                    ),
+                ),
+                include_synonyms=False,
+                include_documentation=False,
+            )
+        )
+        shown = {e.name: (e.value, e.is_sensitive) for e in resp.results[0].configs}
+        assert shown["super.users"] == (None, True)
+        assert shown["allow.everyone.if.no.acl.found"] == (None, True)
+        assert shown["authorizer.class.name"] == (STANDARD, False)
