@@ -60,7 +60,11 @@ class OAuthBearerServer:
         self._error: str | None = None
         self.complete = False
         self.username: str | None = None
-        self.expires_at_ms: int | None = None  # the token's exp: bounds the session (KIP-368)
+        self.expires_at_ms: int | None = None  # the token's exp (wall clock, epoch ms)
+        # exp less the wall clock when the token was accepted: bounds the session (KIP-368).
+        # The session's own clock is monotonic, so it takes this, not expires_at_ms, as Kafka's
+        # ReauthInfo takes credentialExpirationMs - time.milliseconds()
+        self.lifetime_ms: int | None = None
 
     def step(self, token: bytes) -> bytes:
         if token == b"\x01" and self._error is not None:
@@ -83,7 +87,8 @@ class OAuthBearerServer:
             raise AuthFailed("Invalid OAUTHBEARER client first message: invalid 'auth' format")
         if am.group(1).lower() != "bearer":
             raise AuthFailed(f"Invalid scheme in OAUTHBEARER client first message: {am.group(1)}")
-        principal, failure, expires = self._validate(am.group(2))
+        now = self._now_ms()
+        principal, failure, expires = self._validate(am.group(2), now)
         if principal is None:
             self._error = json.dumps(failure, separators=(",", ":"))
             return self._error.encode()
@@ -93,19 +98,20 @@ class OAuthBearerServer:
                 f"({authzid}) that is different from the token's principal name ({principal})"
             )
         self.complete, self.username, self.expires_at_ms = True, principal, expires
+        self.lifetime_ms = None if expires is None else expires - now
         return b""
 
-    def _validate(self, jws: str) -> tuple[str | None, dict[str, str], int | None]:
+    def _validate(self, jws: str, now: int) -> tuple[str | None, dict[str, str], int | None]:
         if self._validator is not None:
             try:
-                token = self._validator.validate(jws, self._now_ms())
+                token = self._validator.validate(jws, now)
             except InvalidToken as exc:
                 log.info("OAUTHBEARER: token refused: %s", exc)
                 return None, {"status": "invalid_token"}, None
             return token.principal, {}, token.expires_ms
-        return self._unsecured(jws)
+        return self._unsecured(jws, now)
 
-    def _unsecured(self, jws: str) -> tuple[str | None, dict[str, str], int | None]:
+    def _unsecured(self, jws: str, now: int) -> tuple[str | None, dict[str, str], int | None]:
         invalid = {"status": "invalid_token"}
         parts = jws.split(".")
         if len(parts) != 3 or parts[2] != "":
@@ -122,7 +128,6 @@ class OAuthBearerServer:
         if not isinstance(principal, str) or not principal:
             return None, invalid, None
         skew = int(self._options.get("unsecuredValidatorAllowableClockSkewMs", "0"))
-        now = self._now_ms()
         # NumericDate seconds, maybe fractional, to whole milliseconds as Kafka's
         # OAuthBearerUnsecuredJws truncates them (a token issued this millisecond is not early)
         exp, iat = claims.get("exp"), claims.get("iat")

@@ -28,11 +28,13 @@ what ``route`` answers, the SaslHandshake / SaslAuthenticate handlers call ``han
 
 from __future__ import annotations
 
+import datetime
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i64_timedelta_max
 
 from proxy.principal import USER_TYPE, KafkaPrincipal
 from proxy.sasl.mechanisms import (
@@ -48,6 +50,9 @@ from proxy.sasl.oauthbearer_jwt import JwtValidator
 from proxy.sasl.settings import SaslSettings
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+# the longest session_lifetime_ms a SaslAuthenticate response carries here (kio encodes it
+# from a timedelta, whose limit is ~10**9 days; Kafka's int64 would allow more)
+MAX_SESSION_LIFETIME_MS = i64_timedelta_max // datetime.timedelta(milliseconds=1)
 
 
 class State(enum.Enum):
@@ -199,15 +204,17 @@ class SaslSession:
         self.principal = principal
         self.state = State.COMPLETE
         # Kafka's ReauthInfo: the lifetime is connections.max.reauth.ms, or the credential's
-        # own expiry (an OAUTHBEARER token's exp), whichever ends first; neither: no expiry
+        # own expiry (an OAUTHBEARER token's exp, less the wall clock), whichever ends first;
+        # neither: no expiry. now_ms is the monotonic clock: a token enters by its time left
         max_reauth = self.settings.reauth_ms
-        credential_ends = getattr(self._server, "expires_at_ms", None)
-        ends = [e - now_ms for e in (credential_ends,) if e is not None]
+        credential_left = getattr(self._server, "lifetime_ms", None)
+        ends = [] if credential_left is None else [credential_left]
         if max_reauth > 0:
             ends.append(max_reauth)
         if not ends:
             self.expires_at_ms = None
             return out, 0
-        lifetime = max(0, min(ends))
+        # a token's exp may be ages away: no further than a SaslAuthenticate answer can say
+        lifetime = max(0, min(*ends, MAX_SESSION_LIFETIME_MS))
         self.expires_at_ms = now_ms + lifetime
         return out, lifetime

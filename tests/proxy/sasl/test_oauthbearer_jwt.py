@@ -4,20 +4,30 @@ checks, the key choice, the exchange's answers and the listener's configs."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import jwt
 import pytest
+import trio
+import trio.testing
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+from kio.schema.errors import ErrorCode
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest as Auth2
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as Hand1
 
 from proxy.config import ConfigError, load_config
 from proxy.sasl.mechanisms import AuthFailed
 from proxy.sasl.oauthbearer import OAuthBearerServer
 from proxy.sasl.oauthbearer_jwt import VALIDATOR_CLASS, InvalidToken, JwtValidator, load_jwks
-from proxy.sasl.session import SaslSession
+from proxy.sasl.session import MAX_SESSION_LIFETIME_MS, SaslSession
 from proxy.sasl.settings import SaslSettings, listener_sasl
+from tests.proxy.harness import RawClient, encode_request
+from tests.proxy.sasl.test_sasl_listener import METADATA
+from tests.proxy.test_server_timeouts import closed_at, memory_broker
+from wire.values import ms64
 
 NOW_MS = 1_800_000_000_000
 NOW_S = NOW_MS // 1000
@@ -285,3 +295,77 @@ def test_a_malformed_jwks_file_stops_the_start(tmp_path: Path) -> None:
     (tmp_path / "jwks.json").write_text("{")
     with pytest.raises(ConfigError, match="is not a JWKS"):
         load(values)
+
+
+def test_the_session_lifetime_is_the_tokens_time_left_whatever_the_sessions_clock() -> None:
+    # the session runs on the broker's monotonic clock (trio's), the token on the wall clock
+    settings = SaslSettings("SASL", ("OAUTHBEARER",), {}, 0, 100, {}, validator())
+    session = SaslSession(settings, lambda user, mech: None)
+    session.handshake("OAUTHBEARER", 1, 5_000)
+    assert session._server is not None
+    session._server._now_ms = lambda: NOW_MS  # type: ignore[union-attr]
+    assert session.authenticate(first(sign(GOOD)), 5_000) == (b"", 60_000)
+    assert session.expires_at_ms == 65_000
+
+
+def test_a_token_expiring_ages_from_now_gets_the_longest_lifetime_an_answer_carries() -> None:
+    settings = SaslSettings("SASL", ("OAUTHBEARER",), {}, 0, 100, {}, validator())
+    session = SaslSession(settings, lambda user, mech: None)
+    session.handshake("OAUTHBEARER", 1, 0)
+    assert session._server is not None
+    session._server._now_ms = lambda: NOW_MS  # type: ignore[union-attr]
+    _, lifetime = session.authenticate(first(sign({**GOOD, "exp": 9 * 10**15})), 0)
+    assert lifetime == MAX_SESSION_LIFETIME_MS
+    ms64(lifetime)  # encodable
+
+
+def listener_values(tmp_path: Path) -> dict[str, str]:
+    values = sasl_values(tmp_path)
+    values["listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"] = (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;"
+    )
+    return values
+
+
+def wall_token(sub: str, lifetime_s: int) -> str:
+    now = int(time.time())
+    return sign({"sub": sub, "iat": now, "exp": now + lifetime_s})
+
+
+async def test_the_token_bounds_the_connection_and_a_fresh_one_renews_it(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # KIP-368 over a real listener: SaslAuthenticate v1 answers the token's time left, the
+    # connection closes past it, and re-authenticating with a fresh token extends it
+    async with memory_broker(None, **listener_values(tmp_path)) as (_, listener):
+        c = RawClient(await listener.connect())  # type: ignore[arg-type]
+        assert (await c.request(Hand1(mechanism="OAUTHBEARER"))).error_code == ErrorCode.none
+        auth = await c.request(Auth2(auth_bytes=first(wall_token("alice", 60))))
+        assert auth.error_code == ErrorCode.none
+        assert 58 <= auth.session_lifetime.total_seconds() <= 60
+        await trio.sleep(50)
+        assert (await c.request(METADATA)).brokers
+        assert (await c.request(Hand1(mechanism="OAUTHBEARER"))).error_code == ErrorCode.none
+        renewed = await c.request(Auth2(auth_bytes=first(wall_token("alice", 120))))
+        assert renewed.error_code == ErrorCode.none
+        assert 118 <= renewed.session_lifetime.total_seconds() <= 120
+        await trio.sleep(60)  # past the first token's exp, within the second's
+        assert (await c.request(METADATA)).brokers
+        await trio.sleep(61)
+        await c.send_raw(encode_request(METADATA, 99))
+        assert await c.read_frame() is None  # the session expired: closed
+
+
+async def test_reauthenticating_with_another_subjects_token_fails(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with memory_broker(None, **listener_values(tmp_path)) as (_, listener):
+        c = RawClient(await listener.connect())  # type: ignore[arg-type]
+        await c.request(Hand1(mechanism="OAUTHBEARER"))
+        assert (await c.request(Auth2(auth_bytes=first(wall_token("alice", 60))))).error_code == 0
+        await trio.sleep(2)
+        await c.request(Hand1(mechanism="OAUTHBEARER"))
+        refused = await c.request(Auth2(auth_bytes=first(wall_token("bob", 60))))
+        assert refused.error_code == ErrorCode.sasl_authentication_failed
+        assert "Cannot change principals" in refused.error_message
+        assert await closed_at(c) > 0
