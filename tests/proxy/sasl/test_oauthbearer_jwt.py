@@ -3,6 +3,7 @@ checks, the key choice, the exchange's answers and the listener's configs."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from pathlib import Path
@@ -12,7 +13,8 @@ import jwt
 import pytest
 import trio
 import trio.testing
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest as Auth2
@@ -36,7 +38,7 @@ EC_KEY = ec.generate_private_key(ec.SECP256R1())
 OTHER_RSA = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
-def jwk(key: Any, kid: str | None, **extra: str) -> dict[str, Any]:
+def jwk(key: Any, kid: str | None, **extra: Any) -> dict[str, Any]:
     algorithm = RSAAlgorithm if isinstance(key, rsa.RSAPublicKey) else ECAlgorithm
     out: dict[str, Any] = json.loads(algorithm.to_jwk(key))
     if kid is not None:
@@ -89,7 +91,6 @@ def test_without_a_kid_the_first_key_of_the_algorithms_type_is_used() -> None:
         (sign(GOOD, kid="nobody"), "no key of the JWKS"),  # unknown kid
         (sign(GOOD, OTHER_RSA, kid="rsa-enc"), "no key of the JWKS"),  # use=enc
         (sign(GOOD, EC_KEY, "ES256", kid="rsa-1"), "no key of the JWKS"),  # kid of another type
-        (sign(GOOD, RSA_KEY, "PS256"), "no key of the JWKS"),  # the JWK's alg is RS256
         # alg none: Kafka's SerializedJwt refuses the empty signature first; with one, DISALLOW_NONE
         (jwt.encode(GOOD, None, algorithm="none"), "not three sections"),
         (jwt.encode(GOOD, None, algorithm="none") + "c2ln", "'none' is not allowed"),
@@ -132,8 +133,77 @@ def test_claims_kafka_refuses(claims: dict[str, Any], why: str) -> None:
         validator().validate(sign(claims), NOW_MS)
 
 
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def sign_raw(header: str, payload: str, key: Any = RSA_KEY) -> str:
+    """An RS256 JWS over the header and payload JSON exactly as given."""
+    signing_input = f"{b64url(header.encode())}.{b64url(payload.encode())}"
+    signature = key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return f"{signing_input}.{b64url(signature)}"
+
+
+@pytest.mark.parametrize(
+    ("claims", "why"),
+    [
+        ({**GOOD, "iat": NOW_S + 100}, "exp .* is before iat"),
+        ({**GOOD, "nbf": NOW_S + 100}, "exp .* is before nbf"),
+        ({**GOOD, "exp": 10**16}, "exp claim is too large"),  # jose4j's ms overflow
+    ],
+)
+def test_times_jose4j_refuses(claims: dict[str, Any], why: str) -> None:
+    with pytest.raises(InvalidToken, match=why):
+        validator().validate(sign(claims), NOW_MS)
+
+
+def test_a_repeated_name_in_the_header_or_claims_is_refused_as_jose4j_refuses_it() -> None:
+    claims = f'"iat": {NOW_S}, "exp": {NOW_S + 60}'
+    good = sign_raw('{"alg":"RS256","kid":"rsa-1"}', f'{{"sub": "alice", {claims}}}')
+    assert validator().validate(good, NOW_MS).principal == "alice"
+    for header, payload in (
+        ('{"alg":"RS256","kid":"rsa-1"}', f'{{"sub": "alice", "sub": "root", {claims}}}'),
+        ('{"alg":"none","alg":"RS256","kid":"rsa-1"}', f'{{"sub": "alice", {claims}}}'),
+        ('{"alg":"RS256","kid":"rsa-1"}', f'{{"sub": "a", "x": {{"y": 1, "y": 2}}, {claims}}}'),
+    ):
+        with pytest.raises(InvalidToken, match="Names must be unique"):
+            validator().validate(sign_raw(header, payload), NOW_MS)
+    with pytest.raises(ValueError, match="Names must be unique"):
+        load_jwks('{"keys": [], "keys": []}')
+
+
+def test_the_key_is_chosen_as_jose4js_verification_jwk_selector_chooses_it() -> None:
+    # one candidate by kid and type: used whatever alg the JWK names (jose4j narrows by alg
+    # only among several), so a PS256 token verifies with the RS256-labelled key
+    assert validator().validate(sign(GOOD, RSA_KEY, "PS256"), NOW_MS).principal == "alice"
+    # several kid-less RSA keys: narrowed by alg, then the first
+    keys = load_jwks(
+        json.dumps(
+            {
+                "keys": [
+                    jwk(OTHER_RSA.public_key(), None, alg="RS384"),
+                    jwk(RSA_KEY.public_key(), None, alg="RS256"),
+                    jwk(OTHER_RSA.public_key(), None),
+                ]
+            }
+        )
+    )
+    assert JwtValidator(keys).validate(sign(GOOD, kid=None), NOW_MS).principal == "alice"
+    with pytest.raises(InvalidToken, match="Signature verification failed"):  # no retry
+        JwtValidator(keys[1:][::-1]).validate(sign(GOOD, kid=None), NOW_MS)
+    # several kid-less EC keys: narrowed by curve
+    p384 = ec.generate_private_key(ec.SECP384R1()).public_key()
+    keys = load_jwks(json.dumps({"keys": [jwk(p384, None), jwk(EC_KEY.public_key(), None)]}))
+    token = sign(GOOD, EC_KEY, "ES256", kid=None)
+    assert JwtValidator(keys).validate(token, NOW_MS).principal == "alice"
+    # key_ops without verify is no candidate
+    keys = load_jwks(json.dumps({"keys": [jwk(RSA_KEY.public_key(), "k", key_ops=["sign"])]}))
+    with pytest.raises(InvalidToken, match="no key of the JWKS"):
+        JwtValidator(keys).validate(sign(GOOD, kid="k"), NOW_MS)
+
+
 def test_the_clock_skew_allows_a_just_expired_token() -> None:
-    late = sign({**GOOD, "exp": NOW_S - 29})
+    late = sign({**GOOD, "iat": NOW_S - 100, "exp": NOW_S - 29})
     assert validator().validate(late, NOW_MS).principal == "alice"
     with pytest.raises(InvalidToken, match="expired"):
         validator(clock_skew_s=0).validate(late, NOW_MS)
