@@ -10,7 +10,9 @@ every scope of ``unsecuredValidatorRequiredScope`` in the scope claim
 (``unsecuredValidatorScopeClaimName``, default ``scope``). The options come from the
 listener's ``oauthbearer.sasl.jaas.config``. A token that fails is answered with Kafka's JSON
 error (``{"status":"invalid_token"}`` or ``insufficient_scope``); the client acknowledges with
-``^A`` and the exchange fails with that message. Extensions are accepted and ignored.
+``^A`` and the exchange fails with that message. Extensions are accepted and ignored. A
+message that is not one (matched whole, with Kafka's ``OAuthBearerClientInitialResponse``
+patterns) is answered Kafka's generic "invalid credentials" message, its cause logged.
 
 The token's expiry bounds the session (KIP-368, ``proxy/sasl/session.py``).
 
@@ -30,14 +32,23 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from proxy.sasl.mechanisms import OAUTHBEARER, AuthFailed
+from proxy.sasl.mechanisms import OAUTHBEARER, AuthFailed, generic_failure
 from proxy.sasl.oauthbearer_jwt import InvalidToken, JwtValidator
 
 log = logging.getLogger("kafkad.sasl")
 
 _SEP = "\x01"
-_FIRST = re.compile(r"^n,(?:a=([^,]*))?,\x01((?:[A-Za-z]+=[\x21-\x7E \t\r\n]*\x01)*)\x01$")
-_AUTH = re.compile(r"^([\w]+) +([-_~+/.a-zA-Z0-9]+=*)$")
+# Kafka's OAuthBearerClientInitialResponse, matched whole: an authzid is a non-empty SASL name
+# (ASCII but "," and "=", which are escaped =2C and =3D), an extension's value is not empty
+_SASLNAME = r"(?:[\x01-\x2B\x2D-\x3C\x3E-\x7F]|=2C|=3D)+"
+_FIRST = re.compile(rf"n,(?:a=({_SASLNAME}))?,\x01((?:[A-Za-z]+=[\x21-\x7E \t\r\n]+\x01)*)\x01")
+_AUTH = re.compile(r"(\w+) +([-_~+/.a-zA-Z0-9]+=*)", re.ASCII)
+
+
+def _malformed(why: str) -> AuthFailed:
+    """Kafka answers a SaslException with the generic message; the cause is only logged."""
+    log.info("OAUTHBEARER: %s", why)
+    return generic_failure(OAUTHBEARER)
 
 
 def _b64url_json(part: str) -> Any:
@@ -73,20 +84,20 @@ class OAuthBearerServer:
         try:
             message = token.decode()
         except UnicodeDecodeError:
-            raise AuthFailed("Invalid OAUTHBEARER client first message") from None
-        m = _FIRST.match(message)
+            raise _malformed("Invalid OAUTHBEARER client first message") from None
+        m = _FIRST.fullmatch(message)
         if m is None:
-            raise AuthFailed("Invalid OAUTHBEARER client first message")
+            raise _malformed("Invalid OAUTHBEARER client first message")
         authzid = m.group(1) or ""
         pairs = dict(kv.split("=", 1) for kv in m.group(2).split(_SEP) if kv)
         auth = pairs.get("auth")
         if auth is None:
-            raise AuthFailed("Invalid OAUTHBEARER client first message: 'auth' not specified")
-        am = _AUTH.match(auth)
+            raise _malformed("Invalid OAUTHBEARER client first message: 'auth' not specified")
+        am = _AUTH.fullmatch(auth)
         if am is None:
-            raise AuthFailed("Invalid OAUTHBEARER client first message: invalid 'auth' format")
+            raise _malformed("Invalid OAUTHBEARER client first message: invalid 'auth' format")
         if am.group(1).lower() != "bearer":
-            raise AuthFailed(f"Invalid scheme in OAUTHBEARER client first message: {am.group(1)}")
+            raise _malformed(f"Invalid scheme in OAUTHBEARER client first message: {am.group(1)}")
         now = self._now_ms()
         principal, failure, expires = self._validate(am.group(2), now)
         if principal is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any
 
 import pytest
@@ -101,11 +102,32 @@ def test_options_name_the_claims_and_the_skew() -> None:
         (b"y,,\x01auth=Bearer x\x01\x01", "Invalid OAUTHBEARER client first message"),
         (b"n,,\x01host=a\x01\x01", "'auth' not specified"),
         (b"n,,\x01auth=Basic abc\x01\x01", "Invalid scheme"),
+        # as Kafka's OAuthBearerClientInitialResponse: an extension's value is not empty, an
+        # authzid not empty nor holding a bare "=", the message matched whole
+        (first(jws(GOOD), extensions="traceId=\x01"), "first message$"),
+        (f"n,a=,\x01auth=Bearer {jws(GOOD)}\x01\x01".encode(), "first message$"),
+        (first(jws(GOOD), authzid="a=b"), "first message$"),
+        (first(jws(GOOD)) + b"\n", "first message$"),
+        (f"n,,\x01auth=Bearer {jws(GOOD)}\n\x01\x01".encode(), "invalid 'auth' format"),
+        (b"n,,\x01auth=Bearer \xff\x01\x01", "first message$"),
     ],
 )
-def test_malformed_first_messages(message: bytes, why: str) -> None:
-    with pytest.raises(AuthFailed, match=why):
+def test_malformed_first_messages_get_kafkas_generic_answer_and_the_cause_is_logged(
+    message: bytes, why: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    generic = (
+        "Authentication failed during authentication due to invalid credentials with SASL "
+        "mechanism OAUTHBEARER"
+    )
+    with caplog.at_level("INFO", logger="kafkad.sasl"), pytest.raises(AuthFailed) as exc:
         server().step(message)
+    assert str(exc.value) == generic
+    assert re.search(why, caplog.records[-1].getMessage())
+
+
+def test_an_escaped_authorization_id_is_compared_as_sent() -> None:
+    s = server()
+    assert s.step(first(jws({**GOOD, "sub": "a=2Cb"}), authzid="a=2Cb")) == b""
 
 
 def test_another_authorization_id_is_refused() -> None:
