@@ -28,13 +28,11 @@ what ``route`` answers, the SaslHandshake / SaslAuthenticate handlers call ``han
 
 from __future__ import annotations
 
-import datetime
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i64_timedelta_max
 
 from proxy.principal import USER_TYPE, KafkaPrincipal
 from proxy.sasl.mechanisms import (
@@ -50,9 +48,10 @@ from proxy.sasl.oauthbearer_jwt import JwtValidator
 from proxy.sasl.settings import SaslSettings
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
-# the longest session_lifetime_ms a SaslAuthenticate response carries here (kio encodes it
-# from a timedelta, whose limit is ~10**9 days; Kafka's int64 would allow more)
-MAX_SESSION_LIFETIME_MS = i64_timedelta_max // datetime.timedelta(milliseconds=1)
+# the longest session_lifetime_ms answered (~146 years): Java clients add the lifetime, in
+# nanoseconds, to System.nanoTime() in a long (SaslClientAuthenticator's ReauthInfo), which
+# overflows for a token's exp a few centuries away, and kio reads it into a timedelta
+MAX_SESSION_LIFETIME_MS = 2**62 // 1_000_000
 
 
 class State(enum.Enum):
