@@ -49,6 +49,8 @@ Deviations:
   not ask for it; a Kafka 4 broker given the same config needs
   ``-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=<the URL>`` in ``KAFKA_OPTS``.
 - Token times are compared in milliseconds (jose4j compares whole seconds).
+- A nested JWT (header ``cty: JWT``), which jose4j unwraps and checks layer by layer, is
+  refused.
 """
 
 from __future__ import annotations
@@ -232,7 +234,10 @@ class JwtValidator:
             _json(base64url_decode(sections[0].strip()))  # PyJWT keeps a repeated name's last
         except (PyJWTError, ValueError, RecursionError) as exc:
             raise InvalidToken(f"malformed JWS: {exc}") from None
-        alg, kid = header.get("alg"), header.get("kid")
+        alg, kid, cty = header.get("alg"), header.get("kid"), header.get("cty")
+        if isinstance(cty, str) and cty.lower() in ("jwt", "application/jwt"):
+            # jose4j takes the payload for a nested JWT; kafkad does not unwrap one
+            raise InvalidToken("a nested JWT (cty JWT) is not supported")
         if not isinstance(alg, str) or alg not in _KTY:
             raise InvalidToken(f"the JWS algorithm {alg!r} is not allowed")
         key = select_key(self.keys, alg, kid)

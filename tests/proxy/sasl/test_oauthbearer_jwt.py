@@ -172,6 +172,15 @@ def test_a_repeated_name_in_the_header_or_claims_is_refused_as_jose4j_refuses_it
         load_jwks('{"keys": [], "keys": []}')
 
 
+def test_a_nested_jwt_content_type_is_refused() -> None:
+    # jose4j would take the payload for an inner JWT (and refuse these claims as one)
+    claims = json.dumps(GOOD)
+    for cty in ("JWT", "application/jwt"):
+        header = f'{{"alg":"RS256","kid":"rsa-1","cty":"{cty}"}}'
+        with pytest.raises(InvalidToken, match="nested JWT"):
+            validator().validate(sign_raw(header, claims), NOW_MS)
+
+
 def test_the_key_is_chosen_as_jose4js_verification_jwk_selector_chooses_it() -> None:
     # one candidate by kid and type: used whatever alg the JWK names (jose4j narrows by alg
     # only among several), so a PS256 token verifies with the RS256-labelled key
