@@ -51,6 +51,14 @@ def _malformed(why: str) -> AuthFailed:
     return generic_failure(OAUTHBEARER)
 
 
+def _json_error(failure: Mapping[str, str]) -> str:
+    """Kafka's OAuthBearerSaslServer.jsonErrorResponse, byte for byte (a space before "scope")."""
+    out = f'{{"status":"{failure["status"]}"'
+    if "scope" in failure:
+        out += f', "scope":"{failure["scope"]}"'
+    return out + "}"
+
+
 def _b64url_json(part: str) -> Any:
     padded = part + "=" * (-len(part) % 4)
     return json.loads(base64.urlsafe_b64decode(padded))
@@ -101,7 +109,7 @@ class OAuthBearerServer:
         now = self._now_ms()
         principal, failure, expires = self._validate(am.group(2), now)
         if principal is None:
-            self._error = json.dumps(failure, separators=(",", ":"))
+            self._error = _json_error(failure)
             return self._error.encode()
         if authzid and authzid != principal:
             raise AuthFailed(
@@ -159,5 +167,7 @@ class OAuthBearerServer:
             have = set(scope.split() if isinstance(scope, str) else scope or [])
             missing = [s for s in required if s not in have]
             if missing:
-                return None, {"status": "insufficient_scope", "scope": " ".join(required)}, None
+                # Kafka's OAuthBearerValidationUtils.validateScope: the required list's toString
+                scope = f"[{', '.join(required)}]"
+                return None, {"status": "insufficient_scope", "scope": scope}, None
         return principal, {}, exp_ms
