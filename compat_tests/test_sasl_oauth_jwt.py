@@ -4,7 +4,9 @@ checks tokens against a JWKS file this module writes (an RSA and an EC key), an 
 audience and issuer. Stock clients hand out tokens signed here: confluent-kafka's ``oauth_cb``,
 kafka-python's and aiokafka's token providers, kafkajs's ``oauthBearerProvider``.
 
-A token signed by another key, expired, or for another audience is refused (the client sees
+With short-lived tokens librdkafka re-authenticates on its connections (KIP-368) as the
+session lifetime the broker answers (the token's time left) runs out. A token signed by
+another key, expired, or for another audience is refused (the client sees
 Kafka's ``invalid_token`` answer) and the broker serves on; no token reaches the broker's log.
 """
 
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,6 +158,45 @@ def test_a_refused_token_fails_with_invalid_token_and_the_broker_serves_on(
     assert refused and why in refused[0], refused
     good = Producer(librdkafka(broker, lambda: token("writer")))
     assert good.list_topics(timeout=TIMEOUT_S).topics is not None
+
+
+def test_confluent_kafka_reauthenticates_with_fresh_short_lived_tokens(
+    broker: BrokerProcess,
+) -> None:
+    # KIP-368: SaslAuthenticate answers the token's time left; librdkafka fetches a new token
+    # and re-authenticates on the same connection before the broker would close it
+    lines: list[str] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    logger = logging.getLogger("rdkafka-reauth")
+    logger.addHandler(Capture())
+    logger.setLevel(logging.DEBUG)
+    lifetimes: list[int] = []
+
+    def short(_config: str) -> tuple[str, float]:
+        now = int(time.time())
+        return token("writer", iat=now, exp=now + 6), now + 6
+
+    topic = topic_name("oauth-jwt-reauth")
+    cfg = {**librdkafka(broker, lambda: ""), "oauth_cb": short, "debug": "security"}
+    producer = Producer({**cfg, "logger": logger})
+    failed: list[Any] = []
+    sent, start = 0, time.monotonic()
+    while time.monotonic() - start < 15:
+        producer.produce(topic, b"r", on_delivery=lambda e, _m: failed.append(e) if e else None)
+        sent += 1
+        producer.poll(0.2)
+    assert producer.flush(TIMEOUT_S) == 0 and failed == []
+    for line in lines:
+        m = re.search(r"Received session lifetime (\d+) ms", line)
+        if m:
+            lifetimes.append(int(m.group(1)))
+    assert lifetimes and max(lifetimes) <= 6000, lifetimes  # the token's, not years
+    assert any("Auth in state REAUTH" in x for x in lines)
+    assert consume(broker, topic, sent) == [b"r"] * sent
 
 
 def test_kafka_python_and_aiokafka_token_providers(broker: BrokerProcess) -> None:

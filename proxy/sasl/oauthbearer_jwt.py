@@ -13,13 +13,18 @@ the last winning, as Kafka's ``ConfigurationUtils.get`` reads them.
 A token is accepted, as jose4j's ``JwtConsumer`` with Kafka's settings accepts it, when
 
 - it is three non-empty dot-separated sections (Kafka's ``SerializedJwt``);
-- its ``alg`` is a signature algorithm (``none`` is refused: ``DISALLOW_NONE``) and a key of
-  the set verifies it. The key is jose4j's ``VerificationJwkSelector`` choice: the first whose
-  ``kid`` equals the header's (when the header has one), whose ``kty`` (and EC/OKP curve) fits
-  the algorithm, whose ``use`` is absent or ``sig`` and whose ``alg`` is absent or the header's.
-  Keys shorter than jose4j allows (RSA < 2048 bits, an HMAC key shorter than its hash) fail;
-- ``exp`` and ``iat`` are present numbers, ``exp`` not past and ``nbf`` (if present) not
-  ahead, each within ``sasl.oauthbearer.clock.skew.seconds`` (default 30);
+- its header and claims are JSON objects without a repeated member name (jose4j's parser
+  refuses one);
+- its ``alg`` is a signature algorithm (``none`` is refused: ``DISALLOW_NONE``) and the key
+  jose4j's ``VerificationJwkSelector`` picks verifies it: of the keys whose ``kid`` equals the
+  header's (when the header has one), whose ``kty`` fits the algorithm, whose ``use`` is absent
+  or ``sig`` and whose ``key_ops`` are absent or hold ``verify``, narrowed, only while more than
+  one is left, to those whose ``alg`` is absent or the header's, then (EC, OKP) to the
+  algorithm's curves; the first left. One key is tried, never each in turn. Keys shorter than
+  jose4j allows (RSA < 2048 bits, an HMAC key shorter than its hash) fail;
+- ``exp`` and ``iat`` are present numbers, ``exp`` not past, not before ``iat`` nor ``nbf``,
+  and ``nbf`` (if present) not ahead, each within ``sasl.oauthbearer.clock.skew.seconds``
+  (default 30); an ``exp`` or ``iat`` too large for jose4j's milliseconds is refused;
 - ``iss`` equals ``sasl.oauthbearer.expected.issuer`` when that is set;
 - ``aud`` holds one of ``sasl.oauthbearer.expected.audience`` when that is set (then ``aud``
   is required); a token with an ``aud`` is refused when no audience is expected, as jose4j
@@ -44,6 +49,8 @@ Deviations:
   not ask for it; a Kafka 4 broker given the same config needs
   ``-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=<the URL>`` in ``KAFKA_OPTS``.
 - Token times are compared in milliseconds (jose4j compares whole seconds).
+- A nested JWT (header ``cty: JWT``), which jose4j unwraps and checks layer by layer, is
+  refused.
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ from urllib.parse import urlsplit
 
 from jwt import PyJWS, PyJWTError
 from jwt.algorithms import get_default_algorithms
+from jwt.utils import base64url_decode
 
 VALIDATOR_CLASS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 UNSECURED_CLASS = (
@@ -125,21 +133,51 @@ class VerificationKey:
     use: str | None
     alg: str | None
     key: Any = field(repr=False)  # a cryptography public key, or bytes for "oct"
+    key_ops: tuple[str, ...] | None = None
 
-    def fits(self, alg: str, kid: str | None) -> bool:
-        kty, curves = _KTY[alg]
+    def candidate(self, alg: str, kid: str | None) -> bool:
+        """jose4j's SimpleJwkFilter for an inbound JWS: the kid (if the header has one),
+        the algorithm's key type, use absent or sig, key_ops absent or holding verify."""
         return (
             (kid is None or self.kid == kid)
-            and self.kty == kty
-            and (curves is None or self.crv in curves)
+            and self.kty == _KTY[alg][0]
             and self.use in (None, "sig")
-            and self.alg in (None, alg)
+            and (self.key_ops is None or "verify" in self.key_ops)
         )
+
+
+def select_key(
+    keys: tuple[VerificationKey, ...], alg: str, kid: str | None
+) -> VerificationKey | None:
+    """jose4j's VerificationJwkSelector.select: the candidates, narrowed by alg (absent or
+    the header's) only while more than one is left, then by curve for EC/OKP likewise; the
+    first left, if any (one key is tried, never each in turn)."""
+    found = [k for k in keys if k.candidate(alg, kid)]
+    if len(found) > 1:
+        found = [k for k in found if k.alg in (None, alg)]
+    curves = _KTY[alg][1]
+    if len(found) > 1 and curves is not None:
+        found = [k for k in found if k.crv is None or k.crv in curves]
+    return found[0] if found else None
+
+
+def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """jose4j's JSON objects refuse a repeated member name (DupeKeyDisallowingLinkedHashMap)."""
+    out: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in out:
+            raise ValueError(f"An entry for {name!r} already exists. Names must be unique.")
+        out[name] = value
+    return out
+
+
+def _json(text: str | bytes) -> Any:
+    return json.loads(text, object_pairs_hook=_unique_names)
 
 
 def load_jwks(text: str) -> tuple[VerificationKey, ...]:
     """The usable keys of a JWKS document; ValueError if it is not one."""
-    doc = json.loads(text)
+    doc = _json(text)
     if not isinstance(doc, dict) or not isinstance(doc.get("keys"), list):
         raise ValueError('not a JSON Web Key Set (a JSON object with a "keys" array)')
     keys = []
@@ -153,7 +191,7 @@ def load_jwks(text: str) -> tuple[VerificationKey, ...]:
         if hasattr(key, "public_key"):  # a private key's JWK: verify with its public half
             key = key.public_key()
         attrs = {n: jwk.get(n) if isinstance(jwk.get(n), str) else None for n in ("kid", "crv")}
-        use, alg = jwk.get("use"), jwk.get("alg")
+        use, alg, ops = jwk.get("use"), jwk.get("alg"), jwk.get("key_ops")
         keys.append(
             VerificationKey(
                 attrs["kid"],
@@ -162,6 +200,7 @@ def load_jwks(text: str) -> tuple[VerificationKey, ...]:
                 use if isinstance(use, str) else None,
                 alg if isinstance(alg, str) else None,
                 key,
+                tuple(o for o in ops if isinstance(o, str)) if isinstance(ops, list) else None,
             )
         )
     return tuple(keys)
@@ -192,20 +231,24 @@ class JwtValidator:
         jws = PyJWS()
         try:
             header = jws.get_unverified_header(token)
-        except PyJWTError as exc:
+            _json(base64url_decode(sections[0].strip()))  # PyJWT keeps a repeated name's last
+        except (PyJWTError, ValueError, RecursionError) as exc:
             raise InvalidToken(f"malformed JWS: {exc}") from None
-        alg, kid = header.get("alg"), header.get("kid")
+        alg, kid, cty = header.get("alg"), header.get("kid"), header.get("cty")
+        if isinstance(cty, str) and cty.lower() in ("jwt", "application/jwt"):
+            # jose4j takes the payload for a nested JWT; kafkad does not unwrap one
+            raise InvalidToken("a nested JWT (cty JWT) is not supported")
         if not isinstance(alg, str) or alg not in _KTY:
             raise InvalidToken(f"the JWS algorithm {alg!r} is not allowed")
-        key = next((k for k in self.keys if k.fits(alg, kid)), None)
+        key = select_key(self.keys, alg, kid)
         if key is None:
             raise InvalidToken(f"no key of the JWKS verifies alg {alg} with kid {kid!r}")
         try:
             verified = jws.decode_complete(
                 token, key.key, algorithms=[alg], options={"enforce_minimum_key_length": True}
             )
-            claims = json.loads(verified["payload"])
-        except (PyJWTError, ValueError) as exc:
+            claims = _json(verified["payload"])
+        except (PyJWTError, ValueError, RecursionError) as exc:
             raise InvalidToken(f"could not verify the JWS: {exc}") from None
         if not isinstance(claims, dict):
             raise InvalidToken("the JWT's payload is not a JSON object")
@@ -219,6 +262,10 @@ class JwtValidator:
         assert exp_ms is not None and iat_ms is not None
         if now_ms - skew_ms >= exp_ms:
             raise InvalidToken(f"expired: exp {exp_ms} ms is not after now {now_ms} ms - skew")
+        if exp_ms < iat_ms:
+            raise InvalidToken(f"exp {exp_ms} ms is before iat {iat_ms} ms")
+        if nbf_ms is not None and exp_ms < nbf_ms:
+            raise InvalidToken(f"exp {exp_ms} ms is before nbf {nbf_ms} ms")
         if nbf_ms is not None and now_ms + skew_ms < nbf_ms:
             raise InvalidToken(f"not yet valid: nbf {nbf_ms} ms is after now {now_ms} ms + skew")
         if self.expected_issuer is not None:
@@ -273,7 +320,13 @@ def _numeric_date(claims: Mapping[str, Any], name: str, *, required: bool) -> in
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidToken(f"the {name} claim is not a number")
-    return int(value * 1000)
+    ms = int(value * 1000)
+    if abs(ms) > _LONG_MAX:  # jose4j's getValueInMillis overflows: Kafka fails the login
+        raise InvalidToken(f"the {name} claim is too large to be milliseconds")
+    return ms
+
+
+_LONG_MAX = 2**63 - 1
 
 
 _PROTOCOL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")

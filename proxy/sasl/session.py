@@ -48,6 +48,10 @@ from proxy.sasl.oauthbearer_jwt import JwtValidator
 from proxy.sasl.settings import SaslSettings
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+# the longest session_lifetime_ms answered (~146 years): Java clients add the lifetime, in
+# nanoseconds, to System.nanoTime() in a long (SaslClientAuthenticator's ReauthInfo), which
+# overflows for a token's exp a few centuries away, and kio reads it into a timedelta
+MAX_SESSION_LIFETIME_MS = 2**62 // 1_000_000
 
 
 class State(enum.Enum):
@@ -199,15 +203,17 @@ class SaslSession:
         self.principal = principal
         self.state = State.COMPLETE
         # Kafka's ReauthInfo: the lifetime is connections.max.reauth.ms, or the credential's
-        # own expiry (an OAUTHBEARER token's exp), whichever ends first; neither: no expiry
+        # own expiry (an OAUTHBEARER token's exp, less the wall clock), whichever ends first;
+        # neither: no expiry. now_ms is the monotonic clock: a token enters by its time left
         max_reauth = self.settings.reauth_ms
-        credential_ends = getattr(self._server, "expires_at_ms", None)
-        ends = [e - now_ms for e in (credential_ends,) if e is not None]
+        credential_left = getattr(self._server, "lifetime_ms", None)
+        ends = [] if credential_left is None else [credential_left]
         if max_reauth > 0:
             ends.append(max_reauth)
         if not ends:
             self.expires_at_ms = None
             return out, 0
-        lifetime = max(0, min(ends))
+        # a token's exp may be ages away: no further than a SaslAuthenticate answer can say
+        lifetime = max(0, min(*ends, MAX_SESSION_LIFETIME_MS))
         self.expires_at_ms = now_ms + lifetime
         return out, lifetime

@@ -7,8 +7,9 @@ the PLAIN users from ``listener.name.<l>.plain.sasl.jaas.config`` as Kafka write
         username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice";
 
 (``user_NAME="password"`` options are the users; ``username``/``password`` are the broker's
-own client identity, unused on one node), ``connections.max.reauth.ms`` (KIP-368) and
-``connection.failed.authentication.delay.ms``.
+own client identity, unused on one node), ``connections.max.reauth.ms`` (KIP-368),
+``connection.failed.authentication.delay.ms`` and ``sasl.server.max.receive.size`` (the largest
+frame before and during authentication, 512 KiB).
 
 OAUTHBEARER validates unsecured tokens (proxy/sasl/oauthbearer.py) with the
 ``unsecuredValidator*`` options of ``listener.name.<l>.oauthbearer.sasl.jaas.config``, or, with
@@ -99,6 +100,8 @@ SASL_CONFIGS: dict[str, tuple[Callable[[str], Any], str]] = {
     **OAUTH_CONFIGS,
     "connections.max.reauth.ms": (_long, "0"),
     "connection.failed.authentication.delay.ms": (_long, "100"),
+    # the largest frame before and during authentication (Kafka's BrokerSecurityConfigs)
+    "sasl.server.max.receive.size": (_long, "524288"),
 }
 SENSITIVE = frozenset(n for n in SASL_CONFIGS if n.endswith("jaas.config"))
 # names read per listener and mechanism too: listener.name.<l>.oauthbearer.sasl.oauthbearer.*
@@ -141,6 +144,7 @@ class SaslSettings:
     failed_delay_ms: int = 100
     oauth_options: Mapping[str, str] = field(default_factory=dict)  # unsecuredValidator*
     oauth_validator: JwtValidator | None = None  # signed JWTs; None: unsecured tokens
+    max_receive_size: int = 524288  # sasl.server.max.receive.size
 
 
 def listener_sasl(values: Mapping[str, Any], listener: str) -> SaslSettings:
@@ -196,4 +200,5 @@ def listener_sasl(values: Mapping[str, Any], listener: str) -> SaslSettings:
         get("connection.failed.authentication.delay.ms"),
         oauth,
         validator,
+        get("sasl.server.max.receive.size"),
     )

@@ -3,21 +3,33 @@ checks, the key choice, the exchange's answers and the listener's configs."""
 
 from __future__ import annotations
 
+import base64
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+import trio
+import trio.testing
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+from kio.schema.errors import ErrorCode
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest as Auth2
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as Hand1
 
 from proxy.config import ConfigError, load_config
 from proxy.sasl.mechanisms import AuthFailed
 from proxy.sasl.oauthbearer import OAuthBearerServer
 from proxy.sasl.oauthbearer_jwt import VALIDATOR_CLASS, InvalidToken, JwtValidator, load_jwks
-from proxy.sasl.session import SaslSession
+from proxy.sasl.session import MAX_SESSION_LIFETIME_MS, SaslSession
 from proxy.sasl.settings import SaslSettings, listener_sasl
+from tests.proxy.harness import RawClient, encode_request
+from tests.proxy.sasl.test_sasl_listener import METADATA
+from tests.proxy.test_server_timeouts import closed_at, memory_broker
+from wire.values import ms64
 
 NOW_MS = 1_800_000_000_000
 NOW_S = NOW_MS // 1000
@@ -26,7 +38,7 @@ EC_KEY = ec.generate_private_key(ec.SECP256R1())
 OTHER_RSA = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
-def jwk(key: Any, kid: str | None, **extra: str) -> dict[str, Any]:
+def jwk(key: Any, kid: str | None, **extra: Any) -> dict[str, Any]:
     algorithm = RSAAlgorithm if isinstance(key, rsa.RSAPublicKey) else ECAlgorithm
     out: dict[str, Any] = json.loads(algorithm.to_jwk(key))
     if kid is not None:
@@ -79,7 +91,6 @@ def test_without_a_kid_the_first_key_of_the_algorithms_type_is_used() -> None:
         (sign(GOOD, kid="nobody"), "no key of the JWKS"),  # unknown kid
         (sign(GOOD, OTHER_RSA, kid="rsa-enc"), "no key of the JWKS"),  # use=enc
         (sign(GOOD, EC_KEY, "ES256", kid="rsa-1"), "no key of the JWKS"),  # kid of another type
-        (sign(GOOD, RSA_KEY, "PS256"), "no key of the JWKS"),  # the JWK's alg is RS256
         # alg none: Kafka's SerializedJwt refuses the empty signature first; with one, DISALLOW_NONE
         (jwt.encode(GOOD, None, algorithm="none"), "not three sections"),
         (jwt.encode(GOOD, None, algorithm="none") + "c2ln", "'none' is not allowed"),
@@ -122,8 +133,86 @@ def test_claims_kafka_refuses(claims: dict[str, Any], why: str) -> None:
         validator().validate(sign(claims), NOW_MS)
 
 
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def sign_raw(header: str, payload: str, key: Any = RSA_KEY) -> str:
+    """An RS256 JWS over the header and payload JSON exactly as given."""
+    signing_input = f"{b64url(header.encode())}.{b64url(payload.encode())}"
+    signature = key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return f"{signing_input}.{b64url(signature)}"
+
+
+@pytest.mark.parametrize(
+    ("claims", "why"),
+    [
+        ({**GOOD, "iat": NOW_S + 100}, "exp .* is before iat"),
+        ({**GOOD, "nbf": NOW_S + 100}, "exp .* is before nbf"),
+        ({**GOOD, "exp": 10**16}, "exp claim is too large"),  # jose4j's ms overflow
+    ],
+)
+def test_times_jose4j_refuses(claims: dict[str, Any], why: str) -> None:
+    with pytest.raises(InvalidToken, match=why):
+        validator().validate(sign(claims), NOW_MS)
+
+
+def test_a_repeated_name_in_the_header_or_claims_is_refused_as_jose4j_refuses_it() -> None:
+    claims = f'"iat": {NOW_S}, "exp": {NOW_S + 60}'
+    good = sign_raw('{"alg":"RS256","kid":"rsa-1"}', f'{{"sub": "alice", {claims}}}')
+    assert validator().validate(good, NOW_MS).principal == "alice"
+    for header, payload in (
+        ('{"alg":"RS256","kid":"rsa-1"}', f'{{"sub": "alice", "sub": "root", {claims}}}'),
+        ('{"alg":"none","alg":"RS256","kid":"rsa-1"}', f'{{"sub": "alice", {claims}}}'),
+        ('{"alg":"RS256","kid":"rsa-1"}', f'{{"sub": "a", "x": {{"y": 1, "y": 2}}, {claims}}}'),
+    ):
+        with pytest.raises(InvalidToken, match="Names must be unique"):
+            validator().validate(sign_raw(header, payload), NOW_MS)
+    with pytest.raises(ValueError, match="Names must be unique"):
+        load_jwks('{"keys": [], "keys": []}')
+
+
+def test_a_nested_jwt_content_type_is_refused() -> None:
+    # jose4j would take the payload for an inner JWT (and refuse these claims as one)
+    claims = json.dumps(GOOD)
+    for cty in ("JWT", "application/jwt"):
+        header = f'{{"alg":"RS256","kid":"rsa-1","cty":"{cty}"}}'
+        with pytest.raises(InvalidToken, match="nested JWT"):
+            validator().validate(sign_raw(header, claims), NOW_MS)
+
+
+def test_the_key_is_chosen_as_jose4js_verification_jwk_selector_chooses_it() -> None:
+    # one candidate by kid and type: used whatever alg the JWK names (jose4j narrows by alg
+    # only among several), so a PS256 token verifies with the RS256-labelled key
+    assert validator().validate(sign(GOOD, RSA_KEY, "PS256"), NOW_MS).principal == "alice"
+    # several kid-less RSA keys: narrowed by alg, then the first
+    keys = load_jwks(
+        json.dumps(
+            {
+                "keys": [
+                    jwk(OTHER_RSA.public_key(), None, alg="RS384"),
+                    jwk(RSA_KEY.public_key(), None, alg="RS256"),
+                    jwk(OTHER_RSA.public_key(), None),
+                ]
+            }
+        )
+    )
+    assert JwtValidator(keys).validate(sign(GOOD, kid=None), NOW_MS).principal == "alice"
+    with pytest.raises(InvalidToken, match="Signature verification failed"):  # no retry
+        JwtValidator(keys[1:][::-1]).validate(sign(GOOD, kid=None), NOW_MS)
+    # several kid-less EC keys: narrowed by curve
+    p384 = ec.generate_private_key(ec.SECP384R1()).public_key()
+    keys = load_jwks(json.dumps({"keys": [jwk(p384, None), jwk(EC_KEY.public_key(), None)]}))
+    token = sign(GOOD, EC_KEY, "ES256", kid=None)
+    assert JwtValidator(keys).validate(token, NOW_MS).principal == "alice"
+    # key_ops without verify is no candidate
+    keys = load_jwks(json.dumps({"keys": [jwk(RSA_KEY.public_key(), "k", key_ops=["sign"])]}))
+    with pytest.raises(InvalidToken, match="no key of the JWKS"):
+        JwtValidator(keys).validate(sign(GOOD, kid="k"), NOW_MS)
+
+
 def test_the_clock_skew_allows_a_just_expired_token() -> None:
-    late = sign({**GOOD, "exp": NOW_S - 29})
+    late = sign({**GOOD, "iat": NOW_S - 100, "exp": NOW_S - 29})
     assert validator().validate(late, NOW_MS).principal == "alice"
     with pytest.raises(InvalidToken, match="expired"):
         validator(clock_skew_s=0).validate(late, NOW_MS)
@@ -285,3 +374,77 @@ def test_a_malformed_jwks_file_stops_the_start(tmp_path: Path) -> None:
     (tmp_path / "jwks.json").write_text("{")
     with pytest.raises(ConfigError, match="is not a JWKS"):
         load(values)
+
+
+def test_the_session_lifetime_is_the_tokens_time_left_whatever_the_sessions_clock() -> None:
+    # the session runs on the broker's monotonic clock (trio's), the token on the wall clock
+    settings = SaslSettings("SASL", ("OAUTHBEARER",), {}, 0, 100, {}, validator())
+    session = SaslSession(settings, lambda user, mech: None)
+    session.handshake("OAUTHBEARER", 1, 5_000)
+    assert session._server is not None
+    session._server._now_ms = lambda: NOW_MS  # type: ignore[union-attr]
+    assert session.authenticate(first(sign(GOOD)), 5_000) == (b"", 60_000)
+    assert session.expires_at_ms == 65_000
+
+
+def test_a_token_expiring_ages_from_now_gets_the_longest_lifetime_an_answer_carries() -> None:
+    settings = SaslSettings("SASL", ("OAUTHBEARER",), {}, 0, 100, {}, validator())
+    session = SaslSession(settings, lambda user, mech: None)
+    session.handshake("OAUTHBEARER", 1, 0)
+    assert session._server is not None
+    session._server._now_ms = lambda: NOW_MS  # type: ignore[union-attr]
+    _, lifetime = session.authenticate(first(sign({**GOOD, "exp": 9 * 10**15})), 0)
+    assert lifetime == MAX_SESSION_LIFETIME_MS
+    ms64(lifetime)  # encodable
+
+
+def listener_values(tmp_path: Path) -> dict[str, str]:
+    values = sasl_values(tmp_path)
+    values["listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"] = (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;"
+    )
+    return values
+
+
+def wall_token(sub: str, lifetime_s: int) -> str:
+    now = int(time.time())
+    return sign({"sub": sub, "iat": now, "exp": now + lifetime_s})
+
+
+async def test_the_token_bounds_the_connection_and_a_fresh_one_renews_it(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # KIP-368 over a real listener: SaslAuthenticate v1 answers the token's time left, the
+    # connection closes past it, and re-authenticating with a fresh token extends it
+    async with memory_broker(None, **listener_values(tmp_path)) as (_, listener):
+        c = RawClient(await listener.connect())  # type: ignore[arg-type]
+        assert (await c.request(Hand1(mechanism="OAUTHBEARER"))).error_code == ErrorCode.none
+        auth = await c.request(Auth2(auth_bytes=first(wall_token("alice", 60))))
+        assert auth.error_code == ErrorCode.none
+        assert 58 <= auth.session_lifetime.total_seconds() <= 60
+        await trio.sleep(50)
+        assert (await c.request(METADATA)).brokers
+        assert (await c.request(Hand1(mechanism="OAUTHBEARER"))).error_code == ErrorCode.none
+        renewed = await c.request(Auth2(auth_bytes=first(wall_token("alice", 120))))
+        assert renewed.error_code == ErrorCode.none
+        assert 118 <= renewed.session_lifetime.total_seconds() <= 120
+        await trio.sleep(60)  # past the first token's exp, within the second's
+        assert (await c.request(METADATA)).brokers
+        await trio.sleep(61)
+        await c.send_raw(encode_request(METADATA, 99))
+        assert await c.read_frame() is None  # the session expired: closed
+
+
+async def test_reauthenticating_with_another_subjects_token_fails(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with memory_broker(None, **listener_values(tmp_path)) as (_, listener):
+        c = RawClient(await listener.connect())  # type: ignore[arg-type]
+        await c.request(Hand1(mechanism="OAUTHBEARER"))
+        assert (await c.request(Auth2(auth_bytes=first(wall_token("alice", 60))))).error_code == 0
+        await trio.sleep(2)
+        await c.request(Hand1(mechanism="OAUTHBEARER"))
+        refused = await c.request(Auth2(auth_bytes=first(wall_token("bob", 60))))
+        assert refused.error_code == ErrorCode.sasl_authentication_failed
+        assert "Cannot change principals" in refused.error_message
+        assert await closed_at(c) > 0
