@@ -16,9 +16,11 @@ is answered NOT_LEADER_OR_FOLLOWER, or UNKNOWN_LEADER_EPOCH when it carries a cu
 epoch (Kafka's ``Partition.followerReplicaOrThrow``).
 
 Partitions are classified before anything is read, as Kafka's ``handleFetchRequest`` does: an
-unknown topic id (UNKNOWN_TOPIC_ID) or a partition the broker does not have
-(UNKNOWN_TOPIC_OR_PARTITION) is answered after the partitions that are read, with high
-watermark, LSO and log start -1 and null aborted transactions, and neither ends nor counts
+unknown topic id (UNKNOWN_TOPIC_ID), a topic the request may not read
+(TOPIC_AUTHORIZATION_FAILED: a consumer needs READ on it, a follower, replica id >= 0,
+CLUSTER_ACTION, which refuses every partition, unknown ids included) or a partition the broker
+does not have (UNKNOWN_TOPIC_OR_PARTITION) is answered after the partitions that are read, with
+high watermark, LSO and log start -1 and null aborted transactions, and neither ends nor counts
 toward a long poll. Partitions are answered in the order they were fetched (the request's, or
 the session's), consecutive partitions of one topic under one topic entry.
 
@@ -65,6 +67,8 @@ from kio.schema.fetch.v18.response import AbortedTransaction, FetchResponse
 from kio.schema.types import BrokerId, ProducerId
 from kio.static.primitive import Records, i32, i64
 
+from proxy.acl.checks import allowed_names, cluster_allows, enforced
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.fetch_session import (
     TOPIC_ID_VERSION,
@@ -97,6 +101,7 @@ _NO_PARTITION_STATE = (
     ErrorCode.not_leader_or_follower,
     ErrorCode.unknown_leader_epoch,
     ErrorCode.fenced_leader_epoch,
+    ErrorCode.topic_authorization_failed,
 )
 _UNFENCED = (NO_EPOCH, LEADER_EPOCH)  # current leader epochs that pass (none given, or ours)
 SESSION_VERSION = 7  # v7 added the top-level error code and the session (KIP-227)
@@ -355,12 +360,27 @@ def _resolver(ctx: RequestContext) -> Any:
     return resolve
 
 
-def _slots(ctx: RequestContext, context: FetchContext, version: int) -> tuple[list[_Slot], Answers]:
-    """The partitions to read, and those answered at once (Kafka's ``erroneous``)."""
+def _slots(
+    ctx: RequestContext, context: FetchContext, version: int, follower: bool
+) -> tuple[list[_Slot], Answers]:
+    """The partitions to read, and those answered at once (Kafka's ``erroneous``), in the
+    order of Kafka's checks: the topic id, authorization, the partition."""
     topics = ctx.broker.topics
     slots: list[_Slot] = []
     erroneous: Answers = []
-    for tp, want in context.partitions():
+    wanted = context.partitions()
+    readable: set[str] | None
+    if follower:
+        readable = None if cluster_allows(ctx, AclOperation.CLUSTER_ACTION) else set()
+    elif enforced(ctx):
+        names = (tp.name for tp, _ in wanted if tp.name is not None)
+        readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, names)
+    else:
+        readable = None  # no authorizer: every topic
+    for tp, want in wanted:
+        if readable is not None and (follower or tp.name is not None) and tp.name not in readable:
+            erroneous.append((tp, _unknown(tp, ErrorCode.topic_authorization_failed, version)))
+            continue
         if tp.name is None:
             erroneous.append((tp, _unknown(tp, ErrorCode.unknown_topic_id, version)))
             continue
@@ -403,7 +423,7 @@ async def fetch(ctx: RequestContext, req: Any) -> FetchResponse:
             return _error_reply(req, context.error)
         return _answer(version, context.error, NO_SESSION, [])
     committed = req.isolation_level == READ_COMMITTED
-    slots, erroneous = _slots(ctx, context, version)
+    slots, erroneous = _slots(ctx, context, version, follower)
     if version < ZSTD_FETCH_VERSION:
         for s in slots:
             topic = broker.topics.get(s.tp.name or "")
