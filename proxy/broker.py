@@ -27,6 +27,7 @@ from proxy.acl.settings import authorizer_from_values
 from proxy.acl.store import AclStore
 from proxy.config import BrokerConfig
 from proxy.fault_injection import CRASH_EXIT_CODE, injector_from_config
+from proxy.fetch_session import FetchSessionCache
 from proxy.metrics.requests import BrokerMetrics
 from proxy.metrics.telemetry import ClientTelemetry
 from proxy.sasl.scram_store import ScramStore
@@ -90,6 +91,10 @@ class Broker:
         }
         self.first_listener = config.endpoints()[0].name
         self.shutting_down = trio.Event()
+        # incremental fetch sessions (KIP-227): Kafka's FetchSessionCache
+        self.fetch_sessions = FetchSessionCache(
+            config.get("max.incremental.fetch.session.cache.slots")
+        )
         self.cleaner = LogCleaner(
             dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"),
             io_max_bytes_per_second=config.get("log.cleaner.io.max.bytes.per.second"),

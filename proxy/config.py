@@ -172,6 +172,8 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "transactional.id.expiration.ms": (_positive_int, "604800000"),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_positive_int, "10000"),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (_positive_int, "3600000"),
+    # Fetch sessions (KIP-227, proxy/fetch_session.py): split over 8 shards as in Kafka
+    "max.incremental.fetch.session.cache.slots": (_non_negative_int, "1000"),
     "socket.request.max.bytes": (_positive_int, "104857600"),
     "connections.max.idle.ms": (_long, "600000"),
     "message.max.bytes": (_non_negative_int, "1048588"),

@@ -14,7 +14,7 @@ import importlib
 #             advertised (min, max) versions, min served version or None)
 MODULES: dict[int, tuple[str, str, tuple[int, int], int | None]] = {
     0: ("produce", "produce", (0, 11), 3),
-    1: ("fetch", "fetch", (4, 12), None),
+    1: ("fetch", "fetch", (4, 18), None),
     2: ("list_offsets", "list_offsets", (1, 11), None),
     3: ("metadata", "metadata", (0, 13), None),
     8: ("offset_commit", "offset_commit", (2, 9), None),
