@@ -12,8 +12,9 @@ On a TLS listener the connection's task first does the handshake (``proxy/tls.py
 also sets the connection's principal; a failed handshake closes this connection only. On a
 SASL listener each request first goes through the connection's SASL state
 (``proxy/sasl/session.py``): before authentication only ApiVersions, SaslHandshake and
-SaslAuthenticate pass, anything else closes the connection; a failed exchange is answered
-and the connection closed after ``connection.failed.authentication.delay.ms``.
+SaslAuthenticate pass, anything else fails the session (answered with its API's
+ILLEGAL_SASL_STATE error reply once SaslAuthenticate is expected); a failed exchange is
+answered and the connection closed after ``connection.failed.authentication.delay.ms``.
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import trio
+from kio.schema.errors import ErrorCode
 
 from proxy.dispatch import Dispatcher
 from proxy.outcomes import CloseConnection
 from proxy.principal import ANONYMOUS, KafkaPrincipal
-from proxy.sasl.session import Close, Reply, SaslSession
+from proxy.sasl.session import Close, Refuse, Reply, SaslSession
 from proxy.tls import HandshakeFailed, TlsSettings, accept_tls
 from wire.errors import ProtocolError
 from wire.framing import FrameDecoder, Want
@@ -153,6 +155,13 @@ async def serve_connection(
                                     route.reason,
                                 )
                                 raise CloseConnection(route.reason)
+                            if isinstance(route, Refuse):  # the session failed on it
+                                if route.answer:
+                                    code = ErrorCode.illegal_sasl_state
+                                    answer = dispatch.error_answer(frame, code)
+                                    if answer is not None:
+                                        replies.append(answer)
+                                await _after_sasl(conn, send_ready)  # closes after the delay
                             if isinstance(route, Reply):  # a raw token (SaslHandshake v0)
                                 replies.append(route.frame)
                                 await _after_sasl(conn, send_ready)

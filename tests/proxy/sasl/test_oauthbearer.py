@@ -45,13 +45,16 @@ def test_the_tokens_expiry_is_the_session_lifetime() -> None:
     from proxy.sasl.session import SaslSession
     from proxy.sasl.settings import SaslSettings
 
+    # the token's exp is wall-clock time; the session's own clock is the connection's
+    # monotonic one (trio.current_time), which has nothing to do with it
+    monotonic_ms = 5_000
     for reauth_ms, lifetime in ((0, 60_000), (10_000, 10_000), (120_000, 60_000)):
         settings = SaslSettings("SASL", ("OAUTHBEARER",), {}, reauth_ms, 100)
-        session = SaslSession(settings, lambda user, mech: None)
-        session.handshake("OAUTHBEARER", 1, NOW_MS)
-        session._server = server()  # the same validator, on this test's clock
+        session = SaslSession(settings, lambda user, mech: None, wall_ms=lambda: NOW_MS)
+        session.handshake("OAUTHBEARER", 1, monotonic_ms)
         token = first(jws(GOOD))
-        assert session.authenticate(token, NOW_MS) == (b"", lifetime)
+        assert session.authenticate(token, monotonic_ms) == (b"", lifetime)
+        assert session.expires_at_ms == monotonic_ms + lifetime
 
 
 @pytest.mark.parametrize(

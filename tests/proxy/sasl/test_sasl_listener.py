@@ -83,8 +83,49 @@ async def test_a_request_before_authenticating_closes_without_an_answer(
         c = RawClient(await listener.connect())  # type: ignore[arg-type]
         with caplog.at_level(logging.INFO, logger="kafkad.connection"):
             await c.send_raw(encode_request(METADATA, 1))
+            start = trio.current_time()
             assert await c.read_frame() is None
-        assert "unexpected request (api key 3)" in caplog.text  # logged why
+        # Kafka's IllegalSaslStateException: an authentication failure, so the delayed close
+        assert trio.current_time() - start == pytest.approx(2.0, abs=0.01)
+        assert "Unexpected Kafka request (api key 3) during SASL handshake" in caplog.text
+
+
+async def test_a_request_other_than_authenticate_after_the_handshake_is_answered_then_closed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Kafka's handleSaslToken: the request's own error reply (ILLEGAL_SASL_STATE), then the
+    delayed close of a failed authentication."""
+    async with memory_broker(None, **SASL) as (_, listener):
+        c = RawClient(await listener.connect())  # type: ignore[arg-type]
+        await c.request(Hand1(mechanism="PLAIN"))
+        again = await c.request(Hand1(mechanism="PLAIN"))
+        assert (again.error_code, again.mechanisms) == (ErrorCode.illegal_sasl_state, ())
+        start = trio.current_time()
+        assert await closed_at(c) - start == pytest.approx(2.0, abs=0.01)
+
+
+async def test_a_failed_raw_exchange_is_closed_after_the_delay(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with memory_broker(None, **SASL) as (_, listener):
+        c = RawClient(await listener.connect())  # type: ignore[arg-type]
+        assert (await c.request(Hand0(mechanism="PLAIN"))).error_code == ErrorCode.none
+        token = b"\0alice\0wrong"
+        await c.send_raw(len(token).to_bytes(4, "big") + token)
+        start = trio.current_time()
+        assert await closed_at(c) - start == pytest.approx(2.0, abs=0.01)  # no answer
+
+
+async def test_a_handshake_that_cannot_reauthenticate_lists_no_mechanisms(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with memory_broker(None, **SASL) as (_, listener):
+        c = RawClient(await listener.connect())  # type: ignore[arg-type]
+        await c.request(Hand1(mechanism="PLAIN"))
+        await c.request(Auth2(auth_bytes=b"\0alice\0alice-secret"))
+        again = await c.request(Hand1(mechanism="PLAIN"))  # no session expiry: KafkaApis
+        assert (again.error_code, again.mechanisms) == (ErrorCode.illegal_sasl_state, ())
+        assert (await c.request(METADATA)).brokers
 
 
 async def test_handshake_v0_then_raw_tokens(
