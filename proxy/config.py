@@ -36,6 +36,7 @@ from proxy.listeners import (
 from proxy.sasl.settings import SASL_CONFIGS, SASL_PROTOCOLS, SaslConfigError, listener_sasl
 from proxy.tls import (
     PER_LISTENER,
+    SENSITIVE_CONFIGS,
     SSL_CONFIGS,
     TLS_PROTOCOLS,
     TlsConfigError,
@@ -433,7 +434,10 @@ def resolve_values(
         try:
             resolved[name] = parser(_java_trim(value))
         except ValueError as exc:
-            errors.append(f"{name}={value} from {source}: {exc}")
+            # a PASSWORD config's value is never shown, as Kafka's ConfigException shows
+            # "[hidden]" (the parsers' messages quote none of it either)
+            shown = "[hidden]" if (base or name) in SENSITIVE_CONFIGS else value
+            errors.append(f"{name}={shown} from {source}: {exc}")
     if errors:
         raise ConfigError("; ".join(errors))
     return resolved
