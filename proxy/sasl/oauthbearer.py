@@ -10,7 +10,9 @@ every scope of ``unsecuredValidatorRequiredScope`` in the scope claim
 (``unsecuredValidatorScopeClaimName``, default ``scope``). The options come from the
 listener's ``oauthbearer.sasl.jaas.config``. A token that fails is answered with Kafka's JSON
 error (``{"status":"invalid_token"}`` or ``insufficient_scope``); the client acknowledges with
-``^A`` and the exchange fails with that message. Extensions are accepted and ignored.
+``^A`` and the exchange fails with that message. Extensions are accepted and ignored. A
+malformed message is Kafka's SaslException (InvalidCredentials): the client sees the generic
+message.
 
 The token's expiry bounds the session (KIP-368, ``proxy/sasl/session.py``).
 
@@ -26,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from proxy.sasl.mechanisms import OAUTHBEARER, AuthFailed
+from proxy.sasl.mechanisms import OAUTHBEARER, AuthFailed, InvalidCredentials
 
 _SEP = "\x01"
 _FIRST = re.compile(r"^n,(?:a=([^,]*))?,\x01((?:[A-Za-z]+=[\x21-\x7E \t\r\n]*\x01)*)\x01$")
@@ -56,20 +58,26 @@ class OAuthBearerServer:
         try:
             message = token.decode()
         except UnicodeDecodeError:
-            raise AuthFailed("Invalid OAUTHBEARER client first message") from None
+            raise InvalidCredentials("Invalid OAUTHBEARER client first message") from None
         m = _FIRST.match(message)
         if m is None:
-            raise AuthFailed("Invalid OAUTHBEARER client first message")
+            raise InvalidCredentials("Invalid OAUTHBEARER client first message")
         authzid = m.group(1) or ""
         pairs = dict(kv.split("=", 1) for kv in m.group(2).split(_SEP) if kv)
         auth = pairs.get("auth")
         if auth is None:
-            raise AuthFailed("Invalid OAUTHBEARER client first message: 'auth' not specified")
+            raise InvalidCredentials(
+                "Invalid OAUTHBEARER client first message: 'auth' not specified"
+            )
         am = _AUTH.match(auth)
         if am is None:
-            raise AuthFailed("Invalid OAUTHBEARER client first message: invalid 'auth' format")
+            raise InvalidCredentials(
+                "Invalid OAUTHBEARER client first message: invalid 'auth' format"
+            )
         if am.group(1).lower() != "bearer":
-            raise AuthFailed(f"Invalid scheme in OAUTHBEARER client first message: {am.group(1)}")
+            raise InvalidCredentials(
+                f"Invalid scheme in OAUTHBEARER client first message: {am.group(1)}"
+            )
         principal, failure, expires = self._validate(am.group(2))
         if principal is None:
             self._error = json.dumps(failure, separators=(",", ":"))

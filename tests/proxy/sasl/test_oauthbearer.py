@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from proxy.sasl.mechanisms import AuthFailed
+from proxy.sasl.mechanisms import AuthFailed, InvalidCredentials
 from proxy.sasl.oauthbearer import OAuthBearerServer
 
 NOW_MS = 1_800_000_000_000
@@ -107,8 +107,24 @@ def test_options_name_the_claims_and_the_skew() -> None:
     ],
 )
 def test_malformed_first_messages(message: bytes, why: str) -> None:
-    with pytest.raises(AuthFailed, match=why):
+    # Kafka's SaslException: the reason is logged, the client sees the generic message
+    with pytest.raises(InvalidCredentials, match=why):
         server().step(message)
+
+
+def test_a_malformed_first_message_answers_kafkas_generic_message() -> None:
+    from proxy.sasl.session import SaslSession
+    from proxy.sasl.settings import SaslSettings
+
+    settings = SaslSettings("SASL", ("OAUTHBEARER",), {}, 0, 100)
+    session = SaslSession(settings, lambda user, mech: None, wall_ms=lambda: NOW_MS)
+    session.handshake("OAUTHBEARER", 1, 0)
+    with pytest.raises(AuthFailed) as exc:
+        session.authenticate(b"garbage", 0)
+    assert str(exc.value) == (
+        "Authentication failed during authentication due to invalid credentials with SASL "
+        "mechanism OAUTHBEARER"
+    )
 
 
 def test_another_authorization_id_is_refused() -> None:
