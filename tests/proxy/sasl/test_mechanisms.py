@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -183,6 +184,35 @@ def test_add_scram_arguments_as_kafka_storage_writes_them() -> None:
             parse_add_scram(bad)
     with pytest.raises(ValueError, match="4096"):
         parse_add_scram("SCRAM-SHA-256=[name=a,password=b,iterations=10]")
+
+
+@pytest.mark.parametrize(
+    ("argument", "message"),
+    [  # Kafka's ScramParser refuses each of these
+        ("SCRAM-SHA-256=[name=a,password=b,iterations=16385]", "must be <= 16384"),
+        ("SCRAM-SHA-256=[name=a,password=b,colour=red]", "Unknown SCRAM configurations: colour"),
+        ("SCRAM-SHA-256=[name=a,password=b,c]", "No equals sign found in SCRAM component: c"),
+        ("SCRAM-SHA-256=[name=a,saltedpassword=AAAA]", "supply 'salt' with 'saltedpassword'"),
+        ("SCRAM-SHA-256=[name=a,password=b,iterations=x]", "Failed to parse iterations count"),
+    ],
+)
+def test_add_scram_refuses_what_kafka_storage_refuses(argument: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_add_scram(argument)
+
+
+def test_add_scram_takes_quotes_a_salt_and_a_salted_password_as_kafka_storage() -> None:
+    salt = b"0123456789abcdef"
+    user, _, cred = parse_add_scram(
+        f'SCRAM-SHA-256=[name="a b",password="p q",salt={base64.b64encode(salt).decode()}]'
+    )
+    assert (user, cred) == ("a b", new_credential("SCRAM-SHA-256", "p q", 4096, salt))
+    salted = hashlib.pbkdf2_hmac("sha256", b"pw", salt, 4096)
+    _, _, from_salted = parse_add_scram(
+        f"SCRAM-SHA-256=[name=a,salt={base64.b64encode(salt).decode()},"
+        f"saltedpassword={base64.b64encode(salted).decode()}]"
+    )
+    assert from_salted == new_credential("SCRAM-SHA-256", "pw", 4096, salt)
 
 
 def test_jaas_entries_as_kafka_writes_them() -> None:
