@@ -544,7 +544,8 @@ def load_config(
     tls_listeners = [] if kafka.errors else [x for x in parsed if x.protocol in TLS_PROTOCOLS]
     for listener in tls_listeners:
         try:
-            server_settings(values, listener.name)  # checked now; built again to serve
+            # checked now; built again to serve (and warns then)
+            server_settings(values, listener.name, listener.protocol, warn=False)
         except TlsConfigError as exc:
             kafka.errors.append(str(exc))
     sasl_listeners = [] if kafka.errors else [x for x in parsed if x.protocol in SASL_PROTOCOLS]
