@@ -8,7 +8,10 @@ replaced atomically and fsynced, so a ``kill -9`` keeps the last acknowledged ch
                                            "server_key": B64, "iterations": 4096}}}}
 
 Lookups are synchronous (the mechanisms call them mid-exchange) from the copy in memory;
-changes write the whole blob, then replace the copy.
+changes write the whole blob, then replace the copy, one change at a time (as Kafka's
+controller applies one AlterUserScramCredentials after another): two at once would each start
+from the copy without the other's users, and the file backend's write of one blob would race
+the other's on its temporary file.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from __future__ import annotations
 import base64
 import json
 from typing import Any, Protocol
+
+import trio
 
 from proxy.sasl.mechanisms import ScramCredential
 
@@ -73,6 +78,7 @@ class ScramStore:
     def __init__(self, store: MetadataStore) -> None:
         self._store = store
         self._users: dict[str, dict[str, ScramCredential]] = {}
+        self._changing = trio.Lock()
 
     async def load(self) -> None:
         data = await self._store.read_metadata(BLOB)
@@ -89,13 +95,14 @@ class ScramStore:
         upserts: list[tuple[str, str, ScramCredential]],
         deletions: list[tuple[str, str]],
     ) -> None:
-        """Set and delete credentials in one durable write."""
-        users = self.users()
-        for user, mech in deletions:
-            users.get(user, {}).pop(mech, None)
-            if user in users and not users[user]:
-                del users[user]
-        for user, mech, cred in upserts:
-            users.setdefault(user, {})[mech] = cred
-        await self._store.write_metadata(BLOB, encode(users))
-        self._users = users
+        """Set and delete credentials in one durable write, after any change under way."""
+        async with self._changing:
+            users = self.users()
+            for user, mech in deletions:
+                users.get(user, {}).pop(mech, None)
+                if user in users and not users[user]:
+                    del users[user]
+            for user, mech, cred in upserts:
+                users.setdefault(user, {})[mech] = cred
+            await self._store.write_metadata(BLOB, encode(users))
+            self._users = users
