@@ -2,7 +2,8 @@
 
 Theory of operation::
 
-    VERSIONS_OR_HANDSHAKE --ApiVersions--> HANDSHAKE --SaslHandshake(ok)--> AUTHENTICATE
+    VERSIONS_OR_HANDSHAKE --ApiVersions (answered NONE)--> HANDSHAKE
+    HANDSHAKE --SaslHandshake(ok)--> AUTHENTICATE
     VERSIONS_OR_HANDSHAKE --SaslHandshake(ok)--> AUTHENTICATE
     AUTHENTICATE --SaslAuthenticate...(exchange complete)--> COMPLETE
     COMPLETE --SaslHandshake (KIP-368 re-authentication)--> AUTHENTICATE (same mechanism,
@@ -164,9 +165,14 @@ class SaslSession:
             during = "authentication" if answer else "handshake"
             self._fail(f"Unexpected Kafka request (api key {api_key}) during SASL {during}")
             return Refuse(answer)
-        if api_key == API_VERSIONS:
-            self.state = State.HANDSHAKE
         return DISPATCH
+
+    def versions_answered(self) -> None:
+        """ApiVersions was answered without an error: only SaslHandshake may follow. (Kafka's
+        handleApiVersionsRequest: an ApiVersions of an unknown version, or an invalid one, is
+        answered with an error and the client may send another.)"""
+        if self.state is State.VERSIONS_OR_HANDSHAKE:
+            self.state = State.HANDSHAKE
 
     def _may_reauthenticate(self, now_ms: int) -> bool:
         """Kafka's KafkaChannel.maybeBeginServerReauthentication: only with a session expiry,

@@ -171,3 +171,27 @@ async def test_sasl_requests_on_a_plaintext_listener_are_illegal_state() -> None
         ).error_code == ErrorCode.illegal_sasl_state
         auth = await c.request(Auth2(auth_bytes=b"x"))
         assert auth.error_code == ErrorCode.illegal_sasl_state
+
+
+async def test_an_apiversions_answered_with_an_error_may_be_sent_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Kafka's handleApiVersionsRequest: an unknown version (KIP-511) or an invalid request is
+    answered with an error and leaves the state alone, so the client's retry is served."""
+    async with memory_broker(None, **SASL) as (_, listener):
+        c = RawClient(await listener.connect())  # type: ignore[arg-type]
+        header = (18).to_bytes(2, "big") + (9).to_bytes(2, "big") + (1).to_bytes(4, "big")
+        payload = header + b"\x00\x01t\x00" + b"\x02t\x021\x00"  # ApiVersions v9
+        await c.send_raw(len(payload).to_bytes(4, "big") + payload)
+        fallback = await c.read_frame()
+        assert fallback is not None and fallback[4:6] == b"\x00\x23"  # UNSUPPORTED_VERSION
+        invalid = await c.request(
+            ApiVersionsRequest(client_software_name="-", client_software_version="1")
+        )
+        assert invalid.error_code == ErrorCode.invalid_request
+        request = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+        assert (await c.request(request)).error_code == ErrorCode.none
+        await c.send_raw(encode_request(request, 9))  # but not after one answered NONE
+        start = trio.current_time()
+        assert await c.read_frame() is None
+        assert trio.current_time() == start  # Kafka's IllegalStateException: at once
