@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import trio
 
 from proxy.sasl.mechanisms import ScramCredential
+from storage.api import StorageError
 
 BLOB = "scram-credentials"
 
@@ -81,8 +82,15 @@ class ScramStore:
         self._changing = trio.Lock()
 
     async def load(self) -> None:
+        """Raises StorageError (one line at start-up, not a traceback) for a damaged blob."""
         data = await self._store.read_metadata(BLOB)
-        self._users = decode(data) if data else {}
+        try:
+            self._users = decode(data) if data else {}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StorageError(
+                f"the SCRAM credentials (metadata blob {BLOB}) cannot be read: {exc!r}; restore "
+                "it, or remove it and add the users again (kafkad add-scram)"
+            ) from None
 
     def lookup(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._users.get(user, {}).get(mechanism)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
 from kio.schema.errors import ErrorCode
 from scramp import ScramClient
 
@@ -112,3 +113,16 @@ async def test_concurrent_changes_all_reach_the_store_and_the_copy() -> None:
             nursery.start_soon(store.apply, [(f"u{i}", "SCRAM-SHA-256", cred)], [])
     assert sorted(store.users()) == [f"u{i}" for i in range(5)]
     assert sorted(decode(backing.blobs[BLOB])) == [f"u{i}" for i in range(5)]
+
+
+async def test_a_damaged_blob_is_a_storage_error_naming_it() -> None:
+    """kafkad serve prints a StorageError as one line; a damaged blob was a traceback
+    (reproduced with the blob two racing writes left: JSON with extra data)."""
+    from proxy.sasl.scram_store import BLOB, ScramStore
+    from storage.api import StorageError
+    from storage.memory import MemoryStore
+
+    backing = MemoryStore()
+    await backing.write_metadata(BLOB, b'{"version": 1, "users": {}}}')
+    with pytest.raises(StorageError, match="SCRAM credentials"):
+        await ScramStore(backing).load()
