@@ -117,6 +117,15 @@ async def serve_connection(
     async def send_ready() -> None:
         await _send(stream, replies, cfg.write_s)
 
+    def next_frame() -> bytes | Want:
+        # before (and during) SASL authentication only small requests, as Kafka's
+        # SaslServerAuthenticator reads them (sasl.server.max.receive.size)
+        sasl = conn.sasl
+        if sasl is not None:
+            small = not sasl.authenticated
+            decoder.max_frame = sasl.settings.max_receive_size if small else cfg.max_frame_bytes
+        return decoder.next_frame()
+
     with conn.scope:
         try:
             if tls is not None:
@@ -127,7 +136,7 @@ async def serve_connection(
                 stream = conn.stream
                 log.debug("TLS connection peer=%s principal=%s", conn.peer, conn.principal)
             while True:
-                frame = decoder.next_frame()
+                frame = next_frame()
                 if frame is Want.EOF:
                     break
                 if frame is Want.MORE:
@@ -165,7 +174,7 @@ async def serve_connection(
                             if isinstance(route, Reply):  # a raw token (SaslHandshake v0)
                                 replies.append(route.frame)
                                 await _after_sasl(conn, send_ready)
-                                frame = decoder.next_frame()
+                                frame = next_frame()
                                 continue
                         reply = await dispatch.handle(
                             frame,
@@ -179,7 +188,7 @@ async def serve_connection(
                             replies.append(reply)
                         if conn.sasl is not None:
                             await _after_sasl(conn, send_ready)
-                        frame = decoder.next_frame()
+                        frame = next_frame()
                     await send_ready()
                 finally:
                     conn.busy = False

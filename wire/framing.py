@@ -42,6 +42,16 @@ class FrameDecoder:
             self._buf += data
 
     @property
+    def max_frame(self) -> int:
+        """The largest frame accepted; may change between frames (a SASL listener's smaller
+        limit before authentication)."""
+        return self._max
+
+    @max_frame.setter
+    def max_frame(self, value: int) -> None:
+        self._max = value
+
+    @property
     def buffered(self) -> int:
         """Bytes received but not yet returned in a frame."""
         return len(self._buf) - self._pos

@@ -130,6 +130,12 @@ class SaslSession:
         self._reauth_started_ms: int | None = None
 
     @property
+    def authenticated(self) -> bool:
+        """Authenticated and not re-authenticating: requests up to socket.request.max.bytes;
+        before that, up to sasl.server.max.receive.size (Kafka's SaslServerAuthenticator)."""
+        return self.state is State.COMPLETE
+
+    @property
     def failed(self) -> bool:
         return self.state is State.FAILED
 

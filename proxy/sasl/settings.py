@@ -8,7 +8,8 @@ the PLAIN users from ``listener.name.<l>.plain.sasl.jaas.config`` as Kafka write
 
 (``user_NAME="password"`` options are the users; ``username``/``password`` are the broker's
 own client identity, unused on one node), ``connections.max.reauth.ms`` (KIP-368) and
-``connection.failed.authentication.delay.ms``.
+``connection.failed.authentication.delay.ms`` and ``sasl.server.max.receive.size`` (the largest
+request before and during authentication, 512 KiB: a larger one closes the connection).
 
 OAUTHBEARER validates unsecured tokens (proxy/sasl/oauthbearer.py) with the
 ``unsecuredValidator*`` options of ``listener.name.<l>.oauthbearer.sasl.jaas.config``.
@@ -69,6 +70,7 @@ SASL_CONFIGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "oauthbearer.sasl.jaas.config": (_jaas, ""),
     "connections.max.reauth.ms": (_long, "0"),
     "connection.failed.authentication.delay.ms": (_long, "100"),
+    "sasl.server.max.receive.size": (_long, "524288"),
 }
 SENSITIVE = frozenset(n for n in SASL_CONFIGS if n.endswith("jaas.config"))
 
@@ -107,6 +109,7 @@ class SaslSettings:
     reauth_ms: int = 0
     failed_delay_ms: int = 100
     oauth_options: Mapping[str, str] = field(default_factory=dict)  # unsecuredValidator*
+    max_receive_size: int = 524288  # sasl.server.max.receive.size
 
 
 def listener_sasl(values: Mapping[str, Any], listener: str) -> SaslSettings:
@@ -150,4 +153,5 @@ def listener_sasl(values: Mapping[str, Any], listener: str) -> SaslSettings:
         get("connections.max.reauth.ms"),
         get("connection.failed.authentication.delay.ms"),
         oauth,
+        get("sasl.server.max.receive.size"),
     )

@@ -195,3 +195,25 @@ async def test_an_apiversions_answered_with_an_error_may_be_sent_again(
         start = trio.current_time()
         assert await c.read_frame() is None
         assert trio.current_time() == start  # Kafka's IllegalStateException: at once
+
+
+async def test_before_authentication_a_request_over_sasl_server_max_receive_size_closes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Kafka's SaslServerAuthenticator reads at most sasl.server.max.receive.size (512 KiB)
+    before authentication: an unauthenticated client could otherwise make the broker buffer
+    up to socket.request.max.bytes (reproduced: 2 MiB of a 50 MiB frame, connection open)."""
+    async with memory_broker(None, **SASL) as (_, listener):
+        c = RawClient(await listener.connect())  # type: ignore[arg-type]
+        await c.send_raw((524289).to_bytes(4, "big") + b"\0" * 1024)
+        start = trio.current_time()
+        assert await c.read_frame() is None
+        assert trio.current_time() == start  # at once, not after connections.max.idle.ms
+        # the same size is fine once authenticated (socket.request.max.bytes then)
+        d = RawClient(await listener.connect())  # type: ignore[arg-type]
+        await d.request(Hand1(mechanism="PLAIN"))
+        assert (await d.request(Auth2(auth_bytes=b"\0alice\0alice-secret"))).error_code == 0
+        big = encode_request(METADATA, 5)
+        padded = (len(big) - 4 + 524289).to_bytes(4, "big") + big[4:] + b"\0" * 524289
+        await d.send_raw(padded)  # a Metadata request with trailing bytes: decoded, answered
+        assert await d.read_frame() is not None
