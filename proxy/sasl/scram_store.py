@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar
 
 import trio
 
@@ -26,6 +27,10 @@ from proxy.sasl.mechanisms import ScramCredential
 from storage.api import StorageError
 
 BLOB = "scram-credentials"
+T = TypeVar("T")
+Users = Mapping[str, Mapping[str, ScramCredential]]
+Upserts = list[tuple[str, str, ScramCredential]]  # (user, mechanism, credential)
+Deletions = list[tuple[str, str]]  # (user, mechanism)
 
 
 class MetadataStore(Protocol):
@@ -104,7 +109,17 @@ class ScramStore:
         deletions: list[tuple[str, str]],
     ) -> None:
         """Set and delete credentials in one durable write, after any change under way."""
+        await self.change(lambda users: (upserts, deletions, None))
+
+    async def change(self, decide: Callable[[Users], tuple[Upserts, Deletions, T]]) -> T:
+        """``decide(users)`` -> (credentials to set, to delete, its answer), on the users as
+        they are once any change under way is written (Kafka's controller decides each
+        AlterUserScramCredentials on the state the previous one left); the changes are written
+        durably, then ``decide``'s answer returned."""
         async with self._changing:
+            upserts, deletions, answer = decide(self.users())
+            if not upserts and not deletions:
+                return answer
             users = self.users()
             for user, mech in deletions:
                 users.get(user, {}).pop(mech, None)
@@ -114,3 +129,4 @@ class ScramStore:
                 users.setdefault(user, {})[mech] = cred
             await self._store.write_metadata(BLOB, encode(users))
             self._users = users
+            return answer

@@ -126,3 +126,31 @@ async def test_a_damaged_blob_is_a_storage_error_naming_it() -> None:
     await backing.write_metadata(BLOB, b'{"version": 1, "users": {}}}')
     with pytest.raises(StorageError, match="SCRAM credentials"):
         await ScramStore(backing).load()
+
+
+async def test_concurrent_alters_are_each_decided_on_the_users_the_previous_one_left() -> None:
+    """Two requests deleting one credential at once: the second finds it gone
+    (RESOURCE_NOT_FOUND), as Kafka's controller decides one request after another."""
+    import trio
+
+    from proxy.sasl.scram_store import ScramStore
+    from storage.memory import MemoryStore
+
+    class SlowStore(MemoryStore):
+        async def write_metadata(self, name: str, data: bytes) -> None:
+            await trio.sleep(0.01)  # an fsync in a thread
+            await super().write_metadata(name, data)
+
+    store = ScramStore(SlowStore())
+    await store.apply([("u", "SCRAM-SHA-256", new_credential("SCRAM-SHA-256", "pw"))], [])
+    codes: list[ErrorCode] = []
+
+    async def delete() -> None:
+        outcomes = await store.change(lambda users: alter(users, [("u", 1)], []))
+        codes.extend(o.code for o in outcomes)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(delete)
+        nursery.start_soon(delete)
+    assert sorted(codes) == [ErrorCode.none, ErrorCode.resource_not_found]
+    assert store.users() == {}
