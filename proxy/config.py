@@ -37,6 +37,7 @@ from proxy.listeners import (
 from proxy.sasl.settings import SASL_CONFIGS, SASL_PROTOCOLS, SaslConfigError, listener_sasl
 from proxy.tls import (
     PER_LISTENER,
+    SENSITIVE_CONFIGS,
     SSL_CONFIGS,
     TLS_PROTOCOLS,
     TlsConfigError,
@@ -439,7 +440,10 @@ def resolve_values(
         try:
             resolved[name] = parser(_java_trim(value))
         except ValueError as exc:
-            errors.append(f"{name}={value} from {source}: {exc}")
+            # a PASSWORD config's value is never shown, as Kafka's ConfigException shows
+            # "[hidden]" (the parsers' messages quote none of it either)
+            shown = "[hidden]" if (base or name) in SENSITIVE_CONFIGS else value
+            errors.append(f"{name}={shown} from {source}: {exc}")
     if errors:
         raise ConfigError("; ".join(errors))
     return resolved
@@ -546,7 +550,8 @@ def load_config(
     tls_listeners = [] if kafka.errors else [x for x in parsed if x.protocol in TLS_PROTOCOLS]
     for listener in tls_listeners:
         try:
-            server_settings(values, listener.name)  # checked now; built again to serve
+            # checked now; built again to serve (and warns then)
+            server_settings(values, listener.name, listener.protocol, warn=False)
         except TlsConfigError as exc:
             kafka.errors.append(str(exc))
     sasl_listeners = [] if kafka.errors else [x for x in parsed if x.protocol in SASL_PROTOCOLS]

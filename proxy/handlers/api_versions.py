@@ -40,6 +40,8 @@ async def api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersi
         return ApiVersionsResponse(
             error_code=ErrorCode.invalid_request, api_keys=(), throttle_time=NO_THROTTLE
         )
+    if ctx.session is not None:  # a SASL listener: now only SaslHandshake may follow
+        ctx.session.versions_answered()
     if ctx.version >= 3:  # KIP-714 telemetry names the instance's software from this
         ctx.broker.client_telemetry.software_seen(
             ctx.peer, req.client_software_name, req.client_software_version

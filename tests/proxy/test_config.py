@@ -354,3 +354,16 @@ def test_a_listener_without_a_host_is_advertised_as_this_machine_as_kafka_does(
     assert (cfg.advertised_host, cfg.advertised_port) == ("broker.example", 19092)
     with pytest.raises(ConfigError, match=r"needs an advertised\.listeners entry"):
         _from_file(tmp_path, "listeners=PLAINTEXT://0.0.0.0:9092\n")
+
+
+def test_a_bad_jaas_config_never_shows_its_passwords() -> None:
+    """Kafka's ConfigException shows a PASSWORD config's value as [hidden]."""
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'user_alice="top-secret-pw;'
+    )
+    for name in ("plain.sasl.jaas.config", "listener.name.sasl_plaintext.plain.sasl.jaas.config"):
+        with pytest.raises(ConfigError) as exc:
+            resolve_values({}, {}, {name: jaas})
+        assert "top-secret" not in str(exc.value)
+        assert f"{name}=[hidden] from --set: cannot read the options at character" in str(exc.value)
