@@ -131,6 +131,39 @@ def _http_listeners(v: str) -> str:
     return v
 
 
+def _list(v: str) -> list[str]:
+    return [x.strip() for x in v.split(",") if x.strip()]
+
+
+def _rebalance_protocols(v: str) -> tuple[str, ...]:
+    """Kafka's GroupCoordinatorConfig: classic, consumer, share, streams; classic required.
+    kafkad serves classic and consumer; share and streams are refused."""
+    names = _list(v.lower())
+    for n in names:
+        if n not in ("classic", "consumer"):
+            raise ValueError(f"{n} is not a group protocol kafkad serves (classic, consumer)")
+    if "classic" not in names:
+        raise ValueError("must include classic")
+    return tuple(dict.fromkeys(names))
+
+
+# Kafka's built-in assignor classes and the names they answer to.
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def _assignors(v: str) -> tuple[str, ...]:
+    names = [_ASSIGNOR_CLASSES.get(n, n) for n in _list(v)]
+    if not names:
+        raise ValueError("must name at least one assignor")
+    for n in names:
+        if n not in ("uniform", "range"):
+            raise ValueError(f"{n} is not an assignor kafkad has (uniform, range)")
+    return tuple(dict.fromkeys(names))
+
+
 def _ratio(v: str) -> float:
     n = _number(v)
     if not 0 <= n <= 1:
@@ -160,6 +193,19 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "group.min.session.timeout.ms": (_int, "6000"),
     "group.max.session.timeout.ms": (_int, "1800000"),
     "group.max.size": (_positive_int, "2147483647"),
+    # KIP-848 (coordinator/consumer_group/): the protocols served (Kafka 4's default; "classic"
+    # is required), the consumer protocol's heartbeat interval and session timeout (and the
+    # bounds Kafka's dynamic group configs are checked against), its server-side assignors
+    # (the first the default; Kafka's class names are accepted too) and its maximum group size.
+    "group.coordinator.rebalance.protocols": (_rebalance_protocols, "classic,consumer"),
+    "group.consumer.heartbeat.interval.ms": (at_least(1, INT_MAX), "5000"),
+    "group.consumer.min.heartbeat.interval.ms": (at_least(1, INT_MAX), "5000"),
+    "group.consumer.max.heartbeat.interval.ms": (at_least(1, INT_MAX), "15000"),
+    "group.consumer.session.timeout.ms": (at_least(1, INT_MAX), "45000"),
+    "group.consumer.min.session.timeout.ms": (at_least(1, INT_MAX), "45000"),
+    "group.consumer.max.session.timeout.ms": (at_least(1, INT_MAX), "60000"),
+    "group.consumer.assignors": (_assignors, "uniform,range"),
+    "group.consumer.max.size": (_positive_int, "2147483647"),
     "offsets.topic.num.partitions": (_positive_int, "50"),
     # Offsets retention (coordinator/group/offsets_api.py): an offset expires this long after
     # its commit (simple groups), or after its group became Empty; checked every interval.

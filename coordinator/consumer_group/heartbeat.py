@@ -245,7 +245,7 @@ def _find_member(
     return _check_epoch(existing, hb.member_epoch, hb.owned) or existing
 
 
-def _preferred_assignor(g: ConsumerGroup, config: ConsumerGroupConfig) -> str:
+def preferred_assignor(g: ConsumerGroup, config: ConsumerGroupConfig) -> str:
     votes: dict[str, int] = {}
     for m in g.members.values():
         if m.server_assignor is not None:
@@ -261,7 +261,7 @@ def compute_target(
 ) -> None:
     """A new target assignment for the group's epoch (Kafka's TargetAssignmentBuilder)."""
     subs = {mid: subscribed(m, topics) for mid, m in g.members.items()}
-    assignor = ASSIGNORS[_preferred_assignor(g, config)]
+    assignor = ASSIGNORS[preferred_assignor(g, config)]
     g.target = assignor(subs, g.subscription_metadata, g.target)
     g.assignment_epoch = g.group_epoch
 

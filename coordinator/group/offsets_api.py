@@ -124,14 +124,19 @@ class OffsetsApi(GroupCoordinatorBase):
         instance_id: str | None,
         generation: int,
         commits: list[CommitRequest],
+        version: int = 9,
     ) -> ErrorCode | dict[TopicPartition, ErrorCode]:
-        """OffsetCommit: a group-level error for every partition, or one code per partition."""
+        """OffsetCommit: a group-level error for every partition, or one code per partition.
+        For a consumer group (KIP-848) ``generation`` is the member epoch."""
         if (err := self._status()) is not E.none:
             return err
         if not group_id:
             return E.invalid_group_id
         g = self.groups.get(group_id)
-        if g is None or g.state is GroupState.DEAD:
+        consumer = self.consumer_commit_check(group_id, member_id, generation, False, version)
+        if consumer is not None:
+            err = consumer
+        elif g is None or g.state is GroupState.DEAD:
             # a simple group, created by the replay of its first offset record
             err = E.group_id_not_found if generation >= 0 else E.none  # v<9: ILLEGAL_GENERATION
         else:
@@ -189,7 +194,10 @@ class OffsetsApi(GroupCoordinatorBase):
                 if (code := verify()) is not E.none:
                     return TXN_VERIFY_ERRORS.get(code, code)
                 g = self.groups.get(group_id)
-                if g is None or g.state is GroupState.DEAD:
+                consumer = self.consumer_commit_check(group_id, member_id, generation, True, 3)
+                if consumer is not None:
+                    err = consumer  # KIP-447 fencing with member epochs
+                elif g is None or g.state is GroupState.DEAD:
                     err = E.illegal_generation if generation >= 0 else E.none
                 else:
                     err = validate_offset_commit(g, member_id, instance_id, generation, True)
@@ -212,7 +220,9 @@ class OffsetsApi(GroupCoordinatorBase):
                 for i, (k, v) in enumerate(records):
                     self.replay(k, v, appended[0] + i, producer_id)
                 now_g = self.groups.get(group_id)  # a JoinGroup may have created it meanwhile
-                if now_g is None or now_g.state is GroupState.DEAD:
+                if (now_g is None or now_g.state is GroupState.DEAD) and not self._is_consumer(
+                    group_id
+                ):
                     self.groups[group_id] = ClassicGroup(group_id, self.config)  # a simple group
         except StorageError as exc:
             log.error("group %s: transactional offset commit failed: %s", group_id, exc)
@@ -220,10 +230,18 @@ class OffsetsApi(GroupCoordinatorBase):
         return results
 
     def fetch_offsets(
-        self, group_id: str, tps: list[TopicPartition] | None, require_stable: bool
+        self,
+        group_id: str,
+        tps: list[TopicPartition] | None,
+        require_stable: bool,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[ErrorCode, list[FetchedOffset]]:
         if (err := self._status()) is not E.none:
             return err, []
+        consumer = self.consumer_fetch_check(group_id, member_id, member_epoch)
+        if consumer is not None and consumer is not E.none:
+            return consumer, []
         return E.none, self.offsets.fetch(group_id, tps, require_stable)
 
     async def delete_offsets(
@@ -310,6 +328,20 @@ class OffsetsApi(GroupCoordinatorBase):
         if (err := self._status()) is not E.none:
             return err
         async with self._write_lock:
+            cg = self.consumer_groups.get(group_id)
+            if cg is not None and not cg.dead:
+                if cg.members:
+                    return E.non_empty_group
+                records = self.offsets.delete_records(group_id)
+                try:
+                    if records:
+                        at = await self._append(group_id, records)
+                        for i, (k, v) in enumerate(records):
+                            self.replay(k, v, at + i)
+                except StorageError:
+                    return E.coordinator_not_available
+                del self.consumer_groups[group_id]
+                return E.none
             g = self.groups.get(group_id)
             if g is None or g.state is GroupState.DEAD:
                 return E.group_id_not_found

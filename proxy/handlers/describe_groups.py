@@ -43,9 +43,14 @@ def _dead(group_id: GroupId, code: ErrorCode, message: str | None = None) -> Des
     )
 
 
-def _missing(group_id: GroupId, version: int) -> DescribedGroup:
+def _missing(group_id: GroupId, version: int, consumer: bool = False) -> DescribedGroup:
+    """Also a consumer-protocol group (KIP-848): Kafka describes classic groups only."""
     if version < 6:
         return _dead(group_id, ErrorCode.none)
+    if consumer:
+        return _dead(
+            group_id, ErrorCode.group_id_not_found, f"Group {group_id} is not a classic group."
+        )
     return _dead(group_id, ErrorCode.group_id_not_found, f"Group {group_id} not found.")
 
 
@@ -75,7 +80,9 @@ async def describe_groups(
             out.append(_dead(group_id, g))
             continue
         if g is None or g.state is GroupState.DEAD:
-            out.append(_missing(group_id, ctx.version))
+            out.append(
+                _missing(group_id, ctx.version, ctx.broker.groups.is_consumer_group(group_id))
+            )
             continue
         stable = g.state is GroupState.STABLE
         out.append(
