@@ -15,6 +15,12 @@ from kio.schema.errors import ErrorCode
 from coordinator.consumer_group.heartbeat import ConsumerGroupConfig
 from coordinator.consumer_group.model import ConsumerGroup, ConsumerGroupState, TopicInfo
 from coordinator.consumer_group.offsets import validate_offset_commit, validate_offset_fetch
+from coordinator.consumer_group.records import (
+    CONSUMER_GROUP_TYPES,
+    ConsumerRecordError,
+    record_type,
+)
+from coordinator.consumer_group.records import replay as replay_consumer_record
 from coordinator.group.classic import (
     ClassicGroup,
     GroupConfig,
@@ -129,7 +135,9 @@ class GroupCoordinatorBase:
         """Apply one record of the offsets topic (at load, and live for offset records)."""
         try:
             k = decode_key(key)
-            if isinstance(k, OffsetCommitKey):
+            if k is None and record_type(key) in CONSUMER_GROUP_TYPES:
+                replay_consumer_record(self.consumer_groups, key, value)
+            elif isinstance(k, OffsetCommitKey):
                 v = None if value is None else decode_offset_commit_value(value)
                 if v is not None and k.group not in self.groups and not self._is_consumer(k.group):
                     # a simple group, also for a transactional offset (Kafka's replay), so a
@@ -151,7 +159,7 @@ class GroupCoordinatorBase:
                         shift = self.wall_ms() - self.now_ms()
                         g.state_timestamp_ms = gv.current_state_timestamp - shift
                     self.groups[k.group] = g
-        except RecordFormatError as exc:
+        except (RecordFormatError, ConsumerRecordError) as exc:
             log.warning("skipping unreadable %s record at %d: %s", OFFSETS_TOPIC, offset, exc)
 
     def _is_consumer(self, group_id: str) -> bool:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
+from coordinator.consumer_group.records import changes as consumer_group_changes
 from coordinator.group.classic import (
     ClassicGroup,
 )
@@ -332,15 +333,15 @@ class OffsetsApi(GroupCoordinatorBase):
             if cg is not None and not cg.dead:
                 if cg.members:
                     return E.non_empty_group
-                records = self.offsets.delete_records(group_id)
+                # its offsets' tombstones, then its own (replayed: the group goes)
+                records = self.offsets.delete_records(group_id) + consumer_group_changes(cg, None)
                 try:
-                    if records:
-                        at = await self._append(group_id, records)
-                        for i, (k, v) in enumerate(records):
-                            self.replay(k, v, at + i)
+                    at = await self._append(group_id, records)
                 except StorageError:
                     return E.coordinator_not_available
-                del self.consumer_groups[group_id]
+                for i, (k, v) in enumerate(records):
+                    self.replay(k, v, at + i)
+                self.consumer_groups.pop(group_id, None)
                 return E.none
             g = self.groups.get(group_id)
             if g is None or g.state is GroupState.DEAD:

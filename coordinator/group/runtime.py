@@ -90,7 +90,7 @@ class GroupCoordinator(ConsumerGroupApi):
                 retention_due = now + self.offsets_retention_check_ms
                 if written := await self.expire_offsets():
                     log.info("offsets retention: %d tombstone(s) written", written)
-            self.expire_consumer_groups(now)
+            await self.expire_consumer_groups(now)
             for g in list(self.groups.values()):
                 if g.next_deadline() <= now:
                     removed = g.expire(now)
@@ -110,7 +110,10 @@ class GroupCoordinator(ConsumerGroupApi):
         if (cg := self.consumer_groups.get(group_id)) is not None and not cg.dead:
             if cg.members:  # no online migration between the protocols (consumer_api.py)
                 return JoinResult(E.inconsistent_group_protocol, req.member_id)
-            del self.consumer_groups[group_id]  # an Empty consumer group becomes classic
+            try:  # an Empty consumer group becomes classic
+                await self.drop_empty_consumer_group(group_id)
+            except StorageError:
+                return JoinResult(E.coordinator_not_available, req.member_id)
         g = self.groups.get(group_id)
         if g is None or g.state is GroupState.DEAD:
             if req.member_id:

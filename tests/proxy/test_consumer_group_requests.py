@@ -20,6 +20,7 @@ from tests.proxy.harness import RawClient, connect, running_broker
 from tests.proxy.test_broker_requests import create
 
 MS = datetime.timedelta(milliseconds=1)
+ONE = {"offsets.topic.num.partitions": "1"}
 E = ErrorCode
 
 
@@ -209,3 +210,44 @@ async def test_consumer_protocol_off() -> None:
         assert v.finalized_features == () and v.supported_features == ()
         r = await c.request(join("g", "m1"))
         assert r.error_code is E.unsupported_version
+
+
+async def test_a_restart_keeps_every_members_assignment_and_epoch(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    data = f"file://{tmp_path}"
+    async with running_broker(data, **ONE) as (_, port), connect(port) as c:
+        assert await create(c, "t", 4) is E.none
+        a = await c.request(join("g", "a", instance_id="ia"))
+        b = await c.request(join("g", "b"))
+        assert (a.member_epoch, b.member_epoch) == (1, 2)
+        owned_a = a.assignment.topic_partitions  # type: ignore[union-attr]
+        # a revokes what b gets; then b is given its half
+        r = await c.request(join("g", "a", member_epoch=1, topic_partitions=owned_a))
+        keep = r.assignment.topic_partitions  # type: ignore[union-attr]
+        r = await c.request(join("g", "a", member_epoch=1, topic_partitions=keep))
+        assert r.member_epoch == 2
+        r = await c.request(join("g", "b", member_epoch=2, topic_partitions=()))
+        got_b = r.assignment.topic_partitions  # type: ignore[union-attr]
+        before = await c.request(
+            cgd.ConsumerGroupDescribeRequest(group_ids=("g",), include_authorized_operations=False)
+        )
+    async with running_broker(data, **ONE) as (_, port), connect(port) as c:
+        after = await c.request(
+            cgd.ConsumerGroupDescribeRequest(group_ids=("g",), include_authorized_operations=False)
+        )
+        assert after == before
+        # both carry on at their epochs with what they own: nothing moves
+        r = await c.request(join("g", "a", member_epoch=2, topic_partitions=keep, instance_id="ia"))
+        assert (r.error_code, r.member_epoch) == (E.none, 2)
+        r = await c.request(join("g", "b", member_epoch=2, topic_partitions=got_b))
+        assert (r.error_code, r.member_epoch) == (E.none, 2)
+        # a leaves: its tombstones survive a second restart
+        r = await c.request(
+            join("g", "a", member_epoch=-1, topic_partitions=None, instance_id="ia")
+        )
+        assert r.error_code is E.none
+    async with running_broker(data, **ONE) as (_, port), connect(port) as c:
+        d = await c.request(
+            cgd.ConsumerGroupDescribeRequest(group_ids=("g",), include_authorized_operations=False)
+        )
+        assert [m.member_id for m in d.groups[0].members] == ["b"]
+        assert d.groups[0].group_epoch == 3
