@@ -14,13 +14,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from compat_tests._support import EXTERNAL, topic_name, wait_for
-from compat_tests.conftest import _LIVE, BrokerProcess, _spawn
+from compat_tests.conftest import _LIVE, BrokerProcess, BrokerStartError, _spawn
 from compat_tests.test_groups import Member, all_values, produce, setup_topic, wait_consumed
 from compat_tests.txn_support import create, plain_producer, read_all, values
 
@@ -149,6 +150,41 @@ def test_static_member_restarts_without_moving_partitions(cbroker: BrokerProcess
     assert again.partitions_since(0) == before[0]
     assert members[1].partitions_since(mark) == before[1]
     no_duplicates(members)
+
+
+def test_broker_kill9_mid_reconciliation(tmp_path: Path, members) -> None:
+    """The broker dies while a second member is being given its half; after the restart the
+    group carries on from its records: the split completes, nothing is consumed twice."""
+    if EXTERNAL:
+        pytest.skip("kills the broker")
+    broker = _spawn(tmp_path, "kill848", SETTINGS)
+    try:
+        bs, group = broker.bootstrap, topic_name("g848")
+        topic = setup_topic(bs)
+        a = produce(bs, topic, "a")
+        members.append(Member(CLIENT, bs, topic, group, None))
+        wait_consumed(members, a)
+        wait_split(bs, group, [6])
+        members.append(Member(CLIENT, bs, topic, group, None))
+        wait_for(lambda: len(described(bs, group)[1]) == 2 or None, 30, "the second member")
+        port = broker.port
+        broker.kill9()
+        try:
+            broker.start(port=port)
+        except BrokerStartError:
+            pytest.skip("the broker's port was taken meanwhile")
+        wait_split(bs, group, [3, 3], timeout=40)
+        marks = [len(m.records) for m in members]
+        b = produce(bs, topic, "b")
+        wait_consumed(members, b, timeout=40)
+        split = [m.partitions_since(k) for m, k in zip(members, marks, strict=True)]
+        assert sorted(len(s) for s in split) == [3, 3] and len(set().union(*split)) == PARTS
+        no_duplicates(members)
+    finally:
+        for m in members:
+            m.stop()
+        broker.stop()
+        _LIVE.remove(broker)
 
 
 def _consumer(bs: str, group: str, topic: str) -> Consumer:
