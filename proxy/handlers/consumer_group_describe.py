@@ -5,6 +5,10 @@ Kafka's ConsumerGroup.asDescribedGroup: group epoch, target assignment epoch, st
 preferred assignor, and per member its epoch, subscription, current and target assignment
 (topic ids and names). A missing group, or a classic one, is GROUP_ID_NOT_FOUND with Kafka's
 message. Authorized operations are answered "not computed" (kafkad's other describes do too).
+
+Authorization (KafkaApis.handleConsumerGroupDescribe): DESCRIBE on each group, else that group
+is GROUP_AUTHORIZATION_FAILED; a group whose members' assignments name a topic the client may not
+describe is TOPIC_AUTHORIZATION_FAILED with Kafka's message and no members.
 """
 
 from __future__ import annotations
@@ -25,11 +29,15 @@ from kio.static.primitive import i8, i32
 
 from coordinator.consumer_group.model import Assignment as Partitions
 from coordinator.consumer_group.model import ConsumerGroup
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from wire.values import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
 
 CONSUMER_MEMBER = i8(1)
+TOPICS_UNAUTHORIZED = (
+    "The group has described topic(s) that the client is not authorized to describe."
+)
 
 
 def _failed(group_id: GroupId, code: ErrorCode, message: str | None) -> DescribedGroup:
@@ -111,9 +119,21 @@ async def consumer_group_describe(
     names = {t.topic_id: t.name for t in ctx.broker.topics}
     out = []
     for group_id in req.group_ids:
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            out.append(_failed(group_id, ErrorCode.group_authorization_failed, None))
+            continue
         found = groups.describe_consumer_group(group_id)
         if isinstance(found, tuple):
             out.append(_failed(group_id, *found))
-        else:
-            out.append(_described(found, groups.preferred_assignor(found), names))
+            continue
+        topics = {
+            names.get(t, "")
+            for m in found.members.values()
+            for a in (m.assigned, found.target.get(m.member_id, {}))
+            for t in a
+        }
+        if not all(ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, t) for t in topics):
+            out.append(_failed(group_id, ErrorCode.topic_authorization_failed, TOPICS_UNAUTHORIZED))
+            continue
+        out.append(_described(found, groups.preferred_assignor(found), names))
     return ConsumerGroupDescribeResponse(throttle_time=NO_THROTTLE, groups=tuple(out))

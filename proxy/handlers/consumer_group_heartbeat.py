@@ -6,6 +6,11 @@ expressions, INVALID_REGULAR_EXPRESSION).
 The decisions are coordinator/consumer_group/heartbeat.py. Served only while
 ``group.coordinator.rebalance.protocols`` includes "consumer" (UNSUPPORTED_VERSION otherwise, as
 Kafka answers an API it does not advertise). Every error carries Kafka's message.
+
+Authorization (KafkaApis.handleConsumerGroupHeartbeat): READ on the group, else
+GROUP_AUTHORIZATION_FAILED; DESCRIBE on every subscribed topic name, else
+TOPIC_AUTHORIZATION_FAILED. (Kafka 4.1 also leaves the topics a regex matches but the member may
+not describe out of its subscription; not done here.)
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from kio.static.primitive import i32
 
 from coordinator.consumer_group.heartbeat import Heartbeat
 from coordinator.consumer_group.model import Assignment as Partitions
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from wire.values import NO_THROTTLE, millis, ms32
@@ -61,6 +67,13 @@ async def consumer_group_heartbeat(
     groups = ctx.broker.groups
     if not groups.consumer_protocol_enabled:
         return _error_reply(req, ErrorCode.unsupported_version)
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return _error_reply(req, ErrorCode.group_authorization_failed)
+    if req.subscribed_topic_names and not all(
+        ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, t)
+        for t in set(req.subscribed_topic_names)
+    ):
+        return _error_reply(req, ErrorCode.topic_authorization_failed)
     owned = (
         None
         if req.topic_partitions is None

@@ -251,3 +251,45 @@ async def test_a_restart_keeps_every_members_assignment_and_epoch(tmp_path) -> N
         )
         assert [m.member_id for m in d.groups[0].members] == ["b"]
         assert d.groups[0].group_epoch == 3
+
+
+class _Deny:
+    """An authorizer refusing what it is given: (operation, resource type, name) triples."""
+
+    def __init__(self, *denied: tuple[object, object, str]) -> None:
+        self.denied = set(denied)
+
+    def authorize(self, principal, host, operation, resource_type, name) -> bool:  # type: ignore[no-untyped-def]
+        return (operation, resource_type, name) not in self.denied
+
+
+async def test_authorization() -> None:
+    from proxy.acl.model import AclOperation as Op
+    from proxy.acl.model import ResourceType as Res
+
+    async with running_broker() as (server, port), connect(port) as c:
+        assert await create(c, "t", 2) is E.none
+        assert await create(c, "secret", 2) is E.none
+        assert (await c.request(join("open", "m1", ("t", "secret")))).error_code is E.none
+        assert server.broker is not None
+        server.broker.authorizer = _Deny(
+            (Op.READ, Res.GROUP, "g"),
+            (Op.DESCRIBE, Res.GROUP, "g"),
+            (Op.DESCRIBE, Res.TOPIC, "secret"),
+        )
+        assert (await c.request(join("g", "m1"))).error_code is E.group_authorization_failed
+        r = await c.request(join("g2", "m1", ("t", "secret")))
+        assert r.error_code is E.topic_authorization_failed
+        d = await c.request(
+            cgd.ConsumerGroupDescribeRequest(
+                group_ids=("g", "open"), include_authorized_operations=False
+            )
+        )
+        assert [(x.error_code, x.error_message, x.members) for x in d.groups] == [
+            (E.group_authorization_failed, None, ()),
+            (
+                E.topic_authorization_failed,
+                "The group has described topic(s) that the client is not authorized to describe.",
+                (),
+            ),
+        ]
