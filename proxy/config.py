@@ -135,7 +135,7 @@ def _list(v: str) -> list[str]:
     return [x.strip() for x in v.split(",") if x.strip()]
 
 
-def _rebalance_protocols(v: str) -> tuple[str, ...]:
+def _rebalance_protocols(v: str) -> str:
     """Kafka's GroupCoordinatorConfig: classic, consumer, share, streams; classic required.
     kafkad serves classic and consumer; share and streams are refused."""
     names = _list(v.lower())
@@ -144,7 +144,7 @@ def _rebalance_protocols(v: str) -> tuple[str, ...]:
             raise ValueError(f"{n} is not a group protocol kafkad serves (classic, consumer)")
     if "classic" not in names:
         raise ValueError("must include classic")
-    return tuple(dict.fromkeys(names))
+    return ",".join(dict.fromkeys(names))  # normalised, as DescribeConfigs shows it
 
 
 # Kafka's built-in assignor classes and the names they answer to.
@@ -154,14 +154,14 @@ _ASSIGNOR_CLASSES = {
 }
 
 
-def _assignors(v: str) -> tuple[str, ...]:
+def _assignors(v: str) -> str:
     names = [_ASSIGNOR_CLASSES.get(n, n) for n in _list(v)]
     if not names:
         raise ValueError("must name at least one assignor")
     for n in names:
         if n not in ("uniform", "range"):
             raise ValueError(f"{n} is not an assignor kafkad has (uniform, range)")
-    return tuple(dict.fromkeys(names))
+    return ",".join(dict.fromkeys(names))  # normalised, as DescribeConfigs shows it
 
 
 def _ratio(v: str) -> float:
@@ -522,6 +522,38 @@ def _one_listener(listen: str, advertise: str | None, listen_what: str, adv_what
     return Listener("PLAINTEXT", "PLAINTEXT", host, port, host, port or None)
 
 
+def consumer_group_config_errors(values: Mapping[str, Any]) -> list[str]:
+    """Kafka's GroupCoordinatorConfig start-up checks of the consumer protocol's bounds."""
+    hb, hb_min, hb_max = (
+        values[f"group.consumer.{k}heartbeat.interval.ms"] for k in ("", "min.", "max.")
+    )
+    st, st_min, st_max = (
+        values[f"group.consumer.{k}session.timeout.ms"] for k in ("", "min.", "max.")
+    )
+    hb_name, st_name = "group.consumer.heartbeat.interval.ms", "group.consumer.session.timeout.ms"
+    checks = [
+        (
+            hb_max >= hb_min,
+            "group.consumer.max.heartbeat.interval.ms",
+            ">=",
+            "group.consumer.min.heartbeat.interval.ms",
+        ),
+        (hb >= hb_min, hb_name, ">=", "group.consumer.min.heartbeat.interval.ms"),
+        (hb <= hb_max, hb_name, "<=", "group.consumer.max.heartbeat.interval.ms"),
+        (
+            st_max >= st_min,
+            "group.consumer.max.session.timeout.ms",
+            ">=",
+            "group.consumer.min.session.timeout.ms",
+        ),
+        (st >= st_min, st_name, ">=", "group.consumer.min.session.timeout.ms"),
+        (st <= st_max, st_name, "<=", "group.consumer.max.session.timeout.ms"),
+        (hb < st, hb_name, "<", st_name),
+    ]
+    words = {">=": "greater than or equal to", "<=": "less than or equal to", "<": "less than"}
+    return [f"{a} must be {words[op]} {b}" for ok, a, op, b in checks if not ok]
+
+
 def load_config(
     *,
     listen: str | None,
@@ -595,6 +627,7 @@ def load_config(
             listener_sasl(values, listener.name)  # checked now; built again to serve
         except (SaslConfigError, ValueError) as exc:
             kafka.errors.append(str(exc))
+    kafka.errors += consumer_group_config_errors(values)
     if kafka.errors:
         raise ConfigError("; ".join(kafka.errors))
     if not parsed:

@@ -95,12 +95,12 @@ class GroupCoordinatorBase:
         # next to the classic groups: a group id is in at most one of the two
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.rebalance_protocols: tuple[str, ...] = tuple(
-            values.get("group.coordinator.rebalance.protocols", ("classic", "consumer"))
+            values.get("group.coordinator.rebalance.protocols", "classic,consumer").split(",")
         )
         self.consumer_config = ConsumerGroupConfig(
             heartbeat_interval_ms=values.get("group.consumer.heartbeat.interval.ms", 5000),
             session_timeout_ms=values.get("group.consumer.session.timeout.ms", 45000),
-            assignors=tuple(values.get("group.consumer.assignors", ("uniform", "range"))),
+            assignors=tuple(values.get("group.consumer.assignors", "uniform,range").split(",")),
             max_size=values.get("group.consumer.max.size", 2**31 - 1),
         )
         # the non-internal topics as the consumer groups see them (set by the broker)
