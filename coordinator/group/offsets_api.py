@@ -255,10 +255,15 @@ class OffsetsApi(GroupCoordinatorBase):
         if (err := self._status()) is not E.none:
             return err
         g = self.groups.get(group_id)
-        if g is None or g.state is GroupState.DEAD:
-            return E.group_id_not_found
         topics: set[str] = set()
-        if g.state is not GroupState.EMPTY:
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None and not cg.dead:  # KIP-848: never NON_EMPTY_GROUP
+            topics = set(cg.subscription_metadata)
+            for m in cg.members.values():
+                topics.update(m.subscribed_topic_names)
+        elif g is None or g.state is GroupState.DEAD:
+            return E.group_id_not_found
+        elif g.state is not GroupState.EMPTY:
             if g.protocol_type != CONSUMER_PROTOCOL_TYPE:
                 return E.non_empty_group
             found = subscribed_topics(g)
@@ -320,6 +325,45 @@ class OffsetsApi(GroupCoordinatorBase):
                         continue
                     for i, (k, v) in enumerate(records):
                         self.replay(k, v, at + i)
+                written += len(records)
+        return written + await self._expire_consumer_offsets()
+
+    async def _expire_consumer_offsets(self) -> int:
+        """Retention for consumer groups (Kafka's ConsumerGroup.offsetExpirationCondition):
+        from each commit, for topics the group does not subscribe to; an Empty group left
+        with no offsets is deleted (its records tombstoned)."""
+        written = 0
+        for group_id in list(self.consumer_groups):
+            async with self._write_lock:
+                cg = self.consumer_groups.get(group_id)
+                if cg is None or cg.dead:
+                    continue
+                subscribed = set(cg.subscription_metadata)
+                for m in cg.members.values():
+                    subscribed.update(m.subscribed_topic_names)
+                now = self.wall_ms()
+                records, all_gone = self.offsets.expired_records(
+                    group_id,
+                    lambda om: om.commit_timestamp,
+                    subscribed,
+                    now,
+                    self.offsets_retention_ms,
+                )
+                gone = all_gone and not cg.members
+                if gone:
+                    records += consumer_group_changes(cg, None)
+                if not records:
+                    continue
+                try:
+                    at = await self._append(group_id, records)
+                except StorageError as exc:
+                    log.error("group %s: offsets retention failed: %s", group_id, exc)
+                    continue
+                for i, (k, v) in enumerate(records):
+                    self.replay(k, v, at + i)
+                if gone:
+                    self.consumer_groups.pop(group_id, None)
+                    log.info("group %s: deleted (Empty, no offsets left)", group_id)
                 written += len(records)
         return written
 
