@@ -1,7 +1,8 @@
 """The consumer group protocol (KIP-848) with confluent-kafka ``group.protocol=consumer``:
 members join and leave with incremental reassignment and no record consumed twice, a killed
 member's partitions move after the session timeout, a static member restarts without moving
-anything, and consume-transform-produce with ``send_offsets_to_transaction`` fences a zombie
+anything, a broker kill -9 mid-reconciliation, a regex subscription picks up a topic created
+later, and consume-transform-produce with ``send_offsets_to_transaction`` fences a zombie
 member by its member id and epoch.
 
 Members are compat_tests/group_consumer.py subprocesses (client "confluent-consumer"), which
@@ -185,6 +186,33 @@ def test_broker_kill9_mid_reconciliation(tmp_path: Path, members) -> None:
             m.stop()
         broker.stop()
         _LIVE.remove(broker)
+
+
+def test_regex_subscription_picks_up_a_new_topic(cbroker: BrokerProcess) -> None:
+    bs = cbroker.bootstrap
+    prefix = topic_name("rx")
+    first = create(bs, f"{prefix}-a", 2)
+    plain = plain_producer(bs)
+    plain.produce(first, b"a1", partition=0)
+    plain.flush(10)
+    c = _consumer(bs, topic_name("g848rx"), f"^{prefix}-.*")
+    try:
+        got: list[tuple[str, bytes]] = []
+
+        def consumed(n: int) -> bool | None:
+            m = c.poll(0.1)
+            if m is not None and m.error() is None:
+                got.append((m.topic(), m.value()))
+            return len(got) >= n or None
+
+        wait_for(lambda: consumed(1), 30, "the record of the first topic", step=0)
+        second = create(bs, f"{prefix}-b", 1)
+        plain.produce(second, b"b1", partition=0)
+        plain.flush(10)
+        wait_for(lambda: consumed(2), 30, "the record of the topic created later", step=0)
+        assert got == [(first, b"a1"), (second, b"b1")]
+    finally:
+        c.close()
 
 
 def _consumer(bs: str, group: str, topic: str) -> Consumer:
