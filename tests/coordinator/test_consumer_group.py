@@ -181,7 +181,8 @@ def test_no_partition_is_owned_twice_under_random_heartbeats() -> None:
             choice = rng.random()
             if choice < 0.15 and len(clients) < 5:
                 mid = f"m{step}"
-                r = heartbeat(g, join(mid, ("t", "u")), topics, CFG, now)
+                subscription = rng.choice([("t", "u"), ("t", "u"), ("t",), ("u",)])
+                r = heartbeat(g, join(mid, subscription), topics, CFG, now)
                 assert r.error is E.none
                 clients[mid] = (r.member_epoch, r.assignment or {})
             elif choice < 0.22 and alive:
@@ -212,7 +213,8 @@ def test_no_partition_is_owned_twice_under_random_heartbeats() -> None:
         if clients:
             assert g.state is ConsumerGroupState.STABLE
             total = sum(len(ps) for _, have in clients.values() for ps in have.values())
-            assert total == 12
+            wanted = {t for m in g.members.values() for t in m.subscribed_topic_names}
+            assert total == sum(topics[t].partitions for t in wanted)
 
 
 # -- leaving, timeouts -------------------------------------------------------------------------
@@ -315,6 +317,15 @@ def test_uniform_is_balanced_and_sticky() -> None:
     assert sorted(len(a.get(T, ())) for a in second.values()) == [3, 3, 3, 3]
     for m in ("a", "b", "c"):
         assert second[m][T] <= first[m][T]  # nobody loses a partition it did not have to
+
+
+def test_uniform_heterogeneous_is_balanced_per_eligibility() -> None:
+    topics = {"t": TopicInfo("t", T, 6), "u": TopicInfo("u", U, 2)}
+    subs = {"a": frozenset({"t", "u"}), "b": frozenset({"t"}), "c": frozenset({"u"})}
+    out = uniform(subs, topics, {})
+    sizes = {m: sum(len(p) for p in a.values()) for m, a in out.items()}
+    assert sum(sizes.values()) == 8 and max(sizes.values()) - min(sizes.values()) <= 2
+    assert U not in out["b"] and T not in out["c"]
 
 
 def test_range_assignor() -> None:
