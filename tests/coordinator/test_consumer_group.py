@@ -458,3 +458,21 @@ def test_record_formats_are_kafkas() -> None:
         + b"\x01"
         + b"\x00"
     )
+
+
+def test_a_group_of_200_members_converges() -> None:
+    """The largest group the unit tests run: 200 members join one by one (each heartbeating
+    as the others join), then every member heartbeats until the group is Stable."""
+    topics = {"t": TopicInfo("t", T, 400)}
+    g = ConsumerGroup("g")
+    clients: dict[str, tuple[int, Assignment]] = {}
+    for i in range(200):
+        r = heartbeat(g, join(f"m{i:03}"), topics, CFG, i)
+        clients[f"m{i:03}"] = (r.member_epoch, r.assignment or {})
+    for _ in range(3):
+        for mid, (epoch, have) in list(clients.items()):
+            r = heartbeat(g, beat(mid, epoch, have), topics, CFG, 1000)
+            assert r.error is E.none
+            clients[mid] = (r.member_epoch, r.assignment if r.assignment is not None else have)
+    assert g.state is ConsumerGroupState.STABLE
+    assert sorted({len(a.get(T, ())) for _, a in clients.values()}) == [2]
