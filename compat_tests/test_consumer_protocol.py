@@ -3,7 +3,8 @@ members join and leave with incremental reassignment and no record consumed twic
 member's partitions move after the session timeout, a static member restarts without moving
 anything, a broker kill -9 mid-reconciliation, a regex subscription picks up a topic created
 later, and consume-transform-produce with ``send_offsets_to_transaction`` fences a zombie
-member by its member id and epoch.
+member by its member id (UNKNOWN_MEMBER_ID once it left) and by its epoch (STALE_MEMBER_EPOCH
+with group metadata from before a rebalance).
 
 Members are compat_tests/group_consumer.py subprocesses (client "confluent-consumer"), which
 commit each record synchronously before printing it. The broker runs with a 500 ms heartbeat
@@ -297,5 +298,46 @@ def test_consume_transform_produce_and_a_zombie_member(cbroker: BrokerProcess) -
         p.commit_transaction(30)
         assert values(read_all(bs, [(dst, 0)], "read_committed"))[-1] == b"live"
     finally:
+        if c2 is not None:
+            c2.close()
+
+
+def test_offsets_with_a_stale_member_epoch_are_refused(cbroker: BrokerProcess) -> None:
+    """KIP-447 fencing by member epoch: group metadata taken before a rebalance bumped the
+    member's epoch is refused (STALE_MEMBER_EPOCH, abortable); the member's current metadata
+    commits."""
+    from confluent_kafka import Producer
+
+    bs = cbroker.bootstrap
+    src = create(bs, topic_name("stale"), 2)
+    group = topic_name("g848stale")
+    c1 = _consumer(bs, group, src)
+    c2: Consumer | None = None
+    p = Producer({"bootstrap.servers": bs, "transactional.id": topic_name("tid")})
+    p.init_transactions(30)
+    try:
+        _poll_until_assigned(c1, 2)
+        old = c1.consumer_group_metadata()
+        c2 = _consumer(bs, group, src)
+        other = c2
+
+        def split() -> bool | None:
+            c1.poll(0.05)
+            other.poll(0.05)
+            return (len(c1.assignment()) == 1 and len(other.assignment()) == 1) or None
+
+        wait_for(split, 30, "a 1/1 split", step=0)
+        p.begin_transaction()
+        with pytest.raises(KafkaException) as info:
+            p.send_offsets_to_transaction([TopicPartition(src, 0, 5)], old, 30)
+        assert info.value.args[0].code() == KafkaError.STALE_MEMBER_EPOCH
+        assert info.value.args[0].txn_requires_abort()
+        p.abort_transaction(30)
+        p.begin_transaction()
+        p.send_offsets_to_transaction([TopicPartition(src, 0, 5)], c1.consumer_group_metadata(), 30)
+        p.commit_transaction(30)
+        assert _committed(bs, group, src) == 5
+    finally:
+        c1.close()
         if c2 is not None:
             c2.close()
