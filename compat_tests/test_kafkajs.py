@@ -28,7 +28,7 @@ def run(
     sasl: dict[str, str] | None = None,
 ) -> list:
     """``tls``: {"ca", "cert", "key"} PEM paths, for an SSL listener; ``sasl``: kafkajs's
-    {"mechanism", "username", "password"}."""
+    {"mechanism", "username", "password"}, or {"mechanism": "oauthbearer", "token"}."""
     node = shutil.which("node")
     if node is None or not (DRIVER.parent / "node_modules" / "kafkajs").is_dir():
         pytest.fail("node or kafkajs missing: run scripts/install-client-tools")

@@ -547,3 +547,16 @@ def test_kafka_python_and_aiokafka_oauthbearer(broker: SaslBroker) -> None:
     asyncio.run(aio())
     cfg = librdkafka(broker, "PLAIN", "bob", "bob-secret")
     assert consume(cfg, topic, 2 * N) == payloads(topic) * 2
+
+
+def test_kafkajs_oauthbearer_with_an_unsecured_token(broker: SaslBroker) -> None:
+    topic = topic_name("sasl-kjs-oauth")
+    messages = [{"key": None, "value": "a2pz", "headers": []} for _ in range(N)]  # "kjs"
+    kafkajs_run(
+        broker.plain,
+        {"op": "createTopics", "topics": [{"topic": topic, "numPartitions": 1}]},
+        {"op": "send", "topic": topic, "acks": -1, "messages": messages},
+        sasl={"mechanism": "oauthbearer", "token": unsecured_jwt("frank")},
+    )
+    cfg = librdkafka(broker, "PLAIN", "bob", "bob-secret")
+    assert consume(cfg, topic, N) == [b"kjs"] * N

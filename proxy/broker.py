@@ -24,6 +24,8 @@ from coordinator.group.runtime import GroupCoordinator
 from coordinator.producer_ids import ProducerIdManager
 from coordinator.txn.runtime import TxnConfig, TxnCoordinator
 from proxy.acl.model import Authorizer
+from proxy.acl.settings import authorizer_from_values
+from proxy.acl.store import AclStore
 from proxy.config import BrokerConfig
 from proxy.fault_injection import CRASH_EXIT_CODE, injector_from_config
 from proxy.metrics.requests import BrokerMetrics
@@ -97,8 +99,13 @@ class Broker:
         self.groups.topic_view = self.consumer_topics  # what KIP-848 groups subscribe to
         self.producer_ids = ProducerIdManager(store)
         self.scram = ScramStore(store)  # SCRAM credentials (proxy/sasl/scram_store.py)
-        # ACLs (proxy/acl/): None unless authorizer.class.name is set, as in Kafka
-        self.authorizer: Authorizer | None = None
+        # ACLs (proxy/acl/): None unless authorizer.class.name is set, as in Kafka. The
+        # bindings are kept in self.acls (durable); the standard authorizer follows its changes.
+        self.acls = AclStore(store)
+        standard = authorizer_from_values(config.values or {})
+        if standard is not None:
+            self.acls.listeners.append(standard.set_acls)
+        self.authorizer: Authorizer | None = standard
         # kafkad.fault.injection: the dispatcher's request faults and the crash points
         self.faults = injector_from_config((config.values or {}).get("kafkad.fault.injection", ""))
         self.txns = TxnCoordinator(
@@ -186,6 +193,7 @@ class Broker:
     async def start(self) -> None:
         await self.producer_ids.load()
         await self.scram.load()
+        await self.acls.load()
         await self.topics.load()
 
     async def close(self) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from proxy.acl.settings import ACL_CONFIGS
 from proxy.fault_injection import parse_spec
 from proxy.http.settings import parse_http_listeners
 from proxy.kafka_properties import translate
@@ -277,6 +278,9 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     # SASL (proxy/sasl/settings.py): mechanisms, PLAIN's JAAS users, KIP-368 re-authentication,
     # each also per listener (listener.name.<name>.<config>).
     **SASL_CONFIGS,
+    # ACLs (proxy/acl/settings.py): authorizer.class.name, super.users,
+    # allow.everyone.if.no.acl.found
+    **ACL_CONFIGS,
 }
 
 

@@ -13,7 +13,10 @@ also sets the connection's principal; a failed handshake closes this connection 
 SASL listener each request first goes through the connection's SASL state
 (``proxy/sasl/session.py``): before authentication only ApiVersions, SaslHandshake and
 SaslAuthenticate pass, anything else closes the connection; a failed exchange is answered
-and the connection closed after ``connection.failed.authentication.delay.ms``.
+and the connection closed after ``connection.failed.authentication.delay.ms``. Until the
+client is authenticated (and while it re-authenticates) a frame may be at most
+``sasl.server.max.receive.size`` bytes (Kafka's SaslServerAuthenticator reads them so): a
+larger one fails the authentication unanswered, closed after the same delay.
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ import trio
 from proxy.dispatch import Dispatcher
 from proxy.outcomes import CloseConnection
 from proxy.principal import ANONYMOUS, KafkaPrincipal
-from proxy.sasl.session import Close, Reply, SaslSession
+from proxy.sasl.session import Close, Reply, SaslSession, State
 from proxy.tls import HandshakeFailed, TlsSettings, accept_tls
-from wire.errors import ProtocolError
+from wire.errors import FramingError, ProtocolError
 from wire.framing import FrameDecoder, Want
 
 log = logging.getLogger("kafkad.connection")
@@ -115,6 +118,21 @@ async def serve_connection(
     async def send_ready() -> None:
         await _send(stream, replies, cfg.write_s)
 
+    async def next_frame() -> bytes | Want:
+        session = conn.sasl
+        if session is None or session.state is State.COMPLETE:
+            decoder.max_frame = cfg.max_frame_bytes
+            return decoder.next_frame()
+        decoder.max_frame = session.settings.max_receive_size
+        try:
+            return decoder.next_frame()
+        except FramingError as exc:  # Kafka: InvalidReceiveException, an authentication failure
+            await send_ready()
+            await trio.sleep(session.settings.failed_delay_ms / 1000)
+            why = f"SASL authentication failed: invalid receive size: {exc}"
+            log.info("closing connection peer=%s listener=%s: %s", conn.peer, conn.listener, why)
+            raise CloseConnection(why) from None
+
     with conn.scope:
         try:
             if tls is not None:
@@ -125,7 +143,7 @@ async def serve_connection(
                 stream = conn.stream
                 log.debug("TLS connection peer=%s principal=%s", conn.peer, conn.principal)
             while True:
-                frame = decoder.next_frame()
+                frame = await next_frame()
                 if frame is Want.EOF:
                     break
                 if frame is Want.MORE:
@@ -156,7 +174,7 @@ async def serve_connection(
                             if isinstance(route, Reply):  # a raw token (SaslHandshake v0)
                                 replies.append(route.frame)
                                 await _after_sasl(conn, send_ready)
-                                frame = decoder.next_frame()
+                                frame = await next_frame()
                                 continue
                         reply = await dispatch.handle(
                             frame,
@@ -170,7 +188,7 @@ async def serve_connection(
                             replies.append(reply)
                         if conn.sasl is not None:
                             await _after_sasl(conn, send_ready)
-                        frame = decoder.next_frame()
+                        frame = await next_frame()
                     await send_ready()
                 finally:
                     conn.busy = False

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from proxy.acl.authorizer import authorize_by_resource_type
 from proxy.acl.model import AclOperation, ResourceType
 from proxy.principal import ANONYMOUS, KafkaPrincipal
 from wire.codec import RequestHeader
@@ -41,8 +42,29 @@ class RequestContext:
         authorizer = self.broker.authorizer
         if authorizer is None:
             return True
-        host = self.peer.rpartition(":")[0] if ":" in self.peer else self.peer
-        return authorizer.authorize(self.principal, host, operation, resource_type, name)
+        return authorizer.authorize(self.principal, self._host, operation, resource_type, name)
+
+    def authorized_by_resource_type(
+        self, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """Whether this connection's principal may do ``operation`` on at least one resource of
+        ``resource_type`` (Kafka's ``authorizeByResourceType``: e.g. an idempotent producer
+        without CLUSTER IDEMPOTENT_WRITE needs WRITE on some topic); True with no authorizer."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        return authorize_by_resource_type(
+            authorizer,
+            self.broker.acls.bindings,
+            self.principal,
+            self._host,
+            operation,
+            resource_type,
+        )
+
+    @property
+    def _host(self) -> str:
+        return self.peer.rpartition(":")[0] if ":" in self.peer else self.peer
 
     @property
     def version(self) -> int:

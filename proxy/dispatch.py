@@ -6,7 +6,9 @@ exception is ApiVersions at a version we do not know, answered per KIP-511. A bu
 handler costs that one request: it is logged and answered with UNKNOWN_SERVER_ERROR in the
 API's own response shape; the connection and the broker carry on. A ``StorageError`` that
 escapes a handler (a log that went offline) is answered KAFKA_STORAGE_ERROR the same way, as
-Kafka's ``getErrorResponse`` maps KafkaStorageException.
+Kafka's ``getErrorResponse`` maps KafkaStorageException. A handler that refuses a request as a
+whole (not authorized: ``proxy/acl/checks.py``) raises ``ErrorReply(code)`` and gets its API's
+error reply the same way, logged at DEBUG only.
 
 Requests that may park (``may_park``: a long-poll Fetch, JoinGroup/SyncGroup, the
 transaction APIs that wait for a running completion, a Produce that waits for its fsync, an
@@ -32,7 +34,7 @@ from kio.schema.errors import ErrorCode
 from proxy.broker import Broker
 from proxy.context import RequestContext
 from proxy.fault_injection import Fault
-from proxy.outcomes import NO_RESPONSE, CloseConnection
+from proxy.outcomes import NO_RESPONSE, CloseConnection, ErrorReply
 from proxy.principal import ANONYMOUS, KafkaPrincipal
 from proxy.registry import Handler, advertised, entry, served
 from proxy.sasl.session import SaslSession
@@ -145,6 +147,10 @@ class Dispatcher:
                 response = handler.write(answer, body, header.api_version)
         except CloseConnection:
             raise
+        except ErrorReply as exc:  # refused as a whole (e.g. not authorized): its error reply
+            log.debug("api %d v%d refused: %s", header.api_key, header.api_version, exc)
+            _no_error_reply_for_acks0(header, body, exc)
+            response = _error_reply(handler, header, req, body, exc.code)
         except StorageError as exc:  # e.g. a read from a log that went offline
             log.error("api %d v%d: storage error: %s", header.api_key, header.api_version, exc)
             _no_error_reply_for_acks0(header, body, exc)

@@ -47,9 +47,10 @@ from typing import Any
 
 import trio
 
+from proxy.acl.settings import SENSITIVE as ACL_SENSITIVE
 from proxy.listeners import LISTENER_PREFIX, listener_value
 from proxy.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
-from proxy.sasl.settings import SASL_CONFIGS
+from proxy.sasl.settings import SASL_CONFIGS, SASL_MECHANISM_CONFIGS
 from proxy.sasl.settings import SENSITIVE as SASL_SENSITIVE
 from proxy.ssl_principal import SslPrincipalMapper, certificate_dn, check_rules
 from proxy.tls_stream import TlsStream
@@ -120,23 +121,29 @@ SSL_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
         "",
     ),
 }
-# Kafka's PASSWORD-type ssl configs (and the JAAS configs, which hold passwords):
+# Kafka's PASSWORD-type ssl configs (and the JAAS configs, which hold passwords; and the
+# authorizer's super.users and allow.everyone.if.no.acl.found, which Kafka does not type):
 # DescribeConfigs shows them as sensitive, with no value.
-SENSITIVE_CONFIGS = SASL_SENSITIVE | frozenset(
-    {
-        "ssl.keystore.password",
-        "ssl.key.password",
-        "ssl.keystore.key",
-        "ssl.keystore.certificate.chain",
-        "ssl.truststore.password",
-        "ssl.truststore.certificates",
-    }
+SENSITIVE_CONFIGS = (
+    SASL_SENSITIVE
+    | ACL_SENSITIVE
+    | frozenset(
+        {
+            "ssl.keystore.password",
+            "ssl.key.password",
+            "ssl.keystore.key",
+            "ssl.keystore.certificate.chain",
+            "ssl.truststore.password",
+            "ssl.truststore.certificates",
+        }
+    )
 )
 # Configs a listener may override with its listener.name.<name>. prefix (a SASL layer adds its
 # own names here).
 PER_LISTENER: dict[str, Callable[[str], Any]] = {
     **{n: p for n, (p, _) in SSL_CONFIGS.items()},
     **{n: p for n, (p, _) in SASL_CONFIGS.items()},
+    **SASL_MECHANISM_CONFIGS,
 }
 
 

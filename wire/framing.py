@@ -30,7 +30,9 @@ class FrameDecoder:
         self._buf = bytearray()
         self._pos = 0
         self._eof = False
-        self._max = max_frame
+        # the largest frame accepted; the owner may change it between frames (a SASL listener
+        # allows smaller ones until the client is authenticated)
+        self.max_frame = max_frame
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Add bytes from the peer; ``b""`` means the peer closed its side."""
@@ -56,11 +58,11 @@ class FrameDecoder:
         avail = len(buf) - pos
         if avail >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
-            if not 0 <= size <= self._max:
+            if not 0 <= size <= self.max_frame:
                 other = foreign_protocol(bytes(buf[pos : pos + 4]))
                 if other is not None:
                     raise FramingError(f"{other}: this listener is PLAINTEXT Kafka")
-                raise FramingError(f"frame of {size} bytes (limit {self._max})")
+                raise FramingError(f"frame of {size} bytes (limit {self.max_frame})")
             end = pos + 4 + size
             if end <= len(buf):
                 with memoryview(buf) as view:

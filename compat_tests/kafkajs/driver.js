@@ -63,6 +63,11 @@ function stderrLogger () {
   }
 }
 
+function saslOptions (sasl) {
+  if (sasl.mechanism !== 'oauthbearer') return sasl
+  return { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: sasl.token }) }
+}
+
 async function main () {
   let input = ''
   for await (const chunk of process.stdin) input += chunk
@@ -79,8 +84,9 @@ async function main () {
     clientId: 'kafkad-compat',
     brokers,
     ssl,
-    // sasl: {mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512', username, password}
-    ...(sasl ? { sasl } : {}),
+    // sasl: {mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512', username, password},
+    // or {mechanism: 'oauthbearer', token}: kafkajs's token provider hands out that token
+    ...(sasl ? { sasl: saslOptions(sasl) } : {}),
     logLevel: logLevel.WARN,
     logCreator: stderrLogger,
     retry: { retries: 2 },

@@ -7,24 +7,28 @@ HW - committed, ``lag_lso`` LSO - committed: what a read_committed consumer stil
 read (an open transaction holds the LSO back).
 
 reset-offsets follows Kafka's ConsumerGroupCommand: it plans new offsets (``--to-earliest``,
-``--to-latest``, ``--to-offset N``, ``--shift-by N``, ``--to-datetime``), clamped into
-[log start, log end]; it prints the plan (dry run) unless ``--execute``; it is refused while
-the group has members (state other than Empty or Dead).
+``--to-latest``, ``--to-current``, ``--to-offset N``, ``--shift-by N``, ``--to-datetime``,
+``--by-duration``), clamped into [log start, log end], for ``--topic T[:P,P]`` or
+``--all-topics`` (every partition the group has an offset for); it prints the plan (a dry run,
+also ``--dry-run``) unless ``--execute``; it is refused while the group has members (state
+other than Empty or Dead).
 
 Deviations from ConsumerGroupCommand: a refused reset exits 1 (Kafka prints the error and
-exits 0); ``--to-current``, ``--by-duration``, ``--from-file``, ``--all-groups``,
-``--all-topics`` and ``--export`` are not offered; a lag is never shown below 0.
+exits 0); ``--from-file``, ``--all-groups`` and ``--export`` are not offered; a lag is never
+shown below 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import re
 import struct
+import time
 from typing import Any
 
 from kafkad.cli.options import UsageError, add_common
-from kafkad.cli.output import emit
+from kafkad.cli.output import emit, report_deletions
 from kafkad.client.cluster import API, GROUP, Client
 from kafkad.client.errors import ClientError, KafkaError, check
 from kafkad.client.fetching import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, list_offset
@@ -44,16 +48,28 @@ def register(nouns: Any) -> None:
     _done(v, describe)
     v = verbs.add_parser("reset-offsets", help="plan (default) or --execute new committed offsets")
     v.add_argument("group")
-    v.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,P]")
+    scope = v.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--topic", action="append", metavar="TOPIC[:P,P]")
+    scope.add_argument(
+        "--all-topics", action="store_true", help="every partition the group has an offset for"
+    )
     to = v.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true")
     to.add_argument("--to-latest", action="store_true")
+    to.add_argument(
+        "--to-current", action="store_true", help="the committed offset (else the log end)"
+    )
     to.add_argument("--to-offset", type=int, metavar="N")
     to.add_argument("--shift-by", type=int, metavar="N")
     to.add_argument(
         "--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss", help="UTC unless an offset is given"
     )
-    v.add_argument("--execute", action="store_true", help="commit the plan (default: dry run)")
+    to.add_argument(
+        "--by-duration", metavar="PnDTnHnMnS", help="that long before now, e.g. PT1H or P1DT12H"
+    )
+    run = v.add_mutually_exclusive_group()
+    run.add_argument("--execute", action="store_true", help="commit the plan (default: dry run)")
+    run.add_argument("--dry-run", action="store_true", help="only print the plan (the default)")
     _done(v, reset_offsets)
     v = verbs.add_parser("delete", help="delete empty groups")
     v.add_argument("group", nargs="+")
@@ -229,6 +245,23 @@ def parse_datetime_ms(text: str) -> int:
     return int(when.timestamp() * 1000)
 
 
+_DURATION = re.compile(
+    r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+(?:\.\d+)?)S)?)?",
+    re.IGNORECASE,
+)
+
+
+def parse_duration_ms(text: str) -> int:
+    """Java's ``Duration.parse`` form (``PnDTnHnMn.nS``), as ``--by-duration`` takes it."""
+    m = _DURATION.fullmatch(text)
+    if not m or not any(m.group(i) for i in range(2, 6)) or text.upper().endswith("T"):
+        raise UsageError(f"--by-duration {text!r}: not a duration like PT1H, P1DT12H or PT30M")
+    days, hours, minutes = (int(m.group(i) or 0) for i in (2, 3, 4))
+    seconds = float(m.group(5) or 0)
+    total = ((days * 24 + hours) * 60 + minutes) * 60_000 + round(seconds * 1000)
+    return -total if m.group(1) == "-" else total
+
+
 def plan_offset(
     mode: str,
     value: int | None,
@@ -243,6 +276,8 @@ def plan_offset(
         target = start
     elif mode == "to_latest":
         target = end
+    elif mode == "to_current":  # as resetToCurrent: the committed offset, else the log end
+        target = end if current is None else current
     elif mode == "to_offset":
         assert value is not None
         target = value
@@ -284,16 +319,22 @@ def reset_offsets(args: argparse.Namespace, client: Client) -> int:
         for m, v in (
             ("to_earliest", None),
             ("to_latest", None),
+            ("to_current", None),
             ("to_offset", args.to_offset),
             ("shift_by", args.shift_by),
             ("to_datetime", None),
+            ("by_duration", None),
         )
         if (getattr(args, m) not in (None, False))
     )
     when = parse_datetime_ms(args.to_datetime) if args.to_datetime else None
+    if args.by_duration:  # Kafka: now minus the duration, then as --to-datetime
+        when = int(time.time() * 1000) - parse_duration_ms(args.by_duration)
+        mode = "to_datetime"
     committed = committed_offsets(client, args.group)
     plan = []
-    for topic, part in _partitions(client, args.topic):
+    scope = sorted(committed) if args.all_topics else _partitions(client, args.topic)
+    for topic, part in scope:
         start = list_offset(client, topic, part, EARLIEST)
         end = list_offset(client, topic, part, LATEST)
         at = list_offset(client, topic, part, when) if when is not None else None
@@ -352,7 +393,7 @@ def _commit(client: Client, group: str, plan: list[dict[str, Any]]) -> None:
 
 
 def delete(args: argparse.Namespace, client: Client) -> int:
-    failed: KafkaError | None = None
+    failed: list[tuple[str, KafkaError]] = []
     deleted = []
     for group in args.group:
 
@@ -366,10 +407,7 @@ def delete(args: argparse.Namespace, client: Client) -> int:
 
         code = client.coordinated(group, GROUP, once)
         if code:
-            failed = failed or KafkaError(code, f"deleting group {group!r}")
+            failed.append((group, KafkaError(code, f"deleting group {group!r}")))
         else:
             deleted.append(group)
-    emit(args.json, {"deleted": deleted}, ("DELETED",), [(g,) for g in deleted])
-    if failed:
-        raise failed
-    return 0
+    return report_deletions(args.json, "group", deleted, failed)

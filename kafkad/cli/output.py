@@ -7,7 +7,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-__all__ = ["emit", "table"]
+from kafkad.client.errors import ClientError, KafkaError
+
+__all__ = ["emit", "report_deletions", "table"]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -41,3 +43,23 @@ def emit(
 
 def rows_of(items: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[list[Any]]:
     return [[item.get(k) for k in keys] for item in items]
+
+
+def report_deletions(
+    as_json: bool, noun: str, deleted: Sequence[str], failed: Sequence[tuple[str, KafkaError]]
+) -> int:
+    """What a delete of several names did, each one, as Kafka's tools report it: the deleted
+    and the failed (``{"deleted": [...], "failed": [{noun, "error_code", "message"}]}``);
+    then, if any failed, one error line naming every failure (exit 1)."""
+    rows = [(name, "deleted") for name in deleted]
+    rows += [(name, f"failed: {exc}") for name, exc in failed]
+    data = {
+        "deleted": list(deleted),
+        "failed": [
+            {noun: name, "error_code": exc.code, "message": str(exc)} for name, exc in failed
+        ],
+    }
+    emit(as_json, data, (noun.upper(), "OUTCOME"), rows)
+    if failed:
+        raise ClientError("; ".join(str(exc).rstrip(".") for _, exc in failed))
+    return 0

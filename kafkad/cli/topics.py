@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from kafkad.cli.options import UsageError, add_common, key_value
-from kafkad.cli.output import emit
+from kafkad.cli.output import emit, report_deletions
 from kafkad.client.cluster import API, Client
 from kafkad.client.errors import KafkaError, check
 
@@ -141,16 +141,22 @@ def delete(args: argparse.Namespace, client: Client) -> int:
             "timeout": int(args.timeout * 1000),
         },
     )
-    failed = None
-    for r in resp.responses:
-        if r.error_code:
-            failed = failed or KafkaError(
-                int(r.error_code), f"deleting topic {r.name!r}", getattr(r, "error_message", None)
-            )
-    if failed:
-        raise failed
-    emit(args.json, {"deleted": list(args.topic)}, ("DELETED",), [(t,) for t in args.topic])
-    return 0
+    # each topic deleted or not on its own: every outcome is reported, not the first failure
+    outcome = {str(r.name): r for r in resp.responses}
+    deleted = [t for t in args.topic if t in outcome and not outcome[t].error_code]
+    failed = [
+        (
+            t,
+            KafkaError(
+                int(outcome[t].error_code),
+                f"deleting topic {t!r}",
+                getattr(outcome[t], "error_message", None),
+            ),
+        )
+        for t in args.topic
+        if t in outcome and outcome[t].error_code
+    ]
+    return report_deletions(args.json, "topic", deleted, failed)
 
 
 def configs_get(args: argparse.Namespace, client: Client) -> int:

@@ -1,5 +1,5 @@
-"""``kafkad txns list|describe|describe-producers|find-hanging|abort``: Kafka's
-``TransactionsCommand`` (tools/.../TransactionsCommand.java) over the protocol, with its
+"""``kafkad txns list|describe|describe-producers|find-hanging|abort|forceTerminateTransaction``:
+Kafka's ``TransactionsCommand`` (tools/.../TransactionsCommand.java) over the protocol, with its
 options, columns and logic.
 
 find-hanging: DescribeProducers on the partitions gives each producer's open transaction
@@ -14,9 +14,19 @@ coordinator epoch, as Kafka's ``AbortTransactionSpec``; ``--start-offset`` looks
 with DescribeProducers (the producer whose open transaction starts there); a coordinator
 epoch below 0 becomes 0, as in Kafka.
 
-Deviations: ``--broker-id`` (asking a given replica) is not offered: DescribeProducers goes to
-each partition's leader. find-hanging exits 1 when it lists a hanging transaction (Kafka's
-tool exits 0 either way), so a script can test for one.
+forceTerminateTransaction (Kafka 4.1, KIP-939; alias ``force-terminate``): Admin's
+``forceTerminateTransaction``, i.e. ``fenceProducers``: InitProducerId for the transactional id
+with no producer id or epoch (the transaction timeout is the command's ``--timeout``, as
+FenceProducersHandler uses the request timeout), so the coordinator bumps the epoch, fencing
+the live producer and aborting its open transaction. CONCURRENT_TRANSACTIONS (the abort still
+being completed) and coordinator moves are retried.
+
+``--broker-id`` (describe-producers, find-hanging) asks that broker instead of each partition's
+leader, as Kafka's ``DescribeProducersOptions.brokerId``; find-hanging needs ``--topic`` or
+``--broker-id``, and with the broker alone searches every partition it holds a replica of.
+
+Deviation: find-hanging exits 1 when it lists a hanging transaction (Kafka's tool exits 0 either
+way), so a script can test for one.
 """
 
 from __future__ import annotations
@@ -45,11 +55,13 @@ def register(nouns: Any) -> None:
     v.add_argument("--transactional-id", required=True)
     _done(v, describe)
     v = verbs.add_parser("describe-producers", help="a partition's active producers")
+    v.add_argument("--broker-id", type=int, help="ask this replica (default: the leader)")
     v.add_argument("--topic", required=True)
     v.add_argument("--partition", type=int, required=True)
     _done(v, describe_producers)
     v = verbs.add_parser("find-hanging", help="open transactions the coordinator lost track of")
-    v.add_argument("--topic", required=True)
+    v.add_argument("--broker-id", type=int, help="search the partitions this broker holds")
+    v.add_argument("--topic", help="search this topic (required with --partition)")
     v.add_argument("--partition", type=int)
     v.add_argument("--max-transaction-timeout", type=int, default=15, metavar="MINUTES")
     _done(v, find_hanging)
@@ -61,6 +73,15 @@ def register(nouns: Any) -> None:
     v.add_argument("--producer-epoch", type=int)
     v.add_argument("--coordinator-epoch", type=int)
     _done(v, abort)
+    v = verbs.add_parser(
+        "forceTerminateTransaction",
+        aliases=["force-terminate"],
+        help="fence a transactional id's producer, aborting its open transaction",
+    )
+    v.add_argument(
+        "--transactionalId", "--transactional-id", dest="transactional_id", required=True
+    )
+    _done(v, force_terminate)
 
 
 def _done(parser: argparse.ArgumentParser, run: Any) -> None:
@@ -75,6 +96,14 @@ def list_transactions(
     client.metadata([])
     out = []
     for node in sorted(client.brokers):
+        key, (low, high) = API.LIST_TRANSACTIONS
+        if duration_ms >= 0 and client.broker(node).version_for(key, low, high) < 1:
+            # v0 has no DurationFilter: it would list every transaction (Kafka's admin client
+            # refuses the same way, with UnsupportedVersionException)
+            raise ClientError(
+                f"broker {node} does not support --duration-filter (ListTransactions v1, "
+                "Kafka 3.8 or later)"
+            )
         data = {
             "state_filters": [],
             "producer_id_filters": producer_ids or [],
@@ -110,10 +139,15 @@ def describe_transaction(client: Client, tid: str) -> tuple[int, TxnState] | Non
     return client.coordinated(tid, TRANSACTION, once)
 
 
-def describe_producers_of(client: Client, topic: str, partition: int) -> list[dict[str, Any]]:
+def describe_producers_of(
+    client: Client, topic: str, partition: int, broker: int | None = None
+) -> list[dict[str, Any]]:
+    """DescribeProducers of one partition, asked of its leader or of ``broker``."""
+
     def once() -> list[dict[str, Any]]:
         data = {"topics": [{"name": topic, "partition_indexes": [partition]}]}
-        resp = client.send(API.DESCRIBE_PRODUCERS, data, client.leader(topic, partition))
+        node = client.leader(topic, partition) if broker is None else broker
+        resp = client.send(API.DESCRIBE_PRODUCERS, data, node)
         (p,) = resp.topics[0].partitions
         check(int(p.error_code), f"describing producers of {topic}-{partition}", p.error_message)
         return [
@@ -185,7 +219,7 @@ _PRODUCER_HEADERS = (
 
 
 def describe_producers(args: argparse.Namespace, client: Client) -> int:
-    out = describe_producers_of(client, args.topic, args.partition)
+    out = describe_producers_of(client, args.topic, args.partition, args.broker_id)
     rows = [
         [
             s["producer_id"],
@@ -220,18 +254,48 @@ def hanging_transactions(
     return hanging
 
 
+def partitions_to_search(
+    client: Client, topic: str | None, partition: int | None, broker: int | None
+) -> list[tuple[str, int]]:
+    """Kafka's ``collectTopicPartitionsToSearch``: the one partition asked for, else the topic's
+    (or, without a topic, every topic's) partitions, those with a replica on ``broker`` when
+    one is given."""
+    if topic is None and broker is None:
+        raise UsageError(
+            "the `find-hanging` command requires either --topic or --broker-id to limit the "
+            "scope of the search"
+        )
+    if topic is None and partition is not None:
+        raise UsageError("the --partition argument requires --topic to be provided")
+    if broker is not None:
+        client.broker(broker)  # an unknown broker id is an error, not an empty search
+    if topic is not None:
+        info = client.topic(topic)
+        if partition is not None:
+            if partition not in info.partitions:
+                raise UsageError(f"topic {topic!r} has no partition {partition}")
+            return [(topic, partition)]
+        infos = [info]
+    else:
+        every = client.metadata(None)
+        infos = [every[name] for name in sorted(every) if not every[name].error_code]
+    return [
+        (info.name, p.partition)
+        for info in infos
+        for p in sorted(info.partitions.values(), key=lambda p: p.partition)
+        if broker is None or broker in p.replicas
+    ]
+
+
 def find_hanging(args: argparse.Namespace, client: Client) -> int:
-    info = client.topic(args.topic)
-    if args.partition is not None and args.partition not in info.partitions:
-        raise UsageError(f"topic {args.topic!r} has no partition {args.partition}")
-    parts = [args.partition] if args.partition is not None else sorted(info.partitions)
+    parts = partitions_to_search(client, args.topic, args.partition, args.broker_id)
     max_ms = args.max_transaction_timeout * 60_000
     now = int(time.time() * 1000)
     candidates: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for part in parts:
-        for s in describe_producers_of(client, args.topic, part):
+    for topic, part in parts:
+        for s in describe_producers_of(client, topic, part, args.broker_id):
             if s["current_txn_start_offset"] >= 0 and now - s["last_timestamp"] > max_ms:
-                candidates[s["producer_id"]].append({"topic": args.topic, "partition": part, **s})
+                candidates[s["producer_id"]].append({"topic": topic, "partition": part, **s})
     owners: dict[int, str] = {}
     known: dict[str, set[tuple[str, int]] | None] = {}
     if candidates:
@@ -328,4 +392,28 @@ def abort(args: argparse.Namespace, client: Client) -> int:
         ("Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "Marker"),
         [list(d.values())],
     )
+    return 0
+
+
+def force_terminate(args: argparse.Namespace, client: Client) -> int:
+    tid = args.transactional_id
+    data = {
+        "transactional_id": tid,
+        "transaction_timeout": int(args.timeout * 1000),
+        "producer_id": -1,
+        "producer_epoch": -1,
+    }
+
+    def once(node: int) -> Any:
+        resp = client.send(API.INIT_PRODUCER_ID, data, node)
+        check(int(resp.error_code), f"force terminating transactional id {tid!r}")
+        return resp
+
+    resp = client.coordinated(tid, TRANSACTION, once)
+    d = {
+        "transactional_id": tid,
+        "producer_id": int(resp.producer_id),
+        "producer_epoch": int(resp.producer_epoch),
+    }
+    emit(args.json, d, ("TransactionalId", "ProducerId", "ProducerEpoch"), [list(d.values())])
     return 0

@@ -68,7 +68,14 @@ class Connection:
                 self._sock = security.tls.wrap_socket(sock, server_hostname=hostname)
             except (ssl.SSLError, OSError) as exc:
                 sock.close()
-                raise Unreachable(f"TLS handshake with {address} failed: {exc}") from exc
+                # a plaintext listener reads the ClientHello as a huge frame and hangs up
+                hint = (
+                    " (is it an SSL or SASL_SSL listener? a plaintext one closes the "
+                    "connection on a TLS handshake)"
+                    if isinstance(exc, (ssl.SSLEOFError, ConnectionResetError))
+                    else ""
+                )
+                raise Unreachable(f"TLS handshake with {address} failed: {exc}{hint}") from exc
         self._decoder = FrameDecoder()
         self._next_id = 1
         self.versions: dict[int, tuple[int, int]] = {}

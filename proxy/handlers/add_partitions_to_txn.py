@@ -10,7 +10,12 @@ sends them.
 Per partition a topic or partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION, and then
 nothing is added: every other partition gets OPERATION_NOT_ATTEMPTED
 (``decisions.partition_errors``). Otherwise the coordinator's single answer is repeated for
-every requested partition. There are no ACLs, so no *_AUTHORIZATION_FAILED.
+every requested partition.
+
+Authorization (Kafka's ``handleAddPartitionsToTxnRequest`` below v4): WRITE on the
+transactional id, else every partition is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE
+on each topic (never granted for an internal topic), else TOPIC_AUTHORIZATION_FAILED, the
+unknown ones UNKNOWN_TOPIC_OR_PARTITION and the rest OPERATION_NOT_ATTEMPTED.
 """
 
 from __future__ import annotations
@@ -27,8 +32,12 @@ from kio.static.primitive import i32
 
 from coordinator.txn.decisions import partition_errors
 from coordinator.txn.metadata import TP
+from proxy.acl.checks import allowed_names
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
+from proxy.outcomes import ErrorReply
 from proxy.registry import handler
+from storage.api import INTERNAL_TOPICS
 from wire.values import NO_THROTTLE
 
 
@@ -80,13 +89,21 @@ async def add_partitions_to_txn(
     ctx: RequestContext, req: AddPartitionsToTxnRequest
 ) -> AddPartitionsToTxnResponse:
     broker = ctx.broker
+    txn_id = req.v3_and_below_transactional_id
+    if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        raise ErrorReply(ErrorCode.transactional_id_authorization_failed)
     wanted = _wanted(req)
-    missing = {
-        tp: ErrorCode.unknown_topic_or_partition
+    # Kafka filters internal topics out before asking, so they are never writable here
+    names = [topic for topic, _ in wanted if topic not in INTERNAL_TOPICS]
+    writable = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
+    failed = {
+        tp: ErrorCode.topic_authorization_failed
+        if tp[0] not in writable
+        else ErrorCode.unknown_topic_or_partition
         for tp in wanted
-        if (p := broker.topics.partition(*tp)) is None or p.deleted
+        if tp[0] not in writable or (p := broker.topics.partition(*tp)) is None or p.deleted
     }
-    results = partition_errors(wanted, missing)
+    results = partition_errors(wanted, failed)
     if results is None:
         code = await broker.txns.add_partitions(
             req.v3_and_below_transactional_id,

@@ -9,6 +9,11 @@ or bad value -> INVALID_CONFIG. ``validate_only`` checks and changes nothing.
 
 BROKER (4) resources: kafkad's broker configs are static: INVALID_REQUEST ("Cannot update
 these configs dynamically"). Other resource types -> INVALID_REQUEST.
+
+Authorization after the broker's own checks (duplicates, broker configs), as Kafka's
+controller does (``authorizeAlterResource``): ALTER_CONFIGS on the topic, else
+TOPIC_AUTHORIZATION_FAILED "Topic authorization failed." (on the cluster for broker
+resources, CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from kio.schema.alter_configs.v2.response import (
 )
 from kio.schema.errors import ErrorCode
 
+from proxy.acl.checks import config_refusal
+from proxy.acl.model import AclOperation
 from proxy.config_resources import answer_each_resource
 from proxy.context import RequestContext
 from proxy.registry import handler
@@ -44,6 +51,9 @@ def _error_reply(req: AlterConfigsRequest, code: ErrorCode) -> AlterConfigsRespo
     )
 
 
+BROKER_LOGGER = 8
+
+
 @handler(
     api_key=33,
     versions=(0, 2),
@@ -64,5 +74,10 @@ async def alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterC
                 return err.code, err.message  # deleted meanwhile
         return ErrorCode.none, None
 
-    responses = await answer_each_resource(broker, req.resources, alter, _answer)
+    def authorize(config_type: int, name: str) -> ErrorCode | None:
+        if config_type == BROKER_LOGGER:  # refused before authorization, as not supported
+            return None
+        return config_refusal(ctx, AclOperation.ALTER_CONFIGS, config_type, name)
+
+    responses = await answer_each_resource(broker, req.resources, alter, _answer, authorize)
     return AlterConfigsResponse(throttle_time=NO_THROTTLE, responses=responses)

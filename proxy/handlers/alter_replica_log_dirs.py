@@ -9,6 +9,8 @@ is not the log dir -> LOG_DIR_NOT_FOUND; an unknown partition -> UNKNOWN_TOPIC_O
 else NONE (Kafka's "same as the current log dir": nothing to move). A partition named under
 several dirs is answered once, for the last (Kafka collects the request into a map). Results
 are grouped by topic.
+
+It needs ALTER on the cluster, else every partition is answered CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
+from proxy.acl.checks import require_cluster
+from proxy.acl.model import AclOperation
 from proxy.broker import log_dir_name
 from proxy.context import RequestContext
 from proxy.registry import handler
@@ -48,8 +52,21 @@ def _results(
 
 
 def _error_reply(req: AlterReplicaLogDirsRequest, code: ErrorCode) -> AlterReplicaLogDirsResponse:
-    every = {(str(t.name), int(p)): code for d in req.dirs for t in d.topics for p in t.partitions}
-    return AlterReplicaLogDirsResponse(throttle_time=NO_THROTTLE, results=_results(every))
+    """Kafka's getErrorResponse: one topic result per (dir, topic) entry, partitions as listed."""
+    return AlterReplicaLogDirsResponse(
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            AlterReplicaLogDirTopicResult(
+                topic_name=t.name,
+                partitions=tuple(
+                    AlterReplicaLogDirPartitionResult(partition_index=p, error_code=code)
+                    for p in t.partitions
+                ),
+            )
+            for d in req.dirs
+            for t in d.topics
+        ),
+    )
 
 
 @handler(
@@ -62,6 +79,7 @@ def _error_reply(req: AlterReplicaLogDirsRequest, code: ErrorCode) -> AlterRepli
 async def alter_replica_log_dirs(
     ctx: RequestContext, req: AlterReplicaLogDirsRequest
 ) -> AlterReplicaLogDirsResponse:
+    require_cluster(ctx, AclOperation.ALTER)
     broker = ctx.broker
     ours = log_dir_name(broker.config.data_dir)
     targets: dict[tuple[str, int], str] = {}

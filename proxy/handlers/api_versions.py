@@ -34,8 +34,9 @@ from wire.values import NO_THROTTLE
 TELEMETRY_KEYS = frozenset({71, 72})
 CONSUMER_GROUP_KEYS = frozenset({68, 69})
 GROUP_VERSION = "group.version"
-# Kafka's check of client_software_name/version (ApiVersionsRequest.isValid).
-_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+# Kafka's check of client_software_name/version (ApiVersionsRequest.isValid: Pattern.matches,
+# the whole string; fullmatch, as "$" would also match before a trailing newline).
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 @handler(api_key=18, versions=(0, 4), request=ApiVersionsRequest, response=ApiVersionsResponse)
@@ -48,8 +49,9 @@ async def api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersi
         and (k not in CONSUMER_GROUP_KEYS or consumer)
     )
     if ctx.version >= 3 and not _valid_software(req):
+        # Kafka's ApiVersionsRequest.getErrorResponse: no api keys but for UNSUPPORTED_VERSION
         return ApiVersionsResponse(
-            error_code=ErrorCode.invalid_request, api_keys=keys, throttle_time=NO_THROTTLE
+            error_code=ErrorCode.invalid_request, api_keys=(), throttle_time=NO_THROTTLE
         )
     if ctx.version >= 3:  # KIP-714 telemetry names the instance's software from this
         ctx.broker.client_telemetry.software_seen(
@@ -76,6 +78,6 @@ def _with_features(resp: ApiVersionsResponse) -> ApiVersionsResponse:
 
 
 def _valid_software(req: ApiVersionsRequest) -> bool:
-    return bool(_SOFTWARE.match(req.client_software_name)) and bool(
-        _SOFTWARE.match(req.client_software_version)
+    return bool(_SOFTWARE.fullmatch(req.client_software_name)) and bool(
+        _SOFTWARE.fullmatch(req.client_software_version)
     )

@@ -1,5 +1,9 @@
 """CreatePartitions (key 37), v0-3. v1: nothing new. v2: flexible. v3: nothing new for the
-broker. Partitions can only be added; assignments, when given, must name this node only."""
+broker. Partitions can only be added; assignments, when given, must name this node only.
+
+A topic named once needs ALTER, else TOPIC_AUTHORIZATION_FAILED (Kafka's
+``ControllerApis.createPartitions``).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ from kio.schema.create_partitions.v3.response import (
 )
 from kio.schema.errors import ErrorCode
 
+from proxy.acl.checks import allowed_names
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
@@ -38,12 +44,16 @@ async def create_partitions(
     ctx: RequestContext, req: CreatePartitionsRequest
 ) -> CreatePartitionsResponse:
     counts = Counter(t.name for t in req.topics)
+    single = [name for name, n in counts.items() if n == 1]
+    alterable = allowed_names(ctx, AclOperation.ALTER, ResourceType.TOPIC, single)
     results = []
     for t in req.topics:
         code: ErrorCode
         message: str | None
         if counts[t.name] > 1:
             code, message = ErrorCode.invalid_request, "Duplicate topic in request."
+        elif t.name not in alterable:
+            code, message = ErrorCode.topic_authorization_failed, None
         else:
             code, message = await _grow(ctx, t, req.validate_only)
         results.append(

@@ -13,12 +13,19 @@ INVALID_REPLICATION_FACTOR), then the partition count. ``validate_only`` checks 
 creates nothing. The checks and the creation are one atomic step per name
 (``TopicManager.create``): of concurrent creators of a name, one wins and the rest get
 TOPIC_ALREADY_EXISTS.
+
+Authorization (Kafka's ``ControllerApis.createTopics``): a topic named once needs CREATE on the
+cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED "Authorization failed."; a created
+topic whose configs the principal may not DESCRIBE_CONFIGS is answered without configs,
+partition count and replication factor, with ``topic_config_error_code``
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import Counter
+from dataclasses import replace
 
 from kio.schema.create_topics.v7.request import CreateTopicsRequest
 from kio.schema.create_topics.v7.response import (
@@ -30,6 +37,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 from kio.static.primitive import i8, i16, i32
 
+from proxy.acl.checks import allowed_names, cluster_allows
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.topic_config import effective_configs
@@ -69,8 +78,19 @@ async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Create
     broker = ctx.broker
     values = broker.config.values or {}
     counts = Counter(t.name for t in req.topics)
+    single = [name for name, n in counts.items() if n == 1]
+    creatable = (
+        set(single)
+        if cluster_allows(ctx, AclOperation.CREATE)
+        else allowed_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, single)
+    )
+    describable = allowed_names(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, single)
     results = []
     for t in req.topics:
+        if counts[t.name] == 1 and t.name not in creatable:
+            code = ErrorCode.topic_authorization_failed
+            results.append(_failed(t.name, code, "Authorization failed."))
+            continue
         err: TopicError | None = None
         topic_id = uuid.uuid4()  # validate_only: Kafka's controller answers a fresh random id
         partitions, replication = int(t.num_partitions), int(t.replication_factor)
@@ -114,6 +134,15 @@ async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Create
                     topic_id = made.topic_id
         if err is not None:
             results.append(_failed(t.name, err.code, err.message))
+            continue
+        if t.name not in describable:  # created, but its configs are not shown
+            results.append(
+                replace(
+                    _failed(t.name, ErrorCode.none, None),
+                    topic_id=topic_id,
+                    topic_config_error_code=i16(ErrorCode.topic_authorization_failed.value),
+                )
+            )
             continue
         described = (
             ()

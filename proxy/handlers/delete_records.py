@@ -16,6 +16,9 @@ watermark; KAFKA_STORAGE_ERROR if the checkpoint or the segment deletion failed.
 named twice is answered once, with the last offset asked for (Kafka keys the request by
 partition). ``timeout_ms`` is not used: Kafka waits only for followers' low watermarks, and
 there are none. Authorization (DELETE on the topic) belongs to the security issue.
+
+A topic the principal may not DELETE gets TOPIC_AUTHORIZATION_FAILED (low watermark -1) on
+every partition, before any other check (Kafka's ``handleDeleteRecordsRequest``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 from kio.static.primitive import i32, i64
 
+from proxy.acl.checks import allowed_names
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.api import INTERNAL_TOPICS, StorageError
@@ -104,7 +109,15 @@ async def _delete(ctx: RequestContext, topic: str, index: int, offset: int) -> i
 )
 async def delete_records(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
     topics = []
-    for name, offsets in _asked(req).items():
-        parts = [_result(i, await _delete(ctx, name, i, offset)) for i, offset in offsets.items()]
+    asked = _asked(req)
+    deletable = allowed_names(ctx, AclOperation.DELETE, ResourceType.TOPIC, asked)
+    for name, offsets in asked.items():
+        if name not in deletable:
+            refused = ErrorCode.topic_authorization_failed
+            parts = [_result(i, refused) for i in offsets]
+        else:
+            parts = [
+                _result(i, await _delete(ctx, name, i, offset)) for i, offset in offsets.items()
+            ]
         topics.append(DeleteRecordsTopicResult(name=name, partitions=tuple(parts)))
     return DeleteRecordsResponse(throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -22,6 +22,8 @@ from kio.schema.delete_topics.v6.response import DeletableTopicResult, DeleteTop
 from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 
+from proxy.acl.checks import MESSAGES, allowed_names, cluster_allows
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from wire.values import NO_THROTTLE, ZERO_UUID
@@ -63,7 +65,10 @@ def _error_reply(req: DeleteTopicsRequest, code: ErrorCode) -> DeleteTopicsRespo
 async def delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
     """Kafka's ``ControllerApis.deleteTopics``: topics by name or (v6+) by id; a topic named
     twice, or given both a name and an id, or neither, is refused INVALID_REQUEST; an unknown
-    id UNKNOWN_TOPIC_ID; a name that maps to an id also given is refused."""
+    id UNKNOWN_TOPIC_ID; a name that maps to an id also given is refused. Without DELETE on
+    the cluster, a topic needs DELETE (and DESCRIBE to be told it exists), else
+    TOPIC_AUTHORIZATION_FAILED: given by name, with the zero id; by id, with its name only if
+    the principal may DESCRIBE it."""
     broker = ctx.broker
     if not broker.config.get("delete.topic.enable"):
         code = ErrorCode.invalid_request if ctx.version < 3 else ErrorCode.topic_deletion_disabled
@@ -114,12 +119,28 @@ async def delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> Delete
             results.append(_result(None, topic_id, ErrorCode.unknown_topic_id))
         else:
             by_id[topic_id] = found.name
+    # authorized by name: ids resolved first (Kafka does not reveal a refused id's name unless
+    # the principal may DESCRIBE it)
+    asked = [name for name, n in names.items() if n == 1] + list(by_id.values())
+    if cluster_allows(ctx, AclOperation.DELETE):
+        describable = deletable = set(asked)
+    else:
+        describable = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, asked)
+        deletable = allowed_names(ctx, AclOperation.DELETE, ResourceType.TOPIC, asked)
+    refused = ErrorCode.topic_authorization_failed
+    for topic_id, name in list(by_id.items()):
+        if name not in deletable:
+            shown = name if name in describable else None
+            results.append(_result(shown, topic_id, refused, MESSAGES[refused]))
+            del by_id[topic_id]
     to_delete: list[tuple[str, uuid.UUID]] = list((name, i) for i, name in by_id.items())
     for name, n in names.items():
         if n > 1:
             continue
         topic = broker.topics.get(name)
-        if topic is not None and topic.topic_id in by_id:
+        if name not in describable or (topic is not None and name not in deletable):
+            results.append(_result(name, ZERO_UUID, refused, MESSAGES[refused]))
+        elif topic is not None and topic.topic_id in by_id:
             # a name that maps to an id also given: neither is deleted
             to_delete.remove((name, topic.topic_id))
             results.append(

@@ -11,6 +11,10 @@ broker config it defaults from (STATIC_BROKER_CONFIG if set), then that config's
 
 Deviation: a broker config counts as set (STATIC_BROKER_CONFIG) when its value differs from
 its default; Kafka also reports one set explicitly to its default value as static.
+
+Authorization (Kafka's ``ConfigHelper.handleDescribeConfigsRequest``): DESCRIBE_CONFIGS on the
+topic for a topic, on the cluster for a broker; a refused resource is answered, after the
+others, TOPIC_ / CLUSTER_AUTHORIZATION_FAILED with Kafka's message and no configs.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from kio.schema.describe_configs.v4.response import (
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
+from proxy.acl.checks import MESSAGES, config_refusal
+from proxy.acl.model import AclOperation
 from proxy.config import BROKER_CONFIGS
 from proxy.context import RequestContext
 from proxy.registry import handler
@@ -142,7 +148,14 @@ async def describe_configs(
     values = broker.config.values or {}
     synonyms_wanted = req.include_synonyms
     results = []
+    refused = []  # answered after the others, with Kafka's message for the error
     for res in req.resources:
+        denied = config_refusal(
+            ctx, AclOperation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name
+        )
+        if denied is not None:
+            refused.append(_result(res, denied, MESSAGES[denied]))
+            continue
         wanted = set(res.configuration_keys) if res.configuration_keys is not None else None
         entries: list[DescribeConfigsResourceResult] = []
         code: ErrorCode = ErrorCode.none
@@ -203,7 +216,7 @@ async def describe_configs(
                 f"Unsupported resource type {res.resource_type}",
             )
         results.append(_result(res, code, message, tuple(entries)))
-    return DescribeConfigsResponse(throttle_time=NO_THROTTLE, results=tuple(results))
+    return DescribeConfigsResponse(throttle_time=NO_THROTTLE, results=tuple(results + refused))
 
 
 def _broker_source(name: str, values: Mapping[str, Any]) -> int:

@@ -8,6 +8,9 @@ Kafka's ``log.size``), an offset lag of 0 (a leader's: high watermark minus log 
 never below 0) and not a future replica; topics without a listed partition are left out. Total
 and usable bytes come from the file system the dir is on. A ``memory://`` store has no dir:
 its log dir is reported as ``memory://`` with total and usable bytes -1 (unknown).
+
+It needs DESCRIBE on the cluster, else it is answered CLUSTER_AUTHORIZATION_FAILED with no
+log dirs.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 from kio.static.primitive import i32, i64
 
+from proxy.acl.checks import cluster_allows
+from proxy.acl.model import AclOperation
 from proxy.broker import data_path, log_dir_name
 from proxy.context import RequestContext
 from proxy.registry import handler
@@ -47,6 +52,10 @@ def _space(path: str) -> tuple[int, int]:
 async def describe_log_dirs(
     ctx: RequestContext, req: DescribeLogDirsRequest
 ) -> DescribeLogDirsResponse:
+    if not cluster_allows(ctx, AclOperation.DESCRIBE):
+        return DescribeLogDirsResponse(
+            throttle_time=NO_THROTTLE, error_code=ErrorCode.cluster_authorization_failed, results=()
+        )
     broker = ctx.broker
     wanted = (
         None

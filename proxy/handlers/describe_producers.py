@@ -5,11 +5,15 @@ Per producer: id, epoch (int32 on the wire), last sequence (-1 if no batch of th
 epoch is retained), last timestamp, coordinator epoch and the first offset of its open
 transaction (-1: none; always -1 until transactions land). Unknown topic or partition:
 UNKNOWN_TOPIC_OR_PARTITION. There are no ACLs, so no TOPIC_AUTHORIZATION_FAILED.
+
+A topic the principal may not READ gets TOPIC_AUTHORIZATION_FAILED ("Topic authorization
+failed.") on each partition asked for (Kafka's ``handleDescribeProducersRequest``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest
 from kio.schema.describe_producers.v0.response import (
@@ -22,6 +26,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import ProducerId
 from kio.static.primitive import i32, i64
 
+from proxy.acl.checks import MESSAGES, allowed_names
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
@@ -62,8 +68,13 @@ async def describe_producers(
     ctx: RequestContext, req: DescribeProducersRequest
 ) -> DescribeProducersResponse:
     topics = ctx.broker.topics
+    names = [t.name for t in req.topics]
+    readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, names)
 
     def answer(topic: str, index: int) -> PartitionResponse:
+        if topic not in readable:
+            code = ErrorCode.topic_authorization_failed
+            return replace(_failed(index, code), error_message=MESSAGES[code])
         partition = topics.partition(topic, index)
         if partition is None or partition.deleted:
             return _failed(index, ErrorCode.unknown_topic_or_partition)

@@ -12,7 +12,12 @@ out ``next_cursor`` names the topic and partition to ask for next. A topic asked
 that does not exist gets UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal
 name); when every topic is asked for, only existing ones are listed. One node: every
 partition's leader, replica and in-sync replica is this node, epoch 0, no eligible leader
-replicas; authorized operations are every topic operation (no authorizer).
+replicas.
+
+Authorization (Kafka's ``DescribeTopicPartitionsRequestHandler``): topics are checked for
+DESCRIBE as they are reached; one the principal may not DESCRIBE is skipped when every topic is
+asked for, and answered TOPIC_AUTHORIZATION_FAILED (zero id, after the others) when named.
+Each topic described carries the topic operations the principal may do.
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32
 
+from proxy.acl.checks import authorized_operations
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
-from proxy.handlers.metadata import TOPIC_OPERATIONS
 from proxy.registry import handler
 from storage.partition import LEADER_EPOCH
 from storage.topics import Topic, topic_name_error
@@ -101,7 +107,20 @@ async def describe_topic_partitions(
     remaining = max(min(MAX_REQUEST_PARTITION_SIZE_LIMIT, req.response_partition_limit), 1)
     out: list[DescribeTopicPartitionsResponseTopic] = []
     next_cursor = None
+    refused: list[DescribeTopicPartitionsResponseTopic] = []  # answered last
     for name in sorted(names):
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            if not everything:  # named: refused, without revealing whether it exists
+                refused.append(
+                    DescribeTopicPartitionsResponseTopic(
+                        error_code=ErrorCode.topic_authorization_failed,
+                        name=TopicName(name),
+                        topic_id=ZERO_UUID,
+                        is_internal=False,
+                        partitions=(),
+                    )
+                )
+            continue
         if remaining <= 0:
             next_cursor = Cursor(topic_name=TopicName(name), partition_index=i32(0))
             break
@@ -129,7 +148,7 @@ async def describe_topic_partitions(
                 topic_id=topic.topic_id,
                 is_internal=topic.internal,
                 partitions=tuple(parts),
-                topic_authorized_operations=i32(TOPIC_OPERATIONS),
+                topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, name),
             )
         )
         if following != -1:
@@ -137,5 +156,5 @@ async def describe_topic_partitions(
             break
         remaining -= len(parts)
     return DescribeTopicPartitionsResponse(
-        throttle_time=NO_THROTTLE, topics=tuple(out), next_cursor=next_cursor
+        throttle_time=NO_THROTTLE, topics=tuple(out + refused), next_cursor=next_cursor
     )

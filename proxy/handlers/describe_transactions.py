@@ -6,6 +6,10 @@ abort is being completed, only the partitions still lacking a marker. "" is INVA
 an unknown id TRANSACTIONAL_ID_NOT_FOUND, and COORDINATOR_LOAD_IN_PROGRESS while the
 coordinator loads. An entry with an error carries zeros and "" otherwise (Kafka leaves the
 generated defaults). There are no ACLs, so no TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+
+A transactional id the principal may not DESCRIBE is answered
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; the partitions of topics it may not DESCRIBE are left
+out (Kafka's ``handleDescribeTransactionsRequest``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import ProducerId, TopicName, TransactionalId
 from kio.static.primitive import TZAware, i16, i32
 
+from proxy.acl.checks import allowed_names
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from wire.values import NO_THROTTLE, ms32, timestamp
@@ -69,12 +75,21 @@ async def describe_transactions(
     txns = ctx.broker.txns
     out = []
     for tid in req.transactional_ids:
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+            out.append(_failed(tid, ErrorCode.transactional_id_authorization_failed))
+            continue
         found = txns.describe(tid)
         if isinstance(found, ErrorCode):
             out.append(_failed(tid, found))
             continue
         by_topic: dict[str, list[i32]] = {}
+        # only the partitions of topics the principal may DESCRIBE are shown
+        shown = allowed_names(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, [t for t, _ in found.partitions]
+        )
         for topic, index in sorted(found.partitions):
+            if topic not in shown:
+                continue
             by_topic.setdefault(topic, []).append(i32(index))
         out.append(
             TransactionState(

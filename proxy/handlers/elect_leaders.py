@@ -8,6 +8,9 @@ null partition list means every partition, and then, as Kafka, partitions that n
 election are left out (each topic is listed, with no partitions). An unknown election type
 fails the request as INVALID_REQUEST (Kafka's getErrorResponse: every named partition and the
 top level carry it).
+
+It needs ALTER on the cluster, else every partition is answered CLUSTER_AUTHORIZATION_FAILED
+(Kafka's ``ControllerApis.handleElectLeaders``, before anything else).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
+from proxy.acl.checks import require_cluster
+from proxy.acl.model import AclOperation
 from proxy.context import RequestContext
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
@@ -60,6 +65,7 @@ def _error_reply(req: ElectLeadersRequest, code: ErrorCode) -> ElectLeadersRespo
     error_reply=_error_reply,
 )
 async def elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse:
+    require_cluster(ctx, AclOperation.ALTER)
     if req.election_type not in (PREFERRED, UNCLEAN):
         unknown = f"Unknown election type {req.election_type}"
         return _every_partition(req, ErrorCode.invalid_request, unknown)

@@ -17,6 +17,11 @@ a topic wakes its partitions' long polls too, which then answer UNKNOWN_TOPIC_OR
 (high watermark, LSO and log start -1) at once, as Kafka completes delayed fetches of
 partitions that stop.
 
+Authorization (Kafka's ``handleFetchRequest``): a consumer needs READ on each topic, a
+follower (replica id >= 0) CLUSTER_ACTION; refused partitions are answered
+TOPIC_AUTHORIZATION_FAILED with high watermark, LSO and log start -1 and null aborted
+transactions (``FetchResponse.partitionResponse``), and do not end a long poll.
+
 A topic whose ``compression.type`` is ``zstd`` answers Fetch below v10 (clients from before
 zstd) UNSUPPORTED_COMPRESSION_TYPE for its partitions, as Kafka's ``maybeConvertFetchedData``.
 
@@ -45,6 +50,8 @@ from kio.schema.fetch.v12.response import (
 from kio.schema.types import BrokerId, ProducerId, TopicName
 from kio.static.primitive import Records, i32, i64
 
+from proxy.acl.checks import allowed_names, cluster_allows
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.partition import Partition
@@ -57,7 +64,11 @@ NO_SESSION = i32(0)
 READ_COMMITTED = 1
 ZSTD_FETCH_VERSION = 10  # the first Fetch version whose clients can read zstd (KIP-110)
 # errors answered with high watermark, LSO and log start -1 (Kafka's partitionResponse)
-_NO_PARTITION_STATE = (ErrorCode.unknown_topic_or_partition, ErrorCode.unsupported_compression_type)
+_NO_PARTITION_STATE = (
+    ErrorCode.unknown_topic_or_partition,
+    ErrorCode.unsupported_compression_type,
+    ErrorCode.topic_authorization_failed,
+)
 
 
 @dataclass
@@ -120,6 +131,16 @@ async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool) -> int:
     return total
 
 
+def _readable(ctx: RequestContext, req: FetchRequest) -> set[str]:
+    """The topics the request may read (Kafka's ``handleFetchRequest``): a follower's fetch
+    (replica id >= 0) needs CLUSTER_ACTION for all or none, a consumer's READ on each topic;
+    the others' partitions are answered TOPIC_AUTHORIZATION_FAILED."""
+    names = [t.topic for t in req.topics]
+    if req.replica_id >= 0:
+        return set(names) if cluster_allows(ctx, AclOperation.CLUSTER_ACTION) else set()
+    return allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, names)
+
+
 def _aborted(s: _Slot) -> tuple[AbortedTransaction, ...]:
     if s.partition is None or not s.data:
         return ()
@@ -137,7 +158,11 @@ def _partition_data(s: _Slot, committed: bool) -> PartitionData:
         high_watermark=i64(part.high_watermark if part is not None else -1),
         last_stable_offset=i64(part.last_stable_offset if part is not None else -1),
         log_start_offset=i64(part.log_start_offset if part is not None else -1),
-        aborted_transactions=_aborted(s) if committed else None,
+        aborted_transactions=(
+            _aborted(s)
+            if committed and s.error is not ErrorCode.topic_authorization_failed
+            else None
+        ),
         preferred_read_replica=NO_REPLICA,
         records=Records(s.data),
     )
@@ -187,17 +212,21 @@ async def fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
             responses=(),
         )
     committed = req.isolation_level == READ_COMMITTED
-    slots = [
+    readable = _readable(ctx, req)
+    every = [
         _Slot(
             t.topic,
             p.partition,
             p.fetch_offset,
             p.partition_max_bytes,
-            broker.topics.partition(t.topic, p.partition),
+            broker.topics.partition(t.topic, p.partition) if t.topic in readable else None,
+            error=ErrorCode.none if t.topic in readable else ErrorCode.topic_authorization_failed,
         )
         for t in req.topics
         for p in t.partitions
     ]
+    # refused partitions are answered as they are and neither end nor shorten a long poll
+    slots = [s for s in every if s.error is not ErrorCode.topic_authorization_failed]
     if ctx.version < ZSTD_FETCH_VERSION:
         for s in slots:
             topic = broker.topics.get(s.topic)
@@ -226,7 +255,7 @@ async def fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
                 break
     by_topic: dict[TopicName, list[PartitionData]] = {}
     fetched = broker.metrics.topics.fetched  # /metrics: bytes out per topic
-    for s in slots:
+    for s in every:
         if s.data:
             fetched(s.topic, len(s.data))
         by_topic.setdefault(s.topic, []).append(_partition_data(s, committed))

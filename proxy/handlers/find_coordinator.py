@@ -8,6 +8,10 @@ kafkad is a single broker, so this broker coordinates every group (key type GROU
 transactional id (key type TRANSACTION; the id's ``__transaction_state`` partition is internal
 to the coordinator, which creates the topic on its first write). Other key types (SHARE, v6):
 INVALID_REQUEST.
+
+A group key needs DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), a transaction key
+DESCRIBE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); below v4 the
+refusal carries Kafka's message for the error.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from kio.schema.find_coordinator.v6.response import Coordinator, FindCoordinator
 from kio.schema.types import BrokerId
 from kio.static.primitive import i32
 
+from proxy.acl.checks import MESSAGES
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
@@ -53,7 +59,23 @@ def _failed(key: str, code: ErrorCode, message: str | None = None) -> Coordinato
     )
 
 
+def _refusal(ctx: RequestContext, key: str, key_type: int) -> ErrorCode | None:
+    """Kafka's ``getCoordinator``: a group key needs DESCRIBE on the group, a transaction key
+    DESCRIBE on the transactional id."""
+    if key_type == GROUP and not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.group_authorization_failed
+    if key_type == TRANSACTION and not ctx.authorized(
+        AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
+        return ErrorCode.transactional_id_authorization_failed
+    return None
+
+
 def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
+    refused = _refusal(ctx, key, key_type)
+    if refused is not None:
+        # below v4 Kafka answers with getErrorResponse, which carries the error's message
+        return _failed(key, refused, MESSAGES[refused] if ctx.version < 4 else None)
     if key_type not in (GROUP, TRANSACTION):
         return _failed(key, ErrorCode.invalid_request, f"Unsupported key type {key_type}")
     host, port = ctx.advertised

@@ -12,6 +12,11 @@ config name or a bad value -> INVALID_CONFIG. ``validate_only`` checks and chang
 BROKER (4) resources: kafkad's broker configs are static, so any change is INVALID_REQUEST
 ("Cannot update these configs dynamically"), as Kafka answers for read-only broker configs.
 Other resource types (BROKER_LOGGER, CLIENT_METRICS, GROUP) -> INVALID_REQUEST.
+
+Authorization after the broker's own checks (duplicates, broker configs), as Kafka's
+controller does (``authorizeAlterResource``): ALTER_CONFIGS on the topic, else
+TOPIC_AUTHORIZATION_FAILED "Topic authorization failed."; on the cluster for broker and broker
+logger resources, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from kio.schema.incremental_alter_configs.v1.response import (
     IncrementalAlterConfigsResponse,
 )
 
+from proxy.acl.checks import config_refusal
+from proxy.acl.model import AclOperation
 from proxy.config_resources import answer_each_resource
 from proxy.context import RequestContext
 from proxy.registry import handler
@@ -98,5 +105,8 @@ async def incremental_alter_configs(
             return refusal.code, refusal.message
         return ErrorCode.none, None
 
-    responses = await answer_each_resource(broker, req.resources, alter, _answer)
+    def authorize(config_type: int, name: str) -> ErrorCode | None:
+        return config_refusal(ctx, AclOperation.ALTER_CONFIGS, config_type, name)
+
+    responses = await answer_each_resource(broker, req.resources, alter, _answer, authorize)
     return IncrementalAlterConfigsResponse(throttle_time=NO_THROTTLE, responses=responses)

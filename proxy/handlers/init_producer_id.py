@@ -17,6 +17,10 @@ accept the new id with any first sequence (it is unknown to them).
 A transactional id goes to the transaction coordinator (``Broker.txns``, spec §4.4 steps 2-8):
 "" is INVALID_REQUEST, a bad timeout INVALID_TRANSACTION_TIMEOUT, an ongoing transaction of an
 older instance is fenced and aborted (CONCURRENT_TRANSACTIONS, the retry gets the new epoch).
+
+Authorization first: a transactional id needs WRITE (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+an idempotent producer IDEMPOTENT_WRITE on the cluster or WRITE on at least one topic (else
+CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -29,7 +33,10 @@ from kio.schema.init_producer_id.v5.response import InitProducerIdResponse
 from kio.schema.types import ProducerId
 from kio.static.primitive import i16
 
+from proxy.acl.checks import allowed_on_any, cluster_allows
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
+from proxy.outcomes import ErrorReply
 from proxy.registry import handler
 from storage.api import StorageError
 from wire.values import NO_THROTTLE, millis
@@ -51,6 +58,19 @@ def _error_reply(_req: InitProducerIdRequest, code: ErrorCode) -> InitProducerId
     return _reply(code)
 
 
+def _authorize(ctx: RequestContext, transactional_id: str | None) -> None:
+    """Kafka's ``handleInitProducerIdRequest``, before anything else: a transactional producer
+    needs WRITE on its id; an idempotent one IDEMPOTENT_WRITE on the cluster or WRITE on some
+    topic (KIP-679)."""
+    if transactional_id is not None:
+        if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            raise ErrorReply(ErrorCode.transactional_id_authorization_failed)
+    elif not cluster_allows(ctx, AclOperation.IDEMPOTENT_WRITE) and not allowed_on_any(
+        ctx, AclOperation.WRITE, ResourceType.TOPIC
+    ):
+        raise ErrorReply(ErrorCode.cluster_authorization_failed)
+
+
 @handler(
     api_key=22,
     versions=(0, 5),
@@ -61,6 +81,7 @@ def _error_reply(_req: InitProducerIdRequest, code: ErrorCode) -> InitProducerId
 async def init_producer_id(
     ctx: RequestContext, req: InitProducerIdRequest
 ) -> InitProducerIdResponse:
+    _authorize(ctx, req.transactional_id)
     producer_id, producer_epoch = int(req.producer_id), int(req.producer_epoch)
     if (producer_id == -1) != (producer_epoch == -1):
         return _reply(ErrorCode.invalid_request)

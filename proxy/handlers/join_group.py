@@ -4,19 +4,24 @@ must rejoin with it (KIP-394). v5: group instance id (static membership, KIP-345
 FENCED_INSTANCE_ID). v6: flexible. v7: protocol type in the response, protocol name nullable.
 v8: reason (logged only). v9: skip_assignment for a static leader that rejoined (KIP-814).
 
-The request is parked until the join phase completes (see coordinator/group/classic.py).
+The group needs READ, else the request is answered GROUP_AUTHORIZATION_FAILED (its error reply,
+as Kafka's ``handleJoinGroupRequest``). The request is parked until the join phase completes
+(see coordinator/group/classic.py).
 """
 
 from __future__ import annotations
 
 import logging
 
+from kio.schema.errors import ErrorCode
 from kio.schema.join_group.v9.request import JoinGroupRequest
 from kio.schema.join_group.v9.response import JoinGroupResponse, JoinGroupResponseMember
 from kio.static.primitive import i32
 
 from coordinator.group.classic import JoinRequest
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
+from proxy.outcomes import ErrorReply
 from proxy.registry import handler
 from wire.values import NO_THROTTLE, millis
 
@@ -25,6 +30,8 @@ log = logging.getLogger("kafkad.group")
 
 @handler(api_key=11, versions=(0, 9), request=JoinGroupRequest, response=JoinGroupResponse)
 async def join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        raise ErrorReply(ErrorCode.group_authorization_failed)
     v = ctx.version
     session = millis(req.session_timeout)
     rebalance = millis(req.rebalance_timeout) if v >= 1 else session

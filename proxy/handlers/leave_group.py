@@ -2,8 +2,8 @@
 with member id and group instance id, answered one by one (KIP-345: an admin removes static
 members by instance id). v4: flexible. v5: reason per member (logged only).
 
-A leave triggers a rebalance at once (or completes a join phase that only waited for the
-leaving member).
+The group needs READ, else GROUP_AUTHORIZATION_FAILED. A leave triggers a rebalance at once (or
+completes a join phase that only waited for the leaving member).
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from kio.schema.errors import ErrorCode
 from kio.schema.leave_group.v5.request import LeaveGroupRequest, MemberIdentity
 from kio.schema.leave_group.v5.response import LeaveGroupResponse, MemberResponse
 
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
+from proxy.outcomes import ErrorReply
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
 
@@ -44,6 +46,8 @@ def _one_code(resp: LeaveGroupResponse, _old: Any, version: int) -> Mapping[str,
     downgrade=_one_code,
 )
 async def leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        raise ErrorReply(ErrorCode.group_authorization_failed)
     identities = [(m.member_id, m.group_instance_id) for m in req.members]
     for m in req.members:
         if m.reason:

@@ -4,6 +4,9 @@ group's state (KIP-518). v5: types filter and each group's type (KIP-848): "clas
 Assigning, Reconciling, Stable).
 
 Filters compare case-insensitively, as Kafka does; an empty filter matches everything.
+
+Authorization (Kafka's ``handleListGroupsRequest``): with DESCRIBE on the cluster every group
+is listed, otherwise only the groups the principal may DESCRIBE.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.list_groups.v5.response import ListedGroup, ListGroupsResponse
 from kio.schema.types import GroupId
 
+from proxy.acl.checks import cluster_allows
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
@@ -20,9 +25,16 @@ from wire.values import NO_THROTTLE
 
 @handler(api_key=16, versions=(0, 5), request=ListGroupsRequest, response=ListGroupsResponse)
 async def list_groups(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
+    everything = cluster_allows(ctx, AclOperation.DESCRIBE)  # else the groups it may DESCRIBE
     listed = ctx.broker.groups.list_groups()
     if isinstance(listed, ErrorCode):
         return ListGroupsResponse(throttle_time=NO_THROTTLE, error_code=listed, groups=())
+    if not everything:
+        listed = [
+            g
+            for g in listed
+            if ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)
+        ]
     states = {s.lower() for s in req.states_filter}
     types = {t.lower() for t in req.types_filter}
     return ListGroupsResponse(

@@ -13,7 +13,9 @@ KAFKA-17108). A timestamp >= 0
 finds the first record whose timestamp is at least that, through the time index; only that
 one batch is decoded. No such record: offset -1, timestamp -1.
 
-Validation, in the order of Kafka's ``ReplicaManager.fetchOffset``: a partition named twice
+A topic the principal may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED on every partition
+asked for, after the others (Kafka's ``handleListOffsetRequestV1AndAbove``). Validation of the
+rest, in the order of Kafka's ``ReplicaManager.fetchOffset``: a partition named twice
 in the request -> INVALID_REQUEST (answered once); a negative timestamp other than -1/-2,
 or -3 below v7, -4 below v8, -5 below v9, -6 below v11 -> UNSUPPORTED_VERSION; an unknown
 partition -> UNKNOWN_TOPIC_OR_PARTITION; a ``current_leader_epoch`` (v4+, -1 = none) above the
@@ -40,6 +42,8 @@ from kio.schema.list_offsets.v11.response import (
 from kio.schema.types import TopicName
 from kio.static.primitive import i32, i64
 
+from proxy.acl.checks import allowed_names
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.partition import LEADER_EPOCH, Partition, leader_epoch_error
@@ -143,7 +147,11 @@ async def list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffs
     named = Counter((t.name, rp.partition_index) for t in req.topics for rp in t.partitions)
     answered: set[tuple[str, int]] = set()
     by_topic: dict[TopicName, list[ListOffsetsPartitionResponse]] = {}
+    names = [t.name for t in req.topics]
+    describable = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     for t in req.topics:
+        if t.name not in describable:
+            continue
         parts = by_topic.setdefault(t.name, [])
         for rp in t.partitions:
             key = (t.name, rp.partition_index)
@@ -173,5 +181,15 @@ async def list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffs
     topics = tuple(
         ListOffsetsTopicResponse(name=name, partitions=tuple(parts))
         for name, parts in by_topic.items()
+    ) + tuple(  # Kafka appends the topics not authorized for DESCRIBE, every partition refused
+        ListOffsetsTopicResponse(
+            name=t.name,
+            partitions=tuple(
+                _failed(p.partition_index, ErrorCode.topic_authorization_failed)
+                for p in t.partitions
+            ),
+        )
+        for t in req.topics
+        if t.name not in describable
     )
     return ListOffsetsResponse(throttle_time=NO_THROTTLE, topics=topics)

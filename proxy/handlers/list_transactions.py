@@ -4,6 +4,9 @@ v0: filters by state names (unknown names are echoed in UnknownStateFilters and 
 and producer ids; empty filters match everything. v1: DurationFilter (only transactions
 running longer than that many ms; -1 = off). v2 (regex filter on the transactional id) is not
 advertised. COORDINATOR_LOAD_IN_PROGRESS while the coordinator loads.
+
+Only the transactional ids the principal may DESCRIBE are listed (Kafka's
+``handleListTransactionsRequest``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 from kio.schema.list_transactions.v1.response import ListTransactionsResponse, TransactionState
 from kio.schema.types import ProducerId, TransactionalId
 
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
@@ -40,5 +44,8 @@ async def list_transactions(
                 transaction_state=m.state.kafka_name,
             )
             for m in found
+            if ctx.authorized(
+                AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, m.transactional_id
+            )
         ),
     )

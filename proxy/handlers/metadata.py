@@ -15,6 +15,14 @@ CreateTopics to the controller and answers UNKNOWN_TOPIC_OR_PARTITION for the to
 answers (``TopicManager.auto_create``, atomic per name) and returns its metadata in the
 same response: the answer Kafka gives on the retry. ``__consumer_offsets`` and
 ``__transaction_state`` are created with their coordinators' partition counts and configs.
+
+Authorization (Kafka's ``handleTopicMetadataRequest``): a topic the principal may not
+DESCRIBE is left out of an all-topics answer; named, it is answered TOPIC_AUTHORIZATION_FAILED
+with no id (whether it exists is not revealed); asked for by id, TOPIC_AUTHORIZATION_FAILED with
+its id and no name (ids are not secret). Auto-creating a topic needs CREATE on the cluster or
+on the topic, else TOPIC_AUTHORIZATION_FAILED. Authorized operations (v8+, when asked for):
+per topic, and (v8-10) the cluster's if the principal may DESCRIBE it, else 0; every
+operation without an authorizer.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -35,41 +44,51 @@ from kio.schema.metadata.v13.response import (
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32
 
+from proxy.acl.checks import CLUSTER_OPERATIONS, allowed_names, authorized_operations
+from proxy.acl.checks import TOPIC_OPERATIONS as TOPIC_OPERATIONS
+from proxy.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
+from storage.api import INTERNAL_TOPICS
 from storage.partition import LEADER_EPOCH
 from storage.topics import Topic, TopicError, topic_name_error
 from wire.values import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, ZERO_UUID
 
 log = logging.getLogger("kafkad.metadata")
 
-# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: no ACLs.
-TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-CLUSTER_OPERATIONS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
+# The cluster's authorized operations a v8-10 answer carries if its request asked for them:
+# the handler sets it (it has the principal), the downgrade hook reads it (it has the request).
+_cluster_operations_answer: ContextVar[int] = ContextVar(
+    "metadata_cluster_operations", default=CLUSTER_OPERATIONS
+)
 
 
 def _cluster_operations(_resp: MetadataResponse, old: Any, version: int) -> Mapping[str, Any]:
     """v8-10 may ask for the cluster's authorized operations (v11 moved that to
-    DescribeCluster). Not in the error reply (the only answer without this node in
-    ``brokers``): Kafka's getErrorResponse leaves the field at its default, "omitted"."""
+    DescribeCluster): every operation the principal may do on the cluster if it may DESCRIBE
+    it, else 0. Not in the error reply (the only answer without this node in ``brokers``):
+    Kafka's getErrorResponse leaves the field at its default, "omitted"."""
     if not 8 <= version <= 10:
         return {}
     wanted = old.include_cluster_authorized_operations and bool(_resp.brokers)
     return {
         "cluster_authorized_operations": i32(
-            CLUSTER_OPERATIONS if wanted else AUTHORIZED_OPERATIONS_OMITTED
+            _cluster_operations_answer.get() if wanted else AUTHORIZED_OPERATIONS_OMITTED
         )
     }
 
 
 def _failed(
-    name: TopicName | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID
+    name: TopicName | None,
+    code: ErrorCode,
+    topic_id: uuid.UUID = ZERO_UUID,
+    is_internal: bool = False,
 ) -> MetadataResponseTopic:
     return MetadataResponseTopic(
         error_code=code,
         name=name,
         topic_id=topic_id,
-        is_internal=False,
+        is_internal=is_internal,
         partitions=(),
         topic_authorized_operations=i32(AUTHORIZED_OPERATIONS_OMITTED),
     )
@@ -125,8 +144,10 @@ async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataRespons
             topic_id=t.topic_id,
             is_internal=t.internal,
             partitions=parts,
-            topic_authorized_operations=i32(
-                TOPIC_OPERATIONS if want_ops else AUTHORIZED_OPERATIONS_OMITTED
+            topic_authorized_operations=(
+                authorized_operations(ctx, ResourceType.TOPIC, t.name)
+                if want_ops
+                else i32(AUTHORIZED_OPERATIONS_OMITTED)
             ),
         )
 
@@ -137,11 +158,40 @@ async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataRespons
         # v10-11 carry topic ids but may not ask by them (Kafka: InvalidRequestException for
         # the whole request, answered by getErrorResponse)
         return _error_reply(req, ErrorCode.invalid_request)
+    if 8 <= ctx.version <= 10:
+        _cluster_operations_answer.set(
+            authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+            if ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
+            else 0
+        )
+    describable: set[str]
     out: list[MetadataResponseTopic]
     if requested is None or (ctx.version == 0 and not requested):
-        out = [describe(t) for t in topics]
+        # every topic: those the principal may not DESCRIBE are left out, unmentioned
+        describable = allowed_names(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, [t.name for t in topics]
+        )
+        out = [describe(t) for t in topics if t.name in describable]
     else:
         out = []
+        asked: list[str] = []
+        for e in requested:
+            if e.name is not None:
+                asked.append(e.name)
+            elif e.topic_id is not None and (by_id := topics.by_id(e.topic_id)) is not None:
+                asked.append(by_id.name)
+        describable = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, asked)
+        cluster_create: bool | None = None
+
+        def may_create(name: str) -> bool:
+            """Auto-creation needs CREATE on the cluster or on the topic."""
+            nonlocal cluster_create
+            if cluster_create is None:
+                cluster_create = ctx.authorized(
+                    AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME
+                )
+            return cluster_create or ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, name)
+
         for entry in requested:
             name = entry.name
             topic_id = entry.topic_id
@@ -150,14 +200,27 @@ async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataRespons
                     out.append(_failed(None, ErrorCode.invalid_request))
                     continue
                 found = topics.by_id(topic_id)
-                out.append(
-                    describe(found)
-                    if found
-                    else _failed(None, ErrorCode.unknown_topic_id, topic_id)
-                )
+                if found is None:
+                    out.append(_failed(None, ErrorCode.unknown_topic_id, topic_id))
+                elif found.name not in describable:
+                    # topic ids are not secret: refused with its id, without its name
+                    out.append(_failed(None, ErrorCode.topic_authorization_failed, topic_id))
+                else:
+                    out.append(describe(found))
                 continue
-            if (t := topics.get(name)) is not None:
+            if name not in describable:
+                # whether it exists is not revealed
+                out.append(_failed(name, ErrorCode.topic_authorization_failed))
+            elif (t := topics.get(name)) is not None:
                 out.append(describe(t))
+            elif auto_create and not may_create(name):
+                out.append(
+                    _failed(
+                        name,
+                        ErrorCode.topic_authorization_failed,
+                        is_internal=name in INTERNAL_TOPICS,
+                    )
+                )
             elif topic_name_error(name) is not None:
                 out.append(_failed(name, ErrorCode.invalid_topic_exception))
             elif auto_create:

@@ -12,6 +12,10 @@ UNKNOWN_TOPIC_OR_PARTITION; metadata over 4096 bytes OFFSET_METADATA_TOO_LARGE. 
 consumer group (KIP-848) the generation is the member epoch: Kafka's
 ConsumerGroup.validateOffsetCommit (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; a member below v9
 UNSUPPORTED_VERSION).
+
+Authorization first (Kafka's ``handleOffsetCommitRequest``): the group needs READ, else every
+partition is answered GROUP_AUTHORIZATION_FAILED; each topic needs READ, else its partitions
+get TOPIC_AUTHORIZATION_FAILED (before the unknown-topic check).
 """
 
 from __future__ import annotations
@@ -30,8 +34,11 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
 from coordinator.group.offsets import CommitRequest
+from proxy.acl.checks import allowed_names
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.broker import Broker
 from proxy.context import RequestContext
+from proxy.outcomes import ErrorReply
 from proxy.registry import handler
 from storage.api import TopicPartition
 from wire.values import NO_THROTTLE
@@ -60,12 +67,20 @@ class CommitTopic(Protocol):
 Codes = list[tuple[TopicName, list[tuple[i32, ErrorCode]]]]
 
 
+def authorize_commit(ctx: RequestContext, group_id: str, topics: Sequence[CommitTopic]) -> set[str]:
+    """Both APIs' group and topic checks: the group needs READ (else the whole request is
+    answered GROUP_AUTHORIZATION_FAILED); the topics that may be committed to (READ)."""
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, group_id):
+        raise ErrorReply(ErrorCode.group_authorization_failed)
+    return allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, [t.name for t in topics])
+
+
 def parse_commits(
-    broker: Broker, topics: Sequence[CommitTopic]
+    broker: Broker, topics: Sequence[CommitTopic], readable: set[str]
 ) -> tuple[dict[TopicPartition, ErrorCode], list[CommitRequest]]:
-    """The offsets of an OffsetCommit or TxnOffsetCommit request: unknown topics and
-    partitions answered UNKNOWN_TOPIC_OR_PARTITION at once (Kafka's metadata cache check), the
-    rest to commit."""
+    """The offsets of an OffsetCommit or TxnOffsetCommit request: topics not in ``readable``
+    answered TOPIC_AUTHORIZATION_FAILED, unknown topics and partitions
+    UNKNOWN_TOPIC_OR_PARTITION at once (Kafka's metadata cache check), the rest to commit."""
     codes: dict[TopicPartition, ErrorCode] = {}
     commits = []
     for t in topics:
@@ -73,6 +88,9 @@ def parse_commits(
         count = 0 if topic is None else len(topic.partitions)
         for p in t.partitions:
             tp = TopicPartition(t.name, p.partition_index)
+            if t.name not in readable:
+                codes[tp] = ErrorCode.topic_authorization_failed
+                continue
             if not 0 <= p.partition_index < count:
                 codes[tp] = ErrorCode.unknown_topic_or_partition
                 continue
@@ -141,7 +159,8 @@ def _error_reply(req: OffsetCommitRequest, code: ErrorCode) -> OffsetCommitRespo
 )
 async def offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
     broker = ctx.broker
-    codes, commits = parse_commits(broker, req.topics)
+    readable = authorize_commit(ctx, req.group_id, req.topics)
+    codes, commits = parse_commits(broker, req.topics, readable)
     result = None
     if commits:
         result = await broker.groups.commit_offsets(

@@ -8,6 +8,11 @@ advertised.
 
 A partition with no committed offset answers offset -1, leader epoch -1, metadata "" and no
 error; a group that does not exist answers the same (and nothing for "all partitions").
+
+Authorization (Kafka's ``handleOffsetFetchRequestFromCoordinator``): a group the principal may
+not DESCRIBE is answered GROUP_AUTHORIZATION_FAILED; asked for all partitions, the topics it
+may not DESCRIBE are left out; asked for some, their partitions come last with offset -1 and
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i32, i64
 
 from coordinator.group.offsets import FetchedOffset
+from proxy.acl.checks import allowed_names, enforced
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.api import TopicPartition
@@ -116,8 +123,27 @@ async def offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFe
     groups = ctx.broker.groups
     out = []
     for g in req.groups:
-        code, fetched = groups.fetch_offsets(
-            g.group_id, _wanted(g.topics), req.require_stable, g.member_id, g.member_epoch
-        )
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
+            out.append(_group(g.group_id, ErrorCode.group_authorization_failed, []))
+            continue
+        member = (g.member_id, g.member_epoch)  # v9 (KIP-848): checked for a consumer group
+        wanted = _wanted(g.topics)
+        if wanted is None:
+            code, fetched = groups.fetch_offsets(g.group_id, None, req.require_stable, *member)
+            if code is ErrorCode.none and enforced(ctx):
+                names = {f.tp.topic for f in fetched}
+                shown = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+                fetched = [f for f in fetched if f.tp.topic in shown]
+        else:
+            names = {tp.topic for tp in wanted}
+            shown = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+            asked = [tp for tp in wanted if tp.topic in shown]
+            code, fetched = groups.fetch_offsets(g.group_id, asked, req.require_stable, *member)
+            if code is ErrorCode.none:
+                fetched = fetched + [
+                    FetchedOffset(tp, -1, -1, "", ErrorCode.topic_authorization_failed)
+                    for tp in wanted
+                    if tp.topic not in shown
+                ]
         out.append(_group(g.group_id, code, fetched))
     return OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=tuple(out))

@@ -10,6 +10,10 @@ any known epoch) -> (that epoch, the log start offset). Per partition, first (as
 ``ReplicaManager.lastOffsetForLeaderEpoch`` / ``Partition.getLocalLog``): an unknown partition
 -> UNKNOWN_TOPIC_OR_PARTITION; a current leader epoch above 0 -> UNKNOWN_LEADER_EPOCH, below
 (other than -1) -> FENCED_LEADER_EPOCH.
+
+Authorization (KIP-320, Kafka's ``handleOffsetForLeaderEpochRequest``): CLUSTER_ACTION on the
+cluster allows every topic, otherwise each needs DESCRIBE; the others come last, every
+partition TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from kio.schema.offset_for_leader_epoch.v4.response import (
 )
 from kio.static.primitive import i32, i64
 
+from proxy.acl.checks import allowed_names, cluster_allows
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.partition import LEADER_EPOCH, NO_EPOCH, Partition, leader_epoch_error
@@ -84,6 +90,13 @@ def _error_reply(req: OffsetForLeaderEpochRequest, code: ErrorCode) -> OffsetFor
 async def offset_for_leader_epoch(
     ctx: RequestContext, req: OffsetForLeaderEpochRequest
 ) -> OffsetForLeaderEpochResponse:
+    names: list[str] = [t.topic for t in req.topics]
+    describable: set[str]
+    if cluster_allows(ctx, AclOperation.CLUSTER_ACTION):
+        describable = set(names)
+    else:
+        describable = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    refused = ErrorCode.topic_authorization_failed
     return OffsetForLeaderEpochResponse(
         throttle_time=NO_THROTTLE,
         topics=tuple(
@@ -91,5 +104,13 @@ async def offset_for_leader_epoch(
                 topic=t.topic, partitions=tuple(_answer(ctx, t.topic, p) for p in t.partitions)
             )
             for t in req.topics
+            if t.topic in describable
+        )
+        + tuple(
+            OffsetForLeaderTopicResult(
+                topic=t.topic, partitions=tuple(_failed(p.partition, refused) for p in t.partitions)
+            )
+            for t in req.topics
+            if t.topic not in describable
         ),
     )

@@ -8,10 +8,14 @@ unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION ("Unable to find a topi
 an empty list, a broker that is not this node, or a broker named twice ->
 INVALID_REPLICA_ASSIGNMENT with Kafka's ``validateManualPartitionAssignment`` messages.
 AlterPartitionReassignments v1 (KIP-860) carries ``allow_replication_factor_change``, echoed in
-the response so a client knows it was understood; Kafka checks it after the assignment is
+the response so a client knows it was understood (an error reply leaves it at its default,
+true, as Kafka's getErrorResponse does); Kafka checks it after the assignment is
 validated, and the only assignment valid here, ``[node.id]``, keeps the replication factor
 (1), so it never refuses anything on one node.
 ListPartitionReassignments answers no ongoing reassignments, for every topic or those named.
+
+AlterPartitionReassignments needs ALTER on the cluster, ListPartitionReassignments DESCRIBE,
+else the request is answered CLUSTER_AUTHORIZATION_FAILED (its error reply).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from kio.schema.list_partition_reassignments.v0.response import (
     OngoingTopicReassignment,
 )
 
+from proxy.acl.checks import require_cluster
+from proxy.acl.model import AclOperation
 from proxy.context import RequestContext
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
@@ -57,9 +63,10 @@ def _check(node: int, replicas: Sequence[int]) -> str | None:
 def _alter_error_reply(
     req: AlterPartitionReassignmentsRequest, code: ErrorCode
 ) -> AlterPartitionReassignmentsResponse:
+    # Kafka's getErrorResponse leaves AllowReplicationFactorChange at its default (true)
     return AlterPartitionReassignmentsResponse(
         throttle_time=NO_THROTTLE,
-        allow_replication_factor_change=req.allow_replication_factor_change,
+        allow_replication_factor_change=True,
         error_code=code,
         error_message=None,
         responses=tuple(
@@ -87,6 +94,7 @@ def _alter_error_reply(
 async def alter_partition_reassignments(
     ctx: RequestContext, req: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
+    require_cluster(ctx, AclOperation.ALTER)
     topics, node = ctx.broker.topics, ctx.broker.node_id
     responses = []
     for t in req.topics:
@@ -157,6 +165,7 @@ def _list_error_reply(
 async def list_partition_reassignments(
     ctx: RequestContext, req: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:
+    require_cluster(ctx, AclOperation.DESCRIBE)
     return ListPartitionReassignmentsResponse(
         throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None, topics=()
     )

@@ -29,6 +29,12 @@ state (spec §3.2, ``storage/producer_state.py``): a retried duplicate of one of
 batches is answered NONE with its original base offset, a stale epoch INVALID_PRODUCER_EPOCH,
 a sequence gap OUT_OF_ORDER_SEQUENCE_NUMBER.
 
+Authorization (Kafka's ``handleProduceRequest``): a request carrying a transactional batch
+needs WRITE on its transactional id, else every partition is answered
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; then each topic needs WRITE, else its partitions get
+TOPIC_AUTHORIZATION_FAILED (before any other per-partition check). Kafka 4 checks no
+IDEMPOTENT_WRITE here: InitProducerId does (KIP-679).
+
 Transactional batches (spec §3.2, §4.8): a request carrying one without a transactional id is
 answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, as Kafka's
 ``handleProduceRequest`` does (``RequestUtils.hasTransactionalRecords``); a transactional batch
@@ -56,6 +62,8 @@ from kio.schema.produce.v11.response import (
 )
 from kio.static.primitive import i32, i64
 
+from proxy.acl.checks import allowed_names
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.outcomes import NO_RESPONSE, CloseConnection, NoResponse
 from proxy.registry import handler
@@ -77,6 +85,10 @@ def _has_transactional_records(req: ProduceRequest) -> bool | ErrorCode:
             if found is not False:
                 return found
     return False
+
+
+def topic_names(req: ProduceRequest) -> list[str]:
+    return [t.name for t in req.topic_data]
 
 
 def _partition_response(
@@ -151,10 +163,14 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse |
         if acks == 0:
             raise CloseConnection("acks=0 produce with a malformed batch")
         return _refuse_all(req, transactional)
-    if txn_id is None and transactional:
+    if transactional and (
+        txn_id is None
+        or not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
+    ):
         if acks == 0:
-            raise CloseConnection("acks=0 transactional produce without a transactional id")
+            raise CloseConnection("acks=0 transactional produce not authorized")
         return _refuse_all(req, ErrorCode.transactional_id_authorization_failed)
+    writable = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, topic_names(req))
     verifier = broker.txn_verifier
     produced = broker.metrics.topics.produced  # /metrics: bytes and messages in per topic
     results = []
@@ -165,7 +181,9 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse |
             code, message, base, append_time, start = ErrorCode.none, None, -1, -1, -1
             record_errors: tuple[tuple[int, str], ...] = ()
             partition = broker.topics.partition(topic_data.name, pd.index)
-            if acks not in (0, 1, -1):
+            if topic_data.name not in writable:
+                code = ErrorCode.topic_authorization_failed
+            elif acks not in (0, 1, -1):
                 code = ErrorCode.invalid_required_acks
             elif topic is None or partition is None:
                 code = ErrorCode.unknown_topic_or_partition

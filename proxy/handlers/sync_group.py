@@ -2,21 +2,27 @@
 (FENCED_INSTANCE_ID). v4: flexible. v5: protocol type and name in request and response
 (INCONSISTENT_GROUP_PROTOCOL when they do not match the group's).
 
-Followers' requests are parked until the leader's assignment has been persisted.
+The group needs READ, else GROUP_AUTHORIZATION_FAILED. Followers' requests are parked until the
+leader's assignment has been persisted.
 """
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
 from kio.schema.sync_group.v5.request import SyncGroupRequest
 from kio.schema.sync_group.v5.response import SyncGroupResponse
 
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
+from proxy.outcomes import ErrorReply
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
 
 
 @handler(api_key=14, versions=(0, 5), request=SyncGroupRequest, response=SyncGroupResponse)
 async def sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        raise ErrorReply(ErrorCode.group_authorization_failed)
     result = await ctx.broker.groups.sync(
         req.group_id,
         req.member_id,

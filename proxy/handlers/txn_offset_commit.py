@@ -6,7 +6,11 @@ instance id (KIP-447 zombie fencing). v4: TRANSACTION_ABORTABLE (older versions 
 INVALID_TXN_STATE). v5 (TV2: the broker adds the partition to the transaction itself) is not
 advertised.
 
-Checks, in Kafka 4.x's order (coordinator/group/offsets_api.py ``txn_commit_offsets``): no
+Authorization first (Kafka's ``handleTxnOffsetCommitRequest``): WRITE on the transactional id,
+else every partition is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED; READ on the group,
+else GROUP_AUTHORIZATION_FAILED; READ on each topic, else its partitions get
+TOPIC_AUTHORIZATION_FAILED. Then the checks, in Kafka 4.x's order
+(coordinator/group/offsets_api.py ``txn_commit_offsets``): no
 transaction coordinator (``Broker.txn_verifier`` is None) -> COORDINATOR_NOT_AVAILABLE; empty
 group id -> INVALID_GROUP_ID; unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION. Then the
 transaction (KIP-890 verification of the group's ``__consumer_offsets`` partition, before any
@@ -32,8 +36,16 @@ from kio.schema.txn_offset_commit.v4.response import (
     TxnOffsetCommitResponseTopic,
 )
 
+from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
-from proxy.handlers.offset_commit import Codes, commit_codes, every_partition, parse_commits
+from proxy.handlers.offset_commit import (
+    Codes,
+    authorize_commit,
+    commit_codes,
+    every_partition,
+    parse_commits,
+)
+from proxy.outcomes import ErrorReply
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
 
@@ -69,7 +81,10 @@ async def txn_offset_commit(
     ctx: RequestContext, req: TxnOffsetCommitRequest
 ) -> TxnOffsetCommitResponse:
     broker = ctx.broker
-    codes, commits = parse_commits(broker, req.topics)
+    if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        raise ErrorReply(ErrorCode.transactional_id_authorization_failed)
+    readable = authorize_commit(ctx, req.group_id, req.topics)
+    codes, commits = parse_commits(broker, req.topics, readable)
     result = None
     if commits:
         result = await broker.groups.txn_commit_offsets(

@@ -1,6 +1,11 @@
 """DescribeUserScramCredentials (key 50) and AlterUserScramCredentials (key 51), v0
 (KIP-554): the decisions in ``proxy/sasl/scram_admin.py``, the credentials in the broker's
-durable SCRAM store (``proxy/sasl/scram_store.py``), used by SCRAM logins at once."""
+durable SCRAM store (``proxy/sasl/scram_store.py``), used by SCRAM logins at once.
+
+DescribeUserScramCredentials needs DESCRIBE on the cluster, AlterUserScramCredentials ALTER,
+else CLUSTER_AUTHORIZATION_FAILED "Cluster authorization failed." as Kafka's getErrorResponse
+answers it.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ from kio.schema.describe_user_scram_credentials.v0.response import (
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32
 
+from proxy.acl.checks import MESSAGES, cluster_allows
+from proxy.acl.model import AclOperation
 from proxy.context import RequestContext
 from proxy.registry import handler
 from proxy.sasl.scram_admin import Upsert, alter, describe
@@ -35,6 +42,20 @@ from wire.values import NO_THROTTLE
 async def describe_user_scram_credentials(
     ctx: RequestContext, req: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
+    if not cluster_allows(ctx, AclOperation.DESCRIBE):
+        # Kafka's getErrorResponse: the error at the top and once per user asked for, unnamed
+        code = ErrorCode.cluster_authorization_failed
+        return DescribeUserScramCredentialsResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=code,
+            error_message=MESSAGES[code],
+            results=tuple(
+                DescribeUserScramCredentialsResult(
+                    user="", error_code=code, error_message=MESSAGES[code], credential_infos=()
+                )
+                for _ in req.users or ()
+            ),
+        )
     wanted = None if req.users is None else [u.name for u in req.users]
     results = tuple(
         DescribeUserScramCredentialsResult(
@@ -75,6 +96,19 @@ def _alter_error_reply(
 async def alter_user_scram_credentials(
     ctx: RequestContext, req: AlterUserScramCredentialsRequest
 ) -> AlterUserScramCredentialsResponse:
+    if not cluster_allows(ctx, AclOperation.ALTER):
+        # Kafka's getErrorResponse: each user named, once, in name order
+        code = ErrorCode.cluster_authorization_failed
+        names = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
+        return AlterUserScramCredentialsResponse(
+            throttle_time=NO_THROTTLE,
+            results=tuple(
+                AlterUserScramCredentialsResult(
+                    user=n, error_code=code, error_message=MESSAGES[code]
+                )
+                for n in names
+            ),
+        )
     store = ctx.broker.scram
     sets, deletes, outcomes = alter(
         store.users(),

@@ -18,6 +18,9 @@ is answered with its own error code:
 
 There are no ACLs (Kafka requires CLUSTER_ACTION). The transaction coordinator is not told: a
 transaction aborted this way on a partition stays as it is at the coordinator, as in Kafka.
+
+Only brokers send it: it needs ALTER or CLUSTER_ACTION on the cluster, else every partition is
+answered CLUSTER_AUTHORIZATION_FAILED (Kafka's ``handleWriteTxnMarkersRequest``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from kio.schema.write_txn_markers.v1.response import (
     WriteTxnMarkersResponse,
 )
 
+from proxy.acl.checks import cluster_allows, require_cluster
+from proxy.acl.model import AclOperation
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.api import TopicPartition
@@ -68,6 +73,8 @@ def _error_reply(req: WriteTxnMarkersRequest, code: ErrorCode) -> WriteTxnMarker
 async def write_txn_markers(
     ctx: RequestContext, req: WriteTxnMarkersRequest
 ) -> WriteTxnMarkersResponse:
+    if not cluster_allows(ctx, AclOperation.ALTER):
+        require_cluster(ctx, AclOperation.CLUSTER_ACTION)
     broker = ctx.broker
     results = []
     for marker in req.markers:

@@ -44,9 +44,14 @@ from proxy.sasl.mechanisms import (
     ScramServer,
 )
 from proxy.sasl.oauthbearer import OAuthBearerServer
+from proxy.sasl.oauthbearer_jwt import JwtValidator
 from proxy.sasl.settings import SaslSettings
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+# the longest session_lifetime_ms answered (~146 years): Java clients add the lifetime, in
+# nanoseconds, to System.nanoTime() in a long (SaslClientAuthenticator's ReauthInfo), which
+# overflows for a token's exp a few centuries away, and kio reads it into a timedelta
+MAX_SESSION_LIFETIME_MS = 2**62 // 1_000_000
 
 
 class State(enum.Enum):
@@ -77,12 +82,13 @@ def make_server(
     plain_users: Mapping[str, str],
     scram_lookup: Callable[[str, str], ScramCredential | None],
     oauth_options: Mapping[str, str],
+    oauth_validator: JwtValidator | None = None,
 ) -> PlainServer | ScramServer | OAuthBearerServer:
     """The server side of ``mechanism``'s exchange (``step``, ``complete``, ``username``)."""
     if mechanism == PLAIN:
         return PlainServer(plain_users)
     if mechanism == OAUTHBEARER:
-        return OAuthBearerServer(oauth_options)
+        return OAuthBearerServer(oauth_options, validator=oauth_validator)
     return ScramServer(mechanism, lambda user: scram_lookup(user, mechanism))
 
 
@@ -158,7 +164,11 @@ class SaslSession:
         self._reauth_mechanism_changed = reauth and mechanism != self.mechanism
         self.mechanism = mechanism
         self._server = make_server(
-            mechanism, self.settings.plain_users, self._scram_lookup, self.settings.oauth_options
+            mechanism,
+            self.settings.plain_users,
+            self._scram_lookup,
+            self.settings.oauth_options,
+            self.settings.oauth_validator,
         )
         self.raw = version == 0 and not reauth
         self.state = State.AUTHENTICATE
@@ -193,15 +203,17 @@ class SaslSession:
         self.principal = principal
         self.state = State.COMPLETE
         # Kafka's ReauthInfo: the lifetime is connections.max.reauth.ms, or the credential's
-        # own expiry (an OAUTHBEARER token's exp), whichever ends first; neither: no expiry
+        # own expiry (an OAUTHBEARER token's exp, less the wall clock), whichever ends first;
+        # neither: no expiry. now_ms is the monotonic clock: a token enters by its time left
         max_reauth = self.settings.reauth_ms
-        credential_ends = getattr(self._server, "expires_at_ms", None)
-        ends = [e - now_ms for e in (credential_ends,) if e is not None]
+        credential_left = getattr(self._server, "lifetime_ms", None)
+        ends = [] if credential_left is None else [credential_left]
         if max_reauth > 0:
             ends.append(max_reauth)
         if not ends:
             self.expires_at_ms = None
             return out, 0
-        lifetime = max(0, min(ends))
+        # a token's exp may be ages away: no further than a SaslAuthenticate answer can say
+        lifetime = max(0, min(*ends, MAX_SESSION_LIFETIME_MS))
         self.expires_at_ms = now_ms + lifetime
         return out, lifetime

@@ -7,11 +7,16 @@ the PLAIN users from ``listener.name.<l>.plain.sasl.jaas.config`` as Kafka write
         username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice";
 
 (``user_NAME="password"`` options are the users; ``username``/``password`` are the broker's
-own client identity, unused on one node), ``connections.max.reauth.ms`` (KIP-368) and
-``connection.failed.authentication.delay.ms``.
+own client identity, unused on one node), ``connections.max.reauth.ms`` (KIP-368),
+``connection.failed.authentication.delay.ms`` and ``sasl.server.max.receive.size`` (the largest
+frame before and during authentication, 512 KiB).
 
 OAUTHBEARER validates unsecured tokens (proxy/sasl/oauthbearer.py) with the
-``unsecuredValidator*`` options of ``listener.name.<l>.oauthbearer.sasl.jaas.config``.
+``unsecuredValidator*`` options of ``listener.name.<l>.oauthbearer.sasl.jaas.config``, or, with
+``listener.name.<l>.oauthbearer.sasl.server.callback.handler.class`` set to Kafka's
+``OAuthBearerValidatorCallbackHandler``, signed JWTs against the keys of a JWKS file and the
+``sasl.oauthbearer.*`` settings (proxy/sasl/oauthbearer_jwt.py). No other callback handler
+class can be loaded: naming one fails at start-up.
 
 Deviations: Kafka's default ``sasl.enabled.mechanisms`` is GSSAPI (Kerberos), which kafkad
 does not serve: a SASL listener whose mechanisms name it fails at start-up with a message
@@ -27,8 +32,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.listeners import listener_value
+from proxy.listeners import LISTENER_PREFIX, listener_value
 from proxy.sasl.mechanisms import OAUTHBEARER, PLAIN, SERVED_MECHANISMS
+from proxy.sasl.oauthbearer_jwt import (
+    OAUTH_CONFIGS,
+    REMOVED_CLASS,
+    UNSECURED_CLASS,
+    VALIDATOR_CLASS,
+    JwtValidator,
+    jwt_validator,
+)
 
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -60,6 +73,21 @@ def _long(v: str) -> int:
     return n
 
 
+def _callback_handler(v: str) -> str:
+    """OAUTHBEARER's server callback handler: Kafka's two validators, nothing else."""
+    if v in ("", VALIDATOR_CLASS, UNSECURED_CLASS):
+        return v
+    if v == REMOVED_CLASS:
+        raise ValueError(f"that class was removed in Kafka 4.0; use {VALIDATOR_CLASS}")
+    raise ValueError(
+        f"kafkad cannot load a custom callback handler; it serves {VALIDATOR_CLASS} (signed "
+        f"JWTs) and {UNSECURED_CLASS} (the default, unsecured tokens)"
+    )
+
+
+OAUTH_HANDLER = "oauthbearer.sasl.server.callback.handler.class"
+
+
 # name -> (parser, default); each may be overridden per listener (listener.name.<l>.NAME)
 SASL_CONFIGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "sasl.enabled.mechanisms": (_mechanisms, "GSSAPI"),
@@ -67,10 +95,19 @@ SASL_CONFIGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "scram-sha-256.sasl.jaas.config": (_jaas, ""),
     "scram-sha-512.sasl.jaas.config": (_jaas, ""),
     "oauthbearer.sasl.jaas.config": (_jaas, ""),
+    OAUTH_HANDLER: (_callback_handler, ""),
+    # KIP-768's validator settings (proxy/sasl/oauthbearer_jwt.py)
+    **OAUTH_CONFIGS,
     "connections.max.reauth.ms": (_long, "0"),
     "connection.failed.authentication.delay.ms": (_long, "100"),
+    # the largest frame before and during authentication (Kafka's BrokerSecurityConfigs)
+    "sasl.server.max.receive.size": (_long, "524288"),
 }
 SENSITIVE = frozenset(n for n in SASL_CONFIGS if n.endswith("jaas.config"))
+# names read per listener and mechanism too: listener.name.<l>.oauthbearer.sasl.oauthbearer.*
+SASL_MECHANISM_CONFIGS: dict[str, Callable[[str], Any]] = {
+    f"oauthbearer.{n}": p for n, (p, _) in OAUTH_CONFIGS.items()
+}
 
 _OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
 
@@ -106,6 +143,8 @@ class SaslSettings:
     reauth_ms: int = 0
     failed_delay_ms: int = 100
     oauth_options: Mapping[str, str] = field(default_factory=dict)  # unsecuredValidator*
+    oauth_validator: JwtValidator | None = None  # signed JWTs; None: unsecured tokens
+    max_receive_size: int = 524288  # sasl.server.max.receive.size
 
 
 def listener_sasl(values: Mapping[str, Any], listener: str) -> SaslSettings:
@@ -142,6 +181,17 @@ def listener_sasl(values: Mapping[str, Any], listener: str) -> SaslSettings:
             raise SaslConfigError(
                 f"listener {listener}: OAUTHBEARER's login module is {OAUTHBEARER_MODULE}"
             )
+    validator = None
+    if OAUTHBEARER in mechanisms and get(OAUTH_HANDLER) == VALIDATOR_CLASS:
+
+        def oauth_get(name: str) -> Any:  # Kafka's ConfigurationUtils.get: oauthbearer.NAME first
+            prefixed = f"{LISTENER_PREFIX}{listener.lower()}.oauthbearer.{name}"
+            return values[prefixed] if prefixed in values else get(name)
+
+        try:
+            validator = jwt_validator(oauth_get)
+        except ValueError as exc:
+            raise SaslConfigError(f"listener {listener}: OAUTHBEARER: {exc}") from None
     return SaslSettings(
         listener,
         mechanisms,
@@ -149,4 +199,6 @@ def listener_sasl(values: Mapping[str, Any], listener: str) -> SaslSettings:
         get("connections.max.reauth.ms"),
         get("connection.failed.authentication.delay.ms"),
         oauth,
+        validator,
+        get("sasl.server.max.receive.size"),
     )

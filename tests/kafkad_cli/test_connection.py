@@ -8,6 +8,8 @@ import threading
 import pytest
 
 from kafkad.client.connection import Connection
+from kafkad.client.errors import Unreachable
+from kafkad.client.security import from_properties
 
 
 def test_a_failed_handshake_closes_the_socket_at_once() -> None:
@@ -37,5 +39,30 @@ def test_a_failed_handshake_closes_the_socket_at_once() -> None:
         thread.join(10)
         assert seen == [b""], "the client's socket stayed open"
         del failed
+    finally:
+        server.close()
+
+
+def test_tls_to_a_plaintext_listener_says_what_to_check() -> None:
+    # A plaintext Kafka listener reads the ClientHello as a frame size far over its limit and
+    # closes the connection: the TLS handshake ends in an EOF, and the line says why that may be.
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def hang_up() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(1024)
+
+    thread = threading.Thread(target=hang_up, daemon=True)
+    thread.start()
+    try:
+        security = from_properties({"security.protocol": "SSL"})
+        with pytest.raises(Unreachable) as failed:
+            Connection(f"127.0.0.1:{port}", 5, security=security)
+        thread.join(10)
+        text = str(failed.value)
+        assert text.startswith(f"TLS handshake with 127.0.0.1:{port} failed: ")
+        assert "(is it an SSL or SASL_SSL listener? a plaintext one closes" in text
     finally:
         server.close()

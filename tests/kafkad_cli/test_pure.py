@@ -177,3 +177,213 @@ def test_kafkads_top_level_help_lists_the_client_nouns() -> None:
 
     usage = broker_parser().format_help()
     assert all(f"kafkad {noun} --help" in usage for noun in NOUNS)
+
+
+class _OneBroker:
+    """Metadata of node 1 holding t (partitions 0, 1) and node 2 holding u's partition 0."""
+
+    def __init__(self) -> None:
+        from kafkad.client.cluster import PartitionInfo, TopicInfo
+
+        def topic(name: str, nodes: dict[int, int]) -> TopicInfo:
+            info = TopicInfo(name, "", 0)
+            for p, node in nodes.items():
+                info.partitions[p] = PartitionInfo(p, node, 0, [node], [node], 0)
+            return info
+
+        self.topics = {"t": topic("t", {0: 1, 1: 1}), "u": topic("u", {0: 2})}
+
+    def broker(self, node: int) -> None:
+        if node not in (1, 2):
+            raise ClientError(f"the cluster does not know broker {node}")
+
+    def topic(self, name: str) -> object:
+        return self.topics[name]
+
+    def metadata(self, topics: object) -> dict[str, object]:
+        return dict(self.topics)
+
+
+def test_find_hanging_searches_what_kafkas_tool_searches() -> None:
+    from typing import Any, cast
+
+    from kafkad.cli.options import UsageError
+    from kafkad.cli.txns import partitions_to_search
+
+    c = cast(Any, _OneBroker())
+    assert partitions_to_search(c, "t", None, None) == [("t", 0), ("t", 1)]
+    assert partitions_to_search(c, "t", 1, None) == [("t", 1)]
+    # --broker-id alone: every topic's partitions with a replica there
+    assert partitions_to_search(c, None, None, 1) == [("t", 0), ("t", 1)]
+    assert partitions_to_search(c, None, None, 2) == [("u", 0)]
+    assert partitions_to_search(c, "t", None, 2) == []
+    with pytest.raises(UsageError, match="requires either --topic or --broker-id"):
+        partitions_to_search(c, None, None, None)
+    with pytest.raises(UsageError, match="--partition argument requires --topic"):
+        partitions_to_search(c, None, 0, 1)
+    with pytest.raises(ClientError, match="does not know broker 9"):
+        partitions_to_search(c, None, None, 9)
+    args = build_parser().parse_args(["txns", "find-hanging", "--broker-id", "1"])
+    assert (args.broker_id, args.topic) == (1, None)
+    args = build_parser().parse_args(
+        ["txns", "describe-producers", "--broker-id", "2", "--topic", "t", "--partition", "0"]
+    )
+    assert args.broker_id == 2
+
+
+def test_reset_offsets_takes_the_rest_of_kafkas_scenarios_and_scopes() -> None:
+    from kafkad.cli.groups import parse_duration_ms, plan_offset
+    from kafkad.cli.options import UsageError
+
+    # --to-current: the committed offset, else the log end (ConsumerGroupCommand's resetToCurrent)
+    assert plan_offset("to_current", None, 5, 2, 9, None) == 5
+    assert plan_offset("to_current", None, None, 2, 9, None) == 9
+    # --by-duration in Java's Duration.parse form
+    assert parse_duration_ms("PT1H") == 3_600_000
+    assert parse_duration_ms("P1DT12H30M") == (36 * 60 + 30) * 60_000
+    assert parse_duration_ms("PT0.5S") == 500
+    for bad in ("P", "PT", "1H", "P1H", "PT1X"):
+        with pytest.raises(UsageError, match="not a duration"):
+            parse_duration_ms(bad)
+    parse = build_parser().parse_args
+    args = parse(["groups", "reset-offsets", "g", "--all-topics", "--to-current", "--dry-run"])
+    assert (args.all_topics, args.topic, args.to_current, args.dry_run) == (True, None, True, True)
+    args = parse(["groups", "reset-offsets", "g", "--topic", "t", "--by-duration", "PT1H"])
+    assert args.by_duration == "PT1H" and not args.execute
+    for argv in (
+        ["--topic", "t", "--all-topics", "--to-latest"],  # one scope
+        ["--to-latest"],  # a scope is required
+        ["--topic", "t", "--to-latest", "--dry-run", "--execute"],  # one of the two
+    ):
+        with pytest.raises(SystemExit) as exited:
+            parse(["groups", "reset-offsets", "g", *argv])
+        assert exited.value.code == 2
+
+
+def test_a_delete_of_several_names_reports_each(capsys: pytest.CaptureFixture[str]) -> None:
+    # `topics delete a nope b` used to print only the first failure, hiding that a and b went
+    import json
+
+    from kafkad.cli.output import report_deletions
+    from kafkad.client.errors import KafkaError
+
+    assert report_deletions(False, "topic", ["a"], []) == 0
+    assert capsys.readouterr().out.split() == ["TOPIC", "OUTCOME", "a", "deleted"]
+    failed = [
+        ("x", KafkaError(3, "deleting topic 'x'", "No such topic.")),
+        ("y", KafkaError(3, "deleting topic 'y'")),
+    ]
+    with pytest.raises(ClientError) as info:
+        report_deletions(True, "topic", ["a", "b"], failed)
+    data = json.loads(capsys.readouterr().out)
+    assert data["deleted"] == ["a", "b"]
+    assert [(f["topic"], f["error_code"]) for f in data["failed"]] == [("x", 3), ("y", 3)]
+    assert str(info.value) == (
+        "deleting topic 'x': UNKNOWN_TOPIC_OR_PARTITION (no such topic or partition): "
+        "No such topic; deleting topic 'y': UNKNOWN_TOPIC_OR_PARTITION (no such topic or partition)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "line"),
+    [
+        (
+            ["topics", "describe", "secret"],
+            29,
+            "kafkad: topic 'secret': TOPIC_AUTHORIZATION_FAILED (not authorized to access the "
+            "topic)",
+        ),
+        (
+            ["groups", "describe", "g"],
+            30,
+            "kafkad: group 'g': GROUP_AUTHORIZATION_FAILED (not authorized to access the group)",
+        ),
+        (
+            ["txns", "list"],
+            31,
+            "kafkad: listing transactions on broker 1: CLUSTER_AUTHORIZATION_FAILED (not "
+            "authorized for this cluster action)",
+        ),
+    ],
+)
+def test_an_authorization_failure_is_one_plain_line(
+    argv: list[str],
+    code: int,
+    line: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What a broker with ACLs answers (no live one here yet: kafkad has no authorizer) reaches
+    the user as one line naming what was refused, with exit status 1 and no traceback."""
+    import kafkad.cli
+    from kafkad.client.errors import KafkaError
+
+    class Refusing:
+        brokers = {1: "b:1"}
+
+        def __init__(self, *a: object) -> None:
+            pass
+
+        def __enter__(self) -> Refusing:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def topic(self, name: str) -> None:
+            raise KafkaError(code, f"topic {name!r}")
+
+        def coordinated(self, key: str, key_type: int, call: object) -> None:
+            raise KafkaError(code, f"group {key!r}")
+
+        def metadata(self, topics: object) -> dict[str, object]:
+            return {}
+
+        def send(self, api: object, data: object, node: int | None = None) -> object:
+            from types import SimpleNamespace
+
+            return SimpleNamespace(error_code=code, transaction_states=[])
+
+    monkeypatch.setattr(kafkad.cli, "Client", Refusing)
+    assert kafkad.cli.main([*argv, "--bootstrap-server", "b:1"]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [line]
+
+
+def test_force_terminate_takes_kafkas_and_kafkads_spellings() -> None:
+    parse = build_parser().parse_args
+    for argv in (
+        ["txns", "forceTerminateTransaction", "--transactionalId", "t"],
+        ["txns", "force-terminate", "--transactional-id", "t"],
+    ):
+        assert parse(argv).transactional_id == "t"
+    with pytest.raises(SystemExit):
+        parse(["txns", "forceTerminateTransaction"])  # the id is required
+
+
+def test_a_duration_filter_is_refused_where_list_transactions_v0_would_drop_it() -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from kafkad.cli.txns import list_transactions
+
+    sent: list[object] = []
+
+    class OldBroker:  # ListTransactions v0 only, as Kafka 3.0-3.7
+        brokers = {1: "b:1"}
+
+        def metadata(self, topics: object) -> dict[str, object]:
+            return {}
+
+        def broker(self, node: int) -> object:
+            return SimpleNamespace(version_for=lambda key, low, high: 0)
+
+        def send(self, api: object, data: object, node: int | None = None) -> object:
+            sent.append(data)
+            return SimpleNamespace(error_code=0, transaction_states=[])
+
+    old = cast(Any, OldBroker())
+    with pytest.raises(ClientError, match="does not support --duration-filter"):
+        list_transactions(old, None, 60_000)
+    assert sent == []
+    assert list_transactions(old) == [] and len(sent) == 1  # no filter: fine at v0

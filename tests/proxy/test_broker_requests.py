@@ -118,6 +118,22 @@ async def test_api_versions_come_from_the_registry() -> None:
         ]
 
 
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [("-kafkad", "1.0"), ("kafkad", "1.0."), ("kafkad\n", "1.0"), ("kafkad", "1.0\n"), ("", "1")],
+)
+async def test_api_versions_with_a_bad_software_name_is_an_invalid_request(
+    name: str, version: str
+) -> None:
+    # Kafka's ApiVersionsRequest.isValid (Pattern.matches: the whole string, no trailing
+    # newline) and getErrorResponse: INVALID_REQUEST with no api keys at all
+    async with running_broker() as (_, port), connect(port) as c:
+        resp = await c.request(
+            ApiVersionsV3(client_software_name=name, client_software_version=version)
+        )
+        assert (resp.error_code, resp.api_keys) == (ErrorCode.invalid_request, ())
+
+
 async def test_metadata_auto_creates_and_refuses_bad_names() -> None:
     async with running_broker() as (_, port), connect(port) as c:
         resp = await c.request(

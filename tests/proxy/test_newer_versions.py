@@ -9,6 +9,7 @@ import datetime
 import uuid
 from typing import Any
 
+import pytest
 from kio.schema.create_topics.v7 import request as ct7
 from kio.schema.delete_topics.v6 import request as dt6
 from kio.schema.errors import ErrorCode
@@ -498,6 +499,44 @@ async def test_describe_cluster_v2_lists_the_node_unfenced() -> None:
         assert [b.broker_id for b in older.brokers] == [resp.controller_id]
 
 
+@pytest.mark.parametrize(
+    ("endpoint_type", "code", "message"),
+    [
+        (
+            2,
+            ErrorCode.mismatched_endpoint_type,
+            "The request was sent to an endpoint of type BROKER, "
+            "but we wanted an endpoint of type CONTROLLER",
+        ),
+        (0, ErrorCode.unsupported_endpoint_type, "Unsupported endpoint type 0"),
+        (3, ErrorCode.unsupported_endpoint_type, "Unsupported endpoint type 3"),
+    ],
+)
+async def test_describe_cluster_refuses_other_endpoint_types_as_kafka(
+    endpoint_type: int, code: ErrorCode, message: str
+) -> None:
+    """Kafka's AuthHelper.computeDescribeClusterResponse: the code and its message on an
+    otherwise default response (no cluster id, no brokers, controller -1, endpoint type 1)."""
+    from kio.schema.describe_cluster.v2 import request as dc2
+
+    async with running_broker() as (_, port), connect(port) as c:
+        resp = await c.request(
+            dc2.DescribeClusterRequest(
+                include_cluster_authorized_operations=False,
+                endpoint_type=endpoint_type,
+                include_fenced_brokers=False,
+            )
+        )
+        assert (resp.error_code, resp.error_message) == (code, message)
+        assert (resp.cluster_id, resp.brokers, resp.controller_id, resp.endpoint_type) == (
+            "",
+            (),
+            -1,
+            1,
+        )
+        assert resp.cluster_authorized_operations == -(2**31)
+
+
 async def test_metadata_v13_answers_a_top_level_error_code_of_none() -> None:
     from kio.schema.metadata.v12 import request as md12
     from kio.schema.metadata.v13 import request as md13
@@ -573,9 +612,9 @@ async def test_describe_groups_v6_answers_a_missing_group_with_group_id_not_foun
             assert got["dg6-empty"] == (ErrorCode.none, "Empty", None)
             if mod is dg5:  # below v6: Dead, no error
                 assert got["dg6-missing"] == (ErrorCode.none, "Dead", None)
-            else:  # KIP-1043
+            else:  # KIP-1043: the error, Kafka's message, and still Dead (its describeGroups)
                 assert got["dg6-missing"] == (
                     ErrorCode.group_id_not_found,
-                    "",
+                    "Dead",
                     "Group dg6-missing not found.",
                 )

@@ -246,3 +246,54 @@ async def test_metadata_v10_v11_asking_by_id_or_without_a_name_is_an_invalid_req
             assert [(t.name, t.error_code) for t in resp.topics] == [
                 (t.name or "", ErrorCode.invalid_request) for t in topics
             ]
+
+
+def test_alter_partition_reassignments_error_reply_leaves_the_flag_at_its_default() -> None:
+    """Kafka's ``AlterPartitionReassignmentsRequest.getErrorResponse`` never sets
+    AllowReplicationFactorChange, so an error reply carries the schema default, true, whatever
+    the request asked (only an answer echoes the request's flag)."""
+    from kio.schema.alter_partition_reassignments.v1 import request as apr1
+
+    req = apr1.AlterPartitionReassignmentsRequest(
+        timeout=60000,
+        allow_replication_factor_change=False,
+        topics=(
+            apr1.ReassignableTopic(
+                name="t", partitions=(apr1.ReassignablePartition(partition_index=0, replicas=()),)
+            ),
+        ),
+    )
+    resp = entry(45).error_reply(req, ErrorCode.not_controller)
+    assert resp.allow_replication_factor_change is True
+    assert resp.error_code == ErrorCode.not_controller
+    assert [(t.name, [p.error_code for p in t.partitions]) for t in resp.responses] == [
+        ("t", [ErrorCode.not_controller])
+    ]
+
+
+def test_alter_replica_log_dirs_error_reply_echoes_each_dir_entry() -> None:
+    """Kafka's ``AlterReplicaLogDirsRequest.getErrorResponse``: one topic result per (dir, topic)
+    entry of the request, its partitions as listed, nothing merged or dropped."""
+    from kio.schema.alter_replica_log_dirs.v2 import request as arld2
+
+    req = arld2.AlterReplicaLogDirsRequest(
+        dirs=(
+            arld2.AlterReplicaLogDir(
+                path="/a", topics=(arld2.AlterReplicaLogDirTopic(name="t", partitions=(0, 1)),)
+            ),
+            arld2.AlterReplicaLogDir(
+                path="/b",
+                topics=(
+                    arld2.AlterReplicaLogDirTopic(name="t", partitions=(1,)),
+                    arld2.AlterReplicaLogDirTopic(name="u", partitions=(0,)),
+                ),
+            ),
+        )
+    )
+    resp = entry(34).error_reply(req, ErrorCode.cluster_authorization_failed)
+    got = [
+        (t.topic_name, [(p.partition_index, p.error_code) for p in t.partitions])
+        for t in resp.results
+    ]
+    e = ErrorCode.cluster_authorization_failed
+    assert got == [("t", [(0, e), (1, e)]), ("t", [(1, e)]), ("u", [(0, e)])]

@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v11 import response as newest
+from kio.schema.types import BrokerId
+from kio.static.primitive import i32, i64
 
 from tests.wire.conftest import entities
 from wire.codec import RequestHeader, encode_response, response_class
@@ -53,3 +56,69 @@ def test_versions_it_does_not_encode_are_refused() -> None:
     resp = newest.ProduceResponse(responses=(), throttle_time=datetime.timedelta(0))
     with pytest.raises(ValueError):
         encode_produce_response(1, 13, resp)
+
+
+# Wider than ``entities``: arrays and strings long enough for multi-byte varint lengths (128+),
+# non-ASCII text, every error code, and v10's tagged fields both at and off their defaults.
+_texts = st.text(max_size=200)
+_i32 = st.integers(-(2**31), 2**31 - 1)
+_i64 = st.integers(-(2**63), 2**63 - 1)
+_partitions = st.builds(
+    newest.PartitionProduceResponse,
+    index=_i32.map(i32),
+    error_code=st.sampled_from(list(ErrorCode)),
+    base_offset=_i64.map(i64),
+    log_append_time=st.none()
+    | st.datetimes(
+        min_value=datetime.datetime(1970, 1, 1),
+        max_value=datetime.datetime(2200, 1, 1),
+        timezones=st.just(datetime.UTC),
+    ),
+    log_start_offset=_i64.map(i64),
+    record_errors=st.lists(
+        st.builds(
+            newest.BatchIndexAndErrorMessage,
+            batch_index=_i32.map(i32),
+            batch_index_error_message=st.none() | _texts,
+        ),
+        max_size=130,
+    ).map(tuple),
+    error_message=st.none() | _texts,
+    current_leader=st.builds(
+        newest.LeaderIdAndEpoch,
+        leader_id=st.sampled_from([-1, 0, 2**31 - 1]).map(BrokerId),
+        leader_epoch=st.sampled_from([-1, 0, 7]).map(i32),
+    ),
+)
+_responses = st.builds(
+    newest.ProduceResponse,
+    responses=st.lists(
+        st.builds(
+            newest.TopicProduceResponse,
+            name=_texts,
+            partition_responses=st.lists(_partitions, max_size=130).map(tuple),
+        ),
+        max_size=2,
+    ).map(tuple),
+    throttle_time=st.integers(0, 2**31 - 1).map(lambda ms: datetime.timedelta(milliseconds=ms)),
+    node_endpoints=st.lists(
+        st.builds(
+            newest.NodeEndpoint,
+            node_id=_i32.map(BrokerId),
+            host=_texts,
+            port=_i32.map(i32),
+            rack=st.none() | _texts,
+        ),
+        max_size=130,
+    ).map(tuple),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(resp=_responses, version=st.integers(3, 11), correlation_id=_i32)
+def test_the_same_bytes_for_long_arrays_and_strings(
+    resp: Any, version: int, correlation_id: int
+) -> None:
+    assert encode_produce_response(correlation_id, version, resp) == generic(
+        resp, version, correlation_id
+    )

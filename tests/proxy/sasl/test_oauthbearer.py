@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any
 
 import pytest
@@ -76,7 +77,8 @@ def test_an_invalid_token_is_answered_then_fails_on_the_clients_ack(claims: dict
 def test_a_signed_token_or_a_missing_scope_is_refused() -> None:
     assert json.loads(server().step(first(jws(GOOD, alg="RS256")))) == {"status": "invalid_token"}
     s = server(unsecuredValidatorRequiredScope="a c")
-    assert json.loads(s.step(first(jws(GOOD)))) == {"status": "insufficient_scope", "scope": "a c"}
+    # Kafka's jsonErrorResponse byte for byte, the scope being the required list's toString
+    assert s.step(first(jws(GOOD))) == b'{"status":"insufficient_scope", "scope":"[a, c]"}'
     assert server(unsecuredValidatorRequiredScope="b").step(first(jws(GOOD))) == b""
 
 
@@ -101,11 +103,32 @@ def test_options_name_the_claims_and_the_skew() -> None:
         (b"y,,\x01auth=Bearer x\x01\x01", "Invalid OAUTHBEARER client first message"),
         (b"n,,\x01host=a\x01\x01", "'auth' not specified"),
         (b"n,,\x01auth=Basic abc\x01\x01", "Invalid scheme"),
+        # as Kafka's OAuthBearerClientInitialResponse: an extension's value is not empty, an
+        # authzid not empty nor holding a bare "=", the message matched whole
+        (first(jws(GOOD), extensions="traceId=\x01"), "first message$"),
+        (f"n,a=,\x01auth=Bearer {jws(GOOD)}\x01\x01".encode(), "first message$"),
+        (first(jws(GOOD), authzid="a=b"), "first message$"),
+        (first(jws(GOOD)) + b"\n", "first message$"),
+        (f"n,,\x01auth=Bearer {jws(GOOD)}\n\x01\x01".encode(), "invalid 'auth' format"),
+        (b"n,,\x01auth=Bearer \xff\x01\x01", "first message$"),
     ],
 )
-def test_malformed_first_messages(message: bytes, why: str) -> None:
-    with pytest.raises(AuthFailed, match=why):
+def test_malformed_first_messages_get_kafkas_generic_answer_and_the_cause_is_logged(
+    message: bytes, why: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    generic = (
+        "Authentication failed during authentication due to invalid credentials with SASL "
+        "mechanism OAUTHBEARER"
+    )
+    with caplog.at_level("INFO", logger="kafkad.sasl"), pytest.raises(AuthFailed) as exc:
         server().step(message)
+    assert str(exc.value) == generic
+    assert re.search(why, caplog.records[-1].getMessage())
+
+
+def test_an_escaped_authorization_id_is_compared_as_sent() -> None:
+    s = server()
+    assert s.step(first(jws({**GOOD, "sub": "a=2Cb"}), authzid="a=2Cb")) == b""
 
 
 def test_another_authorization_id_is_refused() -> None:

@@ -130,3 +130,40 @@ async def test_sasl_requests_on_a_plaintext_listener_are_illegal_state() -> None
         ).error_code == ErrorCode.illegal_sasl_state
         auth = await c.request(Auth2(auth_bytes=b"x"))
         assert auth.error_code == ErrorCode.illegal_sasl_state
+
+
+async def test_a_frame_over_sasl_server_max_receive_size_fails_authentication(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Kafka's SaslServerAuthenticator reads with sasl.server.max.receive.size (512 KiB): a
+    # larger frame before authentication is an InvalidReceiveException, closed after the delay
+    async with memory_broker(None, **SASL) as (_, listener):
+        c = RawClient(await listener.connect())  # type: ignore[arg-type]
+        await c.request(Hand1(mechanism="PLAIN"))
+        start = trio.current_time()
+        await c.send_raw((524288 + 1).to_bytes(4, "big") + b"\0" * 1024)
+        assert await c.read_frame() is None  # unanswered
+        assert trio.current_time() - start == pytest.approx(2.0, abs=0.01)
+        # at the limit it is read (and this one fails as a wrong password)
+        d = RawClient(await listener.connect())  # type: ignore[arg-type]
+        await d.request(Hand1(mechanism="PLAIN"))
+        big = await d.request(Auth2(auth_bytes=b"\0alice\0" + b"x" * (524288 - 64)))
+        assert big.error_code == ErrorCode.sasl_authentication_failed
+
+
+async def test_once_authenticated_socket_request_max_bytes_applies(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    small = {**SASL, "sasl.server.max.receive.size": "1000"}
+    async with memory_broker(None, **small) as (_, listener):
+        c = RawClient(await listener.connect())  # type: ignore[arg-type]
+        await c.request(Hand1(mechanism="PLAIN"))
+        assert (await c.request(Auth2(auth_bytes=b"\0alice\0alice-secret"))).error_code == 0
+        names = (f"t{i:04}" for i in range(300))
+        many = md.MetadataRequest(
+            topics=tuple(md.MetadataRequestTopic(name=n, topic_id=None) for n in names),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        assert len(encode_request(many, 1)) > 1000
+        assert len((await c.request(many)).topics) == 300

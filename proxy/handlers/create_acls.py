@@ -1,0 +1,85 @@
+"""CreateAcls (key 30), v1-3: v1 adds resource pattern types (PREFIXED); v2 is flexible; v3 adds
+nothing for the broker (USER resources). v0 is gone since Kafka 4.0 (KIP-896).
+
+Needs CLUSTER ALTER (CLUSTER_AUTHORIZATION_FAILED for every creation otherwise); with no
+authorizer configured every creation gets SECURITY_DISABLED, as in Kafka. The decisions are in
+``proxy/acl/admin.py``; the new bindings are durable before the answer.
+"""
+
+from __future__ import annotations
+
+from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
+from kio.schema.create_acls.v3.response import AclCreationResult, CreateAclsResponse
+from kio.schema.errors import ErrorCode
+
+from proxy.acl import admin
+from proxy.acl.model import (
+    CLUSTER_NAME,
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from proxy.context import RequestContext
+from proxy.outcomes import CloseConnection
+from proxy.registry import handler
+from wire.values import NO_THROTTLE
+
+
+def binding(c: AclCreation) -> AclBinding:
+    return AclBinding(
+        ResourcePattern(
+            admin.from_code(ResourceType, c.resource_type),
+            c.resource_name,
+            admin.from_code(PatternType, c.resource_pattern_type),
+        ),
+        AccessControlEntry(
+            c.principal,
+            c.host,
+            admin.from_code(AclOperation, c.operation),
+            admin.from_code(AclPermissionType, c.permission_type),
+        ),
+    )
+
+
+def _reply(n: int, code: ErrorCode, message: str | None) -> CreateAclsResponse:
+    result = AclCreationResult(error_code=code, error_message=message)
+    return CreateAclsResponse(throttle_time=NO_THROTTLE, results=(result,) * n)
+
+
+def _error_reply(req: CreateAclsRequest, code: ErrorCode) -> CreateAclsResponse:
+    return _reply(len(req.creations), code, None)
+
+
+@handler(
+    api_key=30,
+    versions=(1, 3),
+    request=CreateAclsRequest,
+    response=CreateAclsResponse,
+    error_reply=_error_reply,
+)
+async def create_acls(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
+    for c in req.creations:
+        if admin.unparseable(
+            c.resource_type, c.resource_pattern_type, c.operation, c.permission_type
+        ):
+            raise CloseConnection("CreateAcls with an UNKNOWN code (Kafka cannot parse it)")
+    n = len(req.creations)
+    if not ctx.authorized(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return _reply(n, ErrorCode.cluster_authorization_failed, None)
+    if ctx.broker.authorizer is None:
+        return _reply(n, ErrorCode.security_disabled, "No Authorizer is configured.")
+    store = ctx.broker.acls
+    async with store.lock:
+        bindings, outcomes = admin.create(store.bindings, [binding(c) for c in req.creations])
+        if bindings != store.bindings:
+            await store.replace(bindings)
+    return CreateAclsResponse(
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            AclCreationResult(error_code=o.code, error_message=o.message) for o in outcomes
+        ),
+    )
