@@ -4,15 +4,18 @@ consumer-protocol member; kafkad has no classic members in consumer groups).
 Kafka's ConsumerGroup.asDescribedGroup: group epoch, target assignment epoch, state, the
 preferred assignor, and per member its epoch, subscription, current and target assignment
 (topic ids and names). A missing group, or a classic one, is GROUP_ID_NOT_FOUND with Kafka's
-message. Authorized operations are answered "not computed" (kafkad's other describes do too).
+message. A group's authorized operations are computed when asked for (Kafka's
+``authorizedOperations`` of the GROUP resource), else "not computed".
 
 Authorization (KafkaApis.handleConsumerGroupDescribe): DESCRIBE on each group, else that group
-is GROUP_AUTHORIZATION_FAILED; a group whose members' assignments name a topic the client may not
-describe is TOPIC_AUTHORIZATION_FAILED with Kafka's message and no members.
+is GROUP_AUTHORIZATION_FAILED (those come first); a group whose members' assignments name a
+topic the client may not describe is TOPIC_AUTHORIZATION_FAILED with Kafka's message and no
+members.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
@@ -29,6 +32,7 @@ from kio.static.primitive import i8, i32
 
 from coordinator.consumer_group.model import Assignment as Partitions
 from coordinator.consumer_group.model import ConsumerGroup
+from proxy.acl.checks import authorized_operations
 from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
@@ -117,11 +121,14 @@ async def consumer_group_describe(
     if not groups.consumer_protocol_enabled:
         return _error_reply(req, ErrorCode.unsupported_version)
     names = {t.topic_id: t.name for t in ctx.broker.topics}
-    out = []
+    out = []  # the groups the principal may not DESCRIBE come first, as in Kafka
+    allowed: list[GroupId] = []
     for group_id in req.group_ids:
-        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        if ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            allowed.append(group_id)
+        else:
             out.append(_failed(group_id, ErrorCode.group_authorization_failed, None))
-            continue
+    for group_id in allowed:
         found = groups.describe_consumer_group(group_id)
         if isinstance(found, tuple):
             out.append(_failed(group_id, *found))
@@ -135,5 +142,9 @@ async def consumer_group_describe(
         if not all(ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, t) for t in topics):
             out.append(_failed(group_id, ErrorCode.topic_authorization_failed, TOPICS_UNAUTHORIZED))
             continue
-        out.append(_described(found, groups.preferred_assignor(found), names))
+        described = _described(found, groups.preferred_assignor(found), names)
+        if req.include_authorized_operations:
+            ops = authorized_operations(ctx, ResourceType.GROUP, group_id)
+            described = dataclasses.replace(described, authorized_operations=ops)
+        out.append(described)
     return ConsumerGroupDescribeResponse(throttle_time=NO_THROTTLE, groups=tuple(out))

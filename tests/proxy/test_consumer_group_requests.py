@@ -282,7 +282,7 @@ async def test_authorization() -> None:
         assert r.error_code is E.topic_authorization_failed
         d = await c.request(
             cgd.ConsumerGroupDescribeRequest(
-                group_ids=("g", "open"), include_authorized_operations=False
+                group_ids=("open", "g"), include_authorized_operations=False
             )
         )
         assert [(x.error_code, x.error_message, x.members) for x in d.groups] == [
@@ -293,3 +293,15 @@ async def test_authorization() -> None:
                 (),
             ),
         ]
+
+
+async def test_describe_answers_authorized_operations_when_asked() -> None:
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "t", 1) is E.none
+        assert (await c.request(join("g", "m1"))).error_code is E.none
+        d = await c.request(
+            cgd.ConsumerGroupDescribeRequest(group_ids=("g",), include_authorized_operations=True)
+        )
+        # no authorizer: every GROUP operation (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
+        # ALTER_CONFIGS)
+        assert d.groups[0].authorized_operations == sum(1 << op for op in (3, 6, 8, 10, 11))
