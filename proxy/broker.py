@@ -18,6 +18,7 @@ from pathlib import Path
 import trio
 from kio.schema.errors import ErrorCode
 
+from coordinator.consumer_group.model import TopicInfo
 from coordinator.group.offsets_log import OFFSETS_TOPIC
 from coordinator.group.runtime import GroupCoordinator
 from coordinator.producer_ids import ProducerIdManager
@@ -100,6 +101,7 @@ class Broker:
             io_max_bytes_per_second=config.get("log.cleaner.io.max.bytes.per.second"),
         )
         self.groups = GroupCoordinator(self.topics, config.values or {}, self.now_ms)
+        self.groups.topic_view = self.consumer_topics  # what KIP-848 groups subscribe to
         self.producer_ids = ProducerIdManager(store)
         self.scram = ScramStore(store)  # SCRAM credentials (proxy/sasl/scram_store.py)
         # ACLs (proxy/acl/): None unless authorizer.class.name is set, as in Kafka. The
@@ -128,6 +130,14 @@ class Broker:
         # counters of the request path and background work (/metrics: proxy/metrics/)
         self.metrics = BrokerMetrics()
         self.client_telemetry = ClientTelemetry.from_values(config.values or {}, self.now_ms)
+
+    def consumer_topics(self) -> dict[str, TopicInfo]:
+        """The topics consumer groups can subscribe to (internal ones left out)."""
+        return {
+            t.name: TopicInfo(t.name, t.topic_id, len(t.partitions))
+            for t in self.topics
+            if not t.internal
+        }
 
     def bound(self, name: str, port: int) -> None:
         """Listener ``name`` is bound to ``port``: advertise it if nothing else was given."""
