@@ -3,6 +3,7 @@ checks (KafkaApis), each refusal with its error code."""
 
 from __future__ import annotations
 
+import trio
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fr
 from kio.schema.list_offsets.v11 import request as lo
@@ -31,10 +32,10 @@ def produce_request(*topics: str, txn_id: str | None = None, data: bytes | None 
     )
 
 
-def fetch_request(*topics: str, replica_id: int = -1) -> object:
+def fetch_request(*topics: str, replica_id: int = -1, max_wait_ms: int = 0) -> object:
     return fr.FetchRequest(
         replica_id=replica_id,
-        max_wait=0 * MS,
+        max_wait=max_wait_ms * MS,
         min_bytes=1,
         topics=tuple(
             fr.FetchTopic(
@@ -95,6 +96,20 @@ async def test_fetch_needs_read_and_refused_partitions_carry_no_state() -> None:
         assert refused.error_code == E.topic_authorization_failed
         assert (refused.high_watermark, refused.last_stable_offset) == (-1, -1)
         assert refused.log_start_offset == -1
+
+
+async def test_a_fetch_with_every_topic_refused_is_answered_at_once() -> None:
+    """Kafka's handleFetchRequest sends no delayed fetch when no partition is left to read:
+    a long poll on refused topics only must not wait out max_wait."""
+    async with secured() as (c, grants, _):
+        await create(c, "theirs")
+        grants.open = False
+        with trio.fail_after(5):  # max_wait is a minute
+            resp = await c.request(fetch_request("theirs", "missing", max_wait_ms=60_000))
+        assert codes(resp.responses) == {
+            ("theirs", 0): E.topic_authorization_failed,
+            ("missing", 0): E.topic_authorization_failed,
+        }
 
 
 async def test_a_follower_fetch_needs_cluster_action() -> None:
