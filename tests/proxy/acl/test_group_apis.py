@@ -119,6 +119,26 @@ async def test_join_sync_heartbeat_leave_need_group_read() -> None:
         assert (join.generation_id, join.member_id, join.members) == (-1, "", ())
 
 
+async def test_sync_group_v5_without_protocol_is_inconsistent_before_authorization() -> None:
+    """v5 makes protocol type and name mandatory: Kafka's handleSyncGroupRequest refuses a null
+    one INCONSISTENT_GROUP_PROTOCOL before it asks the authorizer."""
+    async with secured() as (c, grants, _):
+        grants.open = False
+        for protocol_type, protocol_name in ((None, "range"), ("consumer", None)):
+            resp = await c.request(
+                sg.SyncGroupRequest(
+                    group_id="g",
+                    generation_id=1,
+                    member_id="m",
+                    protocol_type=protocol_type,
+                    protocol_name=protocol_name,
+                    assignments=(),
+                )
+            )
+            assert resp.error_code == E.inconsistent_group_protocol
+            assert (resp.protocol_type, resp.protocol_name, resp.assignment) == (None, None, b"")
+
+
 async def test_describe_groups_refuses_first_and_fills_operations() -> None:
     async with secured() as (c, grants, _):
         grants.open = False
