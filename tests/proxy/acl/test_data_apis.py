@@ -3,6 +3,8 @@ checks (KafkaApis), each refusal with its error code."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import trio
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fr
@@ -63,6 +65,24 @@ async def test_produce_needs_write_on_each_topic() -> None:
             ("missing", 0): E.topic_authorization_failed,  # existence is not revealed
         }
         assert grants.hosts == {"127.0.0.1"}  # the client's IP, without a port
+
+
+async def test_produce_refuses_unauthorized_then_unknown_then_bad_acks() -> None:
+    """Kafka's handleProduceRequest answers TOPIC_AUTHORIZATION_FAILED, then
+    UNKNOWN_TOPIC_OR_PARTITION; ReplicaManager.appendRecords answers INVALID_REQUIRED_ACKS only
+    for the partitions that got that far."""
+    async with secured() as (c, grants, _):
+        await create(c, "t", "theirs")
+        grants.open = False
+        grants.grant(Op.WRITE, Type.TOPIC, "t")
+        grants.grant(Op.WRITE, Type.TOPIC, "missing")
+        req = produce_request("t", "missing", "theirs")
+        resp = await c.request(replace(req, acks=2))
+        assert codes(resp.responses, "partition_responses") == {
+            ("t", 0): E.invalid_required_acks,
+            ("missing", 0): E.unknown_topic_or_partition,
+            ("theirs", 0): E.topic_authorization_failed,
+        }
 
 
 async def test_transactional_produce_needs_write_on_the_transactional_id() -> None:
