@@ -212,6 +212,19 @@ async def test_offset_delete_needs_group_delete_then_topic_read() -> None:
         }
 
 
+async def test_find_coordinator_for_share_keys_needs_cluster_action() -> None:
+    """Kafka's getCoordinator asks CLUSTER_ACTION for a SHARE key (v6) and fails the whole
+    request without it; with it, kafkad (no share groups) answers INVALID_REQUEST."""
+    req = fc.FindCoordinatorRequest(key_type=2, coordinator_keys=("g:t:0", "g:t:1"))
+    async with secured() as (c, grants, _):
+        grants.open = False
+        resp = await c.request(req)
+        assert [k.error_code for k in resp.coordinators] == [E.cluster_authorization_failed] * 2
+        grants.grant(Op.CLUSTER_ACTION, Type.CLUSTER)
+        resp = await c.request(req)
+        assert [k.error_code for k in resp.coordinators] == [E.invalid_request] * 2
+
+
 async def test_find_coordinator_needs_describe_on_the_key() -> None:
     async with secured() as (c, grants, _):
         grants.open = False
