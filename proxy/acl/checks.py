@@ -120,11 +120,6 @@ def allowed_on_any(
     return ctx.authorized_by_resource_type(operation, resource_type)
 
 
-def client_ip(ctx: RequestContext) -> str:
-    """The client's IP as ``RequestContext.authorized`` hands it to the authorizer."""
-    return ctx.peer.rpartition(":")[0] if ":" in ctx.peer else ctx.peer
-
-
 # ConfigResource.Type code -> the ACL resource its configs are authorized on (None: the
 # config resource's own name) and the error a refusal carries (Kafka's ConfigHelper and
 # ControllerApis.authorizeAlterResource).

@@ -3,11 +3,14 @@ requested partition, as the partition leader holds it (spec eos.md §4.11).
 
 Per producer: id, epoch (int32 on the wire), last sequence (-1 if no batch of the current
 epoch is retained), last timestamp, coordinator epoch and the first offset of its open
-transaction (-1: none; always -1 until transactions land). Unknown topic or partition:
-UNKNOWN_TOPIC_OR_PARTITION. There are no ACLs, so no TOPIC_AUTHORIZATION_FAILED.
+transaction (-1: none; always -1 until transactions land).
 
-A topic the principal may not READ gets TOPIC_AUTHORIZATION_FAILED ("Topic authorization
-failed.") on each partition asked for (Kafka's ``handleDescribeProducersRequest``).
+Per topic, in the order of Kafka's ``handleDescribeProducersRequest``: an illegal name is
+INVALID_TOPIC_EXCEPTION (``Topic.validate``'s message), then a topic the principal may not READ
+is TOPIC_AUTHORIZATION_FAILED ("Topic authorization failed."), then an unknown topic is
+UNKNOWN_TOPIC_OR_PARTITION ("This server does not host this topic-partition."), on each
+partition asked for; a partition the topic does not have is UNKNOWN_TOPIC_OR_PARTITION without
+a message (``ReplicaManager.activeProducerState``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,10 @@ from proxy.acl.checks import MESSAGES, allowed_names
 from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
+from storage.topics import topic_name_error
 from wire.values import NO_THROTTLE
+
+NOT_HOSTED = "This server does not host this topic-partition."  # Kafka's Errors message
 
 
 def _failed(index: int, code: ErrorCode) -> PartitionResponse:
@@ -72,9 +78,15 @@ async def describe_producers(
     readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, names)
 
     def answer(topic: str, index: int) -> PartitionResponse:
+        if (illegal := topic_name_error(topic)) is not None:
+            code = ErrorCode.invalid_topic_exception
+            return replace(_failed(index, code), error_message=illegal)
         if topic not in readable:
             code = ErrorCode.topic_authorization_failed
             return replace(_failed(index, code), error_message=MESSAGES[code])
+        if topics.get(topic) is None:
+            code = ErrorCode.unknown_topic_or_partition
+            return replace(_failed(index, code), error_message=NOT_HOSTED)
         partition = topics.partition(topic, index)
         if partition is None or partition.deleted:
             return _failed(index, ErrorCode.unknown_topic_or_partition)

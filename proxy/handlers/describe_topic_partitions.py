@@ -17,7 +17,8 @@ replicas.
 Authorization (Kafka's ``DescribeTopicPartitionsRequestHandler``): topics are checked for
 DESCRIBE as they are reached; one the principal may not DESCRIBE is skipped when every topic is
 asked for, and answered TOPIC_AUTHORIZATION_FAILED (zero id, after the others) when named.
-Each topic described carries the topic operations the principal may do.
+Each topic looked up (an unknown one too, as Kafka sets them on every topic but the refused)
+carries the topic operations the principal may do.
 """
 
 from __future__ import annotations
@@ -133,9 +134,15 @@ async def describe_topic_partitions(
                     if illegal
                     else ErrorCode.unknown_topic_or_partition
                 )
-                out.append(
+                out.append(  # Kafka sets the operations on every topic it looked up
                     DescribeTopicPartitionsResponseTopic(
-                        error_code=code, name=TopicName(name), topic_id=ZERO_UUID, partitions=()
+                        error_code=code,
+                        name=TopicName(name),
+                        topic_id=ZERO_UUID,
+                        partitions=(),
+                        topic_authorized_operations=authorized_operations(
+                            ctx, ResourceType.TOPIC, name
+                        ),
                     )
                 )
             continue

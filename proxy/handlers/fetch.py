@@ -35,6 +35,12 @@ a topic wakes its partitions' long polls too, which then answer UNKNOWN_TOPIC_OR
 (high watermark, LSO and log start -1) at once, as Kafka completes delayed fetches of
 partitions that stop. A read error ends the wait at once.
 
+Authorization (Kafka's ``handleFetchRequest``): a consumer needs READ on each topic, a
+follower (replica id >= 0) CLUSTER_ACTION; refused partitions are answered
+TOPIC_AUTHORIZATION_FAILED with high watermark, LSO and log start -1 and null aborted
+transactions (``FetchResponse.partitionResponse``), and do not end a long poll; a fetch with
+no partition left to read is answered at once (Kafka sends no delayed fetch then).
+
 A topic whose ``compression.type`` is ``zstd`` answers Fetch below v10 (clients from before
 zstd) UNSUPPORTED_COMPRESSION_TYPE for its partitions, as Kafka's ``maybeConvertFetchedData``.
 
@@ -432,6 +438,8 @@ async def fetch(ctx: RequestContext, req: Any) -> FetchResponse:
     max_bytes = req.max_bytes  # every served version (4+) has it
     total = await _read_all(slots, max_bytes, committed, follower)
     wait_s = req.max_wait.total_seconds()
+    # nothing left to read (every partition refused): answered at once, as Kafka answers a
+    # fetch with no authorized partition without a delayed fetch
     if slots and total < req.min_bytes and wait_s > 0 and not any(s.error for s in slots):
         deadline = trio.current_time() + wait_s
         while total < req.min_bytes and not broker.shutting_down.is_set():

@@ -11,7 +11,8 @@ INVALID_REQUEST.
 
 A group key needs DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), a transaction key
 DESCRIBE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); below v4 the
-refusal carries Kafka's message for the error.
+refusal carries Kafka's message for the error. A SHARE key (v6, only brokers ask) needs
+CLUSTER_ACTION first, else the whole request is answered CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ from kio.schema.find_coordinator.v6.response import Coordinator, FindCoordinator
 from kio.schema.types import BrokerId
 from kio.static.primitive import i32
 
-from proxy.acl.checks import MESSAGES
+from proxy.acl.checks import MESSAGES, require_cluster
 from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
 
-GROUP, TRANSACTION = 0, 1
+GROUP, TRANSACTION, SHARE = 0, 1, 2
+SHARE_VERSION = 6  # the first version that may ask for a share coordinator
 
 
 def _one_key(old: Any, version: int) -> Mapping[str, Any]:
@@ -108,6 +110,10 @@ def _error_reply(req: FindCoordinatorRequest, code: ErrorCode) -> FindCoordinato
 async def find_coordinator(
     ctx: RequestContext, req: FindCoordinatorRequest
 ) -> FindCoordinatorResponse:
+    if req.key_type == SHARE and ctx.version >= SHARE_VERSION and req.coordinator_keys:
+        # only brokers ask for share coordinators: Kafka's getCoordinator calls
+        # authorizeClusterOperation(CLUSTER_ACTION), which fails the whole request
+        require_cluster(ctx, AclOperation.CLUSTER_ACTION)
     return FindCoordinatorResponse(
         throttle_time=NO_THROTTLE,
         coordinators=tuple(_coordinator(ctx, key, req.key_type) for key in req.coordinator_keys),

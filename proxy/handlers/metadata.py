@@ -21,8 +21,9 @@ DESCRIBE is left out of an all-topics answer; named, it is answered TOPIC_AUTHOR
 with no id (whether it exists is not revealed); asked for by id, TOPIC_AUTHORIZATION_FAILED with
 its id and no name (ids are not secret). Auto-creating a topic needs CREATE on the cluster or
 on the topic, else TOPIC_AUTHORIZATION_FAILED. Authorized operations (v8+, when asked for):
-per topic, and (v8-10) the cluster's if the principal may DESCRIBE it, else 0; every
-operation without an authorizer.
+per topic looked up (an unknown or invalid one too, not a refused one or an unknown id), and
+(v8-10) the cluster's if the principal may DESCRIBE it, else 0; every operation without an
+authorizer.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ def _failed(
     code: ErrorCode,
     topic_id: uuid.UUID = ZERO_UUID,
     is_internal: bool = False,
+    operations: int = AUTHORIZED_OPERATIONS_OMITTED,
 ) -> MetadataResponseTopic:
     return MetadataResponseTopic(
         error_code=code,
@@ -90,7 +92,7 @@ def _failed(
         topic_id=topic_id,
         is_internal=is_internal,
         partitions=(),
-        topic_authorized_operations=i32(AUTHORIZED_OPERATIONS_OMITTED),
+        topic_authorized_operations=i32(operations),
     )
 
 
@@ -125,6 +127,13 @@ async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataRespons
     )
     node = BrokerId(broker.node_id)
 
+    def operations(name: str) -> i32:
+        """Kafka sets the topic operations on every topic its metadata lookup answers (an
+        unknown or invalid one too), not on the refused ones nor unknown ids."""
+        if not want_ops:
+            return i32(AUTHORIZED_OPERATIONS_OMITTED)
+        return authorized_operations(ctx, ResourceType.TOPIC, name)
+
     def describe(t: Topic) -> MetadataResponseTopic:
         parts = tuple(
             MetadataResponsePartition(
@@ -144,11 +153,7 @@ async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataRespons
             topic_id=t.topic_id,
             is_internal=t.internal,
             partitions=parts,
-            topic_authorized_operations=(
-                authorized_operations(ctx, ResourceType.TOPIC, t.name)
-                if want_ops
-                else i32(AUTHORIZED_OPERATIONS_OMITTED)
-            ),
+            topic_authorized_operations=operations(t.name),
         )
 
     requested = req.topics
@@ -222,7 +227,8 @@ async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataRespons
                     )
                 )
             elif topic_name_error(name) is not None:
-                out.append(_failed(name, ErrorCode.invalid_topic_exception))
+                code = ErrorCode.invalid_topic_exception
+                out.append(_failed(name, code, operations=operations(name)))
             elif auto_create:
                 made = await topics.auto_create(name)
                 if not isinstance(made, TopicError):
@@ -234,10 +240,13 @@ async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataRespons
                         ctx.peer,
                     )
                 out.append(
-                    _failed(name, made.code) if isinstance(made, TopicError) else describe(made)
+                    _failed(name, made.code, operations=operations(name))
+                    if isinstance(made, TopicError)
+                    else describe(made)
                 )
             else:
-                out.append(_failed(name, ErrorCode.unknown_topic_or_partition))
+                code = ErrorCode.unknown_topic_or_partition
+                out.append(_failed(name, code, operations=operations(name)))
     host, port = ctx.advertised
     return MetadataResponse(
         throttle_time=NO_THROTTLE,

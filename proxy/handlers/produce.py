@@ -32,7 +32,9 @@ a sequence gap OUT_OF_ORDER_SEQUENCE_NUMBER.
 Authorization (Kafka's ``handleProduceRequest``): a request carrying a transactional batch
 needs WRITE on its transactional id, else every partition is answered
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED; then each topic needs WRITE, else its partitions get
-TOPIC_AUTHORIZATION_FAILED (before any other per-partition check). Kafka 4 checks no
+TOPIC_AUTHORIZATION_FAILED (before any other per-partition check), then an unknown partition
+UNKNOWN_TOPIC_OR_PARTITION, then acks other than 0, 1, -1 INVALID_REQUIRED_ACKS, then an
+internal topic INVALID_TOPIC_EXCEPTION. Kafka 4 checks no
 IDEMPOTENT_WRITE here: InitProducerId does (KIP-679).
 
 Transactional batches (spec §3.2, §4.8): a request carrying one without a transactional id is
@@ -183,10 +185,10 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse |
             partition = broker.topics.partition(topic_data.name, pd.index)
             if topic_data.name not in writable:
                 code = ErrorCode.topic_authorization_failed
-            elif acks not in (0, 1, -1):
-                code = ErrorCode.invalid_required_acks
             elif topic is None or partition is None:
                 code = ErrorCode.unknown_topic_or_partition
+            elif acks not in (0, 1, -1):  # ReplicaManager.appendRecords: known partitions only
+                code = ErrorCode.invalid_required_acks
             elif topic.internal:
                 code, message = (
                     ErrorCode.invalid_topic_exception,

@@ -1,6 +1,7 @@
 """SyncGroup (key 14), v0-5. v1: throttle time. v2: nothing new. v3: group instance id
 (FENCED_INSTANCE_ID). v4: flexible. v5: protocol type and name in request and response
-(INCONSISTENT_GROUP_PROTOCOL when they do not match the group's).
+(INCONSISTENT_GROUP_PROTOCOL when they do not match the group's, or when either is null: v5
+makes them mandatory, and that is checked before authorization).
 
 The group needs READ, else GROUP_AUTHORIZATION_FAILED. Followers' requests are parked until the
 leader's assignment has been persisted.
@@ -21,6 +22,9 @@ from wire.values import NO_THROTTLE
 
 @handler(api_key=14, versions=(0, 5), request=SyncGroupRequest, response=SyncGroupResponse)
 async def sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
+    if ctx.version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+        # v5 makes both mandatory: refused before authorization (Kafka's handleSyncGroupRequest)
+        raise ErrorReply(ErrorCode.inconsistent_group_protocol)
     if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, req.group_id):
         raise ErrorReply(ErrorCode.group_authorization_failed)
     result = await ctx.broker.groups.sync(

@@ -3,6 +3,9 @@ checks (KafkaApis), each refusal with its error code."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import trio
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fr
 from kio.schema.list_offsets.v11 import request as lo
@@ -31,10 +34,10 @@ def produce_request(*topics: str, txn_id: str | None = None, data: bytes | None 
     )
 
 
-def fetch_request(*topics: str, replica_id: int = -1) -> object:
+def fetch_request(*topics: str, replica_id: int = -1, max_wait_ms: int = 0) -> object:
     return fr.FetchRequest(
         replica_id=replica_id,
-        max_wait=0 * MS,
+        max_wait=max_wait_ms * MS,
         min_bytes=1,
         topics=tuple(
             fr.FetchTopic(
@@ -62,6 +65,24 @@ async def test_produce_needs_write_on_each_topic() -> None:
             ("missing", 0): E.topic_authorization_failed,  # existence is not revealed
         }
         assert grants.hosts == {"127.0.0.1"}  # the client's IP, without a port
+
+
+async def test_produce_refuses_unauthorized_then_unknown_then_bad_acks() -> None:
+    """Kafka's handleProduceRequest answers TOPIC_AUTHORIZATION_FAILED, then
+    UNKNOWN_TOPIC_OR_PARTITION; ReplicaManager.appendRecords answers INVALID_REQUIRED_ACKS only
+    for the partitions that got that far."""
+    async with secured() as (c, grants, _):
+        await create(c, "t", "theirs")
+        grants.open = False
+        grants.grant(Op.WRITE, Type.TOPIC, "t")
+        grants.grant(Op.WRITE, Type.TOPIC, "missing")
+        req = produce_request("t", "missing", "theirs")
+        resp = await c.request(replace(req, acks=2))
+        assert codes(resp.responses, "partition_responses") == {
+            ("t", 0): E.invalid_required_acks,
+            ("missing", 0): E.unknown_topic_or_partition,
+            ("theirs", 0): E.topic_authorization_failed,
+        }
 
 
 async def test_transactional_produce_needs_write_on_the_transactional_id() -> None:
@@ -95,6 +116,20 @@ async def test_fetch_needs_read_and_refused_partitions_carry_no_state() -> None:
         assert refused.error_code == E.topic_authorization_failed
         assert (refused.high_watermark, refused.last_stable_offset) == (-1, -1)
         assert refused.log_start_offset == -1
+
+
+async def test_a_fetch_with_every_topic_refused_is_answered_at_once() -> None:
+    """Kafka's handleFetchRequest sends no delayed fetch when no partition is left to read:
+    a long poll on refused topics only must not wait out max_wait."""
+    async with secured() as (c, grants, _):
+        await create(c, "theirs")
+        grants.open = False
+        with trio.fail_after(5):  # max_wait is a minute
+            resp = await c.request(fetch_request("theirs", "missing", max_wait_ms=60_000))
+        assert codes(resp.responses) == {
+            ("theirs", 0): E.topic_authorization_failed,
+            ("missing", 0): E.topic_authorization_failed,
+        }
 
 
 async def test_a_follower_fetch_needs_cluster_action() -> None:

@@ -119,6 +119,26 @@ async def test_join_sync_heartbeat_leave_need_group_read() -> None:
         assert (join.generation_id, join.member_id, join.members) == (-1, "", ())
 
 
+async def test_sync_group_v5_without_protocol_is_inconsistent_before_authorization() -> None:
+    """v5 makes protocol type and name mandatory: Kafka's handleSyncGroupRequest refuses a null
+    one INCONSISTENT_GROUP_PROTOCOL before it asks the authorizer."""
+    async with secured() as (c, grants, _):
+        grants.open = False
+        for protocol_type, protocol_name in ((None, "range"), ("consumer", None)):
+            resp = await c.request(
+                sg.SyncGroupRequest(
+                    group_id="g",
+                    generation_id=1,
+                    member_id="m",
+                    protocol_type=protocol_type,
+                    protocol_name=protocol_name,
+                    assignments=(),
+                )
+            )
+            assert resp.error_code == E.inconsistent_group_protocol
+            assert (resp.protocol_type, resp.protocol_name, resp.assignment) == (None, None, b"")
+
+
 async def test_describe_groups_refuses_first_and_fills_operations() -> None:
     async with secured() as (c, grants, _):
         grants.open = False
@@ -190,6 +210,19 @@ async def test_offset_delete_needs_group_delete_then_topic_read() -> None:
             ("mine", 0): E.none,
             ("theirs", 0): E.topic_authorization_failed,
         }
+
+
+async def test_find_coordinator_for_share_keys_needs_cluster_action() -> None:
+    """Kafka's getCoordinator asks CLUSTER_ACTION for a SHARE key (v6) and fails the whole
+    request without it; with it, kafkad (no share groups) answers INVALID_REQUEST."""
+    req = fc.FindCoordinatorRequest(key_type=2, coordinator_keys=("g:t:0", "g:t:1"))
+    async with secured() as (c, grants, _):
+        grants.open = False
+        resp = await c.request(req)
+        assert [k.error_code for k in resp.coordinators] == [E.cluster_authorization_failed] * 2
+        grants.grant(Op.CLUSTER_ACTION, Type.CLUSTER)
+        resp = await c.request(req)
+        assert [k.error_code for k in resp.coordinators] == [E.invalid_request] * 2
 
 
 async def test_find_coordinator_needs_describe_on_the_key() -> None:

@@ -92,6 +92,33 @@ async def test_topic_authorized_operations_are_what_is_granted() -> None:
         assert resp.topics[0].topic_authorized_operations == OMITTED
 
 
+async def test_topic_operations_are_set_on_unknown_and_invalid_topics_too() -> None:
+    """Kafka's handleTopicMetadataRequest and DescribeTopicPartitionsRequestHandler set the
+    topic operations on every topic they looked up, an unknown or invalid one too (not on a
+    refused one)."""
+    async with secured() as (c, grants, _):
+        resp = await c.request(metadata("nosuch", "bad/name", ops=True))
+        assert [(t.error_code, t.topic_authorized_operations) for t in resp.topics] == [
+            (E.unknown_topic_or_partition, TOPIC_OPERATIONS),  # no authorizer: every operation
+            (E.invalid_topic_exception, TOPIC_OPERATIONS),
+        ]
+        asked = dtp.DescribeTopicPartitionsRequest(
+            topics=(dtp.TopicRequest(name="nosuch"), dtp.TopicRequest(name="hidden"))
+        )
+        grants.open = False
+        grants.grant(Op.DESCRIBE, Type.TOPIC, "nosuch")
+        resp = await c.request(metadata("nosuch", "hidden", ops=True))
+        assert [(t.error_code, t.topic_authorized_operations) for t in resp.topics] == [
+            (E.unknown_topic_or_partition, 1 << 8),
+            (E.topic_authorization_failed, OMITTED),
+        ]
+        resp = await c.request(asked)
+        assert [(t.error_code, t.topic_authorized_operations) for t in resp.topics] == [
+            (E.unknown_topic_or_partition, 1 << 8),
+            (E.topic_authorization_failed, OMITTED),
+        ]
+
+
 async def test_metadata_v10_cluster_operations_need_cluster_describe() -> None:
     req = md10.MetadataRequest(
         topics=(),

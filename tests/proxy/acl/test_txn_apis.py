@@ -217,3 +217,41 @@ async def test_describe_producers_needs_topic_read() -> None:
             ("theirs", 0): E.topic_authorization_failed,
         }
         assert resp.topics[1].partitions[0].error_message == "Topic authorization failed."
+
+
+async def test_describe_producers_checks_the_name_then_read_then_existence() -> None:
+    """Kafka's handleDescribeProducersRequest: Topic.validate first (INVALID_TOPIC_EXCEPTION
+    with its message, even for a topic the principal may not READ), then READ, then an unknown
+    topic UNKNOWN_TOPIC_OR_PARTITION with Errors' message; a partition the topic lacks has no
+    message."""
+    async with secured() as (c, grants, _):
+        await create(c, "mine")
+        grants.open = False
+        grants.grant(Op.READ, Type.TOPIC, "mine")
+        grants.grant(Op.READ, Type.TOPIC, "gone")
+        resp = await c.request(
+            dp.DescribeProducersRequest(
+                topics=(
+                    dp.TopicRequest(name="bad/name", partition_indexes=(0,)),
+                    dp.TopicRequest(name="gone", partition_indexes=(0,)),
+                    dp.TopicRequest(name="mine", partition_indexes=(5,)),
+                )
+            )
+        )
+        got = [
+            (t.name, t.partitions[0].error_code, t.partitions[0].error_message) for t in resp.topics
+        ]
+        assert got == [
+            (
+                "bad/name",
+                E.invalid_topic_exception,
+                'Topic name "bad/name" is illegal, it contains a character other than ASCII '
+                "alphanumerics, '.', '_' and '-'",
+            ),
+            (
+                "gone",
+                E.unknown_topic_or_partition,
+                "This server does not host this topic-partition.",
+            ),
+            ("mine", E.unknown_topic_or_partition, None),
+        ]
