@@ -30,8 +30,9 @@ Order of checks, as Kafka's TransactionCoordinator (transaction version 1):
   INVALID_REQUEST; timeout not in (0, transaction.max.timeout.ms] -> INVALID_TRANSACTION_TIMEOUT;
   unknown id -> create (new producer id, epoch -1, Empty); pending -> CONCURRENT_TRANSACTIONS;
   KIP-360 (id, epoch) not plausible -> PRODUCER_FENCED; then by state (``_init_from_state``).
-* AddPartitionsToTxn / AddOffsetsToTxn: "" -> INVALID_REQUEST; unknown id or other producer id
-  -> INVALID_PRODUCER_ID_MAPPING; other epoch -> PRODUCER_FENCED; pending or Prepare* ->
+* AddPartitionsToTxn / AddOffsetsToTxn: "" -> INVALID_REQUEST; pending ->
+  CONCURRENT_TRANSACTIONS (Kafka 4.x checks it first, KAFKA-18660); unknown id or other
+  producer id -> INVALID_PRODUCER_ID_MAPPING; other epoch -> PRODUCER_FENCED; Prepare* ->
   CONCURRENT_TRANSACTIONS; Ongoing with all partitions present -> NONE; else -> Ongoing.
 * EndTxn: "" -> INVALID_REQUEST; unknown/other producer id -> INVALID_PRODUCER_ID_MAPPING; other
   epoch -> PRODUCER_FENCED; pending -> CONCURRENT_TRANSACTIONS; then ``END_TXN``.
@@ -276,11 +277,15 @@ def add_partitions_to_txn(
     wanted = frozenset(partitions)
     if not transactional_id:
         return E.invalid_request
+    if meta is not None and meta.pending:
+        # Before the producer id (KAFKA-18660): a TV2 producer whose EndTxn overflowed to a new
+        # id adds with that id while the old one's markers are still being written.
+        return E.concurrent_transactions
     error = _check_producer(meta, producer_id, producer_epoch)
     if error is not None:
         return error
     assert meta is not None
-    if meta.pending or meta.state in PREPARE:
+    if meta.state in PREPARE:
         return E.concurrent_transactions
     if meta.state is S.ONGOING and wanted <= meta.partitions:
         return E.none  # nothing new: answer without a write

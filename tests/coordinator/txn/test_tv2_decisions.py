@@ -290,3 +290,18 @@ def test_tv2_records_round_trip_with_kafkas_tagged_fields() -> None:
     completion = lifecycle.transactions_to_complete(cache, NOW)[0]
     assert completion.markers.producer_epoch == MAX_EPOCH
     assert (completion.transit.producer_id, completion.transit.producer_epoch) == (NEW_ID, 0)
+
+
+def test_new_id_after_an_overflow_waits_for_the_completion_instead_of_failing() -> None:
+    """KAFKA-18660: the client continues as (next id, 0) as soon as the Prepare record is
+    durable; its first add must be told to retry while the old id's markers are written, not
+    get the fatal INVALID_PRODUCER_ID_MAPPING."""
+    c = Coordinator()
+    assert c.new_producer_id() == PID
+    c.cache.put_if_absent(meta_in(S.ONGOING, epoch=MAX_EPOCH - 1, tv=TV2))
+    outcome = c.end("tx", PID, MAX_EPOCH - 1, False, tv=TV2)
+    new_id, epoch = decisions.end_txn_reply_ids(c.cache["tx"], outcome)
+    c.run(outcome)  # PrepareAbort durable, CompleteAbort pending
+    assert c.add("tx", new_id, epoch, ("t", 0), tv=TV2) is E.concurrent_transactions
+    c.finish_markers("tx")
+    assert c.run(c.add("tx", new_id, epoch, ("t", 0), tv=TV2)) is E.none
