@@ -238,9 +238,12 @@ class TxnMetadata:
             "next_producer_id": next_producer_id,
         }
         if supports_epoch_bump(client_transaction_version):
-            if self.producer_epoch >= MAX_EPOCH:
+            at_max = self.producer_epoch >= MAX_EPOCH
+            if at_max and next_producer_id == NO_PRODUCER_ID:
                 raise IllegalTransition(f"{self.transactional_id}: no epoch left to bump")
-            changes["producer_epoch"] = self.producer_epoch + 1
+            # At Short.MaxValue (a TV1 fence took 32766 there, then the client went on with
+            # TV2) the epoch stays and the next id takes over (Kafka's KAFKA-20090 recovery).
+            changes["producer_epoch"] = self.producer_epoch if at_max else self.producer_epoch + 1
             changes["last_producer_epoch"] = self.producer_epoch
             if self.state in RESTING:
                 changes["txn_start_timestamp"] = now_ms

@@ -413,15 +413,22 @@ class TxnCoordinator:
         return outcome if isinstance(outcome, ErrorCode) else await self._execute(outcome)
 
     async def add_offsets(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, offsets_partition: int
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets_partition: int,
+        client_transaction_version: int = 0,
     ) -> ErrorCode:
         """AddOffsetsToTxn: ``offsets_partition`` is the group's ``__consumer_offsets``
-        partition."""
+        partition. With ``client_transaction_version`` 2 it is the implicit add a
+        TxnOffsetCommit v5 makes (no AddOffsetsToTxn from a TV2 client)."""
         return await self.add_partitions(
             transactional_id,
             producer_id,
             producer_epoch,
             [(decisions.OFFSETS_TOPIC, offsets_partition)],
+            client_transaction_version,
         )
 
     async def end_txn(

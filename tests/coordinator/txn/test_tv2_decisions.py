@@ -305,3 +305,18 @@ def test_new_id_after_an_overflow_waits_for_the_completion_instead_of_failing() 
     assert c.add("tx", new_id, epoch, ("t", 0), tv=TV2) is E.concurrent_transactions
     c.finish_markers("tx")
     assert c.run(c.add("tx", new_id, epoch, ("t", 0), tv=TV2)) is E.none
+
+
+def test_tv2_end_at_short_max_value_rotates_without_a_bump() -> None:
+    """Reachable when a TV1 fence (level 0) took 32766 to 32767 and the client went on with
+    TV2: Kafka would overflow the short; here the epoch stays and the next id takes over."""
+    c = Coordinator()
+    assert c.new_producer_id() == PID
+    c.cache.put_if_absent(meta_in(S.ONGOING, epoch=MAX_EPOCH, tv=TV2))
+    outcome = c.end("tx", PID, MAX_EPOCH, True, tv=TV2)
+    t = written(outcome).transit
+    assert (t.producer_epoch, t.next_producer_id) == (MAX_EPOCH, PID + 1)
+    assert decisions.end_txn_reply_ids(c.cache["tx"], outcome) == (PID + 1, 0)
+    c.run(outcome)
+    c.finish_markers("tx")
+    assert c.ids() == (PID + 1, 0)

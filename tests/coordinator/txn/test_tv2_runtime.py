@@ -18,6 +18,7 @@ from storage.api import Store
 from storage.memory import MemoryStore
 from tests.coordinator.txn.test_runtime import (
     CONFIG,
+    OFF,
     T0,
     T1,
     FakeMarkers,
@@ -139,3 +140,15 @@ async def test_timeout_abort_at_the_top_of_the_epoch_range(mem: Store, autojump_
         assert meta.state is S.COMPLETE_ABORT and meta.producer_id != pid
         assert meta.producer_epoch == 0 and meta.prev_producer_id == pid
         assert durable(await replayed(coord)) == durable(coord.cache)
+
+
+async def test_tv2_offsets_partition_added_implicitly(mem: Store, autojump_clock) -> None:
+    """TxnOffsetCommit v5's add of the group's offsets partition (no AddOffsetsToTxn)."""
+    markers = FakeMarkers()
+    async with coordinator(mem, markers) as coord:
+        pid, epoch = await init(coord)
+        assert await coord.add_offsets("tx", pid, epoch, OFF[1], TV2) is E.none
+        assert coord.cache["tx"].client_transaction_version == TV2
+        result = await coord.end_transaction("tx", pid, epoch, True, TV2)
+        assert result == EndTxnResult(E.none, pid, epoch + 1)
+        assert markers.written() == {(OFF, pid, epoch + 1, True)}
