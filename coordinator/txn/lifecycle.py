@@ -41,7 +41,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.txn.decisions import Write
 from coordinator.txn.metadata import TP, IllegalTransition, TxnMetadata, TxnTransit
-from coordinator.txn.state import EXPIRABLE, PREPARE, TxnState
+from coordinator.txn.state import EXPIRABLE, NO_PRODUCER_ID, PREPARE, TxnState
 
 __all__ = [
     "MARKER_ACTIONS",
@@ -68,6 +68,9 @@ class Markers:
     TV1: the epoch is the transaction's own (or the fence's bumped one); the partition leader
     accepts a marker whose epoch is >= the producer's data epoch (KIP-1228 makes it strictly
     greater only for TV2 markers) and answers INVALID_PRODUCER_EPOCH to an older one.
+    TV2: the epoch is the Prepare record's, one above the transaction's data (Short.MaxValue
+    with the old producer id when the bump overflowed); the partition takes it as the
+    producer's epoch, so a late write of the finished transaction is fenced there.
     """
 
     transactional_id: str
@@ -161,14 +164,21 @@ def expired_transactions(states: Mapping[str, TxnMetadata], now_ms: int) -> list
     ]
 
 
-def abort_timed_out(meta: TxnMetadata, now_ms: int) -> Write | None:
+def abort_timed_out(
+    meta: TxnMetadata,
+    now_ms: int,
+    transaction_version: int = 0,
+    next_producer_id: int = NO_PRODUCER_ID,
+) -> Write | None:
     """Abort a timed-out transaction with the epoch bumped (PrepareEpochFence -> PrepareAbort):
     the old producer's next EndTxn/AddPartitions/InitProducerId(id, epoch) gets PRODUCER_FENCED
     and its produce INVALID_PRODUCER_EPOCH. None if the id moved on meanwhile. On append
-    failure ``meta.abandon`` keeps the bumped epoch in memory (Kafka's hasFailedEpochFence)."""
+    failure ``meta.abandon`` keeps the bumped epoch in memory (Kafka's hasFailedEpochFence).
+    ``transaction_version`` is the coordinator's level (a TV2 fence bumps once and, at an
+    exhausted epoch, needs ``next_producer_id``: ``decisions.fence_needs_new_producer_id``)."""
     if meta.state is not S.ONGOING or meta.pending:
         return None
-    return Write(meta.prepare_epoch_fence(now_ms))
+    return Write(meta.prepare_epoch_fence(now_ms, transaction_version, next_producer_id))
 
 
 # -- transactional id expiration -------------------------------------------------------------

@@ -37,6 +37,20 @@ Deliberate differences from Kafka:
   rewrites; memory is touched only by ``complete``/``abandon``.
 * ``complete`` checks Kafka's transition invariants and raises ``IllegalTransition`` (a bug,
   never an expected outcome) where Kafka logs FATAL and throws IllegalStateException.
+
+Transaction version 2 (``client_transaction_version`` 2, KIP-890 part 2), as Kafka 4.1+:
+
+* ``prepare_add_partitions`` and ``prepare_end`` record the client transaction version of the
+  request (AddPartitionsToTxn v5+ / EndTxn v5+ mean 2, older versions 0); every other transit
+  keeps the current one.
+* ``prepare_end`` with version 2 bumps the epoch (``last_producer_epoch`` = the epoch the client
+  used). At an exhausted epoch (32766) the Prepare record goes to Short.MaxValue and carries
+  ``next_producer_id``; ``prepare_complete`` then moves to that id at epoch 0 (the old id stays in
+  ``prev_producer_id``, so a retry of the EndTxn is recognised).
+* ``prepare_epoch_fence`` with the coordinator's ``transaction.version`` at 2 bumps the epoch
+  once, not twice (KAFKA-19367), and rotates the producer id at an exhausted epoch
+  (KAFKA-20090); a failed TV2 fence append leaves memory untouched (Kafka no longer sets
+  hasFailedEpochFence there).
 """
 
 from __future__ import annotations
@@ -44,7 +58,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from coordinator.txn.state import (
     EDGES,
@@ -55,6 +69,8 @@ from coordinator.txn.state import (
     RESTING,
     TxnState,
     is_epoch_exhausted,
+    is_legal,
+    supports_epoch_bump,
 )
 
 __all__ = ["TP", "IllegalTransition", "TxnCache", "TxnMetadata", "TxnTransit"]
@@ -192,34 +208,85 @@ class TxnMetadata:
             txn_start_timestamp=-1,
         )
 
-    def prepare_add_partitions(self, added: Iterable[TP], now_ms: int) -> TxnTransit:
-        """To Ongoing with the union; a new transaction starts now if none was open."""
+    def prepare_add_partitions(
+        self, added: Iterable[TP], now_ms: int, client_transaction_version: int = 0
+    ) -> TxnTransit:
+        """To Ongoing with the union; a new transaction starts now if none was open. The
+        request's client transaction version is recorded (Kafka 4.x)."""
         start = now_ms if self.state in RESTING else self.txn_start_timestamp
         return self._prepare(
             S.ONGOING,
             now_ms,
             partitions=self.partitions | frozenset(added),
             txn_start_timestamp=start,
+            client_transaction_version=client_transaction_version,
         )
 
-    def prepare_end(self, commit: bool, now_ms: int) -> TxnTransit:
-        """EndTxn from Ongoing: PrepareCommit or PrepareAbort, same epoch (TV1)."""
-        return self._prepare(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms)
+    def prepare_end(
+        self,
+        commit: bool,
+        now_ms: int,
+        client_transaction_version: int = 0,
+        next_producer_id: int = NO_PRODUCER_ID,
+    ) -> TxnTransit:
+        """EndTxn: PrepareCommit or PrepareAbort (Kafka's prepareAbortOrCommit). TV1: from
+        Ongoing, same epoch. TV2: the epoch is bumped (``next_producer_id`` set when it is
+        exhausted), and an abort may come from a resting state (nothing added: the transaction
+        "starts" now)."""
+        changes: dict[str, Any] = {
+            "client_transaction_version": client_transaction_version,
+            "next_producer_id": next_producer_id,
+        }
+        if supports_epoch_bump(client_transaction_version):
+            at_max = self.producer_epoch >= MAX_EPOCH
+            if at_max and next_producer_id == NO_PRODUCER_ID:
+                raise IllegalTransition(f"{self.transactional_id}: no epoch left to bump")
+            # At Short.MaxValue (a TV1 fence took 32766 there, then the client went on with
+            # TV2) the epoch stays and the next id takes over (Kafka's KAFKA-20090 recovery).
+            changes["producer_epoch"] = self.producer_epoch if at_max else self.producer_epoch + 1
+            changes["last_producer_epoch"] = self.producer_epoch
+            if self.state in RESTING:
+                changes["txn_start_timestamp"] = now_ms
+        return self._prepare(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms, **changes)
 
-    def prepare_epoch_fence(self, now_ms: int) -> TxnTransit:
+    def prepare_epoch_fence(
+        self,
+        now_ms: int,
+        transaction_version: int = 0,
+        next_producer_id: int = NO_PRODUCER_ID,
+    ) -> TxnTransit:
         """Ongoing -> PrepareEpochFence -> PrepareAbort with the epoch bumped: the running
         transaction is aborted under an epoch its producer does not know, which fences it.
         No second bump after a failed fence append (the bumped epoch is already in memory),
-        and none at Short.MaxValue (Kafka 4.1: never overflow)."""
+        and none at Short.MaxValue (Kafka 4.1: never overflow).
+
+        ``transaction_version`` is the coordinator's finalized level (Kafka: a fence is not
+        from a client, so the server's version decides). At 2 the abort is a TV2 abort: one
+        bump (KAFKA-19367), ``last_producer_epoch`` = the fenced epoch, client transaction
+        version 2 and, at an exhausted epoch, ``next_producer_id`` (KAFKA-20090)."""
         for edge in ((self.state, S.PREPARE_EPOCH_FENCE), (S.PREPARE_EPOCH_FENCE, S.PREPARE_ABORT)):
             if edge not in EDGES:
                 raise IllegalTransition(f"{self.transactional_id}: fence from {self.state.name}")
-        keep = self.has_failed_epoch_fence or self.producer_epoch >= MAX_EPOCH
+        at_max = self.producer_epoch >= MAX_EPOCH
+        if supports_epoch_bump(transaction_version):
+            return self._prepare(
+                S.PREPARE_ABORT,
+                now_ms,
+                producer_epoch=self.producer_epoch if at_max else self.producer_epoch + 1,
+                last_producer_epoch=self.producer_epoch,
+                next_producer_id=next_producer_id,
+                client_transaction_version=transaction_version,
+                epoch_fence=True,
+                check_edge=False,
+            )
+        keep = self.has_failed_epoch_fence or at_max
         return self._prepare(
             S.PREPARE_ABORT,
             now_ms,
             producer_epoch=self.producer_epoch if keep else self.producer_epoch + 1,
             last_producer_epoch=NO_PRODUCER_EPOCH,
+            next_producer_id=NO_PRODUCER_ID,
+            client_transaction_version=0,
             epoch_fence=True,
             check_edge=False,
         )
@@ -230,7 +297,14 @@ class TxnMetadata:
         if self.state not in PREPARE:
             raise IllegalTransition(f"{self.transactional_id}: complete from {self.state.name}")
         target = S.COMPLETE_COMMIT if self.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
-        return self._prepare(target, now_ms, partitions=frozenset())
+        changes: dict[str, Any] = {"next_producer_id": NO_PRODUCER_ID}
+        if supports_epoch_bump(self.client_transaction_version) and (
+            self.next_producer_id != NO_PRODUCER_ID
+        ):
+            # TV2 epoch overflow: the markers carried (old id, Short.MaxValue); the producer
+            # continues as (next id, 0). last_producer_epoch stays what the client last saw.
+            changes.update(producer_id=self.next_producer_id, producer_epoch=0)
+        return self._prepare(target, now_ms, partitions=frozenset(), **changes)
 
     def prepare_dead(self) -> TxnTransit:
         """transactional.id.expiration.ms: a tombstone; the id leaves the cache when durable."""
@@ -250,7 +324,9 @@ class TxnMetadata:
                 f"{self.transactional_id}: prepare {target.name} while {self.pending_state.name}"
                 " is pending"
             )
-        if check_edge and (self.state, target) not in EDGES:
+        client_tv = changes.get("client_transaction_version", self.client_transaction_version)
+        assert isinstance(client_tv, int)
+        if check_edge and not is_legal(self.state, target, client_tv):
             raise IllegalTransition(f"{self.transactional_id}: {self.state.name} -> {target.name}")
         fields: dict[str, object] = {
             "transactional_id": self.transactional_id,
@@ -284,7 +360,7 @@ class TxnMetadata:
         if self.pending_state is not transit.state:
             raise IllegalTransition(f"{self.transactional_id}: abandon {transit.state.name}")
         self.pending_state = None
-        if transit.epoch_fence:
+        if transit.epoch_fence and not supports_epoch_bump(transit.client_transaction_version):
             self.producer_epoch = transit.producer_epoch
             self.last_producer_epoch = NO_PRODUCER_EPOCH
             self.has_failed_epoch_fence = True
@@ -303,6 +379,7 @@ class TxnMetadata:
     def _valid(self, t: TxnTransit) -> bool:
         same_id = t.producer_id == self.producer_id
         same_epoch = same_id and t.producer_epoch == self.producer_epoch
+        tv2 = supports_epoch_bump(t.client_transaction_version)
         match t.state:
             case S.EMPTY:
                 bump = (same_id and t.producer_epoch == self.producer_epoch + 1) or (
@@ -317,15 +394,26 @@ class TxnMetadata:
                 )
             case S.PREPARE_COMMIT | S.PREPARE_ABORT:
                 fence = t.epoch_fence and same_id and t.producer_epoch >= self.producer_epoch
+                # TV2: the epoch was bumped from the current one (Kafka's validProducerEpoch);
+                # an empty abort (from a resting state) starts its transaction now.
+                bumped = tv2 and same_id and t.last_producer_epoch == self.producer_epoch
+                empty_abort = tv2 and t.state is S.PREPARE_ABORT and self.state in RESTING
                 return (
-                    (same_epoch or fence)
+                    (bumped if tv2 else (same_epoch or fence))
                     and t.partitions == self.partitions
                     and t.txn_timeout_ms == self.txn_timeout_ms
-                    and t.txn_start_timestamp == self.txn_start_timestamp
+                    and (t.txn_start_timestamp == self.txn_start_timestamp or empty_abort)
                 )
             case _:  # CompleteCommit / CompleteAbort
+                rotated = (
+                    tv2
+                    and not same_id
+                    and t.producer_epoch == 0
+                    and t.prev_producer_id == self.producer_id
+                    and t.last_producer_epoch == self.last_producer_epoch
+                )
                 return (
-                    same_epoch
+                    (same_epoch or rotated)
                     and t.txn_timeout_ms == self.txn_timeout_ms
                     and t.txn_start_timestamp != -1
                 )

@@ -75,7 +75,14 @@ from coordinator.txn.state import TxnState
 from coordinator.txn.txn_log import TxnLog
 from storage.api import InternalTopics, StorageError, TopicPartition
 
-__all__ = ["COORDINATOR_EPOCH", "InitResult", "MarkerWriter", "TxnConfig", "TxnCoordinator"]
+__all__ = [
+    "COORDINATOR_EPOCH",
+    "EndTxnResult",
+    "InitResult",
+    "MarkerWriter",
+    "TxnConfig",
+    "TxnCoordinator",
+]
 
 log = logging.getLogger("kafkad.txn")
 E = ErrorCode
@@ -97,6 +104,10 @@ class TxnConfig:
     abort_interval_ms: int = 10_000
     expire_interval_ms: int = 3_600_000
     completion_wait_ms: int = 5_000  # kafkad's own: how long EndTxn waits for the markers
+    # The finalized ``transaction.version``: decides how the coordinator's own fences (an
+    # InitProducerId meeting an Ongoing transaction, the timeout abort) abort. 0 while the
+    # feature is not offered; clients choose their own version per request either way.
+    transaction_version: int = 0
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> TxnConfig:
@@ -111,6 +122,15 @@ class TxnConfig:
 
 @dataclass(frozen=True, slots=True)
 class InitResult:
+    error: ErrorCode
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxnResult:
+    """EndTxn's answer; v5+ (TV2) carries the producer id and epoch to continue with."""
+
     error: ErrorCode
     producer_id: int = -1
     producer_epoch: int = -1
@@ -182,7 +202,20 @@ class TxnCoordinator:
                 {tid: meta}, now
             ):
                 continue
-            write = lifecycle.abort_timed_out(meta, now)
+            level = self.config.transaction_version
+            next_id = -1
+            if decisions.fence_needs_new_producer_id(meta, level):
+                try:
+                    next_id = await self.producer_ids.generate_producer_id()
+                except StorageError as exc:
+                    log.error("cannot reserve a producer id to fence %s: %s", tid, exc)
+                    continue
+                if self.cache.get(tid) is not meta or not lifecycle.expired_transactions(
+                    {tid: meta}, self.now_ms()
+                ):
+                    continue
+                now = self.now_ms()
+            write = lifecycle.abort_timed_out(meta, now, level, next_id)
             if write is not None:
                 log.info("%s: transaction timed out, aborting with a bumped epoch", tid)
                 self.counters.timeout_aborts += 1
@@ -337,6 +370,7 @@ class TxnCoordinator:
                     max_timeout_ms=self.config.max_timeout_ms,
                     new_producer_id=new_producer_id,
                     now_ms=self.now_ms(),
+                    transaction_version=self.config.transaction_version,
                 )
                 break
             except _NeedProducerId:
@@ -355,8 +389,15 @@ class TxnCoordinator:
         return InitResult(E.none, outcome.transit.producer_id, outcome.transit.producer_epoch)
 
     async def add_partitions(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TP]
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TP],
+        client_transaction_version: int = 0,
     ) -> ErrorCode:
+        """AddPartitionsToTxn; ``client_transaction_version`` 2 for v5+ (a TV2 producer's
+        partitions added by the broker on its behalf)."""
         if (err := self._status()) is not E.none:
             return err
         await self.settle(transactional_id)
@@ -367,43 +408,87 @@ class TxnCoordinator:
             producer_epoch,
             partitions,
             self.now_ms(),
+            client_transaction_version,
         )
         return outcome if isinstance(outcome, ErrorCode) else await self._execute(outcome)
 
     async def add_offsets(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, offsets_partition: int
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets_partition: int,
+        client_transaction_version: int = 0,
     ) -> ErrorCode:
         """AddOffsetsToTxn: ``offsets_partition`` is the group's ``__consumer_offsets``
-        partition."""
+        partition. With ``client_transaction_version`` 2 it is the implicit add a
+        TxnOffsetCommit v5 makes (no AddOffsetsToTxn from a TV2 client)."""
         return await self.add_partitions(
             transactional_id,
             producer_id,
             producer_epoch,
             [(decisions.OFFSETS_TOPIC, offsets_partition)],
+            client_transaction_version,
         )
 
     async def end_txn(
         self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool
     ) -> ErrorCode:
-        """EndTxn: answered once the markers are written and Complete* is durable, or after
-        ``TxnConfig.completion_wait_ms`` with the completion still retrying in the background."""
-        if (err := self._status()) is not E.none:
-            return err
-        await self.settle(transactional_id)
-        outcome = decisions.end_txn(
-            self.cache.get(transactional_id),
-            transactional_id,
-            producer_id,
-            producer_epoch,
-            committed,
-            self.now_ms(),
+        """EndTxn v0-4 (client transaction version 0); see ``end_transaction``."""
+        result = await self.end_transaction(
+            transactional_id, producer_id, producer_epoch, committed
         )
+        return result.error
+
+    async def end_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        client_transaction_version: int = 0,
+    ) -> EndTxnResult:
+        """EndTxn: answered once the markers are written and Complete* is durable, or after
+        ``TxnConfig.completion_wait_ms`` with the completion still retrying in the background.
+        ``client_transaction_version`` 2 (EndTxn v5+) bumps the epoch; the result carries the
+        producer id and epoch the client continues with."""
+        if (err := self._status()) is not E.none:
+            return EndTxnResult(err)
+        await self.settle(transactional_id)
+        fresh: list[int] = []
+
+        def new_producer_id() -> int:
+            if not fresh:
+                raise _NeedProducerId
+            return fresh.pop()
+
+        while True:
+            meta = self.cache.get(transactional_id)
+            try:
+                outcome = decisions.end_txn(
+                    meta,
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    committed,
+                    self.now_ms(),
+                    client_transaction_version,
+                    new_producer_id,
+                )
+                break
+            except _NeedProducerId:
+                try:
+                    fresh.append(await self.producer_ids.generate_producer_id())
+                except StorageError as exc:
+                    log.error("cannot reserve producer ids: %s", exc)
+                    return EndTxnResult(E.coordinator_not_available)
         if isinstance(outcome, ErrorCode):
-            return outcome
+            return EndTxnResult(outcome, *decisions.end_txn_reply_ids(meta, outcome))
         code = await self._execute(outcome)
-        if code is E.none:
-            await self.settle(transactional_id)
-        return code
+        if code is not E.none:
+            return EndTxnResult(code)
+        await self.settle(transactional_id)
+        return EndTxnResult(code, *decisions.end_txn_reply_ids(meta, outcome))
 
     def verify_partition(
         self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition

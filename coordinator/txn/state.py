@@ -33,8 +33,12 @@ PrepareEpochFence. Kafka keeps PrepareEpochFence as a pending state for a moment
 the fence into a PrepareAbort; here both hops are checked against ``EDGES`` and prepared in one
 synchronous step (no await in between), so PrepareEpochFence is never even pending.
 
-Deliberately left out: the TV2 (KIP-890 part 2) edges Empty/CompleteCommit/CompleteAbort ->
-PrepareAbort ("empty abort"), which only exist with ``transaction.version >= 2``.
+Transaction version 2 (KIP-890 part 2, ``supports_epoch_bump``): every EndTxn bumps the epoch in
+its Prepare record (the markers carry the bumped epoch, so the partitions fence the finished
+transaction's epoch), and the edges ``TV2_EDGES`` Empty/CompleteCommit/CompleteAbort ->
+PrepareAbort (an "empty abort": the client aborts a transaction that added nothing, still to get
+a fresh epoch) are legal for a transit whose client transaction version is 2. Which version a
+transaction uses is the client's, per request (``decisions``), as Kafka chooses it.
 """
 
 from __future__ import annotations
@@ -50,14 +54,23 @@ __all__ = [
     "NO_PRODUCER_ID",
     "PREPARE",
     "RESTING",
+    "TV2",
+    "TV2_EDGES",
     "TxnState",
     "is_epoch_exhausted",
     "is_legal",
+    "supports_epoch_bump",
 ]
 
 NO_PRODUCER_ID: Final = -1
 NO_PRODUCER_EPOCH: Final = -1
 MAX_EPOCH: Final = 32767  # Short.MaxValue: reserved for the coordinator's last fence
+TV2: Final = 2  # the ``transaction.version`` (and client transaction version) of KIP-890 part 2
+
+
+def supports_epoch_bump(transaction_version: int) -> bool:
+    """Kafka's ``TransactionVersion.supportsEpochBump``: level 2 and above."""
+    return transaction_version >= TV2
 
 
 def is_epoch_exhausted(epoch: int) -> bool:
@@ -124,5 +137,13 @@ EDGES: Final[frozenset[tuple[TxnState, TxnState]]] = frozenset(
 )
 
 
-def is_legal(src: TxnState, dst: TxnState) -> bool:
-    return (src, dst) in EDGES
+# TV2 only: EndTxn(abort) with nothing added ("empty abort"), which still bumps the epoch.
+TV2_EDGES: Final[frozenset[tuple[TxnState, TxnState]]] = frozenset(
+    (s, S.PREPARE_ABORT) for s in RESTING
+)
+
+
+def is_legal(src: TxnState, dst: TxnState, client_transaction_version: int = 0) -> bool:
+    return (src, dst) in EDGES or (
+        supports_epoch_bump(client_transaction_version) and (src, dst) in TV2_EDGES
+    )

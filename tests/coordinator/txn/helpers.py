@@ -28,6 +28,7 @@ def meta_in(
     timeout_ms: int = 60_000,
     start: int | None = None,
     now_ms: int = 1_000,
+    tv: int = 0,
 ) -> TxnMetadata:
     """Metadata resting in ``state`` (as if replayed), with plausible fields for it."""
     if partitions is None:
@@ -49,6 +50,7 @@ def meta_in(
         state=state,
         partitions=partitions,
         txn_start_timestamp=start,
+        client_transaction_version=tv,
     )
 
 
@@ -58,6 +60,7 @@ class Coordinator:
 
     value_version: int = log_format.VALUE_VERSION
     now_ms: int = 1_000_000
+    transaction_version: int = 0  # the coordinator's finalized level (how it fences)
     cache: TxnCache = field(default_factory=TxnCache)
     log: list[tuple[bytes, bytes | None]] = field(default_factory=list)
     completions: dict[str, Completion] = field(default_factory=dict)
@@ -107,11 +110,12 @@ class Coordinator:
             max_timeout_ms=MAX_TIMEOUT,
             new_producer_id=self.new_producer_id,
             now_ms=self.now_ms,
+            transaction_version=self.transaction_version,
         )
 
-    def add(self, tid: str, pid: int, epoch: int, *tps: TP) -> ErrorCode | Write:
+    def add(self, tid: str, pid: int, epoch: int, *tps: TP, tv: int = 0) -> ErrorCode | Write:
         return decisions.add_partitions_to_txn(
-            self.cache.get(tid), tid, pid, epoch, tps, self.now_ms
+            self.cache.get(tid), tid, pid, epoch, tps, self.now_ms, tv
         )
 
     def add_offsets(self, tid: str, pid: int, epoch: int, partition: int) -> ErrorCode | Write:
@@ -119,8 +123,10 @@ class Coordinator:
             self.cache.get(tid), tid, pid, epoch, partition, self.now_ms
         )
 
-    def end(self, tid: str, pid: int, epoch: int, commit: bool) -> ErrorCode | Write:
-        return decisions.end_txn(self.cache.get(tid), tid, pid, epoch, commit, self.now_ms)
+    def end(self, tid: str, pid: int, epoch: int, commit: bool, tv: int = 0) -> ErrorCode | Write:
+        return decisions.end_txn(
+            self.cache.get(tid), tid, pid, epoch, commit, self.now_ms, tv, self.new_producer_id
+        )
 
     def ids(self, tid: str = "tx") -> tuple[int, int]:
         meta = self.cache[tid]

@@ -230,7 +230,9 @@ def test_add_partitions_already_present_needs_no_write() -> None:
         ("meta", PID, EPOCH - 1, E.producer_fenced),
         ("meta", PID, EPOCH + 1, E.producer_fenced),
         ("pending", PID, EPOCH, E.concurrent_transactions),
-        ("pending", PID, EPOCH - 1, E.producer_fenced),  # epoch before pending
+        # pending before the id and epoch (Kafka 4.0+, KAFKA-18660)
+        ("pending", PID, EPOCH - 1, E.concurrent_transactions),
+        ("pending", PID + 1, EPOCH, E.concurrent_transactions),
     ],
 )
 def test_add_partitions_checks(

@@ -67,10 +67,12 @@ def test_zombie_is_fenced_by_a_new_instance() -> None:
     markers = c.completions["tx"].markers
     assert (markers.producer_epoch, markers.commit) == (old_epoch + 1, False)
     assert c.init("tx") is E.concurrent_transactions  # markers still in flight
-    # the zombie cannot do anything any more
+    # the zombie cannot do anything any more (an add while the abort completes is told to
+    # retry, as Kafka 4.x checks the pending state first, then fenced)
     assert c.end("tx", old_pid, old_epoch, True) is E.producer_fenced
-    assert c.add("tx", old_pid, old_epoch, ("out", 1)) is E.producer_fenced
+    assert c.add("tx", old_pid, old_epoch, ("out", 1)) is E.concurrent_transactions
     c.finish_markers("tx")
+    assert c.add("tx", old_pid, old_epoch, ("out", 1)) is E.producer_fenced
     assert c.run(c.init("tx")) is E.none
     assert c.ids() == (old_pid, old_epoch + 2)  # the new instance: old epoch + 2
     assert c.end("tx", old_pid, old_epoch, False) is E.producer_fenced

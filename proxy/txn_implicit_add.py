@@ -1,0 +1,48 @@
+"""Transaction version 2: the partition added to the transaction by the produce itself (KIP-890
+part 2; Kafka's ReplicaManager.appendRecords with ``transactionSupportedOperation`` addPartition,
+through AddPartitionsToTxnManager, which sends AddPartitionsToTxn v5 with VerifyOnly false).
+
+A Produce v12 / TxnOffsetCommit v5 client never sends AddPartitionsToTxn. Before the first
+transactional batch of a producer epoch on a partition (the partition has no transaction of that
+producer open at that epoch), the leader asks the coordinator to add the partition with client
+transaction version 2, and only then appends; the append's own KIP-890 check
+(``Partition.append(verify=...)``, under the partition lock) is the verification guard that
+catches a transaction that ended in between. The coordinator's answer goes back as is:
+``wire/errors.py`` rewrites it for Produce (PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH,
+retriable coordinator codes -> NOT_ENOUGH_REPLICAS), so a late batch of a finished transaction
+(its epoch already bumped by EndTxn v5) is refused and cannot open a hanging transaction.
+
+The add happens before the partition lock is taken, never under it: the coordinator may wait
+for the id's previous transaction to complete, and completing writes markers to partitions.
+
+Not wired yet: Produce v12 and TxnOffsetCommit v5 are not advertised (nor is
+``transaction.version``), so no client reaches this path; the produce handler will call
+``add_for_produce`` for v12 requests once they are.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.txn.runtime import TxnCoordinator
+from coordinator.txn.state import TV2
+from storage.partition import Partition
+
+__all__ = ["add_for_produce"]
+
+
+async def add_for_produce(
+    txns: TxnCoordinator,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    partition: Partition,
+) -> ErrorCode:
+    """NONE when the batch may go on to the append (the partition is in the producer's
+    transaction at this epoch, already or now); otherwise the code to answer."""
+    if partition.has_open_transaction(producer_id, producer_epoch):
+        return ErrorCode.none
+    tp = partition.tp
+    return await txns.add_partitions(
+        transactional_id, producer_id, producer_epoch, [(tp.topic, tp.partition)], TV2
+    )
