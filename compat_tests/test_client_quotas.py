@@ -119,3 +119,39 @@ def test_quotas_survive_kill9(own_broker: BrokerProcess) -> None:
         }
     finally:
         admin.close()
+
+
+def test_confluent_producer_is_throttled(bootstrap: str) -> None:
+    """librdkafka reports the broker's throttle time (``throttle_cb``) for a client id whose
+    producer_byte_rate it exceeds: 200 KB in the first second against 10 KB/s (the first
+    window counts as 10 s: 20 KB/s, throttled (20 - 10) / 10 * 10 s = 10 s)."""
+    from confluent_kafka import Producer
+
+    from compat_tests.txn_support import create
+
+    topic = create(bootstrap, topic_name("quota-produce"), 1)
+    client_id = topic_name("throttled")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    entity = [("client-id", client_id)]
+    throttles: list[float] = []
+    try:
+        assert alter(admin, entity, [("producer_byte_rate", 10_000.0)])[0][0] == NONE
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": client_id,
+                "linger.ms": 50,
+                "throttle_cb": lambda event: throttles.append(event.throttle_time),
+            }
+        )
+        for _ in range(200):
+            producer.produce(topic, b"x" * 1000, partition=0)
+        assert producer.flush(60) == 0
+        for _ in range(20):
+            if throttles:
+                break
+            producer.poll(0.5)
+        assert throttles and max(throttles) > 1.0, throttles
+    finally:
+        alter(admin, entity, [("producer_byte_rate", None)])
+        admin.close()

@@ -202,7 +202,8 @@ async def serve_connection(
                             replies.append(reply)
                         if muted_until:  # the answer goes now; the next request waits
                             await send_ready()
-                            await trio.sleep_until(max(muted_until))
+                            with trio.move_on_at(max(muted_until)):
+                                await stopping.wait()  # (a shutdown does not wait for it)
                             muted_until.clear()
                         if conn.sasl is not None:
                             await _after_sasl(conn, send_ready)

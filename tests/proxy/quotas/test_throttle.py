@@ -214,3 +214,12 @@ async def test_a_throttled_fetch_is_answered_empty(autojump_clock: Any) -> None:
         assert (
             datetime.timedelta(0) < resp.throttle_time < datetime.timedelta(milliseconds=expected)
         )
+
+
+async def test_a_muted_connection_does_not_hold_up_shutdown(autojump_clock: Any) -> None:
+    with trio.fail_after(5):  # the throttle is longer: the clock would jump past this
+        async with running_broker() as (_, port), connect(port) as c:
+            assert await create(c, "t") == ErrorCode.none
+            await set_quota(c, "producer_byte_rate", 1.0)
+            resp = await c.request(produce_request("t"))
+            assert resp.throttle_time > datetime.timedelta(seconds=5)
