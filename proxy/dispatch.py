@@ -146,18 +146,7 @@ class Dispatcher:
                 req = enforce.limit_fetch(throttles, ctx, req)
             answer = await handler.fn(ctx, req)
             if quota_bound:
-                answer = enforce.settle(
-                    throttles,
-                    ctx,
-                    len(frame),
-                    req,
-                    answer,
-                    lambda a: enforce.fetch_response_size(
-                        len(encode_response(header, handler.write(a, body, header.api_version))),
-                        header.api_version,
-                    ),
-                    mute,
-                )
+                answer = enforce.settle(throttles, ctx, len(frame), req, answer, mute)
             if answer is NO_RESPONSE:
                 response = answer
             elif handler.encode is not None:  # the hot path's own encoder (registry.py)

@@ -1,14 +1,17 @@
 """Where the byte-rate quotas (``proxy/quotas/throttle.py``) meet requests: the dispatcher's
-two hooks around the Produce and Fetch handlers, so the handlers themselves know nothing of
-quotas.
+two hooks around the Produce and Fetch handlers, and one call in the Fetch handler.
 
-- ``limit_fetch`` (before a Fetch): ``max_bytes`` no more than the quota allows in a window,
-  ``min_bytes`` no more than that (Kafka's ``handleFetchRequest``);
-- ``settle`` (after the handler): Produce charges the request's size (the frame without its
-  length prefix: Kafka's ``request.sizeInBytes``), Fetch the response's (body plus 4 bytes:
-  ``FetchResponse.sizeOf``); a throttled Produce answer carries the throttle time, a throttled
-  Fetch is answered empty with it, and ``mute(ms)`` tells the connection to read nothing more
-  for that long (KIP-219). A Produce with acks=0 has no answer but still mutes.
+- ``limit_fetch`` (dispatcher, before a Fetch): ``max_bytes`` no more than the quota allows in
+  a window, ``min_bytes`` no more than that (Kafka's ``handleFetchRequest``);
+- ``charge_fetch`` (the Fetch handler, before its fetch session remembers what it answers, as
+  Kafka's ``getResponseSize`` comes before ``updateAndGenerateResponseData``): charges the
+  response's size (body plus 4 bytes: ``FetchResponse.sizeOf``); if throttled, the handler
+  answers empty with the throttle time and leaves the session as it was
+  (``getThrottledResponse``), and the bytes are taken back out;
+- ``settle`` (dispatcher, after the handler): Produce charges the request's size (the frame
+  without its length prefix: Kafka's ``request.sizeInBytes``) and a throttled answer carries
+  the throttle time; for either API a throttle calls ``mute(ms)``, so the connection reads
+  nothing more for that long (KIP-219). A Produce with acks=0 has no answer but still mutes.
 
 Times come from trio's clock (monotonic; a MockClock in tests). The user is the connection's
 principal name, the client id the request header's (null as "").
@@ -22,11 +25,13 @@ from collections.abc import Callable
 from typing import Any
 
 import trio
+from kio.static.primitive import i32Timedelta
 
 from proxy.context import RequestContext
 from proxy.outcomes import NO_RESPONSE
 from proxy.quotas.model import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, Quotas
 from proxy.quotas.throttle import QuotaManager, quota_keys
+from wire.codec import encode_response
 
 PRODUCE_KEY, FETCH_KEY = 0, 1
 QUOTA_KEYS = frozenset({PRODUCE_KEY, FETCH_KEY})
@@ -87,7 +92,6 @@ def settle(
     frame_size: int,
     req: Any,
     answer: Any,
-    response_size: Callable[[Any], int],
     mute: Callable[[int], None] | None,
 ) -> Any:
     """The answer to send (with its throttle time) after charging the request's bytes."""
@@ -102,19 +106,24 @@ def settle(
         if answer is NO_RESPONSE:
             return answer
         return dataclasses.replace(answer, throttle_time=datetime.timedelta(milliseconds=ms))
-    if api_key != FETCH_KEY or _from_follower(req) or not throttles.fetch.enabled:
+    if api_key != FETCH_KEY or mute is None:
         return answer
+    throttle = getattr(answer, "throttle_time", None)  # set by charge_fetch
+    if throttle:
+        mute(round(throttle.total_seconds() * 1000))
+    return answer
+
+
+def charge_fetch(ctx: RequestContext, response: Any) -> i32Timedelta | None:
+    """Called by the Fetch handler with the answer it would give, before its fetch session
+    remembers anything: charge its size; the throttle time if over the quota (the handler
+    then answers empty and leaves the session as it was), its bytes taken back out."""
+    throttles: Throttles = ctx.broker.throttles
+    size = fetch_response_size(len(encode_response(ctx.header, response)), ctx.version)
+    user, client_id = _who(ctx)
     now = _now_ms()
-    size = response_size(answer)
     ms = throttles.fetch.record(user, client_id, size, now)
     if ms <= 0:
-        return answer
+        return None
     throttles.fetch.unrecord(user, client_id, size, now)
-    if mute is not None:
-        mute(ms)
-    return dataclasses.replace(
-        answer,
-        throttle_time=datetime.timedelta(milliseconds=ms),
-        responses=(),
-        session_id=answer.session_id if req.session_epoch > 0 else type(answer.session_id)(0),
-    )
+    return i32Timedelta.parse(datetime.timedelta(milliseconds=ms))

@@ -223,3 +223,56 @@ async def test_a_muted_connection_does_not_hold_up_shutdown(autojump_clock: Any)
             await set_quota(c, "producer_byte_rate", 1.0)
             resp = await c.request(produce_request("t"))
             assert resp.throttle_time > datetime.timedelta(seconds=5)
+
+
+def session_fetch(topic: str, session_id: int, epoch: int, partitions: bool) -> Any:
+    parts = (fr.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20),)
+    return fr.FetchRequest(
+        max_wait=datetime.timedelta(0),
+        min_bytes=1,
+        max_bytes=50 * 1024 * 1024,
+        isolation_level=0,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=(fr.FetchTopic(topic=topic, partitions=parts),) if partitions else (),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+
+
+async def test_a_throttled_incremental_fetch_leaves_the_session_as_it_was(
+    autojump_clock: Any,
+) -> None:
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "t") == ErrorCode.none
+        assert (await produce(c, "t", plain(), txn=None)).error_code == ErrorCode.none
+        full = await c.request(session_fetch("t", 0, 0, partitions=True))  # a new session
+        assert full.session_id != 0 and len(full.responses) == 1
+        await set_quota(c, "consumer_byte_rate", 1.0)
+        assert (await produce(c, "t", plain(), txn=None)).error_code == ErrorCode.none
+        resp = await c.request(session_fetch("t", full.session_id, 1, partitions=False))
+        assert (resp.error_code, resp.session_id, resp.responses) == (
+            ErrorCode.none,
+            full.session_id,
+            (),
+        )
+        assert resp.throttle_time > datetime.timedelta(0)
+        # the session went on (epoch 2 is next) and answers the partition, its new high
+        # watermark included, once the quota allows
+        await set_quota(c, "consumer_byte_rate", 1e9)
+        resp = await c.request(session_fetch("t", full.session_id, 2, partitions=False))
+        assert (resp.error_code, resp.throttle_time) == (ErrorCode.none, datetime.timedelta(0))
+        (part,) = resp.responses[0].partitions
+        assert part.high_watermark == 2
+
+
+def test_a_fetch_session_preview_remembers_nothing() -> None:
+    from proxy.fetch_session import CachedPartition
+
+    class A:
+        records, high_watermark, log_start_offset, error_code = b"", 5, 0, ErrorCode.none
+
+    cached = CachedPartition(tp=None, request=None, high_watermark=4, local_log_start_offset=0)  # type: ignore[arg-type]
+    assert cached.would_respond(A()) and cached.high_watermark == 4
+    assert cached.must_respond(A()) and cached.high_watermark == 5
+    assert not cached.would_respond(A())
