@@ -31,6 +31,8 @@ from proxy.fault_injection import CRASH_EXIT_CODE, injector_from_config
 from proxy.fetch_session import FetchSessionCache
 from proxy.metrics.requests import BrokerMetrics
 from proxy.metrics.telemetry import ClientTelemetry
+from proxy.quotas.enforce import Throttles
+from proxy.quotas.store import QuotaStore
 from proxy.sasl.scram_store import ScramStore
 from storage.api import StorageError, Store, TopicPartition
 from storage.cleaner.runner import LogCleaner
@@ -104,6 +106,12 @@ class Broker:
         self.groups.topic_view = self.consumer_topics  # what KIP-848 groups subscribe to
         self.producer_ids = ProducerIdManager(store)
         self.scram = ScramStore(store)  # SCRAM credentials (proxy/sasl/scram_store.py)
+        self.quotas = QuotaStore(store)  # client quotas (proxy/quotas/store.py)
+        # their byte-rate enforcement (proxy/quotas/enforce.py), following the store
+        self.throttles = Throttles(
+            config.get("quota.window.num"), config.get("quota.window.size.seconds")
+        )
+        self.quotas.listeners.append(self.throttles.update)
         # ACLs (proxy/acl/): None unless authorizer.class.name is set, as in Kafka. The
         # bindings are kept in self.acls (durable); the standard authorizer follows its changes.
         self.acls = AclStore(store)
@@ -199,6 +207,7 @@ class Broker:
         await self.producer_ids.load()
         await self.scram.load()
         await self.acls.load()
+        await self.quotas.load()
         await self.topics.load()
 
     async def close(self) -> None:

@@ -221,6 +221,9 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": (_positive_int, "3600000"),
     # Fetch sessions (KIP-227, proxy/fetch_session.py): split over 8 shards as in Kafka
     "max.incremental.fetch.session.cache.slots": (_non_negative_int, "1000"),
+    # Client quotas' rate windows (proxy/quotas/throttle.py, Kafka's QuotaConfig).
+    "quota.window.num": (_positive_int, "11"),
+    "quota.window.size.seconds": (_positive_int, "1"),
     "socket.request.max.bytes": (_positive_int, "104857600"),
     "connections.max.idle.ms": (_long, "600000"),
     "message.max.bytes": (_non_negative_int, "1048588"),

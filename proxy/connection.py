@@ -116,6 +116,10 @@ async def serve_connection(
     log.debug("connection opened peer=%s", conn.peer)
     reason = "closed by peer"
     replies: list[bytes] = []
+    muted_until: list[float] = []  # KIP-219: a quota's throttle ends then (trio clock)
+
+    def mute(ms: int) -> None:
+        muted_until.append(trio.current_time() + ms / 1000)
 
     async def send_ready() -> None:
         await _send(stream, replies, cfg.write_s)
@@ -192,9 +196,15 @@ async def serve_connection(
                             conn.listener,
                             conn.principal,
                             conn.sasl,
+                            mute,
                         )
                         if reply is not None:
                             replies.append(reply)
+                        if muted_until:  # the answer goes now; the next request waits
+                            await send_ready()
+                            with trio.move_on_at(max(muted_until)):
+                                await stopping.wait()  # (a shutdown does not wait for it)
+                            muted_until.clear()
                         if conn.sasl is not None:
                             await _after_sasl(conn, send_ready)
                         frame = await next_frame()

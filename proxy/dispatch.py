@@ -36,6 +36,7 @@ from proxy.context import RequestContext
 from proxy.fault_injection import Fault
 from proxy.outcomes import NO_RESPONSE, CloseConnection, ErrorReply
 from proxy.principal import ANONYMOUS, KafkaPrincipal
+from proxy.quotas import enforce
 from proxy.registry import Handler, advertised, entry, served
 from proxy.sasl.session import SaslSession
 from storage.api import NEVER, StorageError
@@ -99,9 +100,11 @@ class Dispatcher:
         listener: str = "",
         principal: KafkaPrincipal = ANONYMOUS,
         session: SaslSession | None = None,
+        mute: Callable[[int], None] | None = None,
     ) -> bytes | None:
         """The response frame for ``frame`` (None: no response). ``before_wait`` is awaited
-        before a request that may park (the connection sends its ready replies)."""
+        before a request that may park (the connection sends its ready replies); ``mute(ms)``
+        is called when a quota throttles the connection (``proxy/quotas/enforce.py``)."""
         try:
             header, body = decode_request(frame, self.served)
         except UnsupportedVersion as exc:
@@ -136,8 +139,14 @@ class Dispatcher:
         ctx = RequestContext(header, self.broker, peer, listener, principal, session)
         started = time.perf_counter()
         encoded: bytes | None = None
+        throttles = self.broker.throttles
+        quota_bound = throttles.enabled and header.api_key in enforce.QUOTA_KEYS
         try:
+            if quota_bound and header.api_key == FETCH_KEY:
+                req = enforce.limit_fetch(throttles, ctx, req)
             answer = await handler.fn(ctx, req)
+            if quota_bound:
+                answer = enforce.settle(throttles, ctx, len(frame), req, answer, mute)
             if answer is NO_RESPONSE:
                 response = answer
             elif handler.encode is not None:  # the hot path's own encoder (registry.py)

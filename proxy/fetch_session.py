@@ -127,6 +127,15 @@ class CachedPartition:
     high_watermark: int = -1
     local_log_start_offset: int = -1
 
+    def would_respond(self, answer: Answer) -> bool:
+        """``must_respond`` without remembering anything (Kafka's ``getResponseSize``)."""
+        return (
+            bool(answer.records)
+            or self.high_watermark != answer.high_watermark
+            or self.local_log_start_offset != answer.log_start_offset
+            or answer.error_code is not ErrorCode.none
+        )
+
     def must_respond(self, answer: Answer) -> bool:
         """Kafka's ``maybeUpdateResponseData(respData, updateResponseData = true)``: whether
         an incremental answer includes the partition, remembering what it then says."""
@@ -193,6 +202,31 @@ class FetchContext:
         if self.session is None:
             return list(self.fetch_data)
         return [(c.tp, c.request) for c in self.session.partitions.values()]
+
+    def preview(
+        self, answers: Sequence[tuple[TopicIdPartition, Answer]]
+    ) -> list[tuple[TopicIdPartition, Answer]]:
+        """The partitions ``respond`` would answer, changing nothing: what a client quota
+        charges for before deciding to throttle (Kafka's ``getResponseSize``)."""
+        if self.kind is Kind.SESSION_ERROR:
+            return []
+        if self.session is None:
+            return list(answers)
+        parts = self.session.partitions
+        return [
+            (tp, a)
+            for tp, a in answers
+            if (c := parts.get(_key(tp))) is not None and c.would_respond(a)
+        ]
+
+    def throttled(self) -> tuple[ErrorCode, int]:
+        """(top-level error, session id) of the empty answer to a throttled fetch, which
+        leaves the session as it was (Kafka's ``getThrottledResponse``)."""
+        if self.kind is not Kind.INCREMENTAL or self.session is None:
+            return ErrorCode.none, INVALID_SESSION_ID
+        if self.session.epoch != next_epoch(self.request_epoch):
+            return ErrorCode.invalid_fetch_session_epoch, self.session.id
+        return ErrorCode.none, self.session.id
 
     def respond(
         self, answers: Sequence[tuple[TopicIdPartition, Answer]], now_ms: int

@@ -53,6 +53,8 @@ MODULES: dict[int, tuple[str, str, tuple[int, int], int | None]] = {
     45: ("partition_reassignments", "alter_partition_reassignments", (0, 1), None),
     46: ("partition_reassignments", "list_partition_reassignments", (0, 0), None),
     47: ("offset_delete", "offset_delete", (0, 0), None),
+    48: ("client_quotas", "describe_client_quotas", (0, 1), None),
+    49: ("client_quotas", "alter_client_quotas", (0, 1), None),
     50: ("user_scram_credentials", "describe_user_scram_credentials", (0, 0), None),
     51: ("user_scram_credentials", "alter_user_scram_credentials", (0, 0), None),
     60: ("describe_cluster", "describe_cluster", (0, 2), None),

@@ -63,7 +63,7 @@ request's session id, and below v13 on every partition the request named.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import trio
@@ -84,6 +84,7 @@ from proxy.fetch_session import (
     TopicIdPartition,
 )
 from proxy.fetch_topics import fetch_data
+from proxy.quotas.enforce import charge_fetch
 from proxy.registry import handler
 from storage.partition import LEADER_EPOCH, NO_EPOCH, Partition, leader_epoch_error
 from wire.records import iter_batches
@@ -461,6 +462,16 @@ async def fetch(ctx: RequestContext, req: Any) -> FetchResponse:
     hinted = version >= LEADER_HINT_VERSION and any(s.error in LEADER_HINT_ERRORS for s in slots)
     node, m = broker.node_id, _shape(version)
     read: Answers = [(s.tp, s) for s in slots]
+    if broker.throttles.fetch.enabled and not follower:  # client quotas (proxy/quotas/)
+        endpoint = (node, *ctx.advertised) if hinted else None
+        preview = [
+            (tp, _partition_data(a, committed, hinted, version, m, node) if type(a) is _Slot else a)
+            for tp, a in context.preview(read + erroneous)
+        ]
+        throttle = charge_fetch(ctx, _answer(version, ErrorCode.none, 0, preview, endpoint))
+        if throttle:
+            code, session_id = context.throttled()
+            return replace(_answer(version, code, session_id, []), throttle_time=throttle)
     code, session_id, kept = context.respond(read + erroneous, broker.now_ms())
     kept = [
         (tp, _partition_data(a, committed, hinted, version, m, node) if type(a) is _Slot else a)
