@@ -135,6 +135,7 @@ SENSITIVE_CONFIGS = (
             "ssl.keystore.certificate.chain",
             "ssl.truststore.password",
             "ssl.truststore.certificates",
+            "delegation.token.secret.key",
         }
     )
 )

@@ -10,8 +10,11 @@ bytes to the client out, ``AuthFailed`` when the exchange fails.
   is refused, and every other failure (unknown user, wrong proof, a forged or out-of-order
   message) answers one generic message that does not reveal whether the user exists.
 
-Deviation: Kafka's SCRAM also accepts delegation-token authentication (``tokenauth=true``
-extension); kafkad has no delegation tokens, so such an exchange fails as an unknown user.
+SCRAM extensions (RFC 5802 ``reserved-mext``/extensions after the nonce) are read as Kafka's
+``ScramExtensions``: ``tokenauth=true`` authenticates with a delegation token (KIP-48: the
+token id as the user, the base64 of its HMAC as the password; the principal is the token's
+owner, and the session ends when the token expires); other extensions are ignored. The
+extensions stay part of the AuthMessage the proofs are computed over.
 """
 
 from __future__ import annotations
@@ -43,6 +46,16 @@ class ScramCredential:
     stored_key: bytes
     server_key: bytes
     iterations: int
+
+
+@dataclass(frozen=True)
+class TokenCredential:
+    """A delegation token's side of a ``tokenauth=true`` exchange (``proxy/delegation/``):
+    its credential for the mechanism, its owner's name, and the ms left until it expires."""
+
+    credential: ScramCredential
+    owner: str
+    lifetime_ms: int
 
 
 def generic_failure(mechanism: str) -> AuthFailed:
@@ -90,17 +103,33 @@ class PlainServer:
 class ScramServer:
     """One SCRAM exchange. ``lookup(user)`` gives the user's credential for this mechanism."""
 
-    def __init__(self, mechanism: str, lookup: Callable[[str], ScramCredential | None]) -> None:
+    def __init__(
+        self,
+        mechanism: str,
+        lookup: Callable[[str], ScramCredential | None],
+        token_lookup: Callable[[str], TokenCredential | None] | None = None,
+    ) -> None:
         self.mechanism = mechanism
         self._lookup = lookup
+        self._token_lookup = token_lookup
         self._server = ScramMechanism(mechanism).make_server(self._auth_info)
         self._step = 0
         self.complete = False
         self.username: str | None = None
         self._known = False
+        # a delegation token's exchange: the token's owner and the ms the token has left
+        self.token_authenticated = False
+        self._token_owner: str | None = None
+        self.lifetime_ms: int | None = None
 
     def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int]:
-        cred = self._lookup(user)
+        if self.token_authenticated:
+            token = None if self._token_lookup is None else self._token_lookup(user)
+            cred = None if token is None else token.credential
+            if token is not None:
+                self._token_owner, self.lifetime_ms = token.owner, token.lifetime_ms
+        else:
+            cred = self._lookup(user)
         if cred is None or cred.iterations < MIN_ITERATIONS:
             # answer as for a real user (a made-up salt), so the client cannot tell; the
             # proof can never match
@@ -117,7 +146,10 @@ class ScramServer:
         try:
             if self._step == 0:
                 self._step = 1
-                self._server.set_client_first(message)
+                header, bare, extensions = _split_client_first(message)
+                self.token_authenticated = extensions.get("tokenauth", "").lower() == "true"
+                self._server.set_client_first(header + _without_extensions(bare))
+                self._server.client_first_bare = bare  # the AuthMessage has the extensions
                 if self._server.user is None:
                     raise generic_failure(self.mechanism)
                 authzid = _authzid(message)
@@ -135,11 +167,27 @@ class ScramServer:
                     raise generic_failure(self.mechanism)
                 final_message: str = self._server.get_server_final()
                 final = final_message.encode()
-                self.complete, self.username = True, self._server.user
+                self.complete, self.username = True, self._token_owner or self._server.user
                 return final
         except ScramException:
             raise generic_failure(self.mechanism) from None
         raise generic_failure(self.mechanism)
+
+
+def _split_client_first(message: str) -> tuple[str, str, dict[str, str]]:
+    """(the GS2 header with its trailing comma, client-first-message-bare, its extensions:
+    the ``key=value`` attributes after ``n=`` and ``r=``, as Kafka's ScramExtensions)."""
+    parts = message.split(",", 2)
+    if len(parts) < 3:
+        return message, "", {}
+    header, bare = f"{parts[0]},{parts[1]},", parts[2]
+    attrs = bare.split(",")
+    extensions = dict(a.partition("=")[::2] for a in attrs[2:])
+    return header, bare, extensions
+
+
+def _without_extensions(bare: str) -> str:
+    return ",".join(bare.split(",")[:2])
 
 
 def _authzid(client_first: str) -> str:

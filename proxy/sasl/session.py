@@ -42,6 +42,7 @@ from proxy.sasl.mechanisms import (
     PlainServer,
     ScramCredential,
     ScramServer,
+    TokenCredential,
 )
 from proxy.sasl.oauthbearer import OAuthBearerServer
 from proxy.sasl.oauthbearer_jwt import JwtValidator
@@ -83,21 +84,28 @@ def make_server(
     scram_lookup: Callable[[str, str], ScramCredential | None],
     oauth_options: Mapping[str, str],
     oauth_validator: JwtValidator | None = None,
+    token_lookup: Callable[[str, str], TokenCredential | None] | None = None,
 ) -> PlainServer | ScramServer | OAuthBearerServer:
     """The server side of ``mechanism``'s exchange (``step``, ``complete``, ``username``)."""
     if mechanism == PLAIN:
         return PlainServer(plain_users)
     if mechanism == OAUTHBEARER:
         return OAuthBearerServer(oauth_options, validator=oauth_validator)
-    return ScramServer(mechanism, lambda user: scram_lookup(user, mechanism))
+    tokens = None if token_lookup is None else (lambda tid: token_lookup(tid, mechanism))
+    return ScramServer(mechanism, lambda user: scram_lookup(user, mechanism), tokens)
 
 
 class SaslSession:
     def __init__(
-        self, settings: SaslSettings, scram_lookup: Callable[[str, str], ScramCredential | None]
+        self,
+        settings: SaslSettings,
+        scram_lookup: Callable[[str, str], ScramCredential | None],
+        token_lookup: Callable[[str, str], TokenCredential | None] | None = None,
     ) -> None:
         self.settings = settings
         self._scram_lookup = scram_lookup
+        self._token_lookup = token_lookup  # delegation tokens (SCRAM's tokenauth=true)
+        self.token_authenticated = False  # Kafka's KafkaPrincipal.tokenAuthenticated
         self.state = State.VERSIONS_OR_HANDSHAKE
         self.mechanism: str | None = None
         self.principal: KafkaPrincipal | None = None
@@ -169,6 +177,7 @@ class SaslSession:
             self._scram_lookup,
             self.settings.oauth_options,
             self.settings.oauth_validator,
+            self._token_lookup,
         )
         self.raw = version == 0 and not reauth
         self.state = State.AUTHENTICATE
@@ -201,6 +210,7 @@ class SaslSession:
             self._fail(message)
             raise AuthFailed(message)
         self.principal = principal
+        self.token_authenticated = getattr(self._server, "token_authenticated", False)
         self.state = State.COMPLETE
         # Kafka's ReauthInfo: the lifetime is connections.max.reauth.ms, or the credential's
         # own expiry (an OAUTHBEARER token's exp, less the wall clock), whichever ends first;
