@@ -241,7 +241,7 @@ class Broker:
             return
         while True:
             await trio.sleep(settings.check_interval_ms / 1000)
-            expired = sweep(self.tokens.tokens(), self.now_ms())
+            expired = sweep(self.tokens.tokens(), self.tokens.now_ms())
             if expired:
                 await self.tokens.apply(remove=expired)
                 log.info("delegation tokens expired and removed: %d", len(expired))

@@ -56,6 +56,7 @@ async def broker(data_dir: str = "memory://", **overrides: str) -> AsyncIterator
     )
     listener = MemoryListener()
     server = Server(cfg, listeners={cfg.endpoints()[0].name: [listener]})
+    listener.server = server  # type: ignore[attr-defined]  # for tests that reach the broker
     async with trio.open_nursery() as nursery:
         await nursery.start(server.run)
         assert server.broker is not None
