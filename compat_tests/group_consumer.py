@@ -2,6 +2,8 @@
 
     python -m compat_tests.group_consumer CLIENT BOOTSTRAP TOPIC GROUP [INSTANCE_ID]
 
+CLIENT "confluent-consumer" is confluent-kafka with ``group.protocol=consumer`` (KIP-848).
+
 Subscribes, and for each record commits its offset synchronously and only then prints
 ``{"ev": "rec", "p": partition, "o": offset, "v": value}``; prints ``{"ev": "start"}`` when the
 consumer exists. SIGTERM: close the consumer (leaving the group unless static) and exit 0.
@@ -33,17 +35,21 @@ def _stop(*_: object) -> None:
     stop = True
 
 
-def run_confluent(bs: str, topic: str, group: str, instance: str | None) -> None:
+def run_confluent(
+    bs: str, topic: str, group: str, instance: str | None, consumer_protocol: bool = False
+) -> None:
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    conf = {
+    conf: dict[str, object] = {
         "bootstrap.servers": bs,
         "group.id": group,
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
-        "session.timeout.ms": SESSION_MS,
-        "heartbeat.interval.ms": 500,
     }
+    if consumer_protocol:  # KIP-848: the broker sets the session timeout and interval
+        conf["group.protocol"] = "consumer"
+    else:
+        conf.update({"session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 500})
     if instance:
         conf["group.instance.id"] = instance
     c = Consumer(conf)
@@ -142,8 +148,13 @@ def run_aiokafka(bs: str, topic: str, group: str, instance: str | None) -> None:
     asyncio.run(main())
 
 
+def run_confluent_consumer_protocol(bs: str, topic: str, group: str, instance: str | None) -> None:
+    run_confluent(bs, topic, group, instance, consumer_protocol=True)
+
+
 RUNNERS = {
     "confluent": run_confluent,
+    "confluent-consumer": run_confluent_consumer_protocol,
     "kafka-python": run_kafka_python,
     "aiokafka": run_aiokafka,
 }

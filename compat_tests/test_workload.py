@@ -35,3 +35,16 @@ def test_workload_short_profile_is_clean(tmp_path: Path) -> None:
     assert report.counts["copies_visible"] > 0, report.summary()
     if EXTERNAL is None:
         assert report.counts["run.injected_faults"] > 0, report.summary()
+
+
+@pytest.mark.timeout(int(DURATION_S) + 200)
+def test_workload_with_consumer_protocol_copiers_is_clean(tmp_path: Path) -> None:
+    """The short profile's faults with both copiers on the KIP-848 consumer protocol."""
+    run = Run(SEED, PROFILES["kip848"], tmp_path, EXTERNAL, duration_s=DURATION_S)
+    try:
+        report = run.run()
+    finally:
+        run.stop_broker()
+    print(report.summary())
+    assert report.clean, f"seed {SEED}, history {run.history.path}\n{report.summary()}"
+    assert report.counts["copies_visible"] > 0, report.summary()

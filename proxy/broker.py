@@ -18,6 +18,7 @@ from pathlib import Path
 import trio
 from kio.schema.errors import ErrorCode
 
+from coordinator.consumer_group.model import TopicInfo
 from coordinator.group.offsets_log import OFFSETS_TOPIC
 from coordinator.group.runtime import GroupCoordinator
 from coordinator.producer_ids import ProducerIdManager
@@ -29,6 +30,7 @@ from proxy.config import BrokerConfig
 from proxy.delegation.store import TokenStore
 from proxy.delegation.tokens import TokenSettings, sweep
 from proxy.fault_injection import CRASH_EXIT_CODE, injector_from_config
+from proxy.fetch_session import FetchSessionCache
 from proxy.metrics.requests import BrokerMetrics
 from proxy.metrics.telemetry import ClientTelemetry
 from proxy.sasl.scram_store import ScramStore
@@ -92,11 +94,16 @@ class Broker:
         }
         self.first_listener = config.endpoints()[0].name
         self.shutting_down = trio.Event()
+        # incremental fetch sessions (KIP-227): Kafka's FetchSessionCache
+        self.fetch_sessions = FetchSessionCache(
+            config.get("max.incremental.fetch.session.cache.slots")
+        )
         self.cleaner = LogCleaner(
             dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"),
             io_max_bytes_per_second=config.get("log.cleaner.io.max.bytes.per.second"),
         )
         self.groups = GroupCoordinator(self.topics, config.values or {}, self.now_ms)
+        self.groups.topic_view = self.consumer_topics  # what KIP-848 groups subscribe to
         self.producer_ids = ProducerIdManager(store)
         self.scram = ScramStore(store)  # SCRAM credentials (proxy/sasl/scram_store.py)
         # delegation tokens (proxy/delegation/), on wall-clock time as Kafka's
@@ -127,6 +134,14 @@ class Broker:
         # counters of the request path and background work (/metrics: proxy/metrics/)
         self.metrics = BrokerMetrics()
         self.client_telemetry = ClientTelemetry.from_values(config.values or {}, self.now_ms)
+
+    def consumer_topics(self) -> dict[str, TopicInfo]:
+        """The topics consumer groups can subscribe to (internal ones left out)."""
+        return {
+            t.name: TopicInfo(t.name, t.topic_id, len(t.partitions))
+            for t in self.topics
+            if not t.internal
+        }
 
     def bound(self, name: str, port: int) -> None:
         """Listener ``name`` is bound to ``port``: advertise it if nothing else was given."""

@@ -37,6 +37,7 @@ from proxy.listeners import (
 from proxy.sasl.settings import SASL_CONFIGS, SASL_PROTOCOLS, SaslConfigError, listener_sasl
 from proxy.tls import (
     PER_LISTENER,
+    SENSITIVE_CONFIGS,
     SSL_CONFIGS,
     TLS_PROTOCOLS,
     TlsConfigError,
@@ -132,6 +133,39 @@ def _http_listeners(v: str) -> str:
     return v
 
 
+def _list(v: str) -> list[str]:
+    return [x.strip() for x in v.split(",") if x.strip()]
+
+
+def _rebalance_protocols(v: str) -> str:
+    """Kafka's GroupCoordinatorConfig: classic, consumer, share, streams; classic required.
+    kafkad serves classic and consumer; share and streams are refused."""
+    names = _list(v.lower())
+    for n in names:
+        if n not in ("classic", "consumer"):
+            raise ValueError(f"{n} is not a group protocol kafkad serves (classic, consumer)")
+    if "classic" not in names:
+        raise ValueError("must include classic")
+    return ",".join(dict.fromkeys(names))  # normalised, as DescribeConfigs shows it
+
+
+# Kafka's built-in assignor classes and the names they answer to.
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def _assignors(v: str) -> str:
+    names = [_ASSIGNOR_CLASSES.get(n, n) for n in _list(v)]
+    if not names:
+        raise ValueError("must name at least one assignor")
+    for n in names:
+        if n not in ("uniform", "range"):
+            raise ValueError(f"{n} is not an assignor kafkad has (uniform, range)")
+    return ",".join(dict.fromkeys(names))  # normalised, as DescribeConfigs shows it
+
+
 def _ratio(v: str) -> float:
     n = _number(v)
     if not 0 <= n <= 1:
@@ -161,6 +195,19 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "group.min.session.timeout.ms": (_int, "6000"),
     "group.max.session.timeout.ms": (_int, "1800000"),
     "group.max.size": (_positive_int, "2147483647"),
+    # KIP-848 (coordinator/consumer_group/): the protocols served (Kafka 4's default; "classic"
+    # is required), the consumer protocol's heartbeat interval and session timeout (and the
+    # bounds Kafka's dynamic group configs are checked against), its server-side assignors
+    # (the first the default; Kafka's class names are accepted too) and its maximum group size.
+    "group.coordinator.rebalance.protocols": (_rebalance_protocols, "classic,consumer"),
+    "group.consumer.heartbeat.interval.ms": (at_least(1, INT_MAX), "5000"),
+    "group.consumer.min.heartbeat.interval.ms": (at_least(1, INT_MAX), "5000"),
+    "group.consumer.max.heartbeat.interval.ms": (at_least(1, INT_MAX), "15000"),
+    "group.consumer.session.timeout.ms": (at_least(1, INT_MAX), "45000"),
+    "group.consumer.min.session.timeout.ms": (at_least(1, INT_MAX), "45000"),
+    "group.consumer.max.session.timeout.ms": (at_least(1, INT_MAX), "60000"),
+    "group.consumer.assignors": (_assignors, "uniform,range"),
+    "group.consumer.max.size": (_positive_int, "2147483647"),
     "offsets.topic.num.partitions": (_positive_int, "50"),
     # Offsets retention (coordinator/group/offsets_api.py): an offset expires this long after
     # its commit (simple groups), or after its group became Empty; checked every interval.
@@ -172,6 +219,8 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "transactional.id.expiration.ms": (_positive_int, "604800000"),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_positive_int, "10000"),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (_positive_int, "3600000"),
+    # Fetch sessions (KIP-227, proxy/fetch_session.py): split over 8 shards as in Kafka
+    "max.incremental.fetch.session.cache.slots": (_non_negative_int, "1000"),
     "socket.request.max.bytes": (_positive_int, "104857600"),
     "connections.max.idle.ms": (_long, "600000"),
     "message.max.bytes": (_non_negative_int, "1048588"),
@@ -442,7 +491,10 @@ def resolve_values(
         try:
             resolved[name] = parser(_java_trim(value))
         except ValueError as exc:
-            errors.append(f"{name}={value} from {source}: {exc}")
+            # a PASSWORD config's value is never shown, as Kafka's ConfigException shows
+            # "[hidden]" (the parsers' messages quote none of it either)
+            shown = "[hidden]" if (base or name) in SENSITIVE_CONFIGS else value
+            errors.append(f"{name}={shown} from {source}: {exc}")
     if errors:
         raise ConfigError("; ".join(errors))
     return resolved
@@ -483,6 +535,38 @@ def _one_listener(listen: str, advertise: str | None, listen_what: str, adv_what
             "HOST:PORT (the address clients connect to; Kafka refuses to advertise 0.0.0.0 too)"
         )
     return Listener("PLAINTEXT", "PLAINTEXT", host, port, host, port or None)
+
+
+def consumer_group_config_errors(values: Mapping[str, Any]) -> list[str]:
+    """Kafka's GroupCoordinatorConfig start-up checks of the consumer protocol's bounds."""
+    hb, hb_min, hb_max = (
+        values[f"group.consumer.{k}heartbeat.interval.ms"] for k in ("", "min.", "max.")
+    )
+    st, st_min, st_max = (
+        values[f"group.consumer.{k}session.timeout.ms"] for k in ("", "min.", "max.")
+    )
+    hb_name, st_name = "group.consumer.heartbeat.interval.ms", "group.consumer.session.timeout.ms"
+    checks = [
+        (
+            hb_max >= hb_min,
+            "group.consumer.max.heartbeat.interval.ms",
+            ">=",
+            "group.consumer.min.heartbeat.interval.ms",
+        ),
+        (hb >= hb_min, hb_name, ">=", "group.consumer.min.heartbeat.interval.ms"),
+        (hb <= hb_max, hb_name, "<=", "group.consumer.max.heartbeat.interval.ms"),
+        (
+            st_max >= st_min,
+            "group.consumer.max.session.timeout.ms",
+            ">=",
+            "group.consumer.min.session.timeout.ms",
+        ),
+        (st >= st_min, st_name, ">=", "group.consumer.min.session.timeout.ms"),
+        (st <= st_max, st_name, "<=", "group.consumer.max.session.timeout.ms"),
+        (hb < st, hb_name, "<", st_name),
+    ]
+    words = {">=": "greater than or equal to", "<=": "less than or equal to", "<": "less than"}
+    return [f"{a} must be {words[op]} {b}" for ok, a, op, b in checks if not ok]
 
 
 def load_config(
@@ -549,7 +633,8 @@ def load_config(
     tls_listeners = [] if kafka.errors else [x for x in parsed if x.protocol in TLS_PROTOCOLS]
     for listener in tls_listeners:
         try:
-            server_settings(values, listener.name)  # checked now; built again to serve
+            # checked now; built again to serve (and warns then)
+            server_settings(values, listener.name, listener.protocol, warn=False)
         except TlsConfigError as exc:
             kafka.errors.append(str(exc))
     sasl_listeners = [] if kafka.errors else [x for x in parsed if x.protocol in SASL_PROTOCOLS]
@@ -558,6 +643,7 @@ def load_config(
             listener_sasl(values, listener.name)  # checked now; built again to serve
         except (SaslConfigError, ValueError) as exc:
             kafka.errors.append(str(exc))
+    kafka.errors += consumer_group_config_errors(values)
     if kafka.errors:
         raise ConfigError("; ".join(kafka.errors))
     if not parsed:

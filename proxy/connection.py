@@ -12,9 +12,10 @@ On a TLS listener the connection's task first does the handshake (``proxy/tls.py
 also sets the connection's principal; a failed handshake closes this connection only. On a
 SASL listener each request first goes through the connection's SASL state
 (``proxy/sasl/session.py``): before authentication only ApiVersions, SaslHandshake and
-SaslAuthenticate pass, anything else closes the connection; a failed exchange is answered
-and the connection closed after ``connection.failed.authentication.delay.ms``. Until the
-client is authenticated (and while it re-authenticates) a frame may be at most
+SaslAuthenticate pass, anything else fails the session (answered with its API's
+ILLEGAL_SASL_STATE error reply once SaslAuthenticate is expected); a failed exchange is
+answered and the connection closed after ``connection.failed.authentication.delay.ms``. Until
+the client is authenticated (and while it re-authenticates) a frame may be at most
 ``sasl.server.max.receive.size`` bytes (Kafka's SaslServerAuthenticator reads them so): a
 larger one fails the authentication unanswered, closed after the same delay.
 """
@@ -27,11 +28,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import trio
+from kio.schema.errors import ErrorCode
 
 from proxy.dispatch import Dispatcher
 from proxy.outcomes import CloseConnection
 from proxy.principal import ANONYMOUS, KafkaPrincipal
-from proxy.sasl.session import Close, Reply, SaslSession, State
+from proxy.sasl.session import Close, Refuse, Reply, SaslSession
 from proxy.tls import HandshakeFailed, TlsSettings, accept_tls
 from wire.errors import FramingError, ProtocolError
 from wire.framing import FrameDecoder, Want
@@ -120,7 +122,7 @@ async def serve_connection(
 
     async def next_frame() -> bytes | Want:
         session = conn.sasl
-        if session is None or session.state is State.COMPLETE:
+        if session is None or session.authenticated:
             decoder.max_frame = cfg.max_frame_bytes
             return decoder.next_frame()
         decoder.max_frame = session.settings.max_receive_size
@@ -171,6 +173,13 @@ async def serve_connection(
                                     route.reason,
                                 )
                                 raise CloseConnection(route.reason)
+                            if isinstance(route, Refuse):  # the session failed on it
+                                if route.answer:
+                                    code = ErrorCode.illegal_sasl_state
+                                    answer = dispatch.error_answer(frame, code)
+                                    if answer is not None:
+                                        replies.append(answer)
+                                await _after_sasl(conn, send_ready)  # closes after the delay
                             if isinstance(route, Reply):  # a raw token (SaslHandshake v0)
                                 replies.append(route.frame)
                                 await _after_sasl(conn, send_ready)

@@ -172,6 +172,17 @@ class Dispatcher:
             return None
         return encoded if encoded is not None else encode_response(header, response)
 
+    def error_answer(self, frame: bytes, code: ErrorCode) -> bytes | None:
+        """``frame`` answered with its API's error reply carrying ``code`` (Kafka's
+        ``getErrorResponse``), without running its handler; None if it cannot be decoded."""
+        try:
+            header, body = decode_request(frame, self.served)
+            handler = entry(header.api_key)
+            req = handler.read(body)
+        except Exception:  # undecodable, or a version we do not serve: no answer
+            return None
+        return encode_response(header, _error_reply(handler, header, req, body, code))
+
     async def _inject(self, fault: Fault, header: RequestHeader, body: Any) -> ErrorCode | None:
         """Apply ``fault`` before the handler: the error to answer instead of running the
         handler, or None to go on and run it."""

@@ -68,7 +68,7 @@ class Server:
             await broker.start()
             self.broker = broker
             tls = {
-                e.name: server_settings(cfg.values or {}, e.name)
+                e.name: server_settings(cfg.values or {}, e.name, e.protocol)
                 for e in cfg.endpoints()
                 if e.protocol in TLS_PROTOCOLS
             }

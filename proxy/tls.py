@@ -10,7 +10,9 @@ server's key and certificate chain (``ssl.keystore.location``, or inline ``ssl.k
 truststore the CAs that sign client certificates (``ssl.truststore.location`` or inline
 ``ssl.truststore.certificates``). ``ssl.client.auth``: ``none`` asks for no certificate,
 ``requested`` asks and accepts none, ``required`` closes a connection without one. A
-certificate that does not chain to the truststore fails the handshake in both latter modes.
+certificate that does not chain to the truststore fails the handshake in both latter modes. As
+in Kafka, a SASL_SSL listener takes ``ssl.client.auth`` only from its listener prefix (the
+global one is for SSL listeners; a warning says so).
 The handshake runs in the connection's own task, under ``connections.max.idle.ms`` (Kafka's
 Selector closes a connection idle that long, handshaking or not), so a client that connects
 and says nothing never holds up the accept loop or another connection.
@@ -270,9 +272,12 @@ def _load_truststore(
     return True
 
 
-def server_settings(values: Mapping[str, Any], listener: str) -> TlsSettings:
-    """The TLS settings of ``listener`` (an SSL or SASL_SSL one); raises TlsConfigError naming
-    the config that is wrong."""
+def server_settings(
+    values: Mapping[str, Any], listener: str, protocol: str = "SSL", *, warn: bool = True
+) -> TlsSettings:
+    """The TLS settings of ``listener`` (an SSL or SASL_SSL one, ``protocol``); raises
+    TlsConfigError naming the config that is wrong. ``warn``: log Kafka's warning about a
+    global ssl.client.auth that a SASL_SSL listener does not take."""
 
     def get(name: str) -> Any:
         return listener_value(values, listener, name)
@@ -298,6 +303,21 @@ def server_settings(values: Mapping[str, Any], listener: str) -> TlsSettings:
     _load_keystore(ctx, get, named)
     has_trust = _load_truststore(ctx, get, named)
     client_auth = get("ssl.client.auth")
+    if (
+        protocol == "SASL_SSL"
+        and f"{LISTENER_PREFIX}{listener.lower()}.ssl.client.auth" not in values
+    ):
+        # Kafka's ChannelBuilders: only a listener-prefixed ssl.client.auth applies to SASL_SSL
+        if client_auth != "none" and warn:
+            log.warning(
+                "Broker configuration 'ssl.client.auth' is applied only to SSL listeners. "
+                "Listener-prefixed configuration can be used to enable SSL client "
+                "authentication for SASL_SSL listeners (listener %s: "
+                "listener.name.%s.ssl.client.auth).",
+                listener,
+                listener.lower(),
+            )
+        client_auth = "none"
     if client_auth != "none" and not has_trust:
         raise TlsConfigError(
             f"{named('ssl.client.auth')}={client_auth} needs a truststore (the CAs that sign "

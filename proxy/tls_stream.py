@@ -26,6 +26,7 @@ import ssl
 import trio
 
 _RECEIVE_SIZE = 256 * 1024  # ciphertext read from the socket at a time
+_CLOSE_NOTIFY_S = 1.0  # at most this long to write close_notify at close
 
 
 class TlsStream(trio.abc.Stream):
@@ -118,10 +119,14 @@ class TlsStream(trio.abc.Stream):
         await self.transport_stream.wait_send_all_might_not_block()
 
     async def aclose(self) -> None:
-        with contextlib.suppress(ssl.SSLError):
-            self._tls.unwrap()  # queues close_notify; the peer's answer is not awaited
+        """Send close_notify, then close the transport. As Kafka's SslTransportLayer.close,
+        the alert is sent even when the close is forced (trio.aclose_forcefully, as the
+        connection closes): shielded, for at most _CLOSE_NOTIFY_S; the peer's answer is not
+        awaited."""
+        with contextlib.suppress(ssl.SSLError, ValueError):
+            self._tls.unwrap()  # queues close_notify (SSLWantReadError: no answer awaited)
         try:
-            with trio.move_on_after(1):
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + _CLOSE_NOTIFY_S):
                 await self._flush()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass

@@ -24,6 +24,7 @@ class Profile:
 
 
 CF, KP = "confluent", "kafka-python"
+CFC = "confluent-consumer"  # confluent-kafka with group.protocol=consumer (KIP-848)
 PROFILES = {
     "short": Profile(
         duration_s=30,
@@ -51,6 +52,16 @@ PROFILES = {
         readers=1,
         faults=False,
         nemesis_every_s=(5, 10),
+    ),
+    # the short profile with KIP-848 copiers (confluent-kafka, group.protocol=consumer)
+    "kip848": Profile(
+        duration_s=30,
+        max_txns=10_000,
+        producers=(CF, KP),
+        copiers=(CFC, CFC),
+        readers=1,
+        faults=True,
+        nemesis_every_s=(5, 9),
     ),
     # load: no broker faults (its RSS and fds are sampled), clients killed and replaced
     "soak": Profile(

@@ -132,6 +132,11 @@ class Run:
         s = {
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
             "group.initial.rebalance.delay.ms": "0",
+            # KIP-848 copiers: heartbeats and session timeout as short as the classic ones'
+            "group.consumer.heartbeat.interval.ms": "500",
+            "group.consumer.min.heartbeat.interval.ms": "500",
+            "group.consumer.session.timeout.ms": "6000",
+            "group.consumer.min.session.timeout.ms": "6000",
         }
         if self.p.faults:
             s["kafkad.fault.injection"] = f"seed={self.seed * 1000 + self.restarts}; {FAULT_SPEC}"

@@ -214,18 +214,19 @@ class ConfluentSource:
     def __init__(self, cfg: dict[str, Any]) -> None:
         from confluent_kafka import Consumer
 
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": cfg["bootstrap"],
-                "group.id": cfg["group"],
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "session.timeout.ms": 6000,
-                "heartbeat.interval.ms": 500,
-                "reconnect.backoff.max.ms": 300,
-            }
-        )
+        conf: dict[str, Any] = {
+            "bootstrap.servers": cfg["bootstrap"],
+            "group.id": cfg["group"],
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "reconnect.backoff.max.ms": 300,
+        }
+        if cfg["client"] == "confluent-consumer":  # KIP-848: the broker sets the timeouts
+            conf["group.protocol"] = "consumer"
+        else:
+            conf.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+        self.consumer = Consumer(conf)
         self.consumer.subscribe([cfg["input"]])
 
     def poll(self, n: int) -> list[list[Any]]:

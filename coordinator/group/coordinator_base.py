@@ -12,6 +12,15 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
+from coordinator.consumer_group.heartbeat import ConsumerGroupConfig
+from coordinator.consumer_group.model import ConsumerGroup, ConsumerGroupState, TopicInfo
+from coordinator.consumer_group.offsets import validate_offset_commit, validate_offset_fetch
+from coordinator.consumer_group.records import (
+    CONSUMER_GROUP_TYPES,
+    ConsumerRecordError,
+    record_type,
+)
+from coordinator.consumer_group.records import replay as replay_consumer_record
 from coordinator.group.classic import (
     ClassicGroup,
     GroupConfig,
@@ -50,7 +59,8 @@ E = ErrorCode
 class GroupSummary:
     group_id: str
     protocol_type: str
-    state: GroupState
+    state: GroupState | ConsumerGroupState
+    group_type: str = "classic"  # or "consumer" (KIP-848)
 
 
 class GroupCoordinatorBase:
@@ -81,6 +91,20 @@ class GroupCoordinatorBase:
         )
         self.wall_ms = wall_ms
         self.groups: dict[str, ClassicGroup] = {}
+        # KIP-848 consumer groups (coordinator/group/consumer_api.py), their own namespace
+        # next to the classic groups: a group id is in at most one of the two
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.rebalance_protocols: tuple[str, ...] = tuple(
+            values.get("group.coordinator.rebalance.protocols", "classic,consumer").split(",")
+        )
+        self.consumer_config = ConsumerGroupConfig(
+            heartbeat_interval_ms=values.get("group.consumer.heartbeat.interval.ms", 5000),
+            session_timeout_ms=values.get("group.consumer.session.timeout.ms", 45000),
+            assignors=tuple(values.get("group.consumer.assignors", "uniform,range").split(",")),
+            max_size=values.get("group.consumer.max.size", 2**31 - 1),
+        )
+        # the non-internal topics as the consumer groups see them (set by the broker)
+        self.topic_view: Callable[[], Mapping[str, TopicInfo]] = dict
         self.offsets = OffsetsStore()
         self.loaded = trio.Event()
         self._wake = trio.Event()
@@ -111,9 +135,11 @@ class GroupCoordinatorBase:
         """Apply one record of the offsets topic (at load, and live for offset records)."""
         try:
             k = decode_key(key)
-            if isinstance(k, OffsetCommitKey):
+            if k is None and record_type(key) in CONSUMER_GROUP_TYPES:
+                replay_consumer_record(self.consumer_groups, key, value)
+            elif isinstance(k, OffsetCommitKey):
                 v = None if value is None else decode_offset_commit_value(value)
-                if v is not None and k.group not in self.groups:
+                if v is not None and k.group not in self.groups and not self._is_consumer(k.group):
                     # a simple group, also for a transactional offset (Kafka's replay), so a
                     # group with only pending offsets exists after a restart as it did live,
                     # and DeleteGroups can still tombstone them
@@ -133,8 +159,30 @@ class GroupCoordinatorBase:
                         shift = self.wall_ms() - self.now_ms()
                         g.state_timestamp_ms = gv.current_state_timestamp - shift
                     self.groups[k.group] = g
-        except RecordFormatError as exc:
+        except (RecordFormatError, ConsumerRecordError) as exc:
             log.warning("skipping unreadable %s record at %d: %s", OFFSETS_TOPIC, offset, exc)
+
+    def _is_consumer(self, group_id: str) -> bool:
+        g = self.consumer_groups.get(group_id)
+        return g is not None and not g.dead
+
+    def consumer_commit_check(
+        self, group_id: str, member_id: str, epoch: int, txn: bool, version: int
+    ) -> ErrorCode | None:
+        """None when ``group_id`` is not a consumer group, else Kafka's
+        ConsumerGroup.validateOffsetCommit verdict (``version``: OffsetCommit's)."""
+        g = self.consumer_groups.get(group_id)
+        if g is None or g.dead:
+            return None
+        return validate_offset_commit(g, member_id, epoch, txn, version)
+
+    def consumer_fetch_check(
+        self, group_id: str, member_id: str | None, epoch: int
+    ) -> ErrorCode | None:
+        g = self.consumer_groups.get(group_id)
+        if g is None or g.dead:
+            return None
+        return validate_offset_fetch(g, member_id, epoch)
 
     def _complete_txn(self, p: PartitionWriter, producer_id: int, commit: bool) -> None:
         """A marker of ``producer_id`` on offsets partition ``p``: complete the pending offsets
@@ -144,7 +192,7 @@ class GroupCoordinatorBase:
         for group in self.offsets.complete_txn(
             producer_id, commit, lambda g: partition_for(g, count) == n
         ):
-            if group not in self.groups:
+            if group not in self.groups and not self._is_consumer(group):
                 self.groups[group] = ClassicGroup(group, self.config)
 
     async def write_txn_marker(
@@ -248,6 +296,10 @@ class GroupCoordinatorBase:
             GroupSummary(g.group_id, g.protocol_type or "", g.state)
             for g in self.groups.values()
             if g.state is not GroupState.DEAD
+        ] + [
+            GroupSummary(g.group_id, "consumer", g.state, "consumer")
+            for g in self.consumer_groups.values()
+            if not g.dead
         ]
 
     def describe(self, group_id: str) -> ClassicGroup | ErrorCode | None:

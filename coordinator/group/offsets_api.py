@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
+from coordinator.consumer_group.records import changes as consumer_group_changes
 from coordinator.group.classic import (
     ClassicGroup,
 )
@@ -124,14 +125,19 @@ class OffsetsApi(GroupCoordinatorBase):
         instance_id: str | None,
         generation: int,
         commits: list[CommitRequest],
+        version: int = 9,
     ) -> ErrorCode | dict[TopicPartition, ErrorCode]:
-        """OffsetCommit: a group-level error for every partition, or one code per partition."""
+        """OffsetCommit: a group-level error for every partition, or one code per partition.
+        For a consumer group (KIP-848) ``generation`` is the member epoch."""
         if (err := self._status()) is not E.none:
             return err
         if not group_id:
             return E.invalid_group_id
         g = self.groups.get(group_id)
-        if g is None or g.state is GroupState.DEAD:
+        consumer = self.consumer_commit_check(group_id, member_id, generation, False, version)
+        if consumer is not None:
+            err = consumer
+        elif g is None or g.state is GroupState.DEAD:
             # a simple group, created by the replay of its first offset record
             err = E.group_id_not_found if generation >= 0 else E.none  # v<9: ILLEGAL_GENERATION
         else:
@@ -189,7 +195,10 @@ class OffsetsApi(GroupCoordinatorBase):
                 if (code := verify()) is not E.none:
                     return TXN_VERIFY_ERRORS.get(code, code)
                 g = self.groups.get(group_id)
-                if g is None or g.state is GroupState.DEAD:
+                consumer = self.consumer_commit_check(group_id, member_id, generation, True, 3)
+                if consumer is not None:
+                    err = consumer  # KIP-447 fencing with member epochs
+                elif g is None or g.state is GroupState.DEAD:
                     err = E.illegal_generation if generation >= 0 else E.none
                 else:
                     err = validate_offset_commit(g, member_id, instance_id, generation, True)
@@ -212,7 +221,9 @@ class OffsetsApi(GroupCoordinatorBase):
                 for i, (k, v) in enumerate(records):
                     self.replay(k, v, appended[0] + i, producer_id)
                 now_g = self.groups.get(group_id)  # a JoinGroup may have created it meanwhile
-                if now_g is None or now_g.state is GroupState.DEAD:
+                if (now_g is None or now_g.state is GroupState.DEAD) and not self._is_consumer(
+                    group_id
+                ):
                     self.groups[group_id] = ClassicGroup(group_id, self.config)  # a simple group
         except StorageError as exc:
             log.error("group %s: transactional offset commit failed: %s", group_id, exc)
@@ -220,10 +231,18 @@ class OffsetsApi(GroupCoordinatorBase):
         return results
 
     def fetch_offsets(
-        self, group_id: str, tps: list[TopicPartition] | None, require_stable: bool
+        self,
+        group_id: str,
+        tps: list[TopicPartition] | None,
+        require_stable: bool,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[ErrorCode, list[FetchedOffset]]:
         if (err := self._status()) is not E.none:
             return err, []
+        consumer = self.consumer_fetch_check(group_id, member_id, member_epoch)
+        if consumer is not None and consumer is not E.none:
+            return consumer, []
         return E.none, self.offsets.fetch(group_id, tps, require_stable)
 
     async def delete_offsets(
@@ -236,10 +255,15 @@ class OffsetsApi(GroupCoordinatorBase):
         if (err := self._status()) is not E.none:
             return err
         g = self.groups.get(group_id)
-        if g is None or g.state is GroupState.DEAD:
-            return E.group_id_not_found
         topics: set[str] = set()
-        if g.state is not GroupState.EMPTY:
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None and not cg.dead:  # KIP-848: never NON_EMPTY_GROUP
+            topics = set(cg.subscription_metadata)
+            for m in cg.members.values():
+                topics.update(m.subscribed_topic_names)
+        elif g is None or g.state is GroupState.DEAD:
+            return E.group_id_not_found
+        elif g.state is not GroupState.EMPTY:
             if g.protocol_type != CONSUMER_PROTOCOL_TYPE:
                 return E.non_empty_group
             found = subscribed_topics(g)
@@ -302,6 +326,45 @@ class OffsetsApi(GroupCoordinatorBase):
                     for i, (k, v) in enumerate(records):
                         self.replay(k, v, at + i)
                 written += len(records)
+        return written + await self._expire_consumer_offsets()
+
+    async def _expire_consumer_offsets(self) -> int:
+        """Retention for consumer groups (Kafka's ConsumerGroup.offsetExpirationCondition):
+        from each commit, for topics the group does not subscribe to; an Empty group left
+        with no offsets is deleted (its records tombstoned)."""
+        written = 0
+        for group_id in list(self.consumer_groups):
+            async with self._write_lock:
+                cg = self.consumer_groups.get(group_id)
+                if cg is None or cg.dead:
+                    continue
+                subscribed = set(cg.subscription_metadata)
+                for m in cg.members.values():
+                    subscribed.update(m.subscribed_topic_names)
+                now = self.wall_ms()
+                records, all_gone = self.offsets.expired_records(
+                    group_id,
+                    lambda om: om.commit_timestamp,
+                    subscribed,
+                    now,
+                    self.offsets_retention_ms,
+                )
+                gone = all_gone and not cg.members
+                if gone:
+                    records += consumer_group_changes(cg, None)
+                if not records:
+                    continue
+                try:
+                    at = await self._append(group_id, records)
+                except StorageError as exc:
+                    log.error("group %s: offsets retention failed: %s", group_id, exc)
+                    continue
+                for i, (k, v) in enumerate(records):
+                    self.replay(k, v, at + i)
+                if gone:
+                    self.consumer_groups.pop(group_id, None)
+                    log.info("group %s: deleted (Empty, no offsets left)", group_id)
+                written += len(records)
         return written
 
     async def delete_group(self, group_id: str) -> ErrorCode:
@@ -310,6 +373,20 @@ class OffsetsApi(GroupCoordinatorBase):
         if (err := self._status()) is not E.none:
             return err
         async with self._write_lock:
+            cg = self.consumer_groups.get(group_id)
+            if cg is not None and not cg.dead:
+                if cg.members:
+                    return E.non_empty_group
+                # its offsets' tombstones, then its own (replayed: the group goes)
+                records = self.offsets.delete_records(group_id) + consumer_group_changes(cg, None)
+                try:
+                    at = await self._append(group_id, records)
+                except StorageError:
+                    return E.coordinator_not_available
+                for i, (k, v) in enumerate(records):
+                    self.replay(k, v, at + i)
+                self.consumer_groups.pop(group_id, None)
+                return E.none
             g = self.groups.get(group_id)
             if g is None or g.state is GroupState.DEAD:
                 return E.group_id_not_found

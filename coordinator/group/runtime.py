@@ -50,9 +50,9 @@ from coordinator.group.classic import (
     JoinResult,
     SyncResult,
 )
+from coordinator.group.consumer_api import ConsumerGroupApi
 from coordinator.group.coordinator_base import GroupSummary
 from coordinator.group.group_record import assignment_value
-from coordinator.group.offsets_api import OffsetsApi
 from coordinator.group.records import (
     encode_group_metadata_value,
 )
@@ -66,8 +66,9 @@ E = ErrorCode
 __all__ = ["GroupCoordinator", "GroupSummary"]
 
 
-class GroupCoordinator(OffsetsApi):
-    """The group coordinator: ``OffsetsApi`` plus the classic group protocol and its timers."""
+class GroupCoordinator(ConsumerGroupApi):
+    """The group coordinator: ``OffsetsApi``, the consumer protocol (``ConsumerGroupApi``),
+    the classic group protocol and the timers of both."""
 
     # -- background ---------------------------------------------------------------------------
 
@@ -77,6 +78,8 @@ class GroupCoordinator(OffsetsApi):
         retention_due = self.now_ms() + self.offsets_retention_check_ms
         while True:
             deadline = min((g.next_deadline() for g in self.groups.values()), default=NEVER)
+            for cg in self.consumer_groups.values():
+                deadline = min(deadline, cg.next_deadline())
             deadline = min(deadline, retention_due)
             at = math.inf if deadline >= NEVER else (deadline + 1) / 1000
             with trio.move_on_at(at):
@@ -87,6 +90,7 @@ class GroupCoordinator(OffsetsApi):
                 retention_due = now + self.offsets_retention_check_ms
                 if written := await self.expire_offsets():
                     log.info("offsets retention: %d tombstone(s) written", written)
+            await self.expire_consumer_groups(now)
             for g in list(self.groups.values()):
                 if g.next_deadline() <= now:
                     removed = g.expire(now)
@@ -103,6 +107,13 @@ class GroupCoordinator(OffsetsApi):
             return JoinResult(E.invalid_group_id, req.member_id)
         if not self.config.accepts_session_timeout(req.session_timeout_ms):
             return JoinResult(E.invalid_session_timeout, req.member_id)  # creates no group
+        if (cg := self.consumer_groups.get(group_id)) is not None and not cg.dead:
+            if cg.members:  # no online migration between the protocols (consumer_api.py)
+                return JoinResult(E.inconsistent_group_protocol, req.member_id)
+            try:  # an Empty consumer group becomes classic
+                await self.drop_empty_consumer_group(group_id)
+            except StorageError:
+                return JoinResult(E.coordinator_not_available, req.member_id)
         g = self.groups.get(group_id)
         if g is None or g.state is GroupState.DEAD:
             if req.member_id:

@@ -125,4 +125,4 @@ class TokenStore:
         if cred is None:
             password = base64.b64encode(self.hmac(token_id)).decode()
             cred = self._scram[(token_id, mechanism)] = new_credential(mechanism, password)
-        return TokenCredential(cred, token.owner.name, token.expiry_ms - self.now_ms())
+        return TokenCredential(cred, token.owner.name, token.expiry_ms)

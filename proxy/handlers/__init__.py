@@ -14,11 +14,11 @@ import importlib
 #             advertised (min, max) versions, min served version or None)
 MODULES: dict[int, tuple[str, str, tuple[int, int], int | None]] = {
     0: ("produce", "produce", (0, 11), 3),
-    1: ("fetch", "fetch", (4, 12), None),
+    1: ("fetch", "fetch", (4, 18), None),
     2: ("list_offsets", "list_offsets", (1, 11), None),
     3: ("metadata", "metadata", (0, 13), None),
     8: ("offset_commit", "offset_commit", (2, 9), None),
-    9: ("offset_fetch", "offset_fetch", (1, 8), None),
+    9: ("offset_fetch", "offset_fetch", (1, 9), None),
     10: ("find_coordinator", "find_coordinator", (0, 6), None),
     11: ("join_group", "join_group", (0, 9), None),
     12: ("heartbeat", "heartbeat", (0, 4), None),
@@ -63,6 +63,8 @@ MODULES: dict[int, tuple[str, str, tuple[int, int], int | None]] = {
     61: ("describe_producers", "describe_producers", (0, 0), None),
     65: ("describe_transactions", "describe_transactions", (0, 0), None),
     66: ("list_transactions", "list_transactions", (0, 1), None),
+    68: ("consumer_group_heartbeat", "consumer_group_heartbeat", (0, 1), None),
+    69: ("consumer_group_describe", "consumer_group_describe", (0, 1), None),
     71: ("get_telemetry_subscriptions", "get_telemetry_subscriptions", (0, 0), None),
     72: ("push_telemetry", "push_telemetry", (0, 0), None),
     75: ("describe_topic_partitions", "describe_topic_partitions", (0, 0), None),

@@ -6,23 +6,34 @@ The KIP-714 telemetry APIs (71, 72) are left out with ``kafkad.client.telemetry.
 as Kafka leaves them out without a metrics-receiver plugin.
 
 No ``transaction.version`` feature is advertised: every client uses the classic
-transaction protocol (spec §1.1).
+transaction protocol (spec §1.1). While ``group.coordinator.rebalance.protocols`` includes
+"consumer" (the default, as in Kafka 4), the ``group.version`` feature is supported (0-1) and
+finalized at 1 and ConsumerGroupHeartbeat/ConsumerGroupDescribe (68, 69) are listed; without
+it neither the feature nor those APIs are advertised (KIP-848).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from kio.schema.api_versions.v4.request import ApiVersionsRequest
-from kio.schema.api_versions.v4.response import ApiVersion, ApiVersionsResponse
+from kio.schema.api_versions.v4.response import (
+    ApiVersion,
+    ApiVersionsResponse,
+    FinalizedFeatureKey,
+    SupportedFeatureKey,
+)
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i16
+from kio.static.primitive import i16, i64
 
 from proxy.context import RequestContext
 from proxy.registry import advertised, handler
 from wire.values import NO_THROTTLE
 
 TELEMETRY_KEYS = frozenset({71, 72})
+CONSUMER_GROUP_KEYS = frozenset({68, 69})
+GROUP_VERSION = "group.version"
 # Kafka's check of client_software_name/version (ApiVersionsRequest.isValid: Pattern.matches,
 # the whole string; fullmatch, as "$" would also match before a trailing newline).
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
@@ -30,21 +41,42 @@ _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 @handler(api_key=18, versions=(0, 4), request=ApiVersionsRequest, response=ApiVersionsResponse)
 async def api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
+    consumer = ctx.broker.groups.consumer_protocol_enabled
     keys = tuple(
         ApiVersion(api_key=i16(k), min_version=i16(lo), max_version=i16(hi))
         for k, (lo, hi) in advertised().items()
-        if k not in TELEMETRY_KEYS or ctx.broker.client_telemetry.enabled
+        if (k not in TELEMETRY_KEYS or ctx.broker.client_telemetry.enabled)
+        and (k not in CONSUMER_GROUP_KEYS or consumer)
     )
     if ctx.version >= 3 and not _valid_software(req):
         # Kafka's ApiVersionsRequest.getErrorResponse: no api keys but for UNSUPPORTED_VERSION
         return ApiVersionsResponse(
             error_code=ErrorCode.invalid_request, api_keys=(), throttle_time=NO_THROTTLE
         )
+    if ctx.session is not None:  # a SASL listener: now only SaslHandshake may follow
+        ctx.session.versions_answered()
     if ctx.version >= 3:  # KIP-714 telemetry names the instance's software from this
         ctx.broker.client_telemetry.software_seen(
             ctx.peer, req.client_software_name, req.client_software_version
         )
-    return ApiVersionsResponse(error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE)
+    resp = ApiVersionsResponse(error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE)
+    return _with_features(resp) if consumer else resp
+
+
+def _with_features(resp: ApiVersionsResponse) -> ApiVersionsResponse:
+    """The ``group.version`` feature, for while the consumer protocol is enabled."""
+    return dataclasses.replace(
+        resp,
+        supported_features=(
+            SupportedFeatureKey(name=GROUP_VERSION, min_version=i16(0), max_version=i16(1)),
+        ),
+        finalized_features_epoch=i64(0),
+        finalized_features=(
+            FinalizedFeatureKey(
+                name=GROUP_VERSION, max_version_level=i16(1), min_version_level=i16(1)
+            ),
+        ),
+    )
 
 
 def _valid_software(req: ApiVersionsRequest) -> bool:

@@ -52,10 +52,14 @@ def _dead(
     )
 
 
-def _missing(group_id: GroupId, version: int) -> DescribedGroup:
+def _missing(group_id: GroupId, version: int, consumer: bool = False) -> DescribedGroup:
+    """Also a consumer-protocol group (KIP-848): Kafka describes classic groups only."""
     dead = GroupState.DEAD.value
     if version < 6:
         return _dead(group_id, ErrorCode.none, state=dead)
+    if consumer:
+        message = f"Group {group_id} is not a classic group."
+        return _dead(group_id, ErrorCode.group_id_not_found, message, dead)
     return _dead(group_id, ErrorCode.group_id_not_found, f"Group {group_id} not found.", dead)
 
 
@@ -92,7 +96,8 @@ async def describe_groups(
             out.append(_dead(group_id, g))
             continue
         if g is None or g.state is GroupState.DEAD:
-            missing = _missing(group_id, ctx.version)
+            consumer = ctx.broker.groups.is_consumer_group(group_id)
+            missing = _missing(group_id, ctx.version, consumer)
             if missing.error_code is ErrorCode.none and wants_operations:
                 missing = replace(
                     missing,

@@ -1,10 +1,28 @@
-"""Fetch (key 1), v4-12 for consumers. v4: isolation level, last stable offset, aborted
-transactions. v5: log start offset. v7: fetch sessions (KIP-227). v9: current leader epoch.
-v11: rack id. v12: flexible, diverging epoch. v13+ (topic ids) is not advertised.
+"""Fetch (key 1), v4-18 for consumers. v4: isolation level, last stable offset, aborted
+transactions. v5: log start offset. v7: fetch sessions (KIP-227, ``proxy/fetch_session.py``).
+v9: current leader epoch, fenced as ListOffsets does (above 0 UNKNOWN_LEADER_EPOCH, below it
+FENCED_LEADER_EPOCH). v11: rack id. v12: flexible, diverging epoch. v13: topic ids instead of
+names (KIP-516, ``proxy/fetch_topics.py``): an id the broker does not know is answered
+UNKNOWN_TOPIC_ID, and the answer is keyed by id. v14: nothing new here (tiered storage's
+error). v15: the replica state replaces the replica id (KIP-903). v16: NOT_LEADER_OR_FOLLOWER
+and FENCED_LEADER_EPOCH answers carry the current leader (this node, epoch 0) and its endpoint
+(KIP-951). v17: the follower's directory id (KIP-853), unused. v18: the high watermark a
+follower knows (KIP-1166), a tagged field each partition carries (Long.MAX_VALUE from
+consumers); only Kafka's follower fetches read it, to complete a delayed fetch early, and a
+single node has no followers: accepted and unused.
 
-Fetch sessions are not kept: every response carries session id 0, which tells clients to go
-on sending full fetch requests (what Kafka does when its session cache is full). A request
-for an existing session id gets FETCH_SESSION_ID_NOT_FOUND.
+A follower's fetch (replica id >= 0) names a replica this node does not have: each partition
+is answered NOT_LEADER_OR_FOLLOWER, or UNKNOWN_LEADER_EPOCH when it carries a current leader
+epoch (Kafka's ``Partition.followerReplicaOrThrow``).
+
+Partitions are classified before anything is read, as Kafka's ``handleFetchRequest`` does: an
+unknown topic id (UNKNOWN_TOPIC_ID), a topic the request may not read
+(TOPIC_AUTHORIZATION_FAILED: a consumer needs READ on it, a follower, replica id >= 0,
+CLUSTER_ACTION, which refuses every partition, unknown ids included) or a partition the broker
+does not have (UNKNOWN_TOPIC_OR_PARTITION) is answered after the partitions that are read, with
+high watermark, LSO and log start -1 and null aborted transactions, and neither ends nor counts
+toward a long poll. Partitions are answered in the order they were fetched (the request's, or
+the session's), consecutive partitions of one topic under one topic entry.
 
 Sizes follow Kafka: ``partition_max_bytes`` and ``max_bytes`` are soft for the first batch
 of the first partition that has data (it is returned whole, so a consumer can always make
@@ -15,12 +33,7 @@ for an append or a transaction marker on any of its partitions (an event registe
 of them; markers are what move the LSO past an open transaction), then reads again. Deleting
 a topic wakes its partitions' long polls too, which then answer UNKNOWN_TOPIC_OR_PARTITION
 (high watermark, LSO and log start -1) at once, as Kafka completes delayed fetches of
-partitions that stop.
-
-Authorization (Kafka's ``handleFetchRequest``): a consumer needs READ on each topic, a
-follower (replica id >= 0) CLUSTER_ACTION; refused partitions are answered
-TOPIC_AUTHORIZATION_FAILED with high watermark, LSO and log start -1 and null aborted
-transactions (``FetchResponse.partitionResponse``), and do not end a long poll.
+partitions that stop. A read error ends the wait at once.
 
 A topic whose ``compression.type`` is ``zstd`` answers Fetch below v10 (clients from before
 zstd) UNSUPPORTED_COMPRESSION_TYPE for its partitions, as Kafka's ``maybeConvertFetchedData``.
@@ -30,31 +43,43 @@ the last stable offset and never returns a byte at or above it (the read is cut 
 whole batch below it). Whole stored batches are returned, aborted data and markers included;
 clients filter. read_committed responses carry the aborted transactions overlapping
 [fetch offset, end of the returned data), built when the response is built (so a long poll
-never answers with a stale list, KAFKA-5376), [] when no data is returned;
-read_uncommitted responses send null.
+never answers with a stale list, KAFKA-5376), [] when no data is returned, null for a
+partition in error; read_uncommitted responses send null.
+
+Versions: the handler is registered ``as_sent`` (``proxy/registry.py``): it reads the request
+in the class of the version the client spoke and answers in that version's classes, as Kafka's
+one message class serves every version. The generic conversion to and from v18 cost about a
+third of the handler's time, and v18 has no topic names, which v4-12 are keyed by. Its error
+reply is Kafka's ``FetchRequest.getErrorResponse``: the code at the top level (v7+) with the
+request's session id, and below v13 on every partition the request named.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from typing import Any, cast
 
 import trio
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12.request import FetchRequest
-from kio.schema.fetch.v12.response import (
-    AbortedTransaction,
-    FetchableTopicResponse,
-    FetchResponse,
-    PartitionData,
-)
-from kio.schema.types import BrokerId, ProducerId, TopicName
+from kio.schema.fetch.v18.request import FetchRequest
+from kio.schema.fetch.v18.response import AbortedTransaction, FetchResponse
+from kio.schema.types import BrokerId, ProducerId
 from kio.static.primitive import Records, i32, i64
 
-from proxy.acl.checks import allowed_names, cluster_allows
+from proxy.acl.checks import allowed_names, cluster_allows, enforced
 from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
+from proxy.fetch_session import (
+    TOPIC_ID_VERSION,
+    ZERO_ID,
+    FetchContext,
+    Kind,
+    TopicIdPartition,
+)
+from proxy.fetch_topics import fetch_data
 from proxy.registry import handler
-from storage.partition import Partition
+from storage.partition import LEADER_EPOCH, NO_EPOCH, Partition, leader_epoch_error
 from wire.records import iter_batches
 from wire.values import NO_THROTTLE
 
@@ -63,25 +88,67 @@ NO_SESSION = i32(0)
 
 READ_COMMITTED = 1
 ZSTD_FETCH_VERSION = 10  # the first Fetch version whose clients can read zstd (KIP-110)
-# errors answered with high watermark, LSO and log start -1 (Kafka's partitionResponse)
+REPLICA_STATE_VERSION = 15  # v15 moved the replica id into the replica state (KIP-903)
+LEADER_HINT_VERSION = 16  # v16 answers these errors with the current leader (KIP-951)
+LEADER_HINT_ERRORS = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
+# errors answered with high watermark, LSO and log start -1 (Kafka's partitionResponse and
+# LogReadResult of an exception)
 _NO_PARTITION_STATE = (
     ErrorCode.unknown_topic_or_partition,
+    ErrorCode.unknown_topic_id,
     ErrorCode.unsupported_compression_type,
+    ErrorCode.inconsistent_topic_id,
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.unknown_leader_epoch,
+    ErrorCode.fenced_leader_epoch,
     ErrorCode.topic_authorization_failed,
 )
+_UNFENCED = (NO_EPOCH, LEADER_EPOCH)  # current leader epochs that pass (none given, or ours)
+SESSION_VERSION = 7  # v7 added the top-level error code and the session (KIP-227)
+LOG_START_VERSION = 5
+Answers = list[tuple[TopicIdPartition, Any]]  # a partition and its version's PartitionData
+_SHAPES: dict[int, Any] = {}
+
+
+def _shape(version: int) -> Any:
+    """The kio response module of ``version`` (its FetchResponse, PartitionData, ...)."""
+    found = _SHAPES.get(version)
+    if found is None:
+        found = _SHAPES[version] = importlib.import_module(f"kio.schema.fetch.v{version}.response")
+    return found
 
 
 @dataclass
 class _Slot:
-    topic: TopicName
-    partition_index: i32
+    tp: TopicIdPartition
     fetch_offset: int
     max_bytes: int
+    current_leader_epoch: int
     partition: Partition | None
     refused: ErrorCode | None = None  # answered this, whatever the log holds
     error: ErrorCode = ErrorCode.none
     data: bytes = b""
     upper_bound: int = -1  # the offset just past the returned data
+
+    # What the answer will say (fetch_session.Answer), so a session can leave the partition
+    # out before its entry is built (most of an idle incremental fetch's cost otherwise).
+    @property
+    def error_code(self) -> ErrorCode:
+        return self.error
+
+    @property
+    def high_watermark(self) -> int:
+        p = self.partition
+        return -1 if p is None or self.error in _NO_PARTITION_STATE else p.high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        p = self.partition
+        return -1 if p is None or self.error in _NO_PARTITION_STATE else p.log_start_offset
+
+    @property
+    def records(self) -> bytes:
+        return self.data
 
 
 def _cut(data: bytes, end: int) -> tuple[bytes, int]:
@@ -94,7 +161,22 @@ def _cut(data: bytes, end: int) -> tuple[bytes, int]:
     return data[:size], upper
 
 
-async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool) -> int:
+def _refusal(s: _Slot, p: Partition, follower: bool) -> ErrorCode | None:
+    """Kafka's checks before a read (``ReplicaManager.readFromLog``): the topic id the session
+    holds, the leader epoch (KIP-320), and a follower this node does not have."""
+    if s.tp.topic_id != ZERO_ID and p.topic_id != s.tp.topic_id:
+        return ErrorCode.inconsistent_topic_id
+    fenced = leader_epoch_error(s.current_leader_epoch)
+    if fenced is not None:
+        return fenced
+    if follower:
+        if s.current_leader_epoch != NO_EPOCH:
+            return ErrorCode.unknown_leader_epoch
+        return ErrorCode.not_leader_or_follower
+    return None
+
+
+async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool, follower: bool) -> int:
     remaining = max_bytes
     first = True
     total = 0
@@ -107,6 +189,14 @@ async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool) -> int:
         if p is None or p.deleted:
             s.error = ErrorCode.unknown_topic_or_partition
             continue
+        if (
+            follower
+            or s.current_leader_epoch not in _UNFENCED
+            or (s.tp.topic_id != ZERO_ID and p.topic_id != s.tp.topic_id)
+        ):
+            s.error = _refusal(s, p, follower) or ErrorCode.none
+            if s.error is not ErrorCode.none:
+                continue
         end = p.last_stable_offset if committed else p.high_watermark
         if not p.log_start_offset <= s.fetch_offset <= p.high_watermark:
             s.error = ErrorCode.offset_out_of_range
@@ -131,16 +221,6 @@ async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool) -> int:
     return total
 
 
-def _readable(ctx: RequestContext, req: FetchRequest) -> set[str]:
-    """The topics the request may read (Kafka's ``handleFetchRequest``): a follower's fetch
-    (replica id >= 0) needs CLUSTER_ACTION for all or none, a consumer's READ on each topic;
-    the others' partitions are answered TOPIC_AUTHORIZATION_FAILED."""
-    names = [t.topic for t in req.topics]
-    if req.replica_id >= 0:
-        return set(names) if cluster_allows(ctx, AclOperation.CLUSTER_ACTION) else set()
-    return allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, names)
-
-
 def _aborted(s: _Slot) -> tuple[AbortedTransaction, ...]:
     if s.partition is None or not s.data:
         return ()
@@ -150,37 +230,109 @@ def _aborted(s: _Slot) -> tuple[AbortedTransaction, ...]:
     )
 
 
-def _partition_data(s: _Slot, committed: bool) -> PartitionData:
+def _partition_data(s: _Slot, committed: bool, hint: bool, version: int, m: Any, node: int) -> Any:
+    """The partition's entry in ``version``'s PartitionData (``m``: that version's module);
+    ``hint``: with the current leader (v16+, KIP-951) if the error calls for it."""
     part = s.partition if s.error not in _NO_PARTITION_STATE else None
-    return PartitionData(
-        partition_index=s.partition_index,
+    if hint and s.error in LEADER_HINT_ERRORS:
+        leader = m.LeaderIdAndEpoch(leader_id=BrokerId(node), leader_epoch=i32(LEADER_EPOCH))
+        return m.PartitionData(
+            partition_index=s.tp.partition,
+            error_code=s.error,
+            high_watermark=i64(-1),
+            current_leader=leader,
+            aborted_transactions=None,
+            records=Records(b""),
+        )
+    aborted = _aborted(s) if committed and s.error is ErrorCode.none else None
+    if part is None:
+        return m.PartitionData(
+            partition_index=s.tp.partition,
+            error_code=s.error,
+            high_watermark=i64(-1),
+            aborted_transactions=aborted,
+            records=Records(s.data),
+        )
+    if version < LOG_START_VERSION:
+        return m.PartitionData(
+            partition_index=s.tp.partition,
+            error_code=s.error,
+            high_watermark=i64(part.high_watermark),
+            last_stable_offset=i64(part.last_stable_offset),
+            aborted_transactions=aborted,
+            records=Records(s.data),
+        )
+    return m.PartitionData(
+        partition_index=s.tp.partition,
         error_code=s.error,
-        high_watermark=i64(part.high_watermark if part is not None else -1),
-        last_stable_offset=i64(part.last_stable_offset if part is not None else -1),
-        log_start_offset=i64(part.log_start_offset if part is not None else -1),
-        aborted_transactions=(
-            _aborted(s)
-            if committed and s.error is not ErrorCode.topic_authorization_failed
-            else None
-        ),
-        preferred_read_replica=NO_REPLICA,
+        high_watermark=i64(part.high_watermark),
+        last_stable_offset=i64(part.last_stable_offset),
+        log_start_offset=i64(part.log_start_offset),
+        aborted_transactions=aborted,
         records=Records(s.data),
     )
 
 
-def _error_reply(req: FetchRequest, code: ErrorCode) -> FetchResponse:
-    """``code`` at the top level and on every partition the request named (Kafka's
-    ``FetchRequest.getErrorResponse``: the top level for incremental sessions, the partitions
-    for versions without a top-level code)."""
-    return FetchResponse(
-        throttle_time=NO_THROTTLE,
+def _unknown(tp: TopicIdPartition, code: ErrorCode, version: int) -> Any:
+    """Kafka's ``FetchResponse.partitionResponse``: the code, high watermark -1."""
+    return _shape(version).PartitionData(
+        partition_index=i32(tp.partition),
         error_code=code,
-        session_id=NO_SESSION,
-        responses=tuple(
-            FetchableTopicResponse(
+        high_watermark=i64(-1),
+        aborted_transactions=None,
+        records=Records(b""),
+    )
+
+
+def _answer(
+    version: int,
+    code: ErrorCode,
+    session_id: int,
+    answers: Answers,
+    endpoint: tuple[int, str, int] | None = None,
+) -> FetchResponse:
+    """The response in ``version``'s classes: keyed by topic id from v13, by name below;
+    consecutive partitions of a topic under one entry (``FetchResponse.of``)."""
+    m = _shape(version)
+    by_id = version >= TOPIC_ID_VERSION
+    topics: list[tuple[TopicIdPartition, list[Any]]] = []
+    for tp, data in answers:
+        if topics and (
+            (topics[-1][0].topic_id == tp.topic_id) if by_id else (topics[-1][0].name == tp.name)
+        ):
+            topics[-1][1].append(data)
+        else:
+            topics.append((tp, [data]))
+    kw: dict[str, Any] = {
+        "throttle_time": NO_THROTTLE,
+        "responses": tuple(
+            m.FetchableTopicResponse(topic_id=tp.topic_id, partitions=tuple(parts))
+            if by_id
+            else m.FetchableTopicResponse(topic=tp.name or "", partitions=tuple(parts))
+            for tp, parts in topics
+        ),
+    }
+    if version >= SESSION_VERSION:
+        kw["error_code"], kw["session_id"] = code, i32(session_id)
+    if endpoint is not None:
+        node, host, port = endpoint
+        kw["node_endpoints"] = (m.NodeEndpoint(node_id=BrokerId(node), host=host, port=i32(port)),)
+    return cast(FetchResponse, m.FetchResponse(**kw))
+
+
+def _error_reply(req: Any, code: ErrorCode) -> FetchResponse:
+    """Kafka's ``FetchRequest.getErrorResponse`` for ``req`` as sent: the code at the top level
+    (v7+) with the request's session id; below v13, on each partition named too (versions
+    without a top-level code need that), high watermark -1, records null."""
+    version = int(req.__version__)
+    m = _shape(version)
+    topics: tuple[Any, ...] = ()
+    if version < TOPIC_ID_VERSION:
+        topics = tuple(
+            m.FetchableTopicResponse(
                 topic=t.topic,
                 partitions=tuple(
-                    PartitionData(
+                    m.PartitionData(
                         partition_index=p.partition,
                         error_code=code,
                         high_watermark=i64(-1),
@@ -191,51 +343,96 @@ def _error_reply(req: FetchRequest, code: ErrorCode) -> FetchResponse:
                 ),
             )
             for t in req.topics
-        ),
-    )
+        )
+    kw: dict[str, Any] = {"throttle_time": NO_THROTTLE, "responses": topics}
+    if version >= SESSION_VERSION:
+        kw["error_code"], kw["session_id"] = code, req.session_id
+    return cast(FetchResponse, m.FetchResponse(**kw))
+
+
+def _resolver(ctx: RequestContext) -> Any:
+    topics = ctx.broker.topics
+
+    def resolve(topic_id: Any) -> str | None:
+        found = topics.by_id(topic_id)
+        return None if found is None else found.name
+
+    return resolve
+
+
+def _slots(
+    ctx: RequestContext, context: FetchContext, version: int, follower: bool
+) -> tuple[list[_Slot], Answers]:
+    """The partitions to read, and those answered at once (Kafka's ``erroneous``), in the
+    order of Kafka's checks: the topic id, authorization, the partition."""
+    topics = ctx.broker.topics
+    slots: list[_Slot] = []
+    erroneous: Answers = []
+    wanted = context.partitions()
+    readable: set[str] | None
+    if follower:
+        readable = None if cluster_allows(ctx, AclOperation.CLUSTER_ACTION) else set()
+    elif enforced(ctx):
+        names = (tp.name for tp, _ in wanted if tp.name is not None)
+        readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, names)
+    else:
+        readable = None  # no authorizer: every topic
+    for tp, want in wanted:
+        if readable is not None and (follower or tp.name is not None) and tp.name not in readable:
+            erroneous.append((tp, _unknown(tp, ErrorCode.topic_authorization_failed, version)))
+            continue
+        if tp.name is None:
+            erroneous.append((tp, _unknown(tp, ErrorCode.unknown_topic_id, version)))
+            continue
+        partition = topics.partition(tp.name, tp.partition)
+        if partition is None:
+            erroneous.append((tp, _unknown(tp, ErrorCode.unknown_topic_or_partition, version)))
+            continue
+        slots.append(
+            _Slot(tp, want.fetch_offset, want.max_bytes, want.current_leader_epoch, partition)
+        )
+    return slots, erroneous
 
 
 @handler(
     api_key=1,
-    versions=(4, 12),
+    versions=(4, 18),
     request=FetchRequest,
     response=FetchResponse,
     error_reply=_error_reply,
+    as_sent=True,
 )
-async def fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
+async def fetch(ctx: RequestContext, req: Any) -> FetchResponse:
+    """``req``: the request in the class of the version the client spoke (``as_sent``)."""
     broker = ctx.broker
-    if ctx.version >= 7 and req.session_id != 0:
-        return FetchResponse(
-            throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.fetch_session_id_not_found,
-            session_id=NO_SESSION,
-            responses=(),
-        )
+    version = ctx.version
+    resolve = _resolver(ctx)
+    wanted, to_forget = fetch_data(req, version, resolve)
+    replica_id = (
+        req.replica_state.replica_id if version >= REPLICA_STATE_VERSION else req.replica_id
+    )
+    follower = replica_id >= 0
+    session_id, epoch = (
+        (req.session_id, req.session_epoch) if version >= SESSION_VERSION else (0, -1)
+    )
+    context = broker.fetch_sessions.new_context(
+        version, session_id, epoch, follower, wanted, to_forget, resolve, broker.now_ms()
+    )
+    if context.kind is Kind.SESSION_ERROR:
+        if context.error is ErrorCode.unknown_server_error:  # Kafka's handler threw
+            return _error_reply(req, context.error)
+        return _answer(version, context.error, NO_SESSION, [])
     committed = req.isolation_level == READ_COMMITTED
-    readable = _readable(ctx, req)
-    every = [
-        _Slot(
-            t.topic,
-            p.partition,
-            p.fetch_offset,
-            p.partition_max_bytes,
-            broker.topics.partition(t.topic, p.partition) if t.topic in readable else None,
-            error=ErrorCode.none if t.topic in readable else ErrorCode.topic_authorization_failed,
-        )
-        for t in req.topics
-        for p in t.partitions
-    ]
-    # refused partitions are answered as they are and neither end nor shorten a long poll
-    slots = [s for s in every if s.error is not ErrorCode.topic_authorization_failed]
-    if ctx.version < ZSTD_FETCH_VERSION:
+    slots, erroneous = _slots(ctx, context, version, follower)
+    if version < ZSTD_FETCH_VERSION:
         for s in slots:
-            topic = broker.topics.get(s.topic)
+            topic = broker.topics.get(s.tp.name or "")
             if topic is not None and topic.settings["compression.type"] == "zstd":
                 s.refused = ErrorCode.unsupported_compression_type
     max_bytes = req.max_bytes  # every served version (4+) has it
-    total = await _read_all(slots, max_bytes, committed)
+    total = await _read_all(slots, max_bytes, committed, follower)
     wait_s = req.max_wait.total_seconds()
-    if total < req.min_bytes and wait_s > 0 and not any(s.error for s in slots):
+    if slots and total < req.min_bytes and wait_s > 0 and not any(s.error for s in slots):
         deadline = trio.current_time() + wait_s
         while total < req.min_bytes and not broker.shutting_down.is_set():
             event = trio.Event()
@@ -250,22 +447,20 @@ async def fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
                     p.remove_waiter(event)
             if not event.is_set():
                 break
-            total = await _read_all(slots, max_bytes, committed)
+            total = await _read_all(slots, max_bytes, committed, follower)
             if any(s.error for s in slots):
                 break
-    by_topic: dict[TopicName, list[PartitionData]] = {}
+    hinted = version >= LEADER_HINT_VERSION and any(s.error in LEADER_HINT_ERRORS for s in slots)
+    node, m = broker.node_id, _shape(version)
+    read: Answers = [(s.tp, s) for s in slots]
+    code, session_id, kept = context.respond(read + erroneous, broker.now_ms())
+    kept = [
+        (tp, _partition_data(a, committed, hinted, version, m, node) if type(a) is _Slot else a)
+        for tp, a in kept
+    ]
     fetched = broker.metrics.topics.fetched  # /metrics: bytes out per topic
-    for s in every:
+    for s in slots:
         if s.data:
-            fetched(s.topic, len(s.data))
-        by_topic.setdefault(s.topic, []).append(_partition_data(s, committed))
-    responses = tuple(
-        FetchableTopicResponse(topic=name, partitions=tuple(parts))
-        for name, parts in by_topic.items()
-    )
-    return FetchResponse(
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        session_id=NO_SESSION,
-        responses=responses,
-    )
+            fetched(s.tp.name or "", len(s.data))
+    endpoint = (node, *ctx.advertised) if hinted else None
+    return _answer(version, code, session_id, kept, endpoint)

@@ -1,6 +1,7 @@
 """ListGroups (key 16), v0-5. v1: throttle time. v3: flexible. v4: states filter and each
-group's state (KIP-518). v5: types filter and each group's type (KIP-848); every kafkad group
-is "classic".
+group's state (KIP-518). v5: types filter and each group's type (KIP-848): "classic", or
+"consumer" for a consumer-protocol group (protocol type "consumer", its states Empty,
+Assigning, Reconciling, Stable).
 
 Filters compare case-insensitively, as Kafka does; an empty filter matches everything.
 
@@ -21,8 +22,6 @@ from proxy.context import RequestContext
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
 
-GROUP_TYPE = "classic"
-
 
 @handler(api_key=16, versions=(0, 5), request=ListGroupsRequest, response=ListGroupsResponse)
 async def list_groups(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
@@ -38,8 +37,6 @@ async def list_groups(ctx: RequestContext, req: ListGroupsRequest) -> ListGroups
         ]
     states = {s.lower() for s in req.states_filter}
     types = {t.lower() for t in req.types_filter}
-    if types and GROUP_TYPE not in types:
-        listed = []
     return ListGroupsResponse(
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
@@ -48,9 +45,10 @@ async def list_groups(ctx: RequestContext, req: ListGroupsRequest) -> ListGroups
                 group_id=GroupId(g.group_id),
                 protocol_type=g.protocol_type,
                 group_state=g.state.value,
-                group_type=GROUP_TYPE,
+                group_type=g.group_type,
             )
             for g in sorted(listed, key=lambda g: g.group_id)
-            if not states or g.state.value.lower() in states
+            if (not states or g.state.value.lower() in states)
+            and (not types or g.group_type in types)
         ),
     )

@@ -8,7 +8,10 @@ Group checks (Kafka's ``validateOffsetCommit``, coordinator/group/offsets_api.py
 group becomes an Empty "simple" group); otherwise the member must be known (UNKNOWN_MEMBER_ID /
 FENCED_INSTANCE_ID), then of the current generation (ILLEGAL_GENERATION), and only then does a
 group in CompletingRebalance answer REBALANCE_IN_PROGRESS. Unknown topics and partitions get
-UNKNOWN_TOPIC_OR_PARTITION; metadata over 4096 bytes OFFSET_METADATA_TOO_LARGE.
+UNKNOWN_TOPIC_OR_PARTITION; metadata over 4096 bytes OFFSET_METADATA_TOO_LARGE. For a
+consumer group (KIP-848) the generation is the member epoch: Kafka's
+ConsumerGroup.validateOffsetCommit (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; a member below v9
+UNSUPPORTED_VERSION).
 
 Authorization first (Kafka's ``handleOffsetCommitRequest``): the group needs READ, else every
 partition is answered GROUP_AUTHORIZATION_FAILED; each topic needs READ, else its partitions
@@ -166,5 +169,6 @@ async def offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> Offset
             req.group_instance_id,
             req.generation_id_or_member_epoch,
             commits,
+            ctx.version,
         )
     return _response(commit_codes(req.topics, codes, commits, result))

@@ -1,7 +1,9 @@
-"""OffsetFetch (key 9), v1-8. v2: null topics = every committed partition; top-level error
+"""OffsetFetch (key 9), v1-9. v2: null topics = every committed partition; top-level error
 code. v3: throttle time. v5: committed leader epoch. v6: flexible. v7: require_stable (answers
 UNSTABLE_OFFSET_COMMIT for partitions with pending transactional offsets, KIP-447). v8: many
-groups in one request, one error code per group (KIP-709). v9 (KIP-848 member epoch) is not
+groups in one request, one error code per group (KIP-709). v9 (KIP-848): each group may name
+the fetching member and its epoch; for a consumer group they are checked (UNKNOWN_MEMBER_ID,
+STALE_MEMBER_EPOCH, Kafka's ConsumerGroup.validateOffsetFetch). v10 (topic ids) is not
 advertised.
 
 A partition with no committed offset answers offset -1, leader epoch -1, metadata "" and no
@@ -20,9 +22,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRequestGroup
-from kio.schema.offset_fetch.v8.request import OffsetFetchRequestTopics as RequestTopics
-from kio.schema.offset_fetch.v8.response import (
+from kio.schema.offset_fetch.v9.request import OffsetFetchRequest, OffsetFetchRequestGroup
+from kio.schema.offset_fetch.v9.request import OffsetFetchRequestTopics as RequestTopics
+from kio.schema.offset_fetch.v9.response import (
     OffsetFetchResponse,
     OffsetFetchResponseGroup,
     OffsetFetchResponsePartitions,
@@ -57,6 +59,8 @@ def _one_group(old: Any, version: int) -> Mapping[str, Any]:
 def _top_level(resp: OffsetFetchResponse, old: Any, version: int) -> Mapping[str, Any]:
     """v1-7 answer their one group at the top level; v1 has no group-level error code, so a
     group error is answered on every partition asked for (Kafka's OffsetFetchResponse)."""
+    if version >= 8:
+        return {}
     (group,) = resp.groups
     if version >= 2:
         return {"topics": group.topics, "error_code": group.error_code}
@@ -108,7 +112,7 @@ def _error_reply(req: OffsetFetchRequest, code: ErrorCode) -> OffsetFetchRespons
 
 @handler(
     api_key=9,
-    versions=(1, 8),
+    versions=(1, 9),
     request=OffsetFetchRequest,
     response=OffsetFetchResponse,
     error_reply=_error_reply,
@@ -122,9 +126,10 @@ async def offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFe
         if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
             out.append(_group(g.group_id, ErrorCode.group_authorization_failed, []))
             continue
+        member = (g.member_id, g.member_epoch)  # v9 (KIP-848): checked for a consumer group
         wanted = _wanted(g.topics)
         if wanted is None:
-            code, fetched = groups.fetch_offsets(g.group_id, None, req.require_stable)
+            code, fetched = groups.fetch_offsets(g.group_id, None, req.require_stable, *member)
             if code is ErrorCode.none and enforced(ctx):
                 names = {f.tp.topic for f in fetched}
                 shown = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
@@ -133,7 +138,7 @@ async def offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFe
             names = {tp.topic for tp in wanted}
             shown = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
             asked = [tp for tp in wanted if tp.topic in shown]
-            code, fetched = groups.fetch_offsets(g.group_id, asked, req.require_stable)
+            code, fetched = groups.fetch_offsets(g.group_id, asked, req.require_stable, *member)
             if code is ErrorCode.none:
                 fetched = fetched + [
                     FetchedOffset(tp, -1, -1, "", ErrorCode.topic_authorization_failed)

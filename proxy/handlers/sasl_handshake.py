@@ -24,4 +24,6 @@ async def sasl_handshake(ctx: RequestContext, req: SaslHandshakeRequest) -> Sasl
     if session is None:
         return SaslHandshakeResponse(error_code=ErrorCode.illegal_sasl_state, mechanisms=())
     code = session.handshake(req.mechanism, ctx.version, int(trio.current_time() * 1000))
+    if code is ErrorCode.illegal_sasl_state:  # KafkaApis' answer: no mechanisms listed
+        return SaslHandshakeResponse(error_code=code, mechanisms=())
     return SaslHandshakeResponse(error_code=code, mechanisms=session.settings.mechanisms)

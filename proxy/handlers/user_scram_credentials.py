@@ -29,7 +29,8 @@ from proxy.acl.checks import MESSAGES, cluster_allows
 from proxy.acl.model import AclOperation
 from proxy.context import RequestContext
 from proxy.registry import handler
-from proxy.sasl.scram_admin import Upsert, alter, describe
+from proxy.sasl.scram_admin import Outcome, Upsert, alter, describe
+from proxy.sasl.scram_store import Deletions, Upserts, Users
 from wire.values import NO_THROTTLE
 
 
@@ -109,17 +110,17 @@ async def alter_user_scram_credentials(
                 for n in names
             ),
         )
-    store = ctx.broker.scram
-    sets, deletes, outcomes = alter(
-        store.users(),
-        [(d.name, int(d.mechanism)) for d in req.deletions],
-        [
-            Upsert(u.name, int(u.mechanism), int(u.iterations), u.salt, u.salted_password)
-            for u in req.upsertions
-        ],
-    )
-    if sets or deletes:
-        await store.apply(sets, deletes)  # durable before the answer
+    deletions = [(d.name, int(d.mechanism)) for d in req.deletions]
+    upserts = [
+        Upsert(u.name, int(u.mechanism), int(u.iterations), u.salt, u.salted_password)
+        for u in req.upsertions
+    ]
+
+    def decide(users: Users) -> tuple[Upserts, Deletions, list[Outcome]]:
+        return alter(users, deletions, upserts)
+
+    # decided on the users as the previous change left them; durable before the answer
+    outcomes = await ctx.broker.scram.change(decide)
     return AlterUserScramCredentialsResponse(
         throttle_time=NO_THROTTLE,
         results=tuple(

@@ -82,6 +82,7 @@ class BrokerCollector(Collector):
         yield from self._transactions()
         yield from self._groups()
         yield from self._cleaner()
+        yield from self._fetch_sessions()
         telemetry = getattr(self.broker, "client_telemetry", None)
         if telemetry is not None:
             yield from telemetry.metric_families()
@@ -291,3 +292,28 @@ class BrokerCollector(Collector):
             ("written_bytes", "Bytes the cleaner wrote", c.bytes_written),
         ):
             yield CounterMetricFamily(f"kafkad_log_cleaner_{name}", doc, value=value)
+
+    def _fetch_sessions(self) -> Iterator[Metric]:
+        """Kafka's FetchSessionCache metrics, and how many fetches were incremental."""
+        cache = getattr(self.broker, "fetch_sessions", None)
+        if cache is None:
+            return
+        prefix = "kafka_server_fetchsessioncache_"
+        yield GaugeMetricFamily(
+            prefix + "numincrementalfetchsessions", "Fetch sessions cached", value=len(cache)
+        )
+        yield GaugeMetricFamily(
+            prefix + "numincrementalfetchpartitionscached",
+            "Partitions cached in fetch sessions",
+            value=cache.cached_partitions,
+        )
+        yield CounterMetricFamily(
+            prefix + "incrementalfetchsessionevictions",
+            "Fetch sessions evicted to make room for new ones",
+            value=cache.evictions,
+        )
+        yield CounterMetricFamily(
+            "kafkad_fetch_incremental_requests",
+            "Fetch requests answered from a fetch session (incremental, KIP-227)",
+            value=cache.incremental_fetches,
+        )

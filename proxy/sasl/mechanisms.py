@@ -1,16 +1,25 @@
 """The server side of each SASL mechanism kafkad serves, sans-I/O: bytes from the client in,
-bytes to the client out, ``AuthFailed`` when the exchange fails.
+bytes to the client out; a failure raises ``AuthFailed`` or ``InvalidCredentials``.
+
+As Kafka's SaslServers, a mechanism fails in one of two ways: ``AuthFailed`` (Kafka's
+``SaslAuthenticationException``) carries the message the client sees; ``InvalidCredentials``
+(Kafka's ``SaslException``) carries a reason for the broker's log only, and the client sees
+the generic "Authentication failed during authentication due to invalid credentials with SASL
+mechanism M" (proxy/sasl/session.py words it, "re-authentication" when re-authenticating).
 
 - PLAIN (RFC 4616): one client message ``authzid NUL authcid NUL password``, checked against
   the listener's JAAS users (``user_NAME="secret"``); the messages are Kafka's
-  ``PlainSaslServer``'s.
+  ``PlainSaslServer``'s (all shown to the client).
 - SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802 / 7677) through ``scramp``: client-first,
   server-first, client-final, server-final, against salted keys (never a password) from the
-  credential store. As Kafka's ``ScramSaslServer``, an authorization id other than the user
-  is refused, and every other failure (unknown user, wrong proof, a forged or out-of-order
-  message) answers one generic message that does not reveal whether the user exists.
+  credential store. As Kafka's ``ScramSaslServer``: the client's saslname is unescaped
+  (``=2C`` is ``,``, ``=3D`` is ``=``); an unknown user, or a credential with too few
+  iterations, fails at the client-first message; an authorization id other than the user is
+  refused with its own message; the client-final nonce must end with the server-first one;
+  anything else (a wrong or undecodable proof, a malformed or out-of-order message) fails
+  with the generic message.
 
-SCRAM extensions (RFC 5802 ``reserved-mext``/extensions after the nonce) are read as Kafka's
+SCRAM extensions (RFC 5802 extensions after the nonce) are read as Kafka's
 ``ScramExtensions``: ``tokenauth=true`` authenticates with a delegation token (KIP-48: the
 token id as the user, the base64 of its HMAC as the password; the principal is the token's
 owner, and the session ends when the token expires); other extensions are ignored. The
@@ -35,7 +44,13 @@ MIN_ITERATIONS = 4096  # Kafka's ScramMechanism.minIterations
 
 
 class AuthFailed(Exception):
-    """The exchange failed; ``str(exc)`` is the message the client may see."""
+    """The exchange failed; ``str(exc)`` is the message the client sees (Kafka's
+    SaslAuthenticationException)."""
+
+
+class InvalidCredentials(Exception):
+    """The exchange failed; the client sees only ``generic_failure``'s message, ``str(exc)``
+    is for the broker's log and never holds a secret (Kafka's SaslException)."""
 
 
 @dataclass(frozen=True)
@@ -51,17 +66,19 @@ class ScramCredential:
 @dataclass(frozen=True)
 class TokenCredential:
     """A delegation token's side of a ``tokenauth=true`` exchange (``proxy/delegation/``):
-    its credential for the mechanism, its owner's name, and the ms left until it expires."""
+    its credential for the mechanism, its owner's name, and when it expires (wall-clock ms)."""
 
     credential: ScramCredential
     owner: str
-    lifetime_ms: int
+    expiry_ms: int
 
 
-def generic_failure(mechanism: str) -> AuthFailed:
-    """Kafka's answer to a SaslException: it names the mechanism, never the cause."""
+def generic_failure(mechanism: str, reauthenticating: bool = False) -> AuthFailed:
+    """Kafka's answer to a SaslException (SaslServerAuthenticator.handleSaslToken): it names
+    the mechanism, never the cause."""
+    during = "re-authentication" if reauthenticating else "authentication"
     return AuthFailed(
-        "Authentication failed during authentication due to invalid credentials with SASL "
+        f"Authentication failed during {during} due to invalid credentials with SASL "
         f"mechanism {mechanism}"
     )
 
@@ -77,13 +94,12 @@ class PlainServer:
     def step(self, token: bytes) -> bytes:
         if self.complete:
             raise AuthFailed("Authentication failed: the PLAIN exchange is already complete")
-        parts = token.split(b"\0")
+        # Kafka's extractTokens: split at most 4 times, so 4 or more NULs count as 4 tokens;
+        # bytes that are not UTF-8 decode to U+FFFD, as Java's String(bytes, UTF_8)
+        parts = token.decode(errors="replace").split("\0", 4)[:4]
         if len(parts) != 3:
             raise AuthFailed(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(parts)}")
-        try:
-            authzid, user, password = (p.decode() for p in parts)
-        except UnicodeDecodeError:
-            raise AuthFailed("Invalid SASL/PLAIN response: not UTF-8") from None
+        authzid, user, password = parts
         if not user:
             raise AuthFailed("Authentication failed: username not specified")
         if not password:
@@ -116,33 +132,40 @@ class ScramServer:
         self._step = 0
         self.complete = False
         self.username: str | None = None
-        self._known = False
-        # a delegation token's exchange: the token's owner and the ms the token has left
+        self._user: str | None = None
+        # a delegation token's exchange: the token's owner, and its expiry (wall-clock ms),
+        # which ends the session (proxy/sasl/session.py)
         self.token_authenticated = False
         self._token_owner: str | None = None
-        self.lifetime_ms: int | None = None
+        self.expires_at_ms: int | None = None
 
-    def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int]:
+    def _auth_info(self, saslname: str) -> tuple[bytes, bytes, bytes, int]:
+        """scramp's callback, inside set_client_first: Kafka's credential lookup (a token's,
+        with ``tokenauth=true``: ScramServerCallbackHandler's DelegationTokenCredentialCallback)."""
+        user = scram_username(saslname)
         if self.token_authenticated:
             token = None if self._token_lookup is None else self._token_lookup(user)
-            cred = None if token is None else token.credential
-            if token is not None:
-                self._token_owner, self.lifetime_ms = token.owner, token.lifetime_ms
+            if token is None:
+                raise InvalidCredentials(f"Token Authentication failed: Invalid tokenId : {user}")
+            self._token_owner, self.expires_at_ms = token.owner, token.expiry_ms
+            cred: ScramCredential | None = token.credential
         else:
             cred = self._lookup(user)
-        if cred is None or cred.iterations < MIN_ITERATIONS:
-            # answer as for a real user (a made-up salt), so the client cannot tell; the
-            # proof can never match
-            self._known = False
-            return b"\0" * 16, b"\0" * 32, b"\0" * 32, MIN_ITERATIONS
-        self._known = True
+        if cred is None:
+            raise InvalidCredentials("Authentication failed: Invalid user credentials")
+        if cred.iterations < MIN_ITERATIONS:
+            raise InvalidCredentials(
+                f"Iterations {cred.iterations} is less than the minimum {MIN_ITERATIONS} for "
+                f"{self.mechanism}"
+            )
+        self._user = user
         return cred.salt, cred.stored_key, cred.server_key, cred.iterations
 
     def step(self, token: bytes) -> bytes:
         try:
             message = token.decode()
         except UnicodeDecodeError:
-            raise generic_failure(self.mechanism) from None
+            raise InvalidCredentials("a SCRAM message that is not UTF-8") from None
         try:
             if self._step == 0:
                 self._step = 1
@@ -150,10 +173,9 @@ class ScramServer:
                 self.token_authenticated = extensions.get("tokenauth", "").lower() == "true"
                 self._server.set_client_first(header + _without_extensions(bare))
                 self._server.client_first_bare = bare  # the AuthMessage has the extensions
-                if self._server.user is None:
-                    raise generic_failure(self.mechanism)
+                assert self._user is not None
                 authzid = _authzid(message)
-                if authzid and authzid != self._server.user:
+                if authzid and authzid != self._user:
                     raise AuthFailed(
                         "Authentication failed: Client requested an authorization id that is "
                         "different from username"
@@ -162,16 +184,26 @@ class ScramServer:
                 return first.encode()
             if self._step == 1:
                 self._step = 2
+                # Kafka's check; scramp's own looks at the server's half of the nonce only
+                if not _attribute(message, "r").endswith(self._server.nonce):
+                    raise InvalidCredentials("Invalid client nonce in the final client message.")
                 self._server.set_client_final(message)
-                if not self._known:
-                    raise generic_failure(self.mechanism)
                 final_message: str = self._server.get_server_final()
                 final = final_message.encode()
-                self.complete, self.username = True, self._token_owner or self._server.user
+                self.complete, self.username = True, self._token_owner or self._user
                 return final
-        except ScramException:
-            raise generic_failure(self.mechanism) from None
-        raise generic_failure(self.mechanism)
+        except (ScramException, ValueError) as exc:  # ValueError: e.g. a proof not in base64
+            raise InvalidCredentials(f"Authentication failed: {exc}") from None
+        raise InvalidCredentials(f"Unexpected SCRAM message after step {self._step}")
+
+
+def scram_username(saslname: str) -> str:
+    """Kafka's ScramFormatter.username: ``=2C`` is ``,`` and ``=3D`` is ``=``; any other
+    ``=`` makes the name invalid."""
+    user = saslname.replace("=2C", ",")
+    if "=" in user.replace("=3D", ""):
+        raise InvalidCredentials("Invalid username")
+    return user.replace("=3D", "=")
 
 
 def _split_client_first(message: str) -> tuple[str, str, dict[str, str]]:
@@ -188,6 +220,14 @@ def _split_client_first(message: str) -> tuple[str, str, dict[str, str]]:
 
 def _without_extensions(bare: str) -> str:
     return ",".join(bare.split(",")[:2])
+
+
+def _attribute(message: str, key: str) -> str:
+    """The value of ``key=`` in a SCRAM message's comma-separated attributes ("" if none)."""
+    for part in message.split(","):
+        if part.startswith(f"{key}="):
+            return part[len(key) + 1 :]
+    return ""
 
 
 def _authzid(client_first: str) -> str:

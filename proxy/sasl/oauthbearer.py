@@ -12,7 +12,8 @@ listener's ``oauthbearer.sasl.jaas.config``. A token that fails is answered with
 error (``{"status":"invalid_token"}`` or ``insufficient_scope``); the client acknowledges with
 ``^A`` and the exchange fails with that message. Extensions are accepted and ignored. A
 message that is not one (matched whole, with Kafka's ``OAuthBearerClientInitialResponse``
-patterns) is answered Kafka's generic "invalid credentials" message, its cause logged.
+patterns) is Kafka's SaslException (InvalidCredentials): the client sees the generic "invalid
+credentials" message, the cause is logged.
 
 The token's expiry bounds the session (KIP-368, ``proxy/sasl/session.py``).
 
@@ -32,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from proxy.sasl.mechanisms import OAUTHBEARER, AuthFailed, generic_failure
+from proxy.sasl.mechanisms import OAUTHBEARER, AuthFailed, InvalidCredentials
 from proxy.sasl.oauthbearer_jwt import InvalidToken, JwtValidator
 
 log = logging.getLogger("kafkad.sasl")
@@ -43,12 +44,6 @@ _SEP = "\x01"
 _SASLNAME = r"(?:[\x01-\x2B\x2D-\x3C\x3E-\x7F]|=2C|=3D)+"
 _FIRST = re.compile(rf"n,(?:a=({_SASLNAME}))?,\x01((?:[A-Za-z]+=[\x21-\x7E \t\r\n]+\x01)*)\x01")
 _AUTH = re.compile(r"(\w+) +([-_~+/.a-zA-Z0-9]+=*)", re.ASCII)
-
-
-def _malformed(why: str) -> AuthFailed:
-    """Kafka answers a SaslException with the generic message; the cause is only logged."""
-    log.info("OAUTHBEARER: %s", why)
-    return generic_failure(OAUTHBEARER)
 
 
 def _json_error(failure: Mapping[str, str]) -> str:
@@ -79,11 +74,10 @@ class OAuthBearerServer:
         self._error: str | None = None
         self.complete = False
         self.username: str | None = None
-        self.expires_at_ms: int | None = None  # the token's exp (wall clock, epoch ms)
-        # exp less the wall clock when the token was accepted: bounds the session (KIP-368).
-        # The session's own clock is monotonic, so it takes this, not expires_at_ms, as Kafka's
-        # ReauthInfo takes credentialExpirationMs - time.milliseconds()
-        self.lifetime_ms: int | None = None
+        # the token's exp (wall clock, epoch ms): the session takes it less the wall clock
+        # (proxy/sasl/session.py), as Kafka's ReauthInfo takes credentialExpirationMs -
+        # time.milliseconds(), its own clock being monotonic
+        self.expires_at_ms: int | None = None
 
     def step(self, token: bytes) -> bytes:
         if token == b"\x01" and self._error is not None:
@@ -92,20 +86,26 @@ class OAuthBearerServer:
         try:
             message = token.decode()
         except UnicodeDecodeError:
-            raise _malformed("Invalid OAUTHBEARER client first message") from None
+            raise InvalidCredentials("Invalid OAUTHBEARER client first message") from None
         m = _FIRST.fullmatch(message)
         if m is None:
-            raise _malformed("Invalid OAUTHBEARER client first message")
+            raise InvalidCredentials("Invalid OAUTHBEARER client first message")
         authzid = m.group(1) or ""
         pairs = dict(kv.split("=", 1) for kv in m.group(2).split(_SEP) if kv)
         auth = pairs.get("auth")
         if auth is None:
-            raise _malformed("Invalid OAUTHBEARER client first message: 'auth' not specified")
+            raise InvalidCredentials(
+                "Invalid OAUTHBEARER client first message: 'auth' not specified"
+            )
         am = _AUTH.fullmatch(auth)
         if am is None:
-            raise _malformed("Invalid OAUTHBEARER client first message: invalid 'auth' format")
+            raise InvalidCredentials(
+                "Invalid OAUTHBEARER client first message: invalid 'auth' format"
+            )
         if am.group(1).lower() != "bearer":
-            raise _malformed(f"Invalid scheme in OAUTHBEARER client first message: {am.group(1)}")
+            raise InvalidCredentials(
+                f"Invalid scheme in OAUTHBEARER client first message: {am.group(1)}"
+            )
         now = self._now_ms()
         principal, failure, expires = self._validate(am.group(2), now)
         if principal is None:
@@ -117,7 +117,6 @@ class OAuthBearerServer:
                 f"({authzid}) that is different from the token's principal name ({principal})"
             )
         self.complete, self.username, self.expires_at_ms = True, principal, expires
-        self.lifetime_ms = None if expires is None else expires - now
         return b""
 
     def _validate(self, jws: str, now: int) -> tuple[str | None, dict[str, str], int | None]:

@@ -128,7 +128,8 @@ def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
             break
         m = _OPTION.match(rest, pos)
         if m is None:
-            raise ValueError(f"cannot read the options at {rest[pos : pos + 20]!r}")
+            # the position only: the text may hold a password
+            raise ValueError(f"cannot read the options at character {len(head[0]) + pos + 1}")
         value = m.group(2) if m.group(2) is not None else m.group(3)
         options[m.group(1)] = re.sub(r"\\(.)", r"\1", value)
         pos = m.end()

@@ -104,12 +104,18 @@ async def test_api_versions_come_from_the_registry() -> None:
         assert resp.error_code == ErrorCode.none
         got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
         assert got == advertised()
-        assert got[0] == (0, 11) and got[1] == (4, 12) and got[18] == (0, 4)
+        assert got[0] == (0, 11) and got[1] == (4, 18) and got[18] == (0, 4)
         v3 = await c.request(
             ApiVersionsV3(client_software_name="kafkad-tests", client_software_version="1.0")
         )
         assert v3.error_code == ErrorCode.none
-        assert not v3.finalized_features  # no transaction.version: classic transactions
+        # no transaction.version (classic transactions); group.version 1: KIP-848 is on
+        assert [
+            (f.name, f.min_version_level, f.max_version_level) for f in v3.finalized_features
+        ] == [("group.version", 1, 1)]
+        assert [(f.name, f.min_version, f.max_version) for f in v3.supported_features] == [
+            ("group.version", 0, 1)
+        ]
 
 
 @pytest.mark.parametrize(

@@ -354,3 +354,70 @@ def test_a_listener_without_a_host_is_advertised_as_this_machine_as_kafka_does(
     assert (cfg.advertised_host, cfg.advertised_port) == ("broker.example", 19092)
     with pytest.raises(ConfigError, match=r"needs an advertised\.listeners entry"):
         _from_file(tmp_path, "listeners=PLAINTEXT://0.0.0.0:9092\n")
+
+
+def test_a_bad_jaas_config_never_shows_its_passwords() -> None:
+    """Kafka's ConfigException shows a PASSWORD config's value as [hidden]."""
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'user_alice="top-secret-pw;'
+    )
+    for name in ("plain.sasl.jaas.config", "listener.name.sasl_plaintext.plain.sasl.jaas.config"):
+        with pytest.raises(ConfigError) as exc:
+            resolve_values({}, {}, {name: jaas})
+        assert "top-secret" not in str(exc.value)
+        assert f"{name}=[hidden] from --set: cannot read the options at character" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"group.consumer.heartbeat.interval.ms": "50000"},
+            "group.consumer.heartbeat.interval.ms must be less than or equal to "
+            "group.consumer.max.heartbeat.interval.ms",
+        ),
+        (
+            {"group.consumer.session.timeout.ms": "1000"},
+            "group.consumer.session.timeout.ms must be greater than or equal to "
+            "group.consumer.min.session.timeout.ms",
+        ),
+        (
+            {
+                "group.consumer.heartbeat.interval.ms": "9000",
+                "group.consumer.session.timeout.ms": "9000",
+                "group.consumer.min.session.timeout.ms": "1000",
+            },
+            "group.consumer.heartbeat.interval.ms must be less than "
+            "group.consumer.session.timeout.ms",
+        ),
+        ({"group.coordinator.rebalance.protocols": "consumer"}, "must include classic"),
+        ({"group.coordinator.rebalance.protocols": "classic,share"}, "share is not"),
+        ({"group.consumer.assignors": "sticky"}, "sticky is not an assignor"),
+    ],
+)
+def test_consumer_group_configs_are_checked(overrides: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(
+            listen="127.0.0.1:0",
+            advertise=None,
+            data_dir="memory://",
+            config_file=None,
+            overrides=overrides,
+            environ={},
+        )
+
+
+def test_consumer_group_configs() -> None:
+    cfg = load_config(
+        listen="127.0.0.1:0",
+        advertise=None,
+        data_dir="memory://",
+        config_file=None,
+        overrides={
+            "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor"
+        },
+        environ={},
+    )
+    assert cfg.get("group.consumer.assignors") == "range"
+    assert cfg.get("group.coordinator.rebalance.protocols") == "classic,consumer"

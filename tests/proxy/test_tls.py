@@ -436,3 +436,30 @@ def test_kafkad_certs_writes_a_ready_broker_config(
     assert main(["certs", str(d)]) == 1
     assert "already has ca.crt" in capsys.readouterr().err
     assert main(["certs", str(d), "--force"]) == 0
+
+
+def test_a_sasl_ssl_listener_takes_client_auth_only_from_its_listener_prefix(
+    certs: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka's ChannelBuilders: ssl.client.auth applies to SASL_SSL listeners only when
+    listener-prefixed; the global one is for SSL listeners (a warning says so)."""
+    from proxy.tls import server_settings
+
+    values = _load(
+        ssl_settings(
+            certs,
+            **{
+                "listeners": "SSL://127.0.0.1:9093,SASL_SSL://127.0.0.1:9094",
+                "ssl.client.auth": "required",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            },
+        )
+    ).values
+    assert server_settings(values, "SSL", "SSL").client_auth == "required"
+    with caplog.at_level(logging.WARNING, logger="kafkad.tls"):
+        sasl_ssl = server_settings(values, "SASL_SSL", "SASL_SSL")
+    assert sasl_ssl.client_auth == "none"
+    assert sasl_ssl.context.verify_mode == ssl.CERT_NONE
+    assert "applied only to SSL listeners" in caplog.text
+    prefixed = {**values, "listener.name.sasl_ssl.ssl.client.auth": "requested"}
+    assert server_settings(prefixed, "SASL_SSL", "SASL_SSL").client_auth == "requested"

@@ -140,3 +140,12 @@ async def test_a_peer_gone_mid_handshake_breaks_the_stream(certs: Path) -> None:
     await far.aclose()
     with pytest.raises(trio.BrokenResourceError):
         await server.do_handshake()
+
+
+async def test_a_forceful_close_still_sends_close_notify(certs: Path) -> None:
+    """Kafka's SslTransportLayer.close sends close_notify (best effort) before closing the
+    socket; the connection closes its stream with trio.aclose_forcefully, whose cancellation
+    must not drop it (clients would see an EOF in violation of the protocol)."""
+    server, client = await connected(certs)
+    await trio.aclose_forcefully(server)
+    assert await client.receive_some(100) == b""  # close_notify, not a BrokenResourceError

@@ -6,15 +6,17 @@ TxnOffsetCommit and OffsetFetch RequireStable, and the offsets rebuilt after a r
 from __future__ import annotations
 
 import datetime
+import importlib
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12 import request as fr
 from kio.schema.list_offsets.v7 import request as lo
 from kio.schema.offset_commit.v8 import request as oc
 from kio.schema.offset_fetch.v7 import request as of
@@ -102,9 +104,20 @@ async def produce(
     return resp.responses[0].partition_responses[0]
 
 
-async def fetch(c: RawClient, topic: str, offset: int, committed: bool, wait_ms: int = 0) -> Any:
+async def fetch(
+    c: RawClient,
+    topic: str,
+    offset: int,
+    committed: bool,
+    wait_ms: int = 0,
+    version: int = 12,
+    topic_id: uuid.UUID | None = None,
+) -> Any:
+    """One partition's answer to a Fetch of ``version`` (v13+: by ``topic_id``)."""
+    m = importlib.import_module(f"kio.schema.fetch.v{version}.request")
+    named = {"topic_id": topic_id} if version >= 13 else {"topic": topic}
     resp = await c.request(
-        fr.FetchRequest(
+        m.FetchRequest(
             max_wait=wait_ms * MS,
             min_bytes=1,
             max_bytes=50 * 1024 * 1024,
@@ -112,10 +125,10 @@ async def fetch(c: RawClient, topic: str, offset: int, committed: bool, wait_ms:
             session_id=0,
             session_epoch=-1,
             topics=(
-                fr.FetchTopic(
-                    topic=topic,
+                m.FetchTopic(
+                    **named,
                     partitions=(
-                        fr.FetchPartition(
+                        m.FetchPartition(
                             partition=0, fetch_offset=offset, partition_max_bytes=1 << 20
                         ),
                     ),
@@ -197,14 +210,19 @@ async def test_produce_verification_errors() -> None:
             )
 
 
-async def test_worked_example_over_the_wire() -> None:
-    """Spec §5.8, with Fetch and ListOffsets at both isolation levels."""
+@pytest.mark.parametrize("version", [12, 18])
+async def test_worked_example_over_the_wire(version: int) -> None:
+    """Spec §5.8, with Fetch (by name and by topic id) and ListOffsets at both isolation
+    levels."""
     with trio.fail_after(10):
         async with running_broker() as (server, port), connect(port) as c:
             assert await create(c, "w") == E.none
             b = server.broker
             v = install(b)
             tp = TopicPartition("w", 0)
+            topic = b.topics.get("w")
+            assert topic is not None
+            by = {"version": version, "topic_id": topic.topic_id}
             v.add(P1, 0, tp)
             v.add(P2, 0, tp)
             assert (await produce(c, "w", plain(TS), txn=None)).base_offset == 0
@@ -214,15 +232,15 @@ async def test_worked_example_over_the_wire() -> None:
             await marker(b, "w", P1, commit=False)
             assert (await produce(c, "w", plain(TS + 5), txn=None)).base_offset == 5
 
-            rc = await fetch(c, "w", 0, committed=True)
+            rc = await fetch(c, "w", 0, committed=True, **by)
             assert (rc.high_watermark, rc.last_stable_offset) == (6, 3)
             assert [(a.producer_id, a.first_offset) for a in rc.aborted_transactions] == [(P1, 1)]
             assert delivered(rc) == [0]
-            ru = await fetch(c, "w", 0, committed=False)
+            ru = await fetch(c, "w", 0, committed=False, **by)
             assert ru.aborted_transactions is None and ru.last_stable_offset == 3
             assert delivered(ru) == [0, 1, 2, 3, 5]
             # nothing at or above the LSO at read_committed: an empty answer at 3
-            at3 = await fetch(c, "w", 3, committed=True)
+            at3 = await fetch(c, "w", 3, committed=True, **by)
             assert (at3.records or b"") == b"" and tuple(at3.aborted_transactions) == ()
 
             assert await list_offset(c, "w", -1, committed=True) == (3, -1)
@@ -235,14 +253,15 @@ async def test_worked_example_over_the_wire() -> None:
             assert await list_offset(c, "w", -3, committed=True) == (-1, -1)
 
             await marker(b, "w", P2, commit=True)
-            rc = await fetch(c, "w", 3, committed=True)
+            rc = await fetch(c, "w", 3, committed=True, **by)
             assert (rc.high_watermark, rc.last_stable_offset) == (7, 7)
             assert [(a.producer_id, a.first_offset) for a in rc.aborted_transactions] == [(P1, 1)]
             assert delivered(rc) == [3, 5]
             assert await list_offset(c, "w", -1, committed=True) == (7, -1)
 
 
-async def test_read_committed_long_poll_wakes_on_the_marker() -> None:
+@pytest.mark.parametrize("version", [12, 18])
+async def test_read_committed_long_poll_wakes_on_the_marker(version: int) -> None:
     with trio.fail_after(20):
         async with running_broker() as (server, port), connect(port) as c:
             assert await create(c, "lp") == E.none
@@ -253,7 +272,19 @@ async def test_read_committed_long_poll_wakes_on_the_marker() -> None:
             got: list[Any] = []
 
             async def poll() -> None:
-                got.append(await fetch(c, "lp", 0, committed=True, wait_ms=15_000))
+                topic = b.topics.get("lp")
+                assert topic is not None
+                got.append(
+                    await fetch(
+                        c,
+                        "lp",
+                        0,
+                        committed=True,
+                        wait_ms=15_000,
+                        version=version,
+                        topic_id=topic.topic_id,
+                    )
+                )
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(poll)

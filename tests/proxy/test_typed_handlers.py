@@ -28,6 +28,8 @@ def test_fields_only_old_versions_have_are_mapped_by_the_handler(
     api_key: int, version: int
 ) -> None:
     h = entry(api_key)
+    if h.as_sent:  # the handler reads and answers each version's own classes (Fetch)
+        return
     lost = set(removed_fields(request_class(api_key, version), h.request))
     if lost - READ_ELSEWHERE.get(api_key, set()):
         assert h.upgrade is not None, f"api {api_key} v{version}: request fields lost"

@@ -106,7 +106,9 @@ async def test_a_follower_fetch_needs_cluster_action() -> None:
         assert resp.responses[0].partitions[0].error_code == E.topic_authorization_failed
         grants.grant(Op.CLUSTER_ACTION, Type.CLUSTER)
         resp = await c.request(fetch_request("t", replica_id=2))
-        assert resp.responses[0].partitions[0].error_code == E.none
+        # authorized; then, as Kafka's Partition.followerReplicaOrThrow, replica 2 is not one
+        # of this single node's replicas
+        assert resp.responses[0].partitions[0].error_code == E.not_leader_or_follower
 
 
 async def test_list_offsets_needs_describe_and_answers_refused_topics_last() -> None:
@@ -153,3 +155,26 @@ async def test_offset_for_leader_epoch_takes_describe_or_cluster_action() -> Non
         grants.grant(Op.CLUSTER_ACTION, Type.CLUSTER)
         resp = await c.request(req)
         assert codes(resp.topics) == {("a", 0): E.none, ("b", 0): E.none}
+
+
+async def test_fetch_by_topic_id_checks_the_id_before_authorization() -> None:
+    """Kafka's handleFetchRequest at v13+: an id that names no topic is UNKNOWN_TOPIC_ID
+    whatever the grants; a known topic without READ is TOPIC_AUTHORIZATION_FAILED; both are
+    answered after the partitions read."""
+    import uuid
+
+    from tests.proxy.test_fetch_topic_ids import parts, request, topic_id
+
+    async with secured() as (c, grants, server):
+        await create(c, "mine", "theirs")
+        grants.open = False
+        grants.grant(Op.READ, Type.TOPIC, "mine")
+        ghost, mine, theirs = uuid.uuid4(), topic_id(server, "mine"), topic_id(server, "theirs")
+        resp = await c.request(
+            request(18, [(ghost, [(0, 0)]), (theirs, [(0, 0)]), (mine, [(0, 0)])])
+        )
+        assert [(p[0], p[2], p[3]) for p in parts(resp)] == [
+            (mine, E.none, 0),
+            (ghost, E.unknown_topic_id, -1),
+            (theirs, E.topic_authorization_failed, -1),
+        ]

@@ -83,8 +83,49 @@ async def test_a_request_before_authenticating_closes_without_an_answer(
         c = RawClient(await listener.connect())  # type: ignore[arg-type]
         with caplog.at_level(logging.INFO, logger="kafkad.connection"):
             await c.send_raw(encode_request(METADATA, 1))
+            start = trio.current_time()
             assert await c.read_frame() is None
-        assert "unexpected request (api key 3)" in caplog.text  # logged why
+        # Kafka's IllegalSaslStateException: an authentication failure, so the delayed close
+        assert trio.current_time() - start == pytest.approx(2.0, abs=0.01)
+        assert "Unexpected Kafka request (api key 3) during SASL handshake" in caplog.text
+
+
+async def test_a_request_other_than_authenticate_after_the_handshake_is_answered_then_closed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Kafka's handleSaslToken: the request's own error reply (ILLEGAL_SASL_STATE), then the
+    delayed close of a failed authentication."""
+    async with memory_broker(None, **SASL) as (_, listener):
+        c = RawClient(await listener.connect())  # type: ignore[arg-type]
+        await c.request(Hand1(mechanism="PLAIN"))
+        again = await c.request(Hand1(mechanism="PLAIN"))
+        assert (again.error_code, again.mechanisms) == (ErrorCode.illegal_sasl_state, ())
+        start = trio.current_time()
+        assert await closed_at(c) - start == pytest.approx(2.0, abs=0.01)
+
+
+async def test_a_failed_raw_exchange_is_closed_after_the_delay(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with memory_broker(None, **SASL) as (_, listener):
+        c = RawClient(await listener.connect())  # type: ignore[arg-type]
+        assert (await c.request(Hand0(mechanism="PLAIN"))).error_code == ErrorCode.none
+        token = b"\0alice\0wrong"
+        await c.send_raw(len(token).to_bytes(4, "big") + token)
+        start = trio.current_time()
+        assert await closed_at(c) - start == pytest.approx(2.0, abs=0.01)  # no answer
+
+
+async def test_a_handshake_that_cannot_reauthenticate_lists_no_mechanisms(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with memory_broker(None, **SASL) as (_, listener):
+        c = RawClient(await listener.connect())  # type: ignore[arg-type]
+        await c.request(Hand1(mechanism="PLAIN"))
+        await c.request(Auth2(auth_bytes=b"\0alice\0alice-secret"))
+        again = await c.request(Hand1(mechanism="PLAIN"))  # no session expiry: KafkaApis
+        assert (again.error_code, again.mechanisms) == (ErrorCode.illegal_sasl_state, ())
+        assert (await c.request(METADATA)).brokers
 
 
 async def test_handshake_v0_then_raw_tokens(
@@ -167,3 +208,42 @@ async def test_once_authenticated_socket_request_max_bytes_applies(
         )
         assert len(encode_request(many, 1)) > 1000
         assert len((await c.request(many)).topics) == 300
+
+
+async def test_an_apiversions_answered_with_an_error_may_be_sent_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Kafka's handleApiVersionsRequest: an unknown version (KIP-511) or an invalid request is
+    answered with an error and leaves the state alone, so the client's retry is served."""
+    async with memory_broker(None, **SASL) as (_, listener):
+        c = RawClient(await listener.connect())  # type: ignore[arg-type]
+        header = (18).to_bytes(2, "big") + (9).to_bytes(2, "big") + (1).to_bytes(4, "big")
+        payload = header + b"\x00\x01t\x00" + b"\x02t\x021\x00"  # ApiVersions v9
+        await c.send_raw(len(payload).to_bytes(4, "big") + payload)
+        fallback = await c.read_frame()
+        assert fallback is not None and fallback[4:6] == b"\x00\x23"  # UNSUPPORTED_VERSION
+        invalid = await c.request(
+            ApiVersionsRequest(client_software_name="-", client_software_version="1")
+        )
+        assert invalid.error_code == ErrorCode.invalid_request
+        request = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+        assert (await c.request(request)).error_code == ErrorCode.none
+        await c.send_raw(encode_request(request, 9))  # but not after one answered NONE
+        start = trio.current_time()
+        assert await c.read_frame() is None
+        assert trio.current_time() == start  # Kafka's IllegalStateException: at once
+
+
+async def test_before_the_handshake_a_frame_over_sasl_server_max_receive_size_fails_too(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Kafka's SaslServerAuthenticator reads at most sasl.server.max.receive.size (512 KiB)
+    from the first byte: an unauthenticated client could otherwise make the broker buffer up
+    to socket.request.max.bytes (reproduced: 2 MiB of a 50 MiB frame, connection open)."""
+    async with memory_broker(None, **SASL) as (_, listener):
+        c = RawClient(await listener.connect())  # type: ignore[arg-type]
+        await c.send_raw((50 * 1024 * 1024).to_bytes(4, "big") + b"\0" * 1024)
+        start = trio.current_time()
+        assert await c.read_frame() is None  # unanswered
+        # an authentication failure: closed after the delay, not after connections.max.idle.ms
+        assert trio.current_time() - start == pytest.approx(2.0, abs=0.01)

@@ -1,0 +1,478 @@
+"""The KIP-848 consumer group decisions (coordinator/consumer_group/), under a fake clock."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import replace
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from coordinator.consumer_group.assignors import range_assignor, uniform
+from coordinator.consumer_group.heartbeat import (
+    ConsumerGroupConfig,
+    Heartbeat,
+    expire,
+    heartbeat,
+    leave,
+    refresh_metadata,
+    validate_request,
+)
+from coordinator.consumer_group.model import (
+    Assignment,
+    ConsumerGroup,
+    ConsumerGroupState,
+    MemberState,
+    TopicInfo,
+)
+from coordinator.consumer_group.offsets import validate_offset_commit, validate_offset_fetch
+
+E = ErrorCode
+T = uuid.UUID(int=1)
+U = uuid.UUID(int=2)
+TOPICS = {"t": TopicInfo("t", T, 6)}
+CFG = ConsumerGroupConfig()
+
+
+def owned(a: Assignment | None) -> tuple[tuple[uuid.UUID, tuple[int, ...]], ...]:
+    return tuple((t, tuple(sorted(ps))) for t, ps in (a or {}).items())
+
+
+def join(mid: str, topics: tuple[str, ...] = ("t",), **kw: object) -> Heartbeat:
+    return Heartbeat(
+        "g",
+        mid,
+        0,
+        rebalance_timeout_ms=kw.pop("rebalance_timeout_ms", 30000),  # type: ignore[arg-type]
+        subscribed_topic_names=topics,
+        owned=(),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def beat(mid: str, epoch: int, have: Assignment | None, **kw: object) -> Heartbeat:
+    return Heartbeat("g", mid, epoch, owned=owned(have), **kw)  # type: ignore[arg-type]
+
+
+# -- request validation ------------------------------------------------------------------------
+
+INVALID = [
+    (
+        Heartbeat("g", "", 0, rebalance_timeout_ms=1, subscribed_topic_names=(), owned=()),
+        1,
+        E.invalid_request,
+        "MemberId can't be empty.",
+    ),
+    (Heartbeat("g", "", 3), 0, E.invalid_request, "MemberId can't be empty."),
+    (Heartbeat(" ", "m", 3), 1, E.invalid_request, "GroupId can't be empty."),
+    (Heartbeat("g", "m", 3, instance_id=""), 1, E.invalid_request, "InstanceId can't be empty."),
+    (Heartbeat("g", "m", 3, rack_id=""), 1, E.invalid_request, "RackId can't be empty."),
+    (
+        Heartbeat("g", "m", 0, owned=()),
+        1,
+        E.invalid_request,
+        "RebalanceTimeoutMs must be provided in first request.",
+    ),
+    (
+        Heartbeat("g", "m", 0, rebalance_timeout_ms=1),
+        1,
+        E.invalid_request,
+        "TopicPartitions must be empty when (re-)joining.",
+    ),
+    (
+        Heartbeat("g", "m", 0, rebalance_timeout_ms=1, owned=()),
+        1,
+        E.invalid_request,
+        "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+    ),
+    (Heartbeat("g", "m", -2), 1, E.invalid_request, "InstanceId can't be null."),
+    (Heartbeat("g", "m", -3), 1, E.invalid_request, "MemberEpoch is invalid."),
+    (
+        Heartbeat("g", "m", 1, server_assignor="sticky"),
+        1,
+        E.unsupported_assignor,
+        "ServerAssignor sticky is not supported. Supported assignors: uniform, range.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("hb", "version", "code", "message"), INVALID)
+def test_invalid_requests(hb: Heartbeat, version: int, code: ErrorCode, message: str) -> None:
+    result = validate_request(hb, version, CFG)
+    assert result is not None and (result.error, result.message) == (code, message)
+
+
+def test_v0_join_may_leave_the_member_id_to_the_coordinator() -> None:
+    hb = join("")
+    assert validate_request(hb, 0, CFG) is None
+    g = ConsumerGroup("g")
+    r = heartbeat(g, hb, TOPICS, CFG, 0, make_member_id=lambda: "gen")
+    assert (r.member_id, r.member_epoch) == ("gen", 1)
+
+
+# -- joining, incremental reassignment ---------------------------------------------------------
+
+
+def test_first_member_gets_every_partition() -> None:
+    g = ConsumerGroup("g")
+    r = heartbeat(g, join("a"), TOPICS, CFG, 0)
+    assert r.error is E.none and r.member_epoch == 1 and r.heartbeat_interval_ms == 5000
+    assert r.assignment == {T: frozenset(range(6))}
+    assert g.state is ConsumerGroupState.STABLE
+
+
+def test_second_member_waits_for_revocation() -> None:
+    g = ConsumerGroup("g")
+    a = heartbeat(g, join("a"), TOPICS, CFG, 0).assignment
+    b = heartbeat(g, join("b"), TOPICS, CFG, 10)
+    # b is at the new epoch but its partitions are still a's: nothing yet
+    assert (b.member_epoch, b.assignment) == (2, {})
+    assert g.members["b"].state is MemberState.UNRELEASED_PARTITIONS
+    assert g.state is ConsumerGroupState.RECONCILING
+    ra = heartbeat(g, beat("a", 1, a), TOPICS, CFG, 20)
+    keep = g.target["a"][T]
+    assert ra.member_epoch == 1 and ra.assignment == {T: keep}  # revoke the rest first
+    assert g.members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    # b still gets nothing while a owns them
+    assert heartbeat(g, beat("b", 2, {}), TOPICS, CFG, 30).assignment is None
+    ra = heartbeat(g, beat("a", 1, {T: keep}), TOPICS, CFG, 40)
+    assert ra.member_epoch == 2 and ra.assignment is None
+    rb = heartbeat(g, beat("b", 2, {}), TOPICS, CFG, 50)
+    assert rb.assignment == {T: frozenset(range(6)) - keep}
+    assert len(keep) == 3 and g.state is ConsumerGroupState.STABLE
+
+
+def test_lost_response_previous_epoch_with_a_subset_is_accepted() -> None:
+    g = ConsumerGroup("g")
+    heartbeat(g, join("a"), TOPICS, CFG, 0)
+    heartbeat(g, join("b"), TOPICS, CFG, 0)
+    heartbeat(g, beat("a", 1, {T: frozenset(range(6))}), TOPICS, CFG, 0)
+    heartbeat(g, beat("a", 1, g.members["a"].assigned), TOPICS, CFG, 0)
+    assert g.members["a"].member_epoch == 2
+    # a heartbeat at epoch 1 owning a subset: accepted (the epoch-2 answer was lost)
+    r = heartbeat(g, beat("a", 1, g.members["a"].assigned), TOPICS, CFG, 0)
+    assert r.error is E.none and r.member_epoch == 2
+    # at epoch 1 owning more than its assignment: fenced
+    r = heartbeat(g, beat("a", 1, {T: frozenset(range(6))}), TOPICS, CFG, 0)
+    assert r.error is E.fenced_member_epoch
+    assert heartbeat(g, beat("a", 3, {}), TOPICS, CFG, 0).error is E.fenced_member_epoch
+
+
+def test_unknown_member() -> None:
+    g = ConsumerGroup("g")
+    heartbeat(g, join("a"), TOPICS, CFG, 0)
+    r = heartbeat(g, beat("zz", 1, {}), TOPICS, CFG, 0)
+    assert (r.error, r.message) == (E.unknown_member_id, "Member zz is not a member of group g.")
+    assert leave(g, Heartbeat("g", "zz", -1), TOPICS).error is E.unknown_member_id
+
+
+def test_no_partition_is_owned_twice_under_random_heartbeats() -> None:
+    """Members join, heartbeat (reporting what they own, sometimes revoking late) and leave in
+    random order; at every step no partition is owned by two members' clients."""
+    topics = {"t": TopicInfo("t", T, 7), "u": TopicInfo("u", U, 5)}
+    for seed in range(15):
+        rng = random.Random(seed)
+        g = ConsumerGroup("g")
+        clients: dict[str, tuple[int, Assignment]] = {}  # what each client believes it owns
+        for step in range(200):
+            now = step * 100
+            alive = sorted(clients)
+            choice = rng.random()
+            if choice < 0.15 and len(clients) < 5:
+                mid = f"m{step}"
+                subscription = rng.choice([("t", "u"), ("t", "u"), ("t",), ("u",)])
+                r = heartbeat(g, join(mid, subscription), topics, CFG, now)
+                assert r.error is E.none
+                clients[mid] = (r.member_epoch, r.assignment or {})
+            elif choice < 0.22 and alive:
+                mid = rng.choice(alive)
+                assert leave(g, Heartbeat("g", mid, -1), topics).error is E.none
+                del clients[mid]
+            elif alive:
+                mid = rng.choice(alive)
+                epoch, have = clients[mid]
+                r = heartbeat(g, beat(mid, epoch, have), topics, CFG, now)
+                assert r.error is E.none, r
+                if r.assignment is not None:
+                    # the client adopts it: revokes at once, adds what it was given
+                    have = r.assignment
+                clients[mid] = (r.member_epoch, have)
+            seen: set[tuple[uuid.UUID, int]] = set()
+            for _, (_, have) in clients.items():
+                for t, ps in have.items():
+                    for p in ps:
+                        assert (t, p) not in seen, (seed, step)
+                        seen.add((t, p))
+        # with everyone heartbeating, the group converges
+        for _ in range(4):
+            for mid in sorted(clients):
+                epoch, have = clients[mid]
+                r = heartbeat(g, beat(mid, epoch, have), topics, CFG, 10**6)
+                clients[mid] = (r.member_epoch, r.assignment if r.assignment is not None else have)
+        if clients:
+            assert g.state is ConsumerGroupState.STABLE
+            total = sum(len(ps) for _, have in clients.values() for ps in have.values())
+            wanted = {t for m in g.members.values() for t in m.subscribed_topic_names}
+            assert total == sum(topics[t].partitions for t in wanted)
+
+
+# -- leaving, timeouts -------------------------------------------------------------------------
+
+
+def test_leave_bumps_the_group_epoch_and_frees_partitions() -> None:
+    g = ConsumerGroup("g")
+    heartbeat(g, join("a"), TOPICS, CFG, 0)
+    heartbeat(g, join("b"), TOPICS, CFG, 0)
+    r = leave(g, Heartbeat("g", "a", -1), TOPICS)
+    assert (r.error, r.member_id, r.member_epoch) == (E.none, "a", -1)
+    assert g.group_epoch == 3 and g.state is ConsumerGroupState.ASSIGNING
+    rb = heartbeat(g, beat("b", 2, {}), TOPICS, CFG, 0)
+    assert rb.member_epoch == 3 and rb.assignment == {T: frozenset(range(6))}
+
+
+def test_session_timeout_fences_a_silent_member() -> None:
+    g = ConsumerGroup("g")
+    heartbeat(g, join("a"), TOPICS, CFG, 0)
+    heartbeat(g, join("b"), TOPICS, CFG, 40_000)
+    assert g.next_deadline() == 45_000
+    assert expire(g, TOPICS, 44_999) == []
+    assert expire(g, TOPICS, 45_000) == ["a"]
+    assert set(g.members) == {"b"}
+
+
+def test_rebalance_timeout_fences_a_slow_revoker() -> None:
+    g = ConsumerGroup("g")
+    a = heartbeat(g, join("a", rebalance_timeout_ms=1000), TOPICS, CFG, 0).assignment
+    heartbeat(g, join("b"), TOPICS, CFG, 0)
+    heartbeat(g, beat("a", 1, a), TOPICS, CFG, 100)  # asked to revoke
+    assert g.rebalance_deadlines["a"] == (1, 1100)
+    heartbeat(g, beat("a", 1, a), TOPICS, CFG, 600)  # still owns them
+    assert expire(g, TOPICS, 1100) == ["a"]
+    rb = heartbeat(g, beat("b", 2, {}), TOPICS, CFG, 1200)
+    assert rb.assignment == {T: frozenset(range(6))}
+
+
+# -- static membership -------------------------------------------------------------------------
+
+
+def test_static_member_leaves_and_comes_back_with_its_partitions() -> None:
+    g = ConsumerGroup("g")
+    heartbeat(g, join("a", instance_id="i"), TOPICS, CFG, 0)
+    heartbeat(g, join("b"), TOPICS, CFG, 0)
+    a = g.members["a"]
+    heartbeat(g, beat("a", 1, a.assigned, instance_id="i"), TOPICS, CFG, 0)
+    heartbeat(g, beat("a", 1, g.members["a"].assigned, instance_id="i"), TOPICS, CFG, 0)
+    kept = g.members["a"].assigned
+    epoch = g.group_epoch
+    # another process with the same instance id while a is there: refused
+    r = heartbeat(g, join("c", instance_id="i"), TOPICS, CFG, 0)
+    assert r.error is E.unreleased_instance_id
+    assert r.message == (
+        "Static member c with instance id i cannot join the group because the instance id is "
+        "owned by a member."
+    )
+    r = leave(g, Heartbeat("g", "a", -2, instance_id="i"), TOPICS)
+    assert (r.error, r.member_epoch) == (E.none, -2)
+    assert g.group_epoch == epoch  # no rebalance
+    r = heartbeat(g, join("c", instance_id="i"), TOPICS, CFG, 0)
+    assert r.error is E.none and r.assignment == kept and set(g.members) == {"b", "c"}
+    assert g.group_epoch == epoch
+    # the old id is fenced
+    r = heartbeat(g, beat("a", 2, kept, instance_id="i"), TOPICS, CFG, 0)
+    assert r.error is E.fenced_instance_id
+    r = heartbeat(g, beat("x", 2, kept, instance_id="nope"), TOPICS, CFG, 0)
+    assert (r.error, r.message) == (E.unknown_member_id, "Instance id nope is unknown.")
+
+
+# -- group size, assignors, regex, metadata ----------------------------------------------------
+
+
+def test_group_max_size() -> None:
+    cfg = replace(CFG, max_size=1)
+    g = ConsumerGroup("g")
+    heartbeat(g, join("a"), TOPICS, cfg, 0)
+    r = heartbeat(g, join("b"), TOPICS, cfg, 0)
+    assert (r.error, r.message) == (
+        E.group_max_size_reached,
+        "The consumer group has reached its maximum capacity of 1 members.",
+    )
+    assert heartbeat(g, beat("a", 1, g.members["a"].assigned), TOPICS, cfg, 0).error is E.none
+
+
+def test_client_chosen_assignor() -> None:
+    g = ConsumerGroup("g")
+    heartbeat(g, join("a", server_assignor="range"), TOPICS, CFG, 0)
+    heartbeat(g, join("b", server_assignor="range"), TOPICS, CFG, 0)
+    assert g.target == {"a": {T: frozenset({0, 1, 2})}, "b": {T: frozenset({3, 4, 5})}}
+
+
+def test_uniform_is_balanced_and_sticky() -> None:
+    topics = {"t": TopicInfo("t", T, 12)}
+    subs = {m: frozenset({"t"}) for m in ("a", "b", "c")}
+    first = uniform(subs, topics, {})
+    assert sorted(len(a[T]) for a in first.values()) == [4, 4, 4]
+    subs["d"] = frozenset({"t"})
+    second = uniform(subs, topics, first)
+    assert sorted(len(a.get(T, ())) for a in second.values()) == [3, 3, 3, 3]
+    for m in ("a", "b", "c"):
+        assert second[m][T] <= first[m][T]  # nobody loses a partition it did not have to
+
+
+def test_uniform_heterogeneous_is_balanced_per_eligibility() -> None:
+    topics = {"t": TopicInfo("t", T, 6), "u": TopicInfo("u", U, 2)}
+    subs = {"a": frozenset({"t", "u"}), "b": frozenset({"t"}), "c": frozenset({"u"})}
+    out = uniform(subs, topics, {})
+    sizes = {m: sum(len(p) for p in a.values()) for m, a in out.items()}
+    assert sum(sizes.values()) == 8 and max(sizes.values()) - min(sizes.values()) <= 2
+    assert U not in out["b"] and T not in out["c"]
+
+
+def test_range_assignor() -> None:
+    topics = {"t": TopicInfo("t", T, 5)}
+    out = range_assignor({"b": frozenset({"t"}), "a": frozenset({"t"})}, topics, {})
+    assert out == {"a": {T: frozenset({0, 1, 2})}, "b": {T: frozenset({3, 4})}}
+
+
+def test_regex_subscription_and_new_topic() -> None:
+    g = ConsumerGroup("g")
+    hb = Heartbeat("g", "a", 0, rebalance_timeout_ms=1, subscribed_topic_regex="t.*", owned=())
+    r = heartbeat(g, hb, {"t1": TopicInfo("t1", T, 2), "x": TopicInfo("x", U, 2)}, CFG, 0)
+    assert r.assignment == {T: frozenset({0, 1})}
+    more = {"t1": TopicInfo("t1", T, 2), "t2": TopicInfo("t2", U, 1)}
+    r = heartbeat(g, beat("a", 1, r.assignment), more, CFG, 0)
+    assert r.member_epoch == 2 and r.assignment == {T: frozenset({0, 1}), U: frozenset({0})}
+
+
+def test_invalid_regex() -> None:
+    g = ConsumerGroup("g")
+    hb = Heartbeat("g", "a", 0, rebalance_timeout_ms=1, subscribed_topic_regex="t(", owned=())
+    r = heartbeat(g, hb, TOPICS, CFG, 0)
+    assert r.error is E.invalid_regular_expression
+    assert r.message is not None and r.message.startswith("SubscribedTopicRegex `t(` is not")
+    assert not g.members and g.group_epoch == 0
+
+
+def test_new_partitions_and_deleted_topics_make_a_new_target() -> None:
+    g = ConsumerGroup("g")
+    heartbeat(g, join("a", ("t", "u")), TOPICS, CFG, 0)
+    grown = {"t": TopicInfo("t", T, 8), "u": TopicInfo("u", U, 1)}
+    assert refresh_metadata(g, grown, CFG)
+    assert g.target["a"] == {T: frozenset(range(8)), U: frozenset({0})}
+    assert refresh_metadata(g, {"u": TopicInfo("u", U, 1)}, CFG)
+    assert g.target["a"] == {U: frozenset({0})}
+    assert not refresh_metadata(g, {"u": TopicInfo("u", U, 1)}, CFG)
+
+
+# -- offsets -----------------------------------------------------------------------------------
+
+
+def test_offset_commit_and_fetch_validation() -> None:
+    g = ConsumerGroup("g")
+    assert validate_offset_commit(g, "", -1, False, 9) is E.none  # empty group, admin commit
+    heartbeat(g, join("a"), TOPICS, CFG, 0)
+    assert validate_offset_commit(g, "", -1, False, 9) is E.unknown_member_id
+    assert validate_offset_commit(g, "a", 1, False, 9) is E.none
+    assert validate_offset_commit(g, "a", 0, False, 9) is E.stale_member_epoch
+    assert validate_offset_commit(g, "a", 1, False, 8) is E.unsupported_version
+    assert validate_offset_commit(g, "a", 1, True, 3) is E.none
+    assert validate_offset_commit(g, "a", 2, True, 3) is E.stale_member_epoch
+    assert validate_offset_fetch(g, None, -1) is E.none
+    assert validate_offset_fetch(g, "a", 1) is E.none
+    assert validate_offset_fetch(g, "a", 2) is E.stale_member_epoch
+    assert validate_offset_fetch(g, "b", 1) is E.unknown_member_id
+
+
+# -- records: replay equals live ---------------------------------------------------------------
+
+
+def _stored(g: ConsumerGroup) -> tuple[object, ...]:
+    return (
+        g.group_epoch,
+        g.assignment_epoch,
+        g.members,
+        {m: dict(a) for m, a in g.target.items()},
+        g.subscription_metadata,
+        g.partition_epochs,
+        g.static_members,
+    )
+
+
+def test_records_replayed_rebuild_the_live_groups() -> None:
+    from coordinator.consumer_group import records
+
+    topics = {"t": TopicInfo("t", T, 7), "u": TopicInfo("u", U, 5)}
+    for seed in range(4):
+        rng = random.Random(seed)
+        g = ConsumerGroup("g")
+        log: list[records.Record] = []
+        stored: ConsumerGroup | None = None
+        clients: dict[str, tuple[int, Assignment]] = {}
+        for step in range(100):
+            alive = sorted(clients)
+            choice = rng.random()
+            if choice < 0.15 and len(clients) < 5:
+                mid = f"m{step}"
+                inst = f"i{step}" if rng.random() < 0.3 else None
+                r = heartbeat(g, join(mid, ("t", "u"), instance_id=inst), topics, CFG, step)
+                clients[mid] = (r.member_epoch, r.assignment or {})
+            elif choice < 0.22 and alive:
+                mid = rng.choice(alive)
+                leave(g, Heartbeat("g", mid, -1), topics)
+                del clients[mid]
+            elif choice < 0.25:
+                expire(g, topics, step + CFG.session_timeout_ms)
+                clients = {m: c for m, c in clients.items() if m in g.members}
+            elif alive:
+                mid = rng.choice(alive)
+                epoch, have = clients[mid]
+                r = heartbeat(g, beat(mid, epoch, have), topics, CFG, step)
+                clients[mid] = (r.member_epoch, r.assignment if r.assignment is not None else have)
+            log += records.changes(stored, g)
+            stored = records.snapshot(g)
+            replayed = records.replay_all(log).get("g", ConsumerGroup("g"))
+            assert _stored(replayed) == _stored(g), (seed, step)
+    assert records.replay_all(log + records.changes(stored, None)) == {}
+
+
+def test_record_formats_are_kafkas() -> None:
+    from coordinator.consumer_group import records
+
+    assert records.key(records.GROUP_EPOCH, "g") == b"\x00\x03\x00\x01g"
+    assert records.key(records.CURRENT, "g", "m") == b"\x00\x08\x00\x01g\x00\x01m"
+    assert records.epoch_value(5) == b"\x00\x00\x00\x00\x00\x05\x00"
+    g = ConsumerGroup("g")
+    heartbeat(g, join("m", instance_id="i"), TOPICS, CFG, 0)
+    m = g.members["m"]
+    # version 0; epoch 1, previous 0, STABLE (0); one topic of 6 partitions; none pending
+    assert records.current_value(m) == (
+        b"\x00\x00"
+        + b"\x00\x00\x00\x01"
+        + b"\x00\x00\x00\x00"
+        + b"\x00"
+        + b"\x02"
+        + T.bytes
+        + b"\x07"
+        + b"".join(i.to_bytes(4, "big") for i in range(6))
+        + b"\x00"
+        + b"\x01"
+        + b"\x00"
+    )
+
+
+def test_a_group_of_200_members_converges() -> None:
+    """The largest group the unit tests run: 200 members join one by one (each heartbeating
+    as the others join), then every member heartbeats until the group is Stable."""
+    topics = {"t": TopicInfo("t", T, 400)}
+    g = ConsumerGroup("g")
+    clients: dict[str, tuple[int, Assignment]] = {}
+    for i in range(200):
+        r = heartbeat(g, join(f"m{i:03}"), topics, CFG, i)
+        clients[f"m{i:03}"] = (r.member_epoch, r.assignment or {})
+    for _ in range(3):
+        for mid, (epoch, have) in list(clients.items()):
+            r = heartbeat(g, beat(mid, epoch, have), topics, CFG, 1000)
+            assert r.error is E.none
+            clients[mid] = (r.member_epoch, r.assignment if r.assignment is not None else have)
+    assert g.state is ConsumerGroupState.STABLE
+    assert sorted({len(a.get(T, ())) for _, a in clients.values()}) == [2]

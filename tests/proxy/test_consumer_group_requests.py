@@ -1,0 +1,307 @@
+"""ConsumerGroupHeartbeat / ConsumerGroupDescribe and the KIP-848 parts of the group APIs,
+raw requests against an in-process broker: each error path with Kafka's code and message."""
+
+from __future__ import annotations
+
+import datetime
+
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.consumer_group_describe.v0 import request as cgd0
+from kio.schema.consumer_group_describe.v1 import request as cgd
+from kio.schema.consumer_group_heartbeat.v0 import request as hb0
+from kio.schema.consumer_group_heartbeat.v1 import request as hb
+from kio.schema.describe_groups.v6.request import DescribeGroupsRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.offset_commit.v9 import request as oc
+from kio.schema.offset_fetch.v9 import request as of
+
+from tests.proxy.harness import RawClient, connect, running_broker
+from tests.proxy.test_broker_requests import create
+
+MS = datetime.timedelta(milliseconds=1)
+ONE = {"offsets.topic.num.partitions": "1"}
+E = ErrorCode
+
+
+def join(
+    group: str, member: str, topics: tuple[str, ...] = ("t",), **kw: object
+) -> hb.ConsumerGroupHeartbeatRequest:
+    return hb.ConsumerGroupHeartbeatRequest(
+        group_id=group,
+        member_id=member,
+        member_epoch=kw.pop("member_epoch", 0),  # type: ignore[arg-type]
+        rebalance_timeout=kw.pop("rebalance_timeout", 30000 * MS),  # type: ignore[arg-type]
+        subscribed_topic_names=topics,
+        topic_partitions=kw.pop("topic_partitions", ()),  # type: ignore[arg-type]
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+async def beat(
+    c: RawClient, req: hb.ConsumerGroupHeartbeatRequest
+) -> tuple[ErrorCode, str | None, int]:
+    r = await c.request(req)
+    return r.error_code, r.error_message, r.member_epoch
+
+
+async def test_join_describe_list_and_errors() -> None:
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "t", 4) is E.none
+        r = await c.request(join("g", "m1"))
+        assert (r.error_code, r.member_id, r.member_epoch) == (E.none, "m1", 1)
+        assert r.heartbeat_interval == 5000 * MS
+        assert r.assignment is not None
+        [tp] = r.assignment.topic_partitions
+        assert tp.partitions == (0, 1, 2, 3)
+        # INVALID_REQUEST paths, with Kafka's messages
+        assert await beat(c, join("g", "")) == (E.invalid_request, "MemberId can't be empty.", 0)
+        assert await beat(c, join("", "m1")) == (E.invalid_request, "GroupId can't be empty.", 0)
+        assert await beat(c, join("g", "m1", topic_partitions=None)) == (
+            E.invalid_request,
+            "TopicPartitions must be empty when (re-)joining.",
+            0,
+        )
+        assert await beat(c, join("g", "m1", member_epoch=-3)) == (
+            E.invalid_request,
+            "MemberEpoch is invalid.",
+            0,
+        )
+        assert await beat(c, join("g", "m2", server_assignor="sticky")) == (
+            E.unsupported_assignor,
+            "ServerAssignor sticky is not supported. Supported assignors: uniform, range.",
+            0,
+        )
+        assert (await beat(c, join("g", "m2", subscribed_topic_regex="t(")))[0] is (
+            E.invalid_regular_expression
+        )
+        assert (await beat(c, join("g", "m1", member_epoch=7)))[0] is E.fenced_member_epoch
+        assert await beat(c, join("nope", "m1", member_epoch=3)) == (
+            E.group_id_not_found,
+            "Consumer group nope not found.",
+            0,
+        )
+        # v0: the coordinator names a joining member
+        r0 = await c.request(
+            hb0.ConsumerGroupHeartbeatRequest(
+                group_id="g0",
+                member_id="",
+                member_epoch=0,
+                rebalance_timeout=1000 * MS,
+                subscribed_topic_names=("t",),
+                topic_partitions=(),
+            )
+        )
+        assert r0.error_code is E.none and len(r0.member_id or "") == 22
+        # ConsumerGroupDescribe
+        d = await c.request(
+            cgd.ConsumerGroupDescribeRequest(
+                group_ids=("g", "none"), include_authorized_operations=False
+            )
+        )
+        g, missing = d.groups
+        assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch) == (
+            E.none,
+            "Stable",
+            1,
+            1,
+        )
+        assert g.assignor_name == "uniform"
+        [m] = g.members
+        assert (m.member_id, m.member_epoch, m.member_type, m.subscribed_topic_names) == (
+            "m1",
+            1,
+            1,
+            ("t",),
+        )
+        assert m.assignment.topic_partitions[0].topic_name == "t"
+        assert (missing.error_code, missing.error_message) == (
+            E.group_id_not_found,
+            "Group none not found.",
+        )
+        d0 = await c.request(
+            cgd0.ConsumerGroupDescribeRequest(group_ids=("g",), include_authorized_operations=False)
+        )
+        assert d0.groups[0].members[0].member_id == "m1"
+        # ListGroups: the type filter; DescribeGroups: not a classic group
+        lg = await c.request(ListGroupsRequest(states_filter=(), types_filter=("consumer",)))
+        assert sorted(
+            (x.group_id, x.group_type, x.protocol_type, x.group_state) for x in lg.groups
+        ) == [
+            ("g", "consumer", "consumer", "Stable"),
+            ("g0", "consumer", "consumer", "Stable"),
+        ]
+        lg = await c.request(ListGroupsRequest(states_filter=(), types_filter=("classic",)))
+        assert lg.groups == ()
+        dg = await c.request(
+            DescribeGroupsRequest(groups=("g",), include_authorized_operations=False)
+        )
+        assert (dg.groups[0].error_code, dg.groups[0].error_message) == (
+            E.group_id_not_found,
+            "Group g is not a classic group.",
+        )
+        # leave
+        r = await c.request(join("g", "m1", member_epoch=-1, topic_partitions=None))
+        assert (r.error_code, r.member_epoch) == (E.none, -1)
+        r = await c.request(join("g", "m1", member_epoch=-1, topic_partitions=None))
+        assert r.error_code is E.unknown_member_id
+
+
+async def test_offsets_with_member_epochs() -> None:
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "t", 1) is E.none
+        assert (await c.request(join("g", "m1"))).member_epoch == 1
+
+        async def commit(member: str, epoch: int) -> ErrorCode:
+            r = await c.request(
+                oc.OffsetCommitRequest(
+                    group_id="g",
+                    generation_id_or_member_epoch=epoch,
+                    member_id=member,
+                    group_instance_id=None,
+                    topics=(
+                        oc.OffsetCommitRequestTopic(
+                            name="t",
+                            partitions=(
+                                oc.OffsetCommitRequestPartition(
+                                    partition_index=0,
+                                    committed_offset=5,
+                                    committed_leader_epoch=-1,
+                                    committed_metadata="",
+                                ),
+                            ),
+                        ),
+                    ),
+                )
+            )
+            return ErrorCode(r.topics[0].partitions[0].error_code)
+
+        assert await commit("m1", 1) is E.none
+        assert await commit("m1", 2) is E.stale_member_epoch
+        assert await commit("zz", 1) is E.unknown_member_id
+
+        async def fetch(member: str | None, epoch: int) -> ErrorCode:
+            r = await c.request(
+                of.OffsetFetchRequest(
+                    groups=(
+                        of.OffsetFetchRequestGroup(
+                            group_id="g", member_id=member, member_epoch=epoch, topics=None
+                        ),
+                    ),
+                    require_stable=True,
+                )
+            )
+            return ErrorCode(r.groups[0].error_code)
+
+        assert await fetch("m1", 1) is E.none
+        assert await fetch(None, -1) is E.none
+        assert await fetch("m1", 0) is E.stale_member_epoch
+        assert await fetch("zz", 1) is E.unknown_member_id
+
+
+async def test_consumer_protocol_off() -> None:
+    settings = {"group.coordinator.rebalance.protocols": "classic"}
+    async with running_broker(**settings) as (_, port), connect(port) as c:
+        v = await c.request(
+            ApiVersionsRequest(client_software_name="t", client_software_version="1")
+        )
+        keys = {k.api_key for k in v.api_keys}
+        assert 68 not in keys and 69 not in keys
+        assert v.finalized_features == () and v.supported_features == ()
+        r = await c.request(join("g", "m1"))
+        assert r.error_code is E.unsupported_version
+
+
+async def test_a_restart_keeps_every_members_assignment_and_epoch(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    data = f"file://{tmp_path}"
+    async with running_broker(data, **ONE) as (_, port), connect(port) as c:
+        assert await create(c, "t", 4) is E.none
+        a = await c.request(join("g", "a", instance_id="ia"))
+        b = await c.request(join("g", "b"))
+        assert (a.member_epoch, b.member_epoch) == (1, 2)
+        owned_a = a.assignment.topic_partitions  # type: ignore[union-attr]
+        # a revokes what b gets; then b is given its half
+        r = await c.request(join("g", "a", member_epoch=1, topic_partitions=owned_a))
+        keep = r.assignment.topic_partitions  # type: ignore[union-attr]
+        r = await c.request(join("g", "a", member_epoch=1, topic_partitions=keep))
+        assert r.member_epoch == 2
+        r = await c.request(join("g", "b", member_epoch=2, topic_partitions=()))
+        got_b = r.assignment.topic_partitions  # type: ignore[union-attr]
+        before = await c.request(
+            cgd.ConsumerGroupDescribeRequest(group_ids=("g",), include_authorized_operations=False)
+        )
+    async with running_broker(data, **ONE) as (_, port), connect(port) as c:
+        after = await c.request(
+            cgd.ConsumerGroupDescribeRequest(group_ids=("g",), include_authorized_operations=False)
+        )
+        assert after == before
+        # both carry on at their epochs with what they own: nothing moves
+        r = await c.request(join("g", "a", member_epoch=2, topic_partitions=keep, instance_id="ia"))
+        assert (r.error_code, r.member_epoch) == (E.none, 2)
+        r = await c.request(join("g", "b", member_epoch=2, topic_partitions=got_b))
+        assert (r.error_code, r.member_epoch) == (E.none, 2)
+        # a leaves: its tombstones survive a second restart
+        r = await c.request(
+            join("g", "a", member_epoch=-1, topic_partitions=None, instance_id="ia")
+        )
+        assert r.error_code is E.none
+    async with running_broker(data, **ONE) as (_, port), connect(port) as c:
+        d = await c.request(
+            cgd.ConsumerGroupDescribeRequest(group_ids=("g",), include_authorized_operations=False)
+        )
+        assert [m.member_id for m in d.groups[0].members] == ["b"]
+        assert d.groups[0].group_epoch == 3
+
+
+class _Deny:
+    """An authorizer refusing what it is given: (operation, resource type, name) triples."""
+
+    def __init__(self, *denied: tuple[object, object, str]) -> None:
+        self.denied = set(denied)
+
+    def authorize(self, principal, host, operation, resource_type, name) -> bool:  # type: ignore[no-untyped-def]
+        return (operation, resource_type, name) not in self.denied
+
+
+async def test_authorization() -> None:
+    from proxy.acl.model import AclOperation as Op
+    from proxy.acl.model import ResourceType as Res
+
+    async with running_broker() as (server, port), connect(port) as c:
+        assert await create(c, "t", 2) is E.none
+        assert await create(c, "secret", 2) is E.none
+        assert (await c.request(join("open", "m1", ("t", "secret")))).error_code is E.none
+        assert server.broker is not None
+        server.broker.authorizer = _Deny(
+            (Op.READ, Res.GROUP, "g"),
+            (Op.DESCRIBE, Res.GROUP, "g"),
+            (Op.DESCRIBE, Res.TOPIC, "secret"),
+        )
+        assert (await c.request(join("g", "m1"))).error_code is E.group_authorization_failed
+        r = await c.request(join("g2", "m1", ("t", "secret")))
+        assert r.error_code is E.topic_authorization_failed
+        d = await c.request(
+            cgd.ConsumerGroupDescribeRequest(
+                group_ids=("open", "g"), include_authorized_operations=False
+            )
+        )
+        assert [(x.error_code, x.error_message, x.members) for x in d.groups] == [
+            (E.group_authorization_failed, None, ()),
+            (
+                E.topic_authorization_failed,
+                "The group has described topic(s) that the client is not authorized to describe.",
+                (),
+            ),
+        ]
+
+
+async def test_describe_answers_authorized_operations_when_asked() -> None:
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "t", 1) is E.none
+        assert (await c.request(join("g", "m1"))).error_code is E.none
+        d = await c.request(
+            cgd.ConsumerGroupDescribeRequest(group_ids=("g",), include_authorized_operations=True)
+        )
+        # no authorizer: every GROUP operation (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
+        # ALTER_CONFIGS)
+        assert d.groups[0].authorized_operations == sum(1 << op for op in (3, 6, 8, 10, 11))
