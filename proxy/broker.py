@@ -27,6 +27,8 @@ from proxy.acl.model import Authorizer
 from proxy.acl.settings import authorizer_from_values
 from proxy.acl.store import AclStore
 from proxy.config import BrokerConfig
+from proxy.delegation.store import TokenStore
+from proxy.delegation.tokens import TokenSettings, sweep
 from proxy.fault_injection import CRASH_EXIT_CODE, injector_from_config
 from proxy.fetch_session import FetchSessionCache
 from proxy.metrics.requests import BrokerMetrics
@@ -112,6 +114,8 @@ class Broker:
             config.get("quota.window.num"), config.get("quota.window.size.seconds")
         )
         self.quotas.listeners.append(self.throttles.update)
+        # delegation tokens (proxy/delegation/), on wall-clock time as Kafka's
+        self.tokens = TokenStore(store, TokenSettings.from_values(config.values or {}), self.now_ms)
         # ACLs (proxy/acl/): None unless authorizer.class.name is set, as in Kafka. The
         # bindings are kept in self.acls (durable); the standard authorizer follows its changes.
         self.acls = AclStore(store)
@@ -206,6 +210,7 @@ class Broker:
     async def start(self) -> None:
         await self.producer_ids.load()
         await self.scram.load()
+        await self.tokens.load()
         await self.acls.load()
         await self.quotas.load()
         await self.topics.load()
@@ -251,6 +256,19 @@ class Broker:
                     r.bytes_read,
                     r.bytes_written,
                 )
+
+    async def token_expiry_loop(self) -> None:
+        """Kafka's controller sweep: every delegation.token.expiry.check.interval.ms, the
+        tokens past their expiry or max lifetime are removed (only while the feature is on)."""
+        settings = self.tokens.settings
+        if not settings.enabled:
+            return
+        while True:
+            await trio.sleep(settings.check_interval_ms / 1000)
+            expired = sweep(self.tokens.tokens(), self.tokens.now_ms())
+            if expired:
+                await self.tokens.apply(remove=expired)
+                log.info("delegation tokens expired and removed: %d", len(expired))
 
     async def producer_expiration_loop(self) -> None:
         interval = self.config.get("producer.id.expiration.check.interval.ms") / 1000

@@ -287,6 +287,11 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     # ACLs (proxy/acl/settings.py): authorizer.class.name, super.users,
     # allow.everyone.if.no.acl.found
     **ACL_CONFIGS,
+    # Delegation tokens (proxy/delegation/): off while the secret key is empty, as in Kafka
+    "delegation.token.secret.key": (str, ""),
+    "delegation.token.max.lifetime.ms": (_positive_long, "604800000"),
+    "delegation.token.expiry.time.ms": (_positive_long, "86400000"),
+    "delegation.token.expiry.check.interval.ms": (_positive_long, "3600000"),
 }
 
 

@@ -91,6 +91,7 @@ class Server:
                 background.start_soon(broker.groups.run)
                 background.start_soon(broker.txns.run)
                 background.start_soon(broker.producer_expiration_loop)
+                background.start_soon(broker.token_expiry_loop)
                 if parse_http_listeners(cfg.get("kafkad.http.listeners")):
                     from proxy.http.server import run_console  # hypercorn only when asked for
 
@@ -181,7 +182,9 @@ class Server:
         conn = Connection(stream, peer, listener)
         if sasl is not None:
             assert self.broker is not None
-            conn.sasl = SaslSession(sasl, self.broker.scram.lookup)
+            conn.sasl = SaslSession(
+                sasl, self.broker.scram.lookup, token_lookup=self.broker.tokens.scram_lookup
+            )
         self.connections.add(conn)
         try:
             await serve_connection(conn, dispatch, net, self.stopping, tls)

@@ -137,6 +137,7 @@ SENSITIVE_CONFIGS = (
             "ssl.keystore.certificate.chain",
             "ssl.truststore.password",
             "ssl.truststore.certificates",
+            "delegation.token.secret.key",
         }
     )
 )

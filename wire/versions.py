@@ -34,8 +34,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from kio._kio_native import tz_aware_from_i64
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i32Timedelta, i64Timedelta
+from kio.static.primitive import i32Timedelta, i64, i64Timedelta
 
 T = TypeVar("T")
 _Plan = tuple[tuple[str, Callable[[Any], Any] | None], ...]
@@ -211,6 +212,8 @@ def error_response(cls: type[T], code: ErrorCode) -> T:
                 kwargs[name] = error_response(inner, code)  # type: ignore[arg-type]
             elif field.metadata.get("kafka_type") == "int64":
                 kwargs[name] = -1  # offsets, timestamps, producer ids: -1 is "none"
+            elif field.metadata.get("kafka_type") == "datetime_i64":
+                kwargs[name] = tz_aware_from_i64(i64(-1))  # a timestamp: -1 is "none"
             else:
                 kwargs[name] = _zero_of(field, hints[name])
     return cls(**kwargs)

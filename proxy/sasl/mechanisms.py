@@ -19,8 +19,11 @@ mechanism M" (proxy/sasl/session.py words it, "re-authentication" when re-authen
   anything else (a wrong or undecodable proof, a malformed or out-of-order message) fails
   with the generic message.
 
-Deviation: Kafka's SCRAM also accepts delegation-token authentication (``tokenauth=true``
-extension); kafkad has no delegation tokens, so such an exchange fails with the generic message.
+SCRAM extensions (RFC 5802 extensions after the nonce) are read as Kafka's
+``ScramExtensions``: ``tokenauth=true`` authenticates with a delegation token (KIP-48: the
+token id as the user, the base64 of its HMAC as the password; the principal is the token's
+owner, and the session ends when the token expires); other extensions are ignored. The
+extensions stay part of the AuthMessage the proofs are computed over.
 """
 
 from __future__ import annotations
@@ -58,6 +61,16 @@ class ScramCredential:
     stored_key: bytes
     server_key: bytes
     iterations: int
+
+
+@dataclass(frozen=True)
+class TokenCredential:
+    """A delegation token's side of a ``tokenauth=true`` exchange (``proxy/delegation/``):
+    its credential for the mechanism, its owner's name, and when it expires (wall-clock ms)."""
+
+    credential: ScramCredential
+    owner: str
+    expiry_ms: int
 
 
 def generic_failure(mechanism: str, reauthenticating: bool = False) -> AuthFailed:
@@ -106,19 +119,38 @@ class PlainServer:
 class ScramServer:
     """One SCRAM exchange. ``lookup(user)`` gives the user's credential for this mechanism."""
 
-    def __init__(self, mechanism: str, lookup: Callable[[str], ScramCredential | None]) -> None:
+    def __init__(
+        self,
+        mechanism: str,
+        lookup: Callable[[str], ScramCredential | None],
+        token_lookup: Callable[[str], TokenCredential | None] | None = None,
+    ) -> None:
         self.mechanism = mechanism
         self._lookup = lookup
+        self._token_lookup = token_lookup
         self._server = ScramMechanism(mechanism).make_server(self._auth_info)
         self._step = 0
         self.complete = False
         self.username: str | None = None
         self._user: str | None = None
+        # a delegation token's exchange: the token's owner, and its expiry (wall-clock ms),
+        # which ends the session (proxy/sasl/session.py)
+        self.token_authenticated = False
+        self._token_owner: str | None = None
+        self.expires_at_ms: int | None = None
 
     def _auth_info(self, saslname: str) -> tuple[bytes, bytes, bytes, int]:
-        """scramp's callback, inside set_client_first: Kafka's credential lookup."""
+        """scramp's callback, inside set_client_first: Kafka's credential lookup (a token's,
+        with ``tokenauth=true``: ScramServerCallbackHandler's DelegationTokenCredentialCallback)."""
         user = scram_username(saslname)
-        cred = self._lookup(user)
+        if self.token_authenticated:
+            token = None if self._token_lookup is None else self._token_lookup(user)
+            if token is None:
+                raise InvalidCredentials(f"Token Authentication failed: Invalid tokenId : {user}")
+            self._token_owner, self.expires_at_ms = token.owner, token.expiry_ms
+            cred: ScramCredential | None = token.credential
+        else:
+            cred = self._lookup(user)
         if cred is None:
             raise InvalidCredentials("Authentication failed: Invalid user credentials")
         if cred.iterations < MIN_ITERATIONS:
@@ -137,7 +169,10 @@ class ScramServer:
         try:
             if self._step == 0:
                 self._step = 1
-                self._server.set_client_first(message)
+                header, bare, extensions = _split_client_first(message)
+                self.token_authenticated = extensions.get("tokenauth", "").lower() == "true"
+                self._server.set_client_first(header + _without_extensions(bare))
+                self._server.client_first_bare = bare  # the AuthMessage has the extensions
                 assert self._user is not None
                 authzid = _authzid(message)
                 if authzid and authzid != self._user:
@@ -155,7 +190,7 @@ class ScramServer:
                 self._server.set_client_final(message)
                 final_message: str = self._server.get_server_final()
                 final = final_message.encode()
-                self.complete, self.username = True, self._user
+                self.complete, self.username = True, self._token_owner or self._user
                 return final
         except (ScramException, ValueError) as exc:  # ValueError: e.g. a proof not in base64
             raise InvalidCredentials(f"Authentication failed: {exc}") from None
@@ -169,6 +204,22 @@ def scram_username(saslname: str) -> str:
     if "=" in user.replace("=3D", ""):
         raise InvalidCredentials("Invalid username")
     return user.replace("=3D", "=")
+
+
+def _split_client_first(message: str) -> tuple[str, str, dict[str, str]]:
+    """(the GS2 header with its trailing comma, client-first-message-bare, its extensions:
+    the ``key=value`` attributes after ``n=`` and ``r=``, as Kafka's ScramExtensions)."""
+    parts = message.split(",", 2)
+    if len(parts) < 3:
+        return message, "", {}
+    header, bare = f"{parts[0]},{parts[1]},", parts[2]
+    attrs = bare.split(",")
+    extensions = dict(a.partition("=")[::2] for a in attrs[2:])
+    return header, bare, extensions
+
+
+def _without_extensions(bare: str) -> str:
+    return ",".join(bare.split(",")[:2])
 
 
 def _attribute(message: str, key: str) -> str:

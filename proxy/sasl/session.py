@@ -51,6 +51,7 @@ from proxy.sasl.mechanisms import (
     PlainServer,
     ScramCredential,
     ScramServer,
+    TokenCredential,
     generic_failure,
 )
 from proxy.sasl.oauthbearer import OAuthBearerServer
@@ -106,13 +107,15 @@ def make_server(
     oauth_options: Mapping[str, str],
     oauth_validator: JwtValidator | None = None,
     wall_ms: Callable[[], int] = wall_clock_ms,
+    token_lookup: Callable[[str, str], TokenCredential | None] | None = None,
 ) -> PlainServer | ScramServer | OAuthBearerServer:
     """The server side of ``mechanism``'s exchange (``step``, ``complete``, ``username``)."""
     if mechanism == PLAIN:
         return PlainServer(plain_users)
     if mechanism == OAUTHBEARER:
         return OAuthBearerServer(oauth_options, wall_ms, oauth_validator)
-    return ScramServer(mechanism, lambda user: scram_lookup(user, mechanism))
+    tokens = None if token_lookup is None else (lambda tid: token_lookup(tid, mechanism))
+    return ScramServer(mechanism, lambda user: scram_lookup(user, mechanism), tokens)
 
 
 class SaslSession:
@@ -121,10 +124,13 @@ class SaslSession:
         settings: SaslSettings,
         scram_lookup: Callable[[str, str], ScramCredential | None],
         wall_ms: Callable[[], int] = wall_clock_ms,
+        token_lookup: Callable[[str, str], TokenCredential | None] | None = None,
     ) -> None:
         self.settings = settings
         self._scram_lookup = scram_lookup
         self._wall_ms = wall_ms
+        self._token_lookup = token_lookup  # delegation tokens (SCRAM's tokenauth=true)
+        self.token_authenticated = False  # Kafka's KafkaPrincipal.tokenAuthenticated
         self.state = State.VERSIONS_OR_HANDSHAKE
         self.mechanism: str | None = None
         self.principal: KafkaPrincipal | None = None
@@ -215,6 +221,7 @@ class SaslSession:
             self.settings.oauth_options,
             self.settings.oauth_validator,
             self._wall_ms,
+            token_lookup=self._token_lookup,
         )
         self.raw = version == 0 and not reauth
         self.state = State.AUTHENTICATE
@@ -254,6 +261,7 @@ class SaslSession:
             self._fail(message)
             raise AuthFailed(message)
         self.principal = principal
+        self.token_authenticated = getattr(self._server, "token_authenticated", False)
         self.state = State.COMPLETE
         self._reauth_from = None
         # Kafka's ReauthInfo: the lifetime is connections.max.reauth.ms, or the credential's
