@@ -218,15 +218,14 @@ def _find_member(
                 E.unknown_member_id,
                 f"Member {member_id} is not a member of group {g.group_id}.",
             )
-        if joining:
-            return m  # a known member rejoining keeps its epoch and assignment
+        # a known member rejoining with epoch 0 is checked as any other epoch: accepted only
+        # when its first answer (epoch 1 from 0) was lost, FENCED_MEMBER_EPOCH otherwise
         return _check_epoch(m, hb.member_epoch, hb.owned) or m
     existing = g.static_member(hb.instance_id)
     if joining:
-        if existing is None:
+        if existing is None:  # a new static member (Kafka checks no epoch here)
             return g.members.get(member_id) or ConsumerGroupMember(member_id)
-        if existing.member_id == member_id:
-            return existing
+        # the instance id is free only after a leave with -2, even for the same member id
         if existing.member_epoch != STATIC_LEAVE:
             return failed(
                 E.unreleased_instance_id,

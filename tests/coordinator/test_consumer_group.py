@@ -476,3 +476,46 @@ def test_a_group_of_200_members_converges() -> None:
             clients[mid] = (r.member_epoch, r.assignment if r.assignment is not None else have)
     assert g.state is ConsumerGroupState.STABLE
     assert sorted({len(a.get(T, ())) for _, a in clients.values()}) == [2]
+
+
+# -- rejoining with epoch 0 while still known (Kafka's throwIfConsumerGroupMemberEpochIsInvalid,
+# throwIfInstanceIdIsUnreleased) ---------------------------------------------------------------
+
+
+def test_a_known_member_rejoining_with_epoch_0_is_fenced() -> None:
+    g = ConsumerGroup("g")
+    heartbeat(g, join("a"), TOPICS, CFG, 0)
+    heartbeat(g, join("b"), TOPICS, CFG, 0)
+    heartbeat(g, beat("a", 1, {T: frozenset(range(6))}), TOPICS, CFG, 0)
+    heartbeat(g, beat("a", 1, g.members["a"].assigned), TOPICS, CFG, 0)
+    before = g.members["a"]
+    assert (before.member_epoch, before.previous_member_epoch) == (2, 1)
+    r = heartbeat(g, join("a"), TOPICS, CFG, 0)
+    assert (r.error, r.message) == (
+        E.fenced_member_epoch,
+        "The consumer group member has a smaller member epoch (0) than the one known by the "
+        "group coordinator (2). The member must abandon all its partitions and rejoin.",
+    )
+    assert g.members["a"] == before
+
+
+def test_a_member_whose_first_answer_was_lost_may_rejoin_with_epoch_0() -> None:
+    g = ConsumerGroup("g")
+    heartbeat(g, join("a"), TOPICS, CFG, 0)  # epoch 1, previous 0: the answer was lost
+    r = heartbeat(g, join("a"), TOPICS, CFG, 0)
+    assert (r.error, r.member_epoch, r.assignment) == (E.none, 1, {T: frozenset(range(6))})
+
+
+def test_a_static_member_rejoining_with_epoch_0_under_its_own_id_is_unreleased() -> None:
+    g = ConsumerGroup("g")
+    heartbeat(g, join("a", instance_id="i"), TOPICS, CFG, 0)
+    r = heartbeat(g, join("a", instance_id="i"), TOPICS, CFG, 0)
+    assert (r.error, r.message) == (
+        E.unreleased_instance_id,
+        "Static member a with instance id i cannot join the group because the instance id is "
+        "owned by a member.",
+    )
+    # after a temporary leave (-2) the same id rejoins from epoch 0 with its partitions
+    leave(g, Heartbeat("g", "a", -2, instance_id="i"), TOPICS)
+    r = heartbeat(g, join("a", instance_id="i"), TOPICS, CFG, 0)
+    assert (r.error, r.member_epoch, r.assignment) == (E.none, 1, {T: frozenset(range(6))})
