@@ -119,6 +119,8 @@ async def test_join_describe_list_and_errors() -> None:
             E.group_id_not_found,
             "Group none not found.",
         )
+        # the rest as Kafka's DescribedGroup defaults leave it
+        assert (missing.group_state, missing.group_epoch, missing.assignment_epoch) == ("", 0, 0)
         d0 = await c.request(
             cgd0.ConsumerGroupDescribeRequest(group_ids=("g",), include_authorized_operations=False)
         )
