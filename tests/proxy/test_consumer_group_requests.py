@@ -81,6 +81,12 @@ async def test_join_describe_list_and_errors() -> None:
             "Consumer group nope not found.",
             0,
         )
+        # a leave looks the group up with Kafka's consumerGroup(): its own message
+        assert await beat(c, join("nope", "m1", member_epoch=-1)) == (
+            E.group_id_not_found,
+            "Group nope not found.",
+            0,
+        )
         # v0: the coordinator names a joining member
         r0 = await c.request(
             hb0.ConsumerGroupHeartbeatRequest(
@@ -199,6 +205,40 @@ async def test_offsets_with_member_epochs() -> None:
         assert await fetch(None, -1) is E.none
         assert await fetch("m1", 0) is E.stale_member_epoch
         assert await fetch("zz", 1) is E.unknown_member_id
+
+
+async def test_a_heartbeat_past_joining_to_a_classic_group_is_not_a_consumer_group() -> None:
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "t", 1) is E.none
+        r = await c.request(
+            oc.OffsetCommitRequest(
+                group_id="s",
+                generation_id_or_member_epoch=-1,
+                member_id="",
+                group_instance_id=None,
+                topics=(
+                    oc.OffsetCommitRequestTopic(
+                        name="t",
+                        partitions=(
+                            oc.OffsetCommitRequestPartition(
+                                partition_index=0,
+                                committed_offset=5,
+                                committed_leader_epoch=-1,
+                                committed_metadata="",
+                            ),
+                        ),
+                    ),
+                ),
+            )
+        )
+        assert r.topics[0].partitions[0].error_code is E.none  # a simple (classic) group
+        # Kafka's getOrMaybeCreateConsumerGroup / consumerGroup: the group exists, as classic
+        for epoch in (3, -1):
+            assert await beat(c, join("s", "m1", member_epoch=epoch)) == (
+                E.group_id_not_found,
+                "Group s is not a consumer group.",
+                0,
+            )
 
 
 async def test_consumer_protocol_off() -> None:
