@@ -261,7 +261,8 @@ def compute_target(
     """A new target assignment for the group's epoch (Kafka's TargetAssignmentBuilder)."""
     subs = {mid: subscribed(m, topics) for mid, m in g.members.items()}
     assignor = ASSIGNORS[preferred_assignor(g, config)]
-    g.target = assignor(subs, g.subscription_metadata, g.target)
+    instance_ids = {mid: m.instance_id for mid, m in g.members.items()}
+    g.target = assignor(subs, g.subscription_metadata, g.target, instance_ids)
     g.assignment_epoch = g.group_epoch
 
 

@@ -519,3 +519,17 @@ def test_a_static_member_rejoining_with_epoch_0_under_its_own_id_is_unreleased()
     leave(g, Heartbeat("g", "a", -2, instance_id="i"), TOPICS)
     r = heartbeat(g, join("a", instance_id="i"), TOPICS, CFG, 0)
     assert (r.error, r.member_epoch, r.assignment) == (E.none, 1, {T: frozenset(range(6))})
+
+
+def test_range_orders_static_members_by_instance_id_first() -> None:
+    """Kafka's RangeAssignor.sortMemberIds: members with an instance id first, by instance id,
+    then the others by member id; so a static member's range follows its instance id."""
+    g = ConsumerGroup("g")
+    heartbeat(g, join("z", instance_id="i1", server_assignor="range"), TOPICS, CFG, 0)
+    heartbeat(g, join("a", instance_id="i2", server_assignor="range"), TOPICS, CFG, 0)
+    heartbeat(g, join("0", server_assignor="range"), TOPICS, CFG, 0)
+    assert g.target == {
+        "z": {T: frozenset({0, 1})},
+        "a": {T: frozenset({2, 3})},
+        "0": {T: frozenset({4, 5})},
+    }
