@@ -10,6 +10,7 @@ from kio.schema.consumer_group_describe.v0 import request as cgd0
 from kio.schema.consumer_group_describe.v1 import request as cgd
 from kio.schema.consumer_group_heartbeat.v0 import request as hb0
 from kio.schema.consumer_group_heartbeat.v1 import request as hb
+from kio.schema.delete_topics.v5.request import DeleteTopicsRequest
 from kio.schema.describe_groups.v6.request import DescribeGroupsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.list_groups.v5.request import ListGroupsRequest
@@ -239,6 +240,23 @@ async def test_a_heartbeat_past_joining_to_a_classic_group_is_not_a_consumer_gro
                 "Group s is not a consumer group.",
                 0,
             )
+
+
+async def test_describe_leaves_out_deleted_topics() -> None:
+    """Kafka's ConsumerGroupMember.topicPartitionsFromMap: a topic the metadata no longer has
+    is left out of the described assignments (not named "")."""
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "t", 2) is E.none
+        assert await create(c, "u", 2) is E.none
+        assert (await c.request(join("g", "m1", topics=("t", "u")))).error_code is E.none
+        r = await c.request(DeleteTopicsRequest(topic_names=("t",), timeout=1000 * MS))
+        assert r.responses[0].error_code is E.none
+        d = await c.request(
+            cgd.ConsumerGroupDescribeRequest(group_ids=("g",), include_authorized_operations=False)
+        )
+        [m] = d.groups[0].members
+        for a in (m.assignment, m.target_assignment):
+            assert [(tp.topic_name, tp.partitions) for tp in a.topic_partitions] == [("u", (0, 1))]
 
 
 async def test_consumer_protocol_off() -> None:
