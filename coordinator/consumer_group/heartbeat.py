@@ -218,8 +218,11 @@ def _find_member(
                 E.unknown_member_id,
                 f"Member {member_id} is not a member of group {g.group_id}.",
             )
-        # a known member rejoining with epoch 0 is checked as any other epoch: accepted only
-        # when its first answer (epoch 1 from 0) was lost, FENCED_MEMBER_EPOCH otherwise
+        if joining:
+            # a known member rejoining (after FENCED_MEMBER_EPOCH, say) keeps its epoch and
+            # assignment and reconciles on from there: KAFKA-19233 (Kafka before it fenced
+            # it again until its session expired)
+            return m
         return _check_epoch(m, hb.member_epoch, hb.owned) or m
     existing = g.static_member(hb.instance_id)
     if joining:
