@@ -11,8 +11,9 @@ in partitions), and for heterogeneous ones a sticky pass plus moves from the mos
 loaded eligible member (quadratic: meant for small groups). The balance and stickiness
 properties are Kafka's; the exact partitions chosen to move may differ.
 
-``range`` (Kafka's RangeAssignor): per topic, the members subscribed to it, sorted by member
-id, get contiguous ranges, the first ``partitions % members`` one partition more. Kafka's
+``range`` (Kafka's RangeAssignor): per topic, the members subscribed to it, in Kafka's order
+(members with an instance id first, by instance id, then the others by member id), get
+contiguous ranges, the first ``partitions % members`` one partition more. Kafka's
 range is also sticky towards the current assignment when the member count is unchanged; here
 it is recomputed, which is the same result when members neither join nor leave.
 """
@@ -25,8 +26,10 @@ from collections.abc import Callable, Mapping
 from coordinator.consumer_group.model import Assignment, TopicInfo
 
 Subscriptions = Mapping[str, frozenset[str]]
+InstanceIds = Mapping[str, str | None]  # member id -> instance id (static members)
 Assignor = Callable[
-    [Subscriptions, Mapping[str, TopicInfo], Mapping[str, Assignment]], dict[str, Assignment]
+    [Subscriptions, Mapping[str, TopicInfo], Mapping[str, Assignment], InstanceIds],
+    dict[str, Assignment],
 ]
 
 
@@ -79,7 +82,10 @@ def _homogeneous(
 
 
 def uniform(
-    subs: Subscriptions, topics: Mapping[str, TopicInfo], current: Mapping[str, Assignment]
+    subs: Subscriptions,
+    topics: Mapping[str, TopicInfo],
+    current: Mapping[str, Assignment],
+    instance_ids: InstanceIds | None = None,
 ) -> dict[str, Assignment]:
     if subs and len(set(subs.values())) == 1:
         return _homogeneous(subs, topics, current)
@@ -130,12 +136,23 @@ def uniform(
     return _freeze(raw)
 
 
+def _range_order(member_id: str, instance_ids: InstanceIds) -> tuple[int, str]:
+    """Kafka's RangeAssignor.sortMemberIds."""
+    instance_id = instance_ids.get(member_id)
+    return (1, member_id) if instance_id is None else (0, instance_id)
+
+
 def range_assignor(
-    subs: Subscriptions, topics: Mapping[str, TopicInfo], current: Mapping[str, Assignment]
+    subs: Subscriptions,
+    topics: Mapping[str, TopicInfo],
+    current: Mapping[str, Assignment],
+    instance_ids: InstanceIds | None = None,
 ) -> dict[str, Assignment]:
+    ids = instance_ids or {}
+    order = sorted(subs, key=lambda m: _range_order(m, ids))
     raw: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in subs}
     for name, info in topics.items():
-        who = sorted(m for m in subs if name in subs[m])
+        who = [m for m in order if name in subs[m]]
         if not who:
             continue
         share, extra = divmod(info.partitions, len(who))

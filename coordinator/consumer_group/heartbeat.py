@@ -219,14 +219,16 @@ def _find_member(
                 f"Member {member_id} is not a member of group {g.group_id}.",
             )
         if joining:
-            return m  # a known member rejoining keeps its epoch and assignment
+            # a known member rejoining (after FENCED_MEMBER_EPOCH, say) keeps its epoch and
+            # assignment and reconciles on from there: KAFKA-19233 (Kafka before it fenced
+            # it again until its session expired)
+            return m
         return _check_epoch(m, hb.member_epoch, hb.owned) or m
     existing = g.static_member(hb.instance_id)
     if joining:
-        if existing is None:
+        if existing is None:  # a new static member (Kafka checks no epoch here)
             return g.members.get(member_id) or ConsumerGroupMember(member_id)
-        if existing.member_id == member_id:
-            return existing
+        # the instance id is free only after a leave with -2, even for the same member id
         if existing.member_epoch != STATIC_LEAVE:
             return failed(
                 E.unreleased_instance_id,
@@ -262,7 +264,8 @@ def compute_target(
     """A new target assignment for the group's epoch (Kafka's TargetAssignmentBuilder)."""
     subs = {mid: subscribed(m, topics) for mid, m in g.members.items()}
     assignor = ASSIGNORS[preferred_assignor(g, config)]
-    g.target = assignor(subs, g.subscription_metadata, g.target)
+    instance_ids = {mid: m.instance_id for mid, m in g.members.items()}
+    g.target = assignor(subs, g.subscription_metadata, g.target, instance_ids)
     g.assignment_epoch = g.group_epoch
 
 

@@ -77,10 +77,18 @@ class ConsumerGroupApi(OffsetsApi):
         extra: list[cg_records.Record] = []
         stored = None if g is None else cg_records.snapshot(g)
         if g is None:
-            if hb.member_epoch != 0:
-                return failed(E.group_id_not_found, f"Consumer group {hb.group_id} not found.")
             classic = self.groups.get(hb.group_id)
-            if classic is not None and classic.state is not GroupState.DEAD:
+            if classic is not None and classic.state is GroupState.DEAD:
+                classic = None
+            if hb.member_epoch != 0:  # Kafka's getOrMaybeCreateConsumerGroup / consumerGroup
+                if classic is not None:
+                    return failed(
+                        E.group_id_not_found, f"Group {hb.group_id} is not a consumer group."
+                    )
+                if hb.member_epoch < 0:  # a leave: consumerGroup() -> group()
+                    return failed(E.group_id_not_found, f"Group {hb.group_id} not found.")
+                return failed(E.group_id_not_found, f"Consumer group {hb.group_id} not found.")
+            if classic is not None:
                 if classic.members or classic.state is not GroupState.EMPTY:
                     return failed(
                         E.group_id_not_found, f"Group {hb.group_id} is not a consumer group."

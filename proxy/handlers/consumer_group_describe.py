@@ -50,8 +50,8 @@ def _failed(group_id: GroupId, code: ErrorCode, message: str | None) -> Describe
         error_message=message or None,
         group_id=group_id,
         group_state="",
-        group_epoch=i32(-1),
-        assignment_epoch=i32(-1),
+        group_epoch=i32(0),
+        assignment_epoch=i32(0),
         assignor_name="",
         members=(),
         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
@@ -75,6 +75,7 @@ def _assignment(a: Partitions, names: Mapping[object, str]) -> Assignment:
                 partitions=tuple(i32(p) for p in sorted(ps)),
             )
             for t, ps in sorted(a.items(), key=lambda kv: names.get(kv[0], str(kv[0])))
+            if t in names  # a deleted topic is left out, as Kafka's topicPartitionsFromMap
         )
     )
 
@@ -134,10 +135,11 @@ async def consumer_group_describe(
             out.append(_failed(group_id, *found))
             continue
         topics = {
-            names.get(t, "")
+            names[t]
             for m in found.members.values()
             for a in (m.assigned, found.target.get(m.member_id, {}))
             for t in a
+            if t in names
         }
         if not all(ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, t) for t in topics):
             out.append(_failed(group_id, ErrorCode.topic_authorization_failed, TOPICS_UNAUTHORIZED))

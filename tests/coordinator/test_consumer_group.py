@@ -476,3 +476,52 @@ def test_a_group_of_200_members_converges() -> None:
             clients[mid] = (r.member_epoch, r.assignment if r.assignment is not None else have)
     assert g.state is ConsumerGroupState.STABLE
     assert sorted({len(a.get(T, ())) for _, a in clients.values()}) == [2]
+
+
+# -- rejoining with epoch 0 while still known (Kafka's throwIfConsumerGroupMemberEpochIsInvalid,
+# throwIfInstanceIdIsUnreleased) ---------------------------------------------------------------
+
+
+def test_a_known_member_may_rejoin_with_epoch_0() -> None:
+    """KAFKA-19233: a fenced member rejoins under its id with epoch 0 and empty owned
+    partitions; it keeps its epoch, and a member that was revoking has revoked."""
+    g = ConsumerGroup("g")
+    heartbeat(g, join("a"), TOPICS, CFG, 0)
+    heartbeat(g, join("b"), TOPICS, CFG, 0)
+    heartbeat(g, beat("a", 1, {T: frozenset(range(6))}), TOPICS, CFG, 0)
+    assert g.members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    kept = g.members["a"].assigned
+    r = heartbeat(g, join("a"), TOPICS, CFG, 0)
+    assert (r.error, r.member_epoch, r.assignment) == (E.none, 2, kept)
+    assert g.members["a"].state is MemberState.STABLE
+    r = heartbeat(g, join("a"), TOPICS, CFG, 0)  # again, now STABLE
+    assert (r.error, r.member_epoch, r.assignment) == (E.none, 2, kept)
+
+
+def test_a_static_member_rejoining_with_epoch_0_under_its_own_id_is_unreleased() -> None:
+    g = ConsumerGroup("g")
+    heartbeat(g, join("a", instance_id="i"), TOPICS, CFG, 0)
+    r = heartbeat(g, join("a", instance_id="i"), TOPICS, CFG, 0)
+    assert (r.error, r.message) == (
+        E.unreleased_instance_id,
+        "Static member a with instance id i cannot join the group because the instance id is "
+        "owned by a member.",
+    )
+    # after a temporary leave (-2) the same id rejoins from epoch 0 with its partitions
+    leave(g, Heartbeat("g", "a", -2, instance_id="i"), TOPICS)
+    r = heartbeat(g, join("a", instance_id="i"), TOPICS, CFG, 0)
+    assert (r.error, r.member_epoch, r.assignment) == (E.none, 1, {T: frozenset(range(6))})
+
+
+def test_range_orders_static_members_by_instance_id_first() -> None:
+    """Kafka's RangeAssignor.sortMemberIds: members with an instance id first, by instance id,
+    then the others by member id; so a static member's range follows its instance id."""
+    g = ConsumerGroup("g")
+    heartbeat(g, join("z", instance_id="i1", server_assignor="range"), TOPICS, CFG, 0)
+    heartbeat(g, join("a", instance_id="i2", server_assignor="range"), TOPICS, CFG, 0)
+    heartbeat(g, join("0", server_assignor="range"), TOPICS, CFG, 0)
+    assert g.target == {
+        "z": {T: frozenset({0, 1})},
+        "a": {T: frozenset({2, 3})},
+        "0": {T: frozenset({4, 5})},
+    }

@@ -10,6 +10,7 @@ from kio.schema.consumer_group_describe.v0 import request as cgd0
 from kio.schema.consumer_group_describe.v1 import request as cgd
 from kio.schema.consumer_group_heartbeat.v0 import request as hb0
 from kio.schema.consumer_group_heartbeat.v1 import request as hb
+from kio.schema.delete_topics.v5.request import DeleteTopicsRequest
 from kio.schema.describe_groups.v6.request import DescribeGroupsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.list_groups.v5.request import ListGroupsRequest
@@ -81,6 +82,12 @@ async def test_join_describe_list_and_errors() -> None:
             "Consumer group nope not found.",
             0,
         )
+        # a leave looks the group up with Kafka's consumerGroup(): its own message
+        assert await beat(c, join("nope", "m1", member_epoch=-1)) == (
+            E.group_id_not_found,
+            "Group nope not found.",
+            0,
+        )
         # v0: the coordinator names a joining member
         r0 = await c.request(
             hb0.ConsumerGroupHeartbeatRequest(
@@ -119,6 +126,8 @@ async def test_join_describe_list_and_errors() -> None:
             E.group_id_not_found,
             "Group none not found.",
         )
+        # the rest as Kafka's DescribedGroup defaults leave it
+        assert (missing.group_state, missing.group_epoch, missing.assignment_epoch) == ("", 0, 0)
         d0 = await c.request(
             cgd0.ConsumerGroupDescribeRequest(group_ids=("g",), include_authorized_operations=False)
         )
@@ -197,6 +206,57 @@ async def test_offsets_with_member_epochs() -> None:
         assert await fetch(None, -1) is E.none
         assert await fetch("m1", 0) is E.stale_member_epoch
         assert await fetch("zz", 1) is E.unknown_member_id
+
+
+async def test_a_heartbeat_past_joining_to_a_classic_group_is_not_a_consumer_group() -> None:
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "t", 1) is E.none
+        r = await c.request(
+            oc.OffsetCommitRequest(
+                group_id="s",
+                generation_id_or_member_epoch=-1,
+                member_id="",
+                group_instance_id=None,
+                topics=(
+                    oc.OffsetCommitRequestTopic(
+                        name="t",
+                        partitions=(
+                            oc.OffsetCommitRequestPartition(
+                                partition_index=0,
+                                committed_offset=5,
+                                committed_leader_epoch=-1,
+                                committed_metadata="",
+                            ),
+                        ),
+                    ),
+                ),
+            )
+        )
+        assert r.topics[0].partitions[0].error_code is E.none  # a simple (classic) group
+        # Kafka's getOrMaybeCreateConsumerGroup / consumerGroup: the group exists, as classic
+        for epoch in (3, -1):
+            assert await beat(c, join("s", "m1", member_epoch=epoch)) == (
+                E.group_id_not_found,
+                "Group s is not a consumer group.",
+                0,
+            )
+
+
+async def test_describe_leaves_out_deleted_topics() -> None:
+    """Kafka's ConsumerGroupMember.topicPartitionsFromMap: a topic the metadata no longer has
+    is left out of the described assignments (not named "")."""
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "t", 2) is E.none
+        assert await create(c, "u", 2) is E.none
+        assert (await c.request(join("g", "m1", topics=("t", "u")))).error_code is E.none
+        r = await c.request(DeleteTopicsRequest(topic_names=("t",), timeout=1000 * MS))
+        assert r.responses[0].error_code is E.none
+        d = await c.request(
+            cgd.ConsumerGroupDescribeRequest(group_ids=("g",), include_authorized_operations=False)
+        )
+        [m] = d.groups[0].members
+        for a in (m.assignment, m.target_assignment):
+            assert [(tp.topic_name, tp.partitions) for tp in a.topic_partitions] == [("u", (0, 1))]
 
 
 async def test_consumer_protocol_off() -> None:
