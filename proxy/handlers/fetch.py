@@ -22,7 +22,10 @@ CLUSTER_ACTION, which refuses every partition, unknown ids included) or a partit
 does not have (UNKNOWN_TOPIC_OR_PARTITION) is answered after the partitions that are read, with
 high watermark, LSO and log start -1 and null aborted transactions, and neither ends nor counts
 toward a long poll. Partitions are answered in the order they were fetched (the request's, or
-the session's), consecutive partitions of one topic under one topic entry.
+the session's), consecutive partitions of one topic under one topic entry; among those answered
+at once, a consumer's unknown topic ids come first (Kafka finds them in a pass of its own before
+the authorization pass). OFFSET_OUT_OF_RANGE is answered with high watermark, LSO and log
+start -1 too (``ReplicaManager.handleOffsetOutOfRangeError`` without tiered storage).
 
 Sizes follow Kafka: ``partition_max_bytes`` and ``max_bytes`` are soft for the first batch
 of the first partition that has data (it is returned whole, so a consumer can always make
@@ -92,9 +95,11 @@ REPLICA_STATE_VERSION = 15  # v15 moved the replica id into the replica state (K
 LEADER_HINT_VERSION = 16  # v16 answers these errors with the current leader (KIP-951)
 LEADER_HINT_ERRORS = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
 # errors answered with high watermark, LSO and log start -1 (Kafka's partitionResponse and
-# LogReadResult of an exception)
+# LogReadResult of an exception: ReplicaManager.createLogReadResult(e), OFFSET_OUT_OF_RANGE
+# included when the log is not tiered, handleOffsetOutOfRangeError)
 _NO_PARTITION_STATE = (
     ErrorCode.unknown_topic_or_partition,
+    ErrorCode.offset_out_of_range,
     ErrorCode.unknown_topic_id,
     ErrorCode.unsupported_compression_type,
     ErrorCode.inconsistent_topic_id,
@@ -377,12 +382,19 @@ def _slots(
         readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, names)
     else:
         readable = None  # no authorizer: every topic
+    if not follower:  # a consumer's unknown ids first: Kafka finds them in a pass of their own
+        erroneous = [
+            (tp, _unknown(tp, ErrorCode.unknown_topic_id, version))
+            for tp, _ in wanted
+            if tp.name is None
+        ]
     for tp, want in wanted:
         if readable is not None and (follower or tp.name is not None) and tp.name not in readable:
             erroneous.append((tp, _unknown(tp, ErrorCode.topic_authorization_failed, version)))
             continue
         if tp.name is None:
-            erroneous.append((tp, _unknown(tp, ErrorCode.unknown_topic_id, version)))
+            if follower:
+                erroneous.append((tp, _unknown(tp, ErrorCode.unknown_topic_id, version)))
             continue
         partition = topics.partition(tp.name, tp.partition)
         if partition is None:

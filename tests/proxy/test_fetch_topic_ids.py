@@ -269,3 +269,32 @@ def test_the_error_reply_names_partitions_only_below_v13(version: int) -> None:
             ("t", 0, E.unknown_server_error, -1),
             ("t", 1, E.unknown_server_error, -1),
         ]
+
+
+@pytest.mark.parametrize("version", [12, 18])
+async def test_offset_out_of_range_is_answered_without_partition_state(version: int) -> None:
+    """Kafka's ``handleOffsetOutOfRangeError`` (no tiered storage) answers the exception's
+    LogReadResult: high watermark, LSO and log start -1, aborted transactions null."""
+    async with running_broker() as (server, port), connect(port) as c:
+        tid = await setup(c, server, "oor", 1)
+        await produce(c, "oor", batch([b"x"]))
+        key: uuid.UUID | str = tid if version >= 13 else "oor"
+        resp = await c.request(request(version, [(key, [(0, 5)])]))
+        p = resp.responses[0].partitions[0]
+        assert p.error_code == E.offset_out_of_range
+        assert (p.high_watermark, p.last_stable_offset, p.log_start_offset) == (-1, -1, -1)
+        assert p.aborted_transactions is None
+
+
+async def test_a_consumers_unknown_topic_ids_are_answered_before_its_other_refusals() -> None:
+    """Kafka's handleFetchRequest finds a consumer's unknown topic ids in a pass of their own
+    (``foreachPartition``), before the pass that checks authorization and the partitions."""
+    ghost = uuid.uuid4()
+    async with running_broker() as (server, port), connect(port) as c:
+        tid = await setup(c, server, "few", 1)
+        resp = await c.request(request(18, [(tid, [(7, 0), (0, 0)]), (ghost, [(0, 0)])]))
+        assert [(p[0], p[1], p[2]) for p in parts(resp)] == [
+            (tid, 0, E.none),
+            (ghost, 0, E.unknown_topic_id),
+            (tid, 7, E.unknown_topic_or_partition),
+        ]
