@@ -1,15 +1,19 @@
 """Fetch (key 1), v4-18 for consumers. v4: isolation level, last stable offset, aborted
 transactions. v5: log start offset. v7: fetch sessions (KIP-227, ``proxy/fetch_session.py``).
 v9: current leader epoch, fenced as ListOffsets does (above 0 UNKNOWN_LEADER_EPOCH, below it
-FENCED_LEADER_EPOCH). v11: rack id. v12: flexible, diverging epoch. v13: topic ids instead of
-names (KIP-516, ``proxy/fetch_topics.py``): an id the broker does not know is answered
-UNKNOWN_TOPIC_ID, and the answer is keyed by id. v14: nothing new here (tiered storage's
-error). v15: the replica state replaces the replica id (KIP-903). v16: NOT_LEADER_OR_FOLLOWER
-and FENCED_LEADER_EPOCH answers carry the current leader (this node, epoch 0) and its endpoint
-(KIP-951). v17: the follower's directory id (KIP-853), unused. v18: the high watermark a
-follower knows (KIP-1166), a tagged field each partition carries (Long.MAX_VALUE from
-consumers); only Kafka's follower fetches read it, to complete a delayed fetch early, and a
-single node has no followers: accepted and unused.
+FENCED_LEADER_EPOCH). v11: rack id. v12: flexible; the last fetched epoch (KIP-595): where it
+ends in the one-entry leader-epoch cache (``offset_for_leader_epoch.end_offset_for``: epoch 0
+ends at the log end offset, a higher one is unknown, OFFSET_OUT_OF_RANGE), and an end below the
+fetch offset is answered at once with that diverging epoch, no records, no error
+(``Partition.readRecords``). v13: topic ids instead of names (KIP-516,
+``proxy/fetch_topics.py``): an id the broker does not know is answered UNKNOWN_TOPIC_ID, and
+the answer is keyed by id. v14: nothing new here (tiered storage's error). v15: the replica
+state replaces the replica id (KIP-903). v16: NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH
+answers carry the current leader (this node, epoch 0) and its endpoint (KIP-951). v17: the
+follower's directory id (KIP-853), unused. v18: the high watermark a follower knows (KIP-1166),
+a tagged field each partition carries (Long.MAX_VALUE from consumers); only Kafka's follower
+fetches read it, to complete a delayed fetch early, and a single node has no followers:
+accepted and unused.
 
 A follower's fetch (replica id >= 0) names a replica this node does not have: each partition
 is answered NOT_LEADER_OR_FOLLOWER, or UNKNOWN_LEADER_EPOCH when it carries a current leader
@@ -81,6 +85,7 @@ from proxy.fetch_session import (
     TopicIdPartition,
 )
 from proxy.fetch_topics import fetch_data
+from proxy.handlers.offset_for_leader_epoch import end_offset_for
 from proxy.registry import handler
 from storage.partition import LEADER_EPOCH, NO_EPOCH, Partition, leader_epoch_error
 from wire.records import iter_batches
@@ -131,6 +136,8 @@ class _Slot:
     current_leader_epoch: int
     partition: Partition | None
     refused: ErrorCode | None = None  # answered this, whatever the log holds
+    last_fetched_epoch: int = NO_EPOCH
+    diverging: tuple[int, int] | None = None  # (epoch, end offset): the log diverges (v12+)
     error: ErrorCode = ErrorCode.none
     data: bytes = b""
     upper_bound: int = -1  # the offset just past the returned data
@@ -154,6 +161,10 @@ class _Slot:
     @property
     def records(self) -> bytes:
         return self.data
+
+    @property
+    def diverging_epoch(self) -> tuple[int, int] | None:
+        return self.diverging
 
 
 def _cut(data: bytes, end: int) -> tuple[bytes, int]:
@@ -181,12 +192,25 @@ def _refusal(s: _Slot, p: Partition, follower: bool) -> ErrorCode | None:
     return None
 
 
+def _divergence(s: _Slot, p: Partition) -> tuple[ErrorCode, tuple[int, int] | None]:
+    """Kafka's ``Partition.readRecords`` given a last fetched epoch (v12+, KIP-595): where
+    that epoch ends (``end_offset_for``, the one-entry leader-epoch cache); unknown ->
+    OFFSET_OUT_OF_RANGE, as is a fetch offset below the log start; an epoch that ends before
+    the fetch offset (or a lower epoch) -> the diverging epoch, no records, no error."""
+    epoch, end = end_offset_for(p, s.last_fetched_epoch)
+    if epoch == NO_EPOCH or end == -1 or s.fetch_offset < p.log_start_offset:
+        return ErrorCode.offset_out_of_range, None
+    if epoch < s.last_fetched_epoch or end < s.fetch_offset:
+        return ErrorCode.none, (epoch, end)
+    return ErrorCode.none, None
+
+
 async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool, follower: bool) -> int:
     remaining = max_bytes
     first = True
     total = 0
     for s in slots:
-        s.data, s.error, s.upper_bound = b"", ErrorCode.none, -1
+        s.data, s.error, s.upper_bound, s.diverging = b"", ErrorCode.none, -1, None
         p = s.partition
         if s.refused is not None:
             s.error = s.refused
@@ -201,6 +225,10 @@ async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool, followe
         ):
             s.error = _refusal(s, p, follower) or ErrorCode.none
             if s.error is not ErrorCode.none:
+                continue
+        if s.last_fetched_epoch != NO_EPOCH:
+            s.error, s.diverging = _divergence(s, p)
+            if s.error is not ErrorCode.none or s.diverging is not None:
                 continue
         end = p.last_stable_offset if committed else p.high_watermark
         if not p.log_start_offset <= s.fetch_offset <= p.high_watermark:
@@ -224,6 +252,11 @@ async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool, followe
         remaining -= len(data)
         total += len(data)
     return total
+
+
+def _answer_now(slots: list[_Slot]) -> bool:
+    """Kafka's ``fetchMessages``: an error or a diverging epoch is answered without waiting."""
+    return any(s.error or s.diverging is not None for s in slots)
 
 
 def _aborted(s: _Slot) -> tuple[AbortedTransaction, ...]:
@@ -255,6 +288,18 @@ def _partition_data(s: _Slot, committed: bool, hint: bool, version: int, m: Any,
             partition_index=s.tp.partition,
             error_code=s.error,
             high_watermark=i64(-1),
+            aborted_transactions=aborted,
+            records=Records(s.data),
+        )
+    if s.diverging is not None:  # v12+ only: a last fetched epoch is v12+
+        epoch, end = s.diverging
+        return m.PartitionData(
+            partition_index=s.tp.partition,
+            error_code=s.error,
+            high_watermark=i64(part.high_watermark),
+            last_stable_offset=i64(part.last_stable_offset),
+            log_start_offset=i64(part.log_start_offset),
+            diverging_epoch=m.EpochEndOffset(epoch=i32(epoch), end_offset=i64(end)),
             aborted_transactions=aborted,
             records=Records(s.data),
         )
@@ -401,8 +446,11 @@ def _slots(
             erroneous.append((tp, _unknown(tp, ErrorCode.unknown_topic_or_partition, version)))
             continue
         slots.append(
-            _Slot(tp, want.fetch_offset, want.max_bytes, want.current_leader_epoch, partition)
-        )
+            _Slot(
+                tp, want.fetch_offset, want.max_bytes, want.current_leader_epoch, partition,
+                last_fetched_epoch=want.last_fetched_epoch,
+            )
+        )  # fmt: skip
     return slots, erroneous
 
 
@@ -444,7 +492,7 @@ async def fetch(ctx: RequestContext, req: Any) -> FetchResponse:
     max_bytes = req.max_bytes  # every served version (4+) has it
     total = await _read_all(slots, max_bytes, committed, follower)
     wait_s = req.max_wait.total_seconds()
-    if slots and total < req.min_bytes and wait_s > 0 and not any(s.error for s in slots):
+    if slots and total < req.min_bytes and wait_s > 0 and not _answer_now(slots):
         deadline = trio.current_time() + wait_s
         while total < req.min_bytes and not broker.shutting_down.is_set():
             event = trio.Event()
@@ -460,7 +508,7 @@ async def fetch(ctx: RequestContext, req: Any) -> FetchResponse:
             if not event.is_set():
                 break
             total = await _read_all(slots, max_bytes, committed, follower)
-            if any(s.error for s in slots):
+            if _answer_now(slots):
                 break
     hinted = version >= LEADER_HINT_VERSION and any(s.error in LEADER_HINT_ERRORS for s in slots)
     node, m = broker.node_id, _shape(version)

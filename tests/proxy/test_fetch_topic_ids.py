@@ -38,6 +38,7 @@ def request(
     min_bytes: int = 0,
     replica_id: int = -1,
     leader_epoch: int = -1,
+    last_epoch: int = -1,
 ) -> Any:
     """A Fetch of ``version``: (topic id or name, [(partition, offset)]) each."""
     m = importlib.import_module(f"kio.schema.fetch.v{version}.request")
@@ -54,7 +55,9 @@ def request(
         )
     if version >= 11:
         extra["rack_id"] = ""
-    epoch = {"current_leader_epoch": leader_epoch} if version >= 9 else {}
+    epoch: dict[str, int] = {"current_leader_epoch": leader_epoch} if version >= 9 else {}
+    if version >= 12:
+        epoch["last_fetched_epoch"] = last_epoch
     return m.FetchRequest(
         max_wait=wait_ms * MS,
         min_bytes=min_bytes,
@@ -298,3 +301,42 @@ async def test_a_consumers_unknown_topic_ids_are_answered_before_its_other_refus
             (ghost, 0, E.unknown_topic_id),
             (tid, 7, E.unknown_topic_or_partition),
         ]
+
+
+@pytest.mark.parametrize("version", [12, 18])
+async def test_a_last_fetched_epoch_that_ends_before_the_fetch_offset_is_a_diverging_epoch(
+    version: int,
+) -> None:
+    """Kafka's ``Partition.readRecords`` (v12+): the last fetched epoch's end offset (epoch 0:
+    the log end offset) below the fetch offset is answered at once with the diverging epoch,
+    no records and no error; an epoch the cache does not know is OFFSET_OUT_OF_RANGE."""
+    async with running_broker() as (server, port), connect(port) as c:
+        tid = await setup(c, server, "div", 1)
+        await produce(c, "div", batch([b"x", b"y"]))
+        key: uuid.UUID | str = tid if version >= 13 else "div"
+        with trio.fail_after(30):  # not the long poll's 600 s
+            ask = request(version, [(key, [(0, 5)])], last_epoch=0, wait_ms=600_000, min_bytes=1)
+            resp = await c.request(ask)
+        p = resp.responses[0].partitions[0]
+        assert (p.error_code, p.high_watermark, len(p.records or b"")) == (E.none, 2, 0)
+        assert (p.diverging_epoch.epoch, p.diverging_epoch.end_offset) == (0, 2)
+        fine = await c.request(request(version, [(key, [(0, 1)])], last_epoch=0))
+        p = fine.responses[0].partitions[0]
+        assert p.error_code == E.none and len(p.records) > 0 and p.diverging_epoch.epoch == -1
+        ahead = await c.request(request(version, [(key, [(0, 1)])], last_epoch=3))
+        p = ahead.responses[0].partitions[0]
+        assert (p.error_code, p.high_watermark) == (E.offset_out_of_range, -1)
+
+
+async def test_a_diverging_partition_is_answered_by_every_incremental_fetch() -> None:
+    """Kafka's ``maybeUpdateResponseData``: a diverging epoch is always answered."""
+    async with running_broker() as (server, port), connect(port) as c:
+        tid = await setup(c, server, "divs", 1)
+        await produce(c, "divs", batch([b"x"]))
+        full = await c.request(request(18, [(tid, [(0, 4)])], session=(0, 0), last_epoch=0))
+        sid = full.session_id
+        for epoch in (1, 2):
+            inc = await c.request(request(18, [], session=(sid, epoch)))
+            [topic] = inc.responses
+            [p] = topic.partitions
+            assert (p.diverging_epoch.epoch, p.diverging_epoch.end_offset) == (0, 1)
