@@ -312,14 +312,16 @@ def _partition_data(s: _Slot, committed: bool, hint: bool, version: int, m: Any,
             aborted_transactions=aborted,
             records=Records(s.data),
         )
+    # the hot path: offsets from the log are int64 and the data bytes, so cast, not checked
+    # (kio's phantom constructors cost about 3 µs a partition, a tenth of a small fetch)
     return m.PartitionData(
         partition_index=s.tp.partition,
         error_code=s.error,
-        high_watermark=i64(part.high_watermark),
-        last_stable_offset=i64(part.last_stable_offset),
-        log_start_offset=i64(part.log_start_offset),
+        high_watermark=cast(i64, part.high_watermark),
+        last_stable_offset=cast(i64, part.last_stable_offset),
+        log_start_offset=cast(i64, part.log_start_offset),
         aborted_transactions=aborted,
-        records=Records(s.data),
+        records=cast(Records, s.data),
     )
 
 
