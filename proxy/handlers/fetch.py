@@ -45,7 +45,9 @@ partitions that stop. A read error ends the wait at once.
 A topic whose ``compression.type`` is ``zstd`` answers Fetch below v10 (clients from before
 zstd) UNSUPPORTED_COMPRESSION_TYPE for its partitions, as Kafka's ``maybeConvertFetchedData``.
 
-Isolation (spec §5.3): read_uncommitted reads up to the high watermark, read_committed up to
+Isolation (spec §5.3): an isolation level other than 0 and 1 is answered with the error reply
+(UNKNOWN_SERVER_ERROR) once some partition is to be read, as Kafka's ``IsolationLevel.forId``
+throws there; read_uncommitted reads up to the high watermark, read_committed up to
 the last stable offset and never returns a byte at or above it (the read is cut after the last
 whole batch below it). Whole stored batches are returned, aborted data and markers included;
 clients filter. read_committed responses carry the aborted transactions overlapping
@@ -95,6 +97,7 @@ NO_REPLICA = BrokerId(-1)
 NO_SESSION = i32(0)
 
 READ_COMMITTED = 1
+ISOLATION_LEVELS = (0, READ_COMMITTED)  # Kafka's IsolationLevel.forId refuses any other
 ZSTD_FETCH_VERSION = 10  # the first Fetch version whose clients can read zstd (KIP-110)
 REPLICA_STATE_VERSION = 15  # v15 moved the replica id into the replica state (KIP-903)
 LEADER_HINT_VERSION = 16  # v16 answers these errors with the current leader (KIP-951)
@@ -486,6 +489,10 @@ async def fetch(ctx: RequestContext, req: Any) -> FetchResponse:
         return _answer(version, context.error, NO_SESSION, [])
     committed = req.isolation_level == READ_COMMITTED
     slots, erroneous = _slots(ctx, context, version, follower)
+    if slots and req.isolation_level not in ISOLATION_LEVELS:
+        # Kafka's FetchIsolation.of(request) throws (IsolationLevel.forId) once a partition is
+        # to be read: the handler's error, UNKNOWN_SERVER_ERROR, the session context made
+        return _error_reply(req, ErrorCode.unknown_server_error)
     if version < ZSTD_FETCH_VERSION:
         for s in slots:
             topic = broker.topics.get(s.tp.name or "")

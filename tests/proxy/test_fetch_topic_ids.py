@@ -39,6 +39,7 @@ def request(
     replica_id: int = -1,
     leader_epoch: int = -1,
     last_epoch: int = -1,
+    isolation: int = 0,
 ) -> Any:
     """A Fetch of ``version``: (topic id or name, [(partition, offset)]) each."""
     m = importlib.import_module(f"kio.schema.fetch.v{version}.request")
@@ -62,7 +63,7 @@ def request(
         max_wait=wait_ms * MS,
         min_bytes=min_bytes,
         max_bytes=1 << 20,
-        isolation_level=0,
+        isolation_level=isolation,
         topics=tuple(
             m.FetchTopic(
                 **{key: t},
@@ -340,3 +341,19 @@ async def test_a_diverging_partition_is_answered_by_every_incremental_fetch() ->
             [topic] = inc.responses
             [p] = topic.partitions
             assert (p.diverging_epoch.epoch, p.diverging_epoch.end_offset) == (0, 1)
+
+
+@pytest.mark.parametrize("version", [12, 18])
+async def test_an_unknown_isolation_level_is_an_unknown_server_error_once_a_partition_is_read(
+    version: int,
+) -> None:
+    """Kafka's ``FetchIsolation.of`` (``IsolationLevel.forId`` throws) is reached only when a
+    partition is to be read: the request's error reply, UNKNOWN_SERVER_ERROR."""
+    async with running_broker() as (server, port), connect(port) as c:
+        tid = await setup(c, server, "iso", 1)
+        key: uuid.UUID | str = tid if version >= 13 else "iso"
+        resp = await c.request(request(version, [(key, [(0, 0)])], isolation=2))
+        assert resp.error_code == E.unknown_server_error
+        ghost: uuid.UUID | str = uuid.uuid4() if version >= 13 else "ghost"
+        none_read = await c.request(request(version, [(ghost, [(0, 0)])], isolation=2))
+        assert none_read.error_code == E.none
