@@ -120,6 +120,15 @@ class Answer(Protocol):
     def records(self) -> bytes | None: ...
 
 
+def _diverges(found: object) -> bool:
+    """Kafka's ``FetchResponse.isDivergingEpoch``: a diverging epoch with an epoch set
+    (kio's EpochEndOffset, or the handler's (epoch, end offset))."""
+    if found is None:
+        return False
+    epoch = found[0] if isinstance(found, tuple) else getattr(found, "epoch", -1)
+    return bool(epoch >= 0)
+
+
 @dataclass(slots=True)
 class CachedPartition:
     tp: TopicIdPartition
@@ -146,6 +155,8 @@ class CachedPartition:
             respond, self.local_log_start_offset = True, answer.log_start_offset
         if answer.error_code is not ErrorCode.none:
             respond, self.high_watermark = True, -1  # re-sent once the error is gone
+        if _diverges(getattr(answer, "diverging_epoch", None)):  # v12+: the client truncates
+            respond = True
         return respond
 
 

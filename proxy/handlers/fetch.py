@@ -1,15 +1,19 @@
 """Fetch (key 1), v4-18 for consumers. v4: isolation level, last stable offset, aborted
 transactions. v5: log start offset. v7: fetch sessions (KIP-227, ``proxy/fetch_session.py``).
 v9: current leader epoch, fenced as ListOffsets does (above 0 UNKNOWN_LEADER_EPOCH, below it
-FENCED_LEADER_EPOCH). v11: rack id. v12: flexible, diverging epoch. v13: topic ids instead of
-names (KIP-516, ``proxy/fetch_topics.py``): an id the broker does not know is answered
-UNKNOWN_TOPIC_ID, and the answer is keyed by id. v14: nothing new here (tiered storage's
-error). v15: the replica state replaces the replica id (KIP-903). v16: NOT_LEADER_OR_FOLLOWER
-and FENCED_LEADER_EPOCH answers carry the current leader (this node, epoch 0) and its endpoint
-(KIP-951). v17: the follower's directory id (KIP-853), unused. v18: the high watermark a
-follower knows (KIP-1166), a tagged field each partition carries (Long.MAX_VALUE from
-consumers); only Kafka's follower fetches read it, to complete a delayed fetch early, and a
-single node has no followers: accepted and unused.
+FENCED_LEADER_EPOCH). v11: rack id. v12: flexible; the last fetched epoch (KIP-595): where it
+ends in the one-entry leader-epoch cache (``offset_for_leader_epoch.end_offset_for``: epoch 0
+ends at the log end offset, a higher one is unknown, OFFSET_OUT_OF_RANGE), and an end below the
+fetch offset is answered at once with that diverging epoch, no records, no error
+(``Partition.readRecords``). v13: topic ids instead of names (KIP-516,
+``proxy/fetch_topics.py``): an id the broker does not know is answered UNKNOWN_TOPIC_ID, and
+the answer is keyed by id. v14: nothing new here (tiered storage's error). v15: the replica
+state replaces the replica id (KIP-903). v16: NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH
+answers carry the current leader (this node, epoch 0) and its endpoint (KIP-951). v17: the
+follower's directory id (KIP-853), unused. v18: the high watermark a follower knows (KIP-1166),
+a tagged field each partition carries (Long.MAX_VALUE from consumers); only Kafka's follower
+fetches read it, to complete a delayed fetch early, and a single node has no followers:
+accepted and unused.
 
 A follower's fetch (replica id >= 0) names a replica this node does not have: each partition
 is answered NOT_LEADER_OR_FOLLOWER, or UNKNOWN_LEADER_EPOCH when it carries a current leader
@@ -22,7 +26,10 @@ CLUSTER_ACTION, which refuses every partition, unknown ids included) or a partit
 does not have (UNKNOWN_TOPIC_OR_PARTITION) is answered after the partitions that are read, with
 high watermark, LSO and log start -1 and null aborted transactions, and neither ends nor counts
 toward a long poll. Partitions are answered in the order they were fetched (the request's, or
-the session's), consecutive partitions of one topic under one topic entry.
+the session's), consecutive partitions of one topic under one topic entry; among those answered
+at once, a consumer's unknown topic ids come first (Kafka finds them in a pass of its own before
+the authorization pass). OFFSET_OUT_OF_RANGE is answered with high watermark, LSO and log
+start -1 too (``ReplicaManager.handleOffsetOutOfRangeError`` without tiered storage).
 
 Sizes follow Kafka: ``partition_max_bytes`` and ``max_bytes`` are soft for the first batch
 of the first partition that has data (it is returned whole, so a consumer can always make
@@ -44,7 +51,9 @@ no partition left to read is answered at once (Kafka sends no delayed fetch then
 A topic whose ``compression.type`` is ``zstd`` answers Fetch below v10 (clients from before
 zstd) UNSUPPORTED_COMPRESSION_TYPE for its partitions, as Kafka's ``maybeConvertFetchedData``.
 
-Isolation (spec §5.3): read_uncommitted reads up to the high watermark, read_committed up to
+Isolation (spec §5.3): an isolation level other than 0 and 1 is answered with the error reply
+(UNKNOWN_SERVER_ERROR) once some partition is to be read, as Kafka's ``IsolationLevel.forId``
+throws there; read_uncommitted reads up to the high watermark, read_committed up to
 the last stable offset and never returns a byte at or above it (the read is cut after the last
 whole batch below it). Whole stored batches are returned, aborted data and markers included;
 clients filter. read_committed responses carry the aborted transactions overlapping
@@ -84,6 +93,7 @@ from proxy.fetch_session import (
     TopicIdPartition,
 )
 from proxy.fetch_topics import fetch_data
+from proxy.handlers.offset_for_leader_epoch import end_offset_for
 from proxy.quotas.enforce import charge_fetch
 from proxy.registry import handler
 from storage.partition import LEADER_EPOCH, NO_EPOCH, Partition, leader_epoch_error
@@ -94,14 +104,17 @@ NO_REPLICA = BrokerId(-1)
 NO_SESSION = i32(0)
 
 READ_COMMITTED = 1
+ISOLATION_LEVELS = (0, READ_COMMITTED)  # Kafka's IsolationLevel.forId refuses any other
 ZSTD_FETCH_VERSION = 10  # the first Fetch version whose clients can read zstd (KIP-110)
 REPLICA_STATE_VERSION = 15  # v15 moved the replica id into the replica state (KIP-903)
 LEADER_HINT_VERSION = 16  # v16 answers these errors with the current leader (KIP-951)
 LEADER_HINT_ERRORS = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
 # errors answered with high watermark, LSO and log start -1 (Kafka's partitionResponse and
-# LogReadResult of an exception)
+# LogReadResult of an exception: ReplicaManager.createLogReadResult(e), OFFSET_OUT_OF_RANGE
+# included when the log is not tiered, handleOffsetOutOfRangeError)
 _NO_PARTITION_STATE = (
     ErrorCode.unknown_topic_or_partition,
+    ErrorCode.offset_out_of_range,
     ErrorCode.unknown_topic_id,
     ErrorCode.unsupported_compression_type,
     ErrorCode.inconsistent_topic_id,
@@ -133,6 +146,8 @@ class _Slot:
     current_leader_epoch: int
     partition: Partition | None
     refused: ErrorCode | None = None  # answered this, whatever the log holds
+    last_fetched_epoch: int = NO_EPOCH
+    diverging: tuple[int, int] | None = None  # (epoch, end offset): the log diverges (v12+)
     error: ErrorCode = ErrorCode.none
     data: bytes = b""
     upper_bound: int = -1  # the offset just past the returned data
@@ -156,6 +171,10 @@ class _Slot:
     @property
     def records(self) -> bytes:
         return self.data
+
+    @property
+    def diverging_epoch(self) -> tuple[int, int] | None:
+        return self.diverging
 
 
 def _cut(data: bytes, end: int) -> tuple[bytes, int]:
@@ -183,12 +202,25 @@ def _refusal(s: _Slot, p: Partition, follower: bool) -> ErrorCode | None:
     return None
 
 
+def _divergence(s: _Slot, p: Partition) -> tuple[ErrorCode, tuple[int, int] | None]:
+    """Kafka's ``Partition.readRecords`` given a last fetched epoch (v12+, KIP-595): where
+    that epoch ends (``end_offset_for``, the one-entry leader-epoch cache); unknown ->
+    OFFSET_OUT_OF_RANGE, as is a fetch offset below the log start; an epoch that ends before
+    the fetch offset (or a lower epoch) -> the diverging epoch, no records, no error."""
+    epoch, end = end_offset_for(p, s.last_fetched_epoch)
+    if epoch == NO_EPOCH or end == -1 or s.fetch_offset < p.log_start_offset:
+        return ErrorCode.offset_out_of_range, None
+    if epoch < s.last_fetched_epoch or end < s.fetch_offset:
+        return ErrorCode.none, (epoch, end)
+    return ErrorCode.none, None
+
+
 async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool, follower: bool) -> int:
     remaining = max_bytes
     first = True
     total = 0
     for s in slots:
-        s.data, s.error, s.upper_bound = b"", ErrorCode.none, -1
+        s.data, s.error, s.upper_bound, s.diverging = b"", ErrorCode.none, -1, None
         p = s.partition
         if s.refused is not None:
             s.error = s.refused
@@ -203,6 +235,10 @@ async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool, followe
         ):
             s.error = _refusal(s, p, follower) or ErrorCode.none
             if s.error is not ErrorCode.none:
+                continue
+        if s.last_fetched_epoch != NO_EPOCH:
+            s.error, s.diverging = _divergence(s, p)
+            if s.error is not ErrorCode.none or s.diverging is not None:
                 continue
         end = p.last_stable_offset if committed else p.high_watermark
         if not p.log_start_offset <= s.fetch_offset <= p.high_watermark:
@@ -226,6 +262,11 @@ async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool, followe
         remaining -= len(data)
         total += len(data)
     return total
+
+
+def _answer_now(slots: list[_Slot]) -> bool:
+    """Kafka's ``fetchMessages``: an error or a diverging epoch is answered without waiting."""
+    return any(s.error or s.diverging is not None for s in slots)
 
 
 def _aborted(s: _Slot) -> tuple[AbortedTransaction, ...]:
@@ -260,6 +301,18 @@ def _partition_data(s: _Slot, committed: bool, hint: bool, version: int, m: Any,
             aborted_transactions=aborted,
             records=Records(s.data),
         )
+    if s.diverging is not None:  # v12+ only: a last fetched epoch is v12+
+        epoch, end = s.diverging
+        return m.PartitionData(
+            partition_index=s.tp.partition,
+            error_code=s.error,
+            high_watermark=i64(part.high_watermark),
+            last_stable_offset=i64(part.last_stable_offset),
+            log_start_offset=i64(part.log_start_offset),
+            diverging_epoch=m.EpochEndOffset(epoch=i32(epoch), end_offset=i64(end)),
+            aborted_transactions=aborted,
+            records=Records(s.data),
+        )
     if version < LOG_START_VERSION:
         return m.PartitionData(
             partition_index=s.tp.partition,
@@ -269,14 +322,16 @@ def _partition_data(s: _Slot, committed: bool, hint: bool, version: int, m: Any,
             aborted_transactions=aborted,
             records=Records(s.data),
         )
+    # the hot path: offsets from the log are int64 and the data bytes, so cast, not checked
+    # (kio's phantom constructors cost about 3 µs a partition, a tenth of a small fetch)
     return m.PartitionData(
         partition_index=s.tp.partition,
         error_code=s.error,
-        high_watermark=i64(part.high_watermark),
-        last_stable_offset=i64(part.last_stable_offset),
-        log_start_offset=i64(part.log_start_offset),
+        high_watermark=cast(i64, part.high_watermark),
+        last_stable_offset=cast(i64, part.last_stable_offset),
+        log_start_offset=cast(i64, part.log_start_offset),
         aborted_transactions=aborted,
-        records=Records(s.data),
+        records=cast(Records, s.data),
     )
 
 
@@ -384,20 +439,30 @@ def _slots(
         readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, names)
     else:
         readable = None  # no authorizer: every topic
+    if not follower:  # a consumer's unknown ids first: Kafka finds them in a pass of their own
+        erroneous = [
+            (tp, _unknown(tp, ErrorCode.unknown_topic_id, version))
+            for tp, _ in wanted
+            if tp.name is None
+        ]
     for tp, want in wanted:
         if readable is not None and (follower or tp.name is not None) and tp.name not in readable:
             erroneous.append((tp, _unknown(tp, ErrorCode.topic_authorization_failed, version)))
             continue
         if tp.name is None:
-            erroneous.append((tp, _unknown(tp, ErrorCode.unknown_topic_id, version)))
+            if follower:
+                erroneous.append((tp, _unknown(tp, ErrorCode.unknown_topic_id, version)))
             continue
         partition = topics.partition(tp.name, tp.partition)
         if partition is None:
             erroneous.append((tp, _unknown(tp, ErrorCode.unknown_topic_or_partition, version)))
             continue
         slots.append(
-            _Slot(tp, want.fetch_offset, want.max_bytes, want.current_leader_epoch, partition)
-        )
+            _Slot(
+                tp, want.fetch_offset, want.max_bytes, want.current_leader_epoch, partition,
+                last_fetched_epoch=want.last_fetched_epoch,
+            )
+        )  # fmt: skip
     return slots, erroneous
 
 
@@ -431,6 +496,10 @@ async def fetch(ctx: RequestContext, req: Any) -> FetchResponse:
         return _answer(version, context.error, NO_SESSION, [])
     committed = req.isolation_level == READ_COMMITTED
     slots, erroneous = _slots(ctx, context, version, follower)
+    if slots and req.isolation_level not in ISOLATION_LEVELS:
+        # Kafka's FetchIsolation.of(request) throws (IsolationLevel.forId) once a partition is
+        # to be read: the handler's error, UNKNOWN_SERVER_ERROR, the session context made
+        return _error_reply(req, ErrorCode.unknown_server_error)
     if version < ZSTD_FETCH_VERSION:
         for s in slots:
             topic = broker.topics.get(s.tp.name or "")
@@ -441,7 +510,7 @@ async def fetch(ctx: RequestContext, req: Any) -> FetchResponse:
     wait_s = req.max_wait.total_seconds()
     # nothing left to read (every partition refused): answered at once, as Kafka answers a
     # fetch with no authorized partition without a delayed fetch
-    if slots and total < req.min_bytes and wait_s > 0 and not any(s.error for s in slots):
+    if slots and total < req.min_bytes and wait_s > 0 and not _answer_now(slots):
         deadline = trio.current_time() + wait_s
         while total < req.min_bytes and not broker.shutting_down.is_set():
             event = trio.Event()
@@ -457,7 +526,7 @@ async def fetch(ctx: RequestContext, req: Any) -> FetchResponse:
             if not event.is_set():
                 break
             total = await _read_all(slots, max_bytes, committed, follower)
-            if any(s.error for s in slots):
+            if _answer_now(slots):
                 break
     hinted = version >= LEADER_HINT_VERSION and any(s.error in LEADER_HINT_ERRORS for s in slots)
     node, m = broker.node_id, _shape(version)

@@ -120,6 +120,22 @@ def test_a_partition_in_error_is_always_answered_and_answered_again_once_it_reco
     assert ok[2] == [(tp(T1, 0), Ans())]
 
 
+@dataclass
+class Diverging(Ans):
+    diverging_epoch: tuple[int, int] | None = (0, 4)
+
+
+def test_a_diverging_partition_is_always_answered() -> None:
+    """Kafka's ``maybeUpdateResponseData``: ``isDivergingEpoch`` makes the partition news."""
+    c = cache()
+    sid = full(c, [tp(T1, 0)])
+    for epoch in (1, 2):
+        ctx = c.new_context(V, sid, epoch, False, [], [], resolve, epoch)
+        assert ctx.respond([(tp(T1, 0), Diverging())], epoch)[2]
+    quiet = c.new_context(V, sid, 3, False, [], [], resolve, 3)
+    assert not quiet.respond([(tp(T1, 0), Diverging(diverging_epoch=None))], 3)[2]
+
+
 @pytest.mark.parametrize(
     ("sid_delta", "epoch", "version", "code"),
     [

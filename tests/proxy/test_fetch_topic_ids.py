@@ -38,6 +38,8 @@ def request(
     min_bytes: int = 0,
     replica_id: int = -1,
     leader_epoch: int = -1,
+    last_epoch: int = -1,
+    isolation: int = 0,
 ) -> Any:
     """A Fetch of ``version``: (topic id or name, [(partition, offset)]) each."""
     m = importlib.import_module(f"kio.schema.fetch.v{version}.request")
@@ -54,12 +56,14 @@ def request(
         )
     if version >= 11:
         extra["rack_id"] = ""
-    epoch = {"current_leader_epoch": leader_epoch} if version >= 9 else {}
+    epoch: dict[str, int] = {"current_leader_epoch": leader_epoch} if version >= 9 else {}
+    if version >= 12:
+        epoch["last_fetched_epoch"] = last_epoch
     return m.FetchRequest(
         max_wait=wait_ms * MS,
         min_bytes=min_bytes,
         max_bytes=1 << 20,
-        isolation_level=0,
+        isolation_level=isolation,
         topics=tuple(
             m.FetchTopic(
                 **{key: t},
@@ -269,3 +273,87 @@ def test_the_error_reply_names_partitions_only_below_v13(version: int) -> None:
             ("t", 0, E.unknown_server_error, -1),
             ("t", 1, E.unknown_server_error, -1),
         ]
+
+
+@pytest.mark.parametrize("version", [12, 18])
+async def test_offset_out_of_range_is_answered_without_partition_state(version: int) -> None:
+    """Kafka's ``handleOffsetOutOfRangeError`` (no tiered storage) answers the exception's
+    LogReadResult: high watermark, LSO and log start -1, aborted transactions null."""
+    async with running_broker() as (server, port), connect(port) as c:
+        tid = await setup(c, server, "oor", 1)
+        await produce(c, "oor", batch([b"x"]))
+        key: uuid.UUID | str = tid if version >= 13 else "oor"
+        resp = await c.request(request(version, [(key, [(0, 5)])]))
+        p = resp.responses[0].partitions[0]
+        assert p.error_code == E.offset_out_of_range
+        assert (p.high_watermark, p.last_stable_offset, p.log_start_offset) == (-1, -1, -1)
+        assert p.aborted_transactions is None
+
+
+async def test_a_consumers_unknown_topic_ids_are_answered_before_its_other_refusals() -> None:
+    """Kafka's handleFetchRequest finds a consumer's unknown topic ids in a pass of their own
+    (``foreachPartition``), before the pass that checks authorization and the partitions."""
+    ghost = uuid.uuid4()
+    async with running_broker() as (server, port), connect(port) as c:
+        tid = await setup(c, server, "few", 1)
+        resp = await c.request(request(18, [(tid, [(7, 0), (0, 0)]), (ghost, [(0, 0)])]))
+        assert [(p[0], p[1], p[2]) for p in parts(resp)] == [
+            (tid, 0, E.none),
+            (ghost, 0, E.unknown_topic_id),
+            (tid, 7, E.unknown_topic_or_partition),
+        ]
+
+
+@pytest.mark.parametrize("version", [12, 18])
+async def test_a_last_fetched_epoch_that_ends_before_the_fetch_offset_is_a_diverging_epoch(
+    version: int,
+) -> None:
+    """Kafka's ``Partition.readRecords`` (v12+): the last fetched epoch's end offset (epoch 0:
+    the log end offset) below the fetch offset is answered at once with the diverging epoch,
+    no records and no error; an epoch the cache does not know is OFFSET_OUT_OF_RANGE."""
+    async with running_broker() as (server, port), connect(port) as c:
+        tid = await setup(c, server, "div", 1)
+        await produce(c, "div", batch([b"x", b"y"]))
+        key: uuid.UUID | str = tid if version >= 13 else "div"
+        with trio.fail_after(30):  # not the long poll's 600 s
+            ask = request(version, [(key, [(0, 5)])], last_epoch=0, wait_ms=600_000, min_bytes=1)
+            resp = await c.request(ask)
+        p = resp.responses[0].partitions[0]
+        assert (p.error_code, p.high_watermark, len(p.records or b"")) == (E.none, 2, 0)
+        assert (p.diverging_epoch.epoch, p.diverging_epoch.end_offset) == (0, 2)
+        fine = await c.request(request(version, [(key, [(0, 1)])], last_epoch=0))
+        p = fine.responses[0].partitions[0]
+        assert p.error_code == E.none and len(p.records) > 0 and p.diverging_epoch.epoch == -1
+        ahead = await c.request(request(version, [(key, [(0, 1)])], last_epoch=3))
+        p = ahead.responses[0].partitions[0]
+        assert (p.error_code, p.high_watermark) == (E.offset_out_of_range, -1)
+
+
+async def test_a_diverging_partition_is_answered_by_every_incremental_fetch() -> None:
+    """Kafka's ``maybeUpdateResponseData``: a diverging epoch is always answered."""
+    async with running_broker() as (server, port), connect(port) as c:
+        tid = await setup(c, server, "divs", 1)
+        await produce(c, "divs", batch([b"x"]))
+        full = await c.request(request(18, [(tid, [(0, 4)])], session=(0, 0), last_epoch=0))
+        sid = full.session_id
+        for epoch in (1, 2):
+            inc = await c.request(request(18, [], session=(sid, epoch)))
+            [topic] = inc.responses
+            [p] = topic.partitions
+            assert (p.diverging_epoch.epoch, p.diverging_epoch.end_offset) == (0, 1)
+
+
+@pytest.mark.parametrize("version", [12, 18])
+async def test_an_unknown_isolation_level_is_an_unknown_server_error_once_a_partition_is_read(
+    version: int,
+) -> None:
+    """Kafka's ``FetchIsolation.of`` (``IsolationLevel.forId`` throws) is reached only when a
+    partition is to be read: the request's error reply, UNKNOWN_SERVER_ERROR."""
+    async with running_broker() as (server, port), connect(port) as c:
+        tid = await setup(c, server, "iso", 1)
+        key: uuid.UUID | str = tid if version >= 13 else "iso"
+        resp = await c.request(request(version, [(key, [(0, 0)])], isolation=2))
+        assert resp.error_code == E.unknown_server_error
+        ghost: uuid.UUID | str = uuid.uuid4() if version >= 13 else "ghost"
+        none_read = await c.request(request(version, [(ghost, [(0, 0)])], isolation=2))
+        assert none_read.error_code == E.none
