@@ -268,7 +268,7 @@ class SaslSession:
         # own expiry (an OAUTHBEARER token's exp less the wall clock, as ReauthInfo takes
         # credentialExpirationMs - time.milliseconds()), whichever ends first; neither: no
         # expiry. now_ms is the monotonic clock: a token enters by its time left
-        max_reauth = self.settings.reauth_ms
+        max_reauth = self.settings.max_reauth_ms(self.mechanism)
         credential_ends = getattr(self._server, "expires_at_ms", None)
         ends = [] if credential_ends is None else [credential_ends - self._wall_ms()]
         if max_reauth > 0:

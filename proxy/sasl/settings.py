@@ -105,8 +105,11 @@ SASL_CONFIGS: dict[str, tuple[Callable[[str], Any], str]] = {
 }
 SENSITIVE = frozenset(n for n in SASL_CONFIGS if n.endswith("jaas.config"))
 # names read per listener and mechanism too: listener.name.<l>.oauthbearer.sasl.oauthbearer.*
+# and listener.name.<l>.<mechanism>.connections.max.reauth.ms (Kafka's SaslChannelBuilder
+# createConnectionsMaxReauthMsMap: the mechanism's own value first, else the listener's)
 SASL_MECHANISM_CONFIGS: dict[str, Callable[[str], Any]] = {
-    f"oauthbearer.{n}": p for n, (p, _) in OAUTH_CONFIGS.items()
+    **{f"oauthbearer.{n}": p for n, (p, _) in OAUTH_CONFIGS.items()},
+    **{f"{m.lower()}.connections.max.reauth.ms": _long for m in SERVED_MECHANISMS},
 }
 
 _OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
@@ -141,11 +144,17 @@ class SaslSettings:
     listener: str
     mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str] = field(repr=False, default_factory=dict)
-    reauth_ms: int = 0
+    reauth_ms: int = 0  # connections.max.reauth.ms of the listener
     failed_delay_ms: int = 100
     oauth_options: Mapping[str, str] = field(default_factory=dict)  # unsecuredValidator*
     oauth_validator: JwtValidator | None = None  # signed JWTs; None: unsecured tokens
     max_receive_size: int = 524288  # sasl.server.max.receive.size
+    # listener.name.<l>.<mechanism>.connections.max.reauth.ms, overriding reauth_ms
+    reauth_ms_by_mechanism: Mapping[str, int] = field(default_factory=dict)
+
+    def max_reauth_ms(self, mechanism: str | None) -> int:
+        """connections.max.reauth.ms for a session authenticated with ``mechanism``."""
+        return self.reauth_ms_by_mechanism.get(mechanism or "", self.reauth_ms)
 
 
 def listener_sasl(values: Mapping[str, Any], listener: str) -> SaslSettings:
@@ -193,6 +202,11 @@ def listener_sasl(values: Mapping[str, Any], listener: str) -> SaslSettings:
             validator = jwt_validator(oauth_get)
         except ValueError as exc:
             raise SaslConfigError(f"listener {listener}: OAUTHBEARER: {exc}") from None
+    by_mechanism = {}
+    for mechanism in mechanisms:
+        name = f"{LISTENER_PREFIX}{listener.lower()}.{mechanism.lower()}.connections.max.reauth.ms"
+        if name in values:
+            by_mechanism[mechanism] = values[name]
     return SaslSettings(
         listener,
         mechanisms,
@@ -202,4 +216,5 @@ def listener_sasl(values: Mapping[str, Any], listener: str) -> SaslSettings:
         oauth,
         validator,
         get("sasl.server.max.receive.size"),
+        by_mechanism,
     )

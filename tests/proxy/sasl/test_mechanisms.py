@@ -9,6 +9,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 from scramp import ScramClient
 
+from proxy.config import load_config
 from proxy.principal import KafkaPrincipal
 from proxy.sasl.mechanisms import (
     AuthFailed,
@@ -21,7 +22,7 @@ from proxy.sasl.mechanisms import (
 from proxy.sasl.scram_cli import parse_add_scram
 from proxy.sasl.scram_store import decode, encode
 from proxy.sasl.session import Close, Refuse, Reply, SaslSession, State
-from proxy.sasl.settings import PLAIN_MODULE, SaslSettings, parse_jaas
+from proxy.sasl.settings import PLAIN_MODULE, SaslSettings, listener_sasl, parse_jaas
 
 USERS = {"alice": "alice-secret", "bob": "b=o,b"}
 CREDS = {
@@ -392,3 +393,43 @@ def test_an_expired_session_closes_on_a_handshake_that_cannot_reauthenticate() -
     s.handshake("PLAIN", 1, 400)
     s.authenticate(b"\0alice\0alice-secret", 400)
     assert s.route(request(17), 1400) is None  # expired, and a re-authentication may begin
+
+
+def test_a_mechanisms_own_reauth_lifetime_overrides_the_listeners() -> None:
+    # Kafka's SaslChannelBuilder: listener.name.<l>.<mechanism>.connections.max.reauth.ms
+    # first, else the listener's connections.max.reauth.ms
+    settings = SaslSettings(
+        "SASL",
+        ("PLAIN", "SCRAM-SHA-512"),
+        USERS,
+        60_000,
+        100,
+        reauth_ms_by_mechanism={"PLAIN": 5_000},
+    )
+    s = SaslSession(settings, lookup)
+    s.handshake("PLAIN", 1, 0)
+    assert s.authenticate(b"\0alice\0alice-secret", 1_000)[1] == 5_000
+    assert settings.max_reauth_ms("SCRAM-SHA-512") == 60_000
+
+
+def test_the_per_mechanism_reauth_config_is_read_from_the_listener_prefix() -> None:
+    cfg = load_config(
+        listen=None,
+        advertise=None,
+        data_dir=None,
+        config_file=None,
+        overrides={
+            "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+                f'{PLAIN_MODULE} required user_alice="alice-secret";'
+            ),
+            "connections.max.reauth.ms": "60000",
+            "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms": "7000",
+        },
+        environ={},
+    )
+    assert cfg.values is not None
+    settings = listener_sasl(cfg.values, "SASL_PLAINTEXT")
+    assert settings.max_reauth_ms("SCRAM-SHA-256") == 7_000
+    assert settings.max_reauth_ms("PLAIN") == 60_000
