@@ -210,8 +210,12 @@ class TxnCoordinator:
                 except StorageError as exc:
                     log.error("cannot reserve a producer id to fence %s: %s", tid, exc)
                     continue
-                if self.cache.get(tid) is not meta or not lifecycle.expired_transactions(
-                    {tid: meta}, self.now_ms()
+                # the id may have moved on meanwhile, to a transaction that needs no rotation
+                # (the next scan fences it then, with its own decision)
+                if (
+                    self.cache.get(tid) is not meta
+                    or not lifecycle.expired_transactions({tid: meta}, self.now_ms())
+                    or not decisions.fence_needs_new_producer_id(meta, level)
                 ):
                     continue
                 now = self.now_ms()

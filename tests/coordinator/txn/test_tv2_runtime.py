@@ -152,3 +152,38 @@ async def test_tv2_offsets_partition_added_implicitly(mem: Store, autojump_clock
         result = await coord.end_transaction("tx", pid, epoch, True, TV2)
         assert result == EndTxnResult(E.none, pid, epoch + 1)
         assert markers.written() == {(OFF, pid, epoch + 1, True)}
+
+
+async def test_timeout_scan_rechecks_the_rotation_after_reserving_an_id(
+    mem: Store, autojump_clock
+) -> None:
+    """The scan reserves the fence's next producer id (an await); if meanwhile the id moved on
+    to a transaction at a fresh epoch that timed out too, that one is fenced without a
+    rotation (Kafka decides the rotation on the metadata it fences), not with the stale id."""
+    config = dataclasses.replace(CONFIG, transaction_version=TV2)
+    async with coordinator(mem, FakeMarkers(), config) as coord:
+        pid, _ = await init(coord, timeout_ms=2_000)
+        coord.cache["tx"].producer_epoch = MAX_EPOCH - 1
+        await coord.add_partitions("tx", pid, MAX_EPOCH - 1, [T0], TV2)
+        real = coord.producer_ids.generate_producer_id
+        moved: list[int] = []
+
+        async def generate() -> int:
+            reserved = await real()
+            if not moved:  # the producer aborts itself (rotating) and starts again
+                moved.append(reserved)
+                ended = await coord.end_transaction("tx", pid, MAX_EPOCH - 1, False, TV2)
+                assert (ended.error, ended.producer_epoch) == (E.none, 0)
+                assert await coord.add_partitions("tx", ended.producer_id, 0, [T1], TV2) is E.none
+                await trio.sleep(3)  # and lets that transaction time out as well
+            return reserved
+
+        coord.producer_ids.generate_producer_id = generate  # type: ignore[method-assign]
+        await trio.sleep(10)
+        await coord.settle("tx", math.inf)
+        meta = coord.cache["tx"]
+        assert meta.state is S.COMPLETE_ABORT, meta
+        # fenced once at epoch 0 -> 1, still the id the producer's abort moved to
+        assert (meta.producer_epoch, meta.prev_producer_id) == (1, meta.producer_id)
+        assert meta.producer_id not in moved
+        assert durable(await replayed(coord)) == durable(coord.cache)
