@@ -178,6 +178,18 @@ class SaslSession:
             State.HANDSHAKE: (SASL_HANDSHAKE,),
             State.AUTHENTICATE: (SASL_AUTHENTICATE,),
         }[self.state]
+        if (
+            self.state is State.AUTHENTICATE
+            and self._reauth_from is not None
+            and self._reauth_from != self.mechanism
+        ):
+            # Kafka's REAUTH_BAD_MECHANISM: the handshake was answered NONE, the next frame
+            # fails the re-authentication unanswered (then the delayed close)
+            self._fail(
+                f"SASL mechanism '{self.mechanism}' requested by client is not supported for "
+                f"re-authentication of mechanism '{self._reauth_from}'"
+            )
+            return Refuse(answer=False)
         if api_key not in allowed:
             answer = self.state is State.AUTHENTICATE
             during = "authentication" if answer else "handshake"
