@@ -32,6 +32,7 @@ from proxy.sasl.mechanisms import (
     new_credential,
 )
 from proxy.sasl.scram_store import MetadataStore
+from storage.api import StorageError
 
 BLOB = "delegation-tokens"
 
@@ -92,8 +93,17 @@ class TokenStore:
         self._changing = trio.Lock()
 
     async def load(self) -> None:
+        """Raises StorageError (one line at start-up, not a traceback) for a damaged blob, as
+        ``ScramStore.load``."""
         data = await self._store.read_metadata(BLOB)
-        self._set({t.token_id: t for t in decode(data)} if data else {})
+        try:
+            tokens = decode(data) if data else []
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StorageError(
+                f"the delegation tokens (metadata blob {BLOB}) cannot be read: {exc!r}; restore "
+                "it, or remove it (every token is then gone: create them again)"
+            ) from None
+        self._set({t.token_id: t for t in tokens})
 
     def _set(self, tokens: dict[str, Token]) -> None:
         self._tokens = tokens

@@ -4,12 +4,14 @@ even while a durable write is under way."""
 
 from __future__ import annotations
 
+import pytest
 import trio
 import trio.testing
 
 from proxy.delegation.store import TokenStore, decode
 from proxy.delegation.tokens import Token, TokenSettings, expire, renew
 from proxy.principal import KafkaPrincipal
+from storage.api import StorageError
 
 ALICE = KafkaPrincipal("User", "alice")
 SETTINGS = TokenSettings(secret_key="s3cret", max_lifetime_ms=10_000, expiry_time_ms=1_000)
@@ -67,3 +69,11 @@ async def test_a_renew_after_a_concurrent_expire_does_not_bring_the_token_back()
     assert store.tokens() == [] and store.by_hmac(hmac) is None
     assert [c for c, _ in codes] == ["expire", "renew"]
     assert codes[1][1].name == "delegation_token_not_found"
+
+
+@pytest.mark.parametrize("blob", [b"{not json", b'{"version": 1}', b'{"version": 2, "tokens": []}'])
+async def test_a_damaged_blob_is_one_storage_error_at_start_up(blob: bytes) -> None:
+    disk = SlowStore()
+    disk.blobs["delegation-tokens"] = blob
+    with pytest.raises(StorageError, match="delegation-tokens"):
+        await TokenStore(disk, SETTINGS, lambda: 500).load()
