@@ -28,7 +28,7 @@ from proxy.acl.settings import authorizer_from_values
 from proxy.acl.store import AclStore
 from proxy.config import BrokerConfig
 from proxy.delegation.store import TokenStore
-from proxy.delegation.tokens import TokenSettings, sweep
+from proxy.delegation.tokens import Token, TokenSettings, sweep
 from proxy.fault_injection import CRASH_EXIT_CODE, injector_from_config
 from proxy.fetch_session import FetchSessionCache
 from proxy.metrics.requests import BrokerMetrics
@@ -265,10 +265,14 @@ class Broker:
             return
         while True:
             await trio.sleep(settings.check_interval_ms / 1000)
-            expired = sweep(self.tokens.tokens(), self.tokens.now_ms())
+            expired = await self.tokens.change(self._sweep_tokens)
             if expired:
-                await self.tokens.apply(remove=expired)
                 log.info("delegation tokens expired and removed: %d", len(expired))
+
+    def _sweep_tokens(self, tokens: dict[str, Token]) -> tuple[None, list[str], list[str]]:
+        """The sweep's decision, on the tokens as the changes under way left them."""
+        expired = sweep(list(tokens.values()), self.tokens.now_ms())
+        return None, expired, expired
 
     async def producer_expiration_loop(self) -> None:
         interval = self.config.get("producer.id.expiration.check.interval.ms") / 1000

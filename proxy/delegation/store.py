@@ -19,7 +19,9 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
+
+import trio
 
 from proxy.delegation.tokens import Token, TokenSettings, token_hmac
 from proxy.principal import KafkaPrincipal
@@ -30,8 +32,11 @@ from proxy.sasl.mechanisms import (
     new_credential,
 )
 from proxy.sasl.scram_store import MetadataStore
+from storage.api import StorageError
 
 BLOB = "delegation-tokens"
+
+T = TypeVar("T")
 
 
 def _p(p: KafkaPrincipal) -> list[str]:
@@ -85,10 +90,20 @@ class TokenStore:
         self._tokens: dict[str, Token] = {}  # by id, in creation order
         self._by_hmac: dict[bytes, str] = {}
         self._scram: dict[tuple[str, str], ScramCredential] = {}
+        self._changing = trio.Lock()
 
     async def load(self) -> None:
+        """Raises StorageError (one line at start-up, not a traceback) for a damaged blob, as
+        ``ScramStore.load``."""
         data = await self._store.read_metadata(BLOB)
-        self._set({t.token_id: t for t in decode(data)} if data else {})
+        try:
+            tokens = decode(data) if data else []
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StorageError(
+                f"the delegation tokens (metadata blob {BLOB}) cannot be read: {exc!r}; restore "
+                "it, or remove it (every token is then gone: create them again)"
+            ) from None
+        self._set({t.token_id: t for t in tokens})
 
     def _set(self, tokens: dict[str, Token]) -> None:
         self._tokens = tokens
@@ -107,14 +122,32 @@ class TokenStore:
         return None if token_id is None else self._tokens.get(token_id)
 
     async def apply(self, put: Token | None = None, remove: Iterable[str] = ()) -> None:
-        """Store a token (new or changed) and remove others, in one durable write."""
-        tokens = dict(self._tokens)
-        for token_id in remove:
-            tokens.pop(token_id, None)
-        if put is not None:
-            tokens[put.token_id] = put
-        await self._store.write_metadata(BLOB, encode(tokens.values()))
-        self._set(tokens)
+        """Store a token (new or changed) and remove others, in one durable write, after any
+        change under way."""
+        removed = list(remove)
+        await self.change(lambda tokens: (put, removed, None))
+
+    async def change(
+        self, decide: Callable[[dict[str, Token]], tuple[Token | None, Iterable[str], T]]
+    ) -> T:
+        """``decide(tokens by id)`` -> (a token to store, ids to remove, its answer), on the
+        tokens as they are once any change under way is written: Kafka's controller decides
+        each create, renew, expire and sweep on the state the previous one left (a renew
+        decided before a concurrent expire's write must not put the token back). The change is
+        written durably, then ``decide``'s answer returned."""
+        async with self._changing:
+            put, remove, answer = decide(dict(self._tokens))
+            removed = list(remove)
+            if put is None and not removed:
+                return answer
+            tokens = dict(self._tokens)
+            for token_id in removed:
+                tokens.pop(token_id, None)
+            if put is not None:
+                tokens[put.token_id] = put
+            await self._store.write_metadata(BLOB, encode(tokens.values()))
+            self._set(tokens)
+            return answer
 
     def scram_lookup(self, token_id: str, mechanism: str) -> TokenCredential | None:
         """The SCRAM side of a token (None: no such token, or the feature is off)."""

@@ -163,15 +163,18 @@ async def renew_delegation_token(
     if not allow_token_requests(ctx):
         return _renew_error(req, ErrorCode.delegation_token_request_not_allowed)
     store = ctx.broker.tokens
-    out = rules.renew(
-        store.settings,
-        store.by_hmac(req.hmac),
-        ctx.principal,
-        millis(req.renew_period),
-        store.now_ms(),
-    )
-    if out.token is not None:
-        await store.apply(put=out.token)
+
+    def decide(_: object) -> tuple[rules.Token | None, list[str], rules.Changed]:
+        out = rules.renew(
+            store.settings,
+            store.by_hmac(req.hmac),
+            ctx.principal,
+            millis(req.renew_period),
+            store.now_ms(),
+        )
+        return out.token, [], out
+
+    out = await store.change(decide)  # decided after any change under way is written
     return RenewDelegationTokenResponse(
         error_code=out.code, expiry_timestamp=_ts(out.expiry_ms), throttle_time=NO_THROTTLE
     )
@@ -198,15 +201,18 @@ async def expire_delegation_token(
     if not allow_token_requests(ctx):
         return _expire_error(req, ErrorCode.delegation_token_request_not_allowed)
     store = ctx.broker.tokens
-    out = rules.expire(
-        store.settings,
-        store.by_hmac(req.hmac),
-        ctx.principal,
-        millis(req.expiry_time_period),
-        store.now_ms(),
-    )
-    if out.token is not None or out.removed is not None:
-        await store.apply(put=out.token, remove=[out.removed] if out.removed else [])
+
+    def decide(_: object) -> tuple[rules.Token | None, list[str], rules.Changed]:
+        out = rules.expire(
+            store.settings,
+            store.by_hmac(req.hmac),
+            ctx.principal,
+            millis(req.expiry_time_period),
+            store.now_ms(),
+        )
+        return out.token, [out.removed] if out.removed else [], out
+
+    out = await store.change(decide)  # decided after any change under way is written
     return ExpireDelegationTokenResponse(
         error_code=out.code, expiry_timestamp=_ts(out.expiry_ms), throttle_time=NO_THROTTLE
     )

@@ -190,7 +190,9 @@ class ScramServer:
                 self._server.set_client_final(message)
                 final_message: str = self._server.get_server_final()
                 final = final_message.encode()
-                self.complete, self.username = True, self._token_owner or self._user
+                self.complete = True
+                # a token's owner, even "" (an SSL principal may be): never the token id
+                self.username = self._token_owner if self.token_authenticated else self._user
                 return final
         except (ScramException, ValueError) as exc:  # ValueError: e.g. a proof not in base64
             raise InvalidCredentials(f"Authentication failed: {exc}") from None

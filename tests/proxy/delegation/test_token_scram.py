@@ -125,3 +125,18 @@ async def test_expired_tokens_are_swept_and_an_expired_one_gets_a_spent_session(
         await trio.sleep(60)
         seen = await alice.request(describe3.DescribeDelegationTokenRequest(owners=None))
         assert seen.tokens == ()
+
+
+def test_a_token_owned_by_an_empty_name_authenticates_that_name_not_the_token_id() -> None:
+    # an SSL principal may be "" (an empty subject DN, or a mapping rule giving ""); Kafka's
+    # authorizationId is then the token owner's "", never the token id
+    def owned_by_empty(token_id: str) -> TokenCredential | None:
+        return TokenCredential(TOKEN_CRED, "", WALL + 5000) if token_id == "tok1" else None
+
+    server = ScramServer(MECH, lambda u: None, owned_by_empty)
+    client = ScramClient([MECH], "tok1", "the-hmac-b64")
+    first = client.get_client_first() + ",tokenauth=true"
+    client.client_first_bare += ",tokenauth=true"
+    client.set_server_first(server.step(first.encode()).decode())
+    client.set_server_final(server.step(client.get_client_final().encode()).decode())
+    assert server.complete and server.username == ""
