@@ -223,6 +223,8 @@ class FetchContext:
             return []
         if self.session is None:
             return list(answers)
+        if self.session.epoch != next_epoch(self.request_epoch):  # answered empty
+            return []
         parts = self.session.partitions
         return [
             (tp, a)

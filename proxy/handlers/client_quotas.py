@@ -9,13 +9,14 @@ ALTER_CONFIGS on the cluster (Kafka's ControllerApis), else every entry carries
 CLUSTER_AUTHORIZATION_FAILED. ``validate_only`` answers the same results and stores nothing.
 
 An ``ip`` entity's name must be an IP address or a host name that resolves (Kafka's
-``InetAddress.getByName``); names that are not addresses are resolved here, each at most
-``RESOLVE_TIMEOUT_S``.
+``InetAddress.getByName``); names that are not addresses are resolved here, in a thread (the
+event loop never waits on DNS), each at most ``RESOLVE_TIMEOUT_S``.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import socket
 
 import trio
 from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest
@@ -46,6 +47,9 @@ from proxy.registry import handler
 from wire.values import NO_THROTTLE
 
 RESOLVE_TIMEOUT_S = 5.0
+# The lookups' own threads: one that outlives its timeout keeps its thread until the resolver
+# gives up, and must not hold a token of trio's default limiter (the storage's fsyncs use it).
+_RESOLVERS = trio.CapacityLimiter(4)
 
 
 def _describe_error(
@@ -118,7 +122,9 @@ async def _resolves(name: str) -> bool:
         pass
     with trio.move_on_after(RESOLVE_TIMEOUT_S):
         try:
-            await trio.socket.getaddrinfo(name, None)
+            await trio.to_thread.run_sync(
+                socket.getaddrinfo, name, None, abandon_on_cancel=True, limiter=_RESOLVERS
+            )
             return True
         except (OSError, UnicodeError):
             return False

@@ -127,6 +127,12 @@ def _java_round(x: float) -> int:
     return math.floor(x + 0.5)
 
 
+def _java_long_to_int(x: int) -> int:
+    """``(long).toInt``: the low 32 bits, signed (after ``Math.round`` saturated at a long)."""
+    x = max(-(2**63), min(x, 2**63 - 1))
+    return (x + 2**31) % 2**32 - 2**31
+
+
 class QuotaManager:
     """One quota kind (produce or fetch bytes): the quotas and the sensors."""
 
@@ -194,7 +200,9 @@ class QuotaManager:
 
     def record(self, user: str, client_id: str, value: float, now_ms: int) -> int:
         """Charge ``value``; the throttle time in ms (0: within the quota). Kafka's
-        ``maybeRecordAndGetThrottleTimeMs``."""
+        ``maybeRecordAndGetThrottleTimeMs``, an int: a time past 2**31 - 1 ms wraps as
+        Kafka's ``.toInt`` does, and a negative one throttles nothing (``max`` with the
+        request quota's 0 in KafkaApis)."""
         if not self.enabled:
             return 0
         tags = self.metric_tags(user, client_id)
@@ -204,7 +212,8 @@ class QuotaManager:
         measured = rate.measure(now_ms)
         if measured <= bound:
             return 0
-        return _java_round((measured - bound) / bound * rate.window_size(now_ms))
+        ms = _java_round((measured - bound) / bound * rate.window_size(now_ms))
+        return max(_java_long_to_int(ms), 0)
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         self._sensor(self.metric_tags(user, client_id)).record(-value, now_ms)

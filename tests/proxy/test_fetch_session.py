@@ -262,3 +262,15 @@ def test_a_privileged_session_is_kept_from_unprivileged_newcomers() -> None:
     c = cache(NUM_SHARDS)
     _fill(c, 0, privileged=True)
     assert full(c, [tp(T1, i) for i in range(9)], 1) == 0
+
+
+def test_a_preview_raced_by_the_next_epoch_charges_an_empty_answer() -> None:
+    """Kafka's IncrementalFetchContext.getResponseSize: the size of an empty response once the
+    session has moved past this request's epoch (what its answer then is)."""
+    c = cache()
+    sid = full(c, [tp(T1, 0)])
+    ctx = c.new_context(V, sid, 1, False, [], [], resolve, 1)
+    assert ctx.preview([(tp(T1, 0), Ans(records=b"x"))]) == [(tp(T1, 0), Ans(records=b"x"))]
+    assert c.new_context(V, sid, 2, False, [], [], resolve, 2).kind is Kind.INCREMENTAL
+    assert ctx.preview([(tp(T1, 0), Ans(records=b"x"))]) == []
+    assert ctx.throttled() == (ErrorCode.invalid_fetch_session_epoch, sid)

@@ -158,3 +158,32 @@ async def test_quotas_survive_a_restart(tmp_path: Path) -> None:
                 (("user", None),): {"consumer_byte_rate": 2048.0},
                 (("client-id", "c1"),): {"request_percentage": 12.5},
             }
+
+
+async def test_a_hung_ip_lookup_holds_none_of_the_storage_threads(monkeypatch: Any) -> None:
+    """A name lookup that hangs past its timeout keeps its thread until the resolver gives up;
+    it must not hold a token of trio's default thread limiter, which the storage's fsyncs
+    and reads share."""
+    import socket
+    import threading
+
+    from proxy.handlers import client_quotas
+
+    release = threading.Event()
+    real = socket.getaddrinfo
+
+    def hanging(host: Any, port: Any, family: int = 0, type: int = 0, proto: int = 0,
+                flags: int = 0) -> Any:  # fmt: skip
+        if flags & socket.AI_NUMERICHOST:
+            return real(host, port, family, type, proto, flags)
+        release.wait(10)
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", hanging)
+    monkeypatch.setattr(client_quotas, "RESOLVE_TIMEOUT_S", 0.05)
+    monkeypatch.setattr(client_quotas, "_RESOLVERS", trio.CapacityLimiter(1))  # its own
+    try:
+        assert not await client_quotas._resolves("hangs.example")
+        assert trio.to_thread.current_default_thread_limiter().borrowed_tokens == 0
+    finally:
+        release.set()

@@ -20,6 +20,7 @@ from proxy.quotas.throttle import DEFAULT, QuotaManager, Rate, quota_keys
 from tests.proxy.harness import connect, encode_request, running_broker
 from tests.proxy.test_broker_requests import create
 from tests.proxy.test_transactions import plain, produce
+from wire.records import Record, build_batch
 
 
 def test_rate_counts_at_least_samples_minus_one_windows() -> None:
@@ -276,3 +277,39 @@ def test_a_fetch_session_preview_remembers_nothing() -> None:
     assert cached.would_respond(A()) and cached.high_watermark == 4
     assert cached.must_respond(A()) and cached.high_watermark == 5
     assert not cached.would_respond(A())
+
+
+def test_a_throttle_time_past_an_int_wraps_as_kafkas_to_int() -> None:
+    m = QuotaManager()
+    m.set_quotas({(None, "c"): 1.0})
+    assert m.record("", "c", 2_000_000, 0) == round((2_000_000 / 10 - 1) * 10_000)  # fits
+    # 3.5e9 ms: Kafka's (long).toInt gives 3.5e9 - 2**32 < 0, so no throttle at all
+    assert m.record("", "c", 1_500_000, 0) == 0
+    # 4.5e9 ms wraps to a small positive time
+    assert m.record("", "c", 1_000_000, 0) == round((4_500_000 / 10 - 1) * 10_000) - 2**32
+
+
+def big_produce(topic: str) -> Any:
+    data = build_batch(
+        [Record(offset_delta=0, timestamp_delta=0, key=None, value=b"x" * 900_000, headers=[])],
+        base_timestamp=1_700_000_000_000,
+    )
+    part = pr.PartitionProduceData(index=0, records=data)
+    return pr.ProduceRequest(
+        transactional_id=None,
+        acks=-1,
+        timeout=datetime.timedelta(seconds=1),
+        topic_data=(pr.TopicProduceData(name=topic, partition_data=(part,)),),
+    )
+
+
+async def test_a_huge_throttle_does_not_fail_an_appended_produce(autojump_clock: Any) -> None:
+    async with running_broker() as (_, port):
+        async with connect(port) as c:
+            assert await create(c, "t") == ErrorCode.none
+            await set_quota(c, "producer_byte_rate", 1.0)
+        for _ in range(3):  # each throttles its connection for weeks: a new one each time
+            async with connect(port) as c:
+                resp = await c.request(big_produce("t"))
+                assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
+        assert resp.throttle_time == datetime.timedelta(0)  # ~2.7e9 ms wrapped negative
