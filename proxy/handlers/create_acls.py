@@ -13,15 +13,7 @@ from kio.schema.create_acls.v3.response import AclCreationResult, CreateAclsResp
 from kio.schema.errors import ErrorCode
 
 from proxy.acl import admin
-from proxy.acl.model import (
-    AccessControlEntry,
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
+from proxy.acl.model import AccessControlEntry, AclBinding, AclOperation, ResourcePattern
 from proxy.context import RequestContext
 from proxy.handlers.acl_checks import check_parseable, refusal
 from proxy.registry import handler
@@ -29,18 +21,12 @@ from wire.values import NO_THROTTLE
 
 
 def binding(c: AclCreation) -> AclBinding:
+    rtype, ptype, op, perm = admin.from_codes(
+        c.resource_type, c.resource_pattern_type, c.operation, c.permission_type
+    )
     return AclBinding(
-        ResourcePattern(
-            admin.from_code(ResourceType, c.resource_type),
-            c.resource_name,
-            admin.from_code(PatternType, c.resource_pattern_type),
-        ),
-        AccessControlEntry(
-            c.principal,
-            c.host,
-            admin.from_code(AclOperation, c.operation),
-            admin.from_code(AclPermissionType, c.permission_type),
-        ),
+        ResourcePattern(rtype, c.resource_name, ptype),
+        AccessControlEntry(c.principal, c.host, op, perm),
     )
 
 

@@ -19,12 +19,7 @@ from kio.static.primitive import i8
 
 from proxy.acl import admin
 from proxy.acl.filters import AccessControlEntryFilter, AclBindingFilter, ResourcePatternFilter
-from proxy.acl.model import (
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourceType,
-)
+from proxy.acl.model import AclOperation
 from proxy.context import RequestContext
 from proxy.handlers.acl_checks import check_parseable, refusal
 from proxy.registry import handler
@@ -33,18 +28,12 @@ from wire.values import NO_THROTTLE
 
 def acl_filter(f: DescribeAclsRequest | DeleteAclsFilter) -> AclBindingFilter:
     """A DescribeAcls request or a DeleteAcls filter (the same fields) as a binding filter."""
+    rtype, ptype, op, perm = admin.from_codes(
+        f.resource_type_filter, f.pattern_type_filter, f.operation, f.permission_type
+    )
     return AclBindingFilter(
-        ResourcePatternFilter(
-            admin.from_code(ResourceType, f.resource_type_filter),
-            f.resource_name_filter,
-            admin.from_code(PatternType, f.pattern_type_filter),
-        ),
-        AccessControlEntryFilter(
-            f.principal_filter,
-            f.host_filter,
-            admin.from_code(AclOperation, f.operation),
-            admin.from_code(AclPermissionType, f.permission_type),
-        ),
+        ResourcePatternFilter(rtype, f.resource_name_filter, ptype),
+        AccessControlEntryFilter(f.principal_filter, f.host_filter, op, perm),
     )
 
 
