@@ -1,6 +1,6 @@
 """What the SASL compat tests (``test_sasl.py``, ``test_sasl_oauth_jwt.py``) share: the payloads
-they write, a librdkafka consumer that reads them back, and the OAUTHBEARER producers of
-kafka-python, aiokafka and kafkajs, each handed its token by the test.
+they write, a librdkafka consumer that reads them back, the errors of a refused login, and the
+OAUTHBEARER producers of kafka-python, aiokafka and kafkajs, each handed its token by the test.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from compat_tests.test_kafkajs import run as kafkajs_run
 
@@ -38,6 +39,19 @@ def consume(cfg: dict[str, Any], topic: str, n: int) -> list[bytes]:
     finally:
         consumer.close()
     return got
+
+
+def login_errors(cfg: dict[str, Any]) -> list[str]:
+    """The errors librdkafka reports (``error_cb``) with ``cfg``, whose login is refused."""
+    errors: list[str] = []
+    producer = Producer({**cfg, "error_cb": lambda e: errors.append(str(e))})
+    with pytest.raises(KafkaException):
+        producer.list_topics(timeout=5)
+    for _ in range(20):  # error_cb is served by poll
+        if errors:
+            break
+        producer.poll(0.25)
+    return errors
 
 
 def produce_with_python_token_providers(
