@@ -196,6 +196,19 @@ def bootstrap(broker: BrokerProcess | None) -> str:
     return EXTERNAL or (broker.bootstrap if broker else "")
 
 
+def module_broker(
+    factory: pytest.TempPathFactory, name: str, settings: dict[str, str], why: str
+) -> Iterator[BrokerProcess]:
+    """A module-scoped fixture's body: a kafkad subprocess with ``settings``, stopped at the
+    end; skipped (``why``) against KAFKAD_BOOTSTRAP."""
+    if EXTERNAL:
+        pytest.skip(why)
+    b = _spawn(factory.mktemp(f"kafkad-{name}"), name, settings)
+    yield b
+    b.stop()
+    _LIVE.remove(b)
+
+
 @pytest.fixture
 def own_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     """A broker this test alone may kill and restart."""

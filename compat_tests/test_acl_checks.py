@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,8 +27,7 @@ from confluent_kafka.admin import (
 )
 
 from compat_tests._support import EXTERNAL, topic_name
-from compat_tests.conftest import _LIVE, BrokerProcess
-from compat_tests.test_acls import JAAS, USERS, AclBroker, _free_port
+from compat_tests.test_acls import AclBroker, acl_broker
 
 pytestmark = [
     pytest.mark.compat,
@@ -41,32 +39,7 @@ TIMEOUT_S = 30
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
-    tmp: Path = tmp_path_factory.mktemp("kafkad-acl-checks")
-    port = _free_port()
-    settings = {
-        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
-        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:admin",
-    }
-    process = BrokerProcess(tmp / "data", tmp / "acl-checks.stderr.log", settings)
-    _LIVE.append(process)
-    process.start()
-    yield AclBroker(process, port)
-    code = process.stop()
-    _LIVE.remove(process)
-    assert code == 0, f"broker exit code {code} on SIGTERM\n{process.log_tail()}"
-
-
-def _client_config(broker: AclBroker, user: str) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": broker.bootstrap,
-        "security.protocol": "sasl_plaintext",
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": user,
-        "sasl.password": USERS[user],
-    }
+    yield from acl_broker(tmp_path_factory, "acl-checks")
 
 
 def _grant(broker: AclBroker, resource: ResourceType, name: str, op: AclOperation) -> None:
@@ -94,7 +67,7 @@ def test_a_transactional_producer_needs_its_transactional_id(broker: AclBroker) 
     topic, txn_id = topic_name("acl-txn"), topic_name("acl-txn-id")
     _create_topic(broker, topic)
     _grant(broker, ResourceType.TOPIC, topic, AclOperation.WRITE)
-    config = {**_client_config(broker, "alice"), "transactional.id": txn_id}
+    config = {**broker.config("alice"), "transactional.id": txn_id}
     # no grant: FindCoordinator refuses it; DESCRIBE only: InitProducerId does (it needs WRITE)
     for grant in (None, AclOperation.DESCRIBE):
         if grant is not None:
@@ -114,7 +87,7 @@ def test_a_transactional_producer_needs_its_transactional_id(broker: AclBroker) 
 
     reader = Consumer(
         {
-            **_client_config(broker, "admin"),
+            **broker.config("admin"),
             "group.id": topic_name("acl-txn-reader"),
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
@@ -140,12 +113,12 @@ def _first_message(consumer: Consumer) -> Any:
 def test_a_consumer_group_needs_read_on_the_group(broker: AclBroker) -> None:
     topic, group = topic_name("acl-group"), topic_name("acl-group-g")
     _create_topic(broker, topic)
-    producer = Producer(_client_config(broker, "admin"))
+    producer = Producer(broker.config("admin"))
     producer.produce(topic, b"hello")
     producer.flush(TIMEOUT_S)
     _grant(broker, ResourceType.TOPIC, topic, AclOperation.READ)
     config = {
-        **_client_config(broker, "alice"),
+        **broker.config("alice"),
         "group.id": group,
         "auto.offset.reset": "earliest",
     }

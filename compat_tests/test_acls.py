@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException
@@ -63,16 +64,18 @@ class AclBroker:
         self.process = process
         self.bootstrap = f"127.0.0.1:{port}"
 
+    def config(self, user: str) -> dict[str, Any]:
+        """librdkafka's settings to log in as ``user``."""
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "security.protocol": "sasl_plaintext",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": user,
+            "sasl.password": USERS[user],
+        }
+
     def confluent(self, user: str) -> AdminClient:
-        return AdminClient(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "security.protocol": "sasl_plaintext",
-                "sasl.mechanism": "PLAIN",
-                "sasl.username": user,
-                "sasl.password": USERS[user],
-            }
-        )
+        return AdminClient(self.config(user))
 
     def kafka_python(self, user: str) -> KafkaAdminClient:
         return KafkaAdminClient(
@@ -85,9 +88,10 @@ class AclBroker:
         )
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
-    tmp: Path = tmp_path_factory.mktemp("kafkad-acls")
+def acl_broker(factory: pytest.TempPathFactory, name: str) -> Iterator[AclBroker]:
+    """A module-scoped fixture's body: a kafkad subprocess with StandardAuthorizer, PLAIN over
+    SASL_PLAINTEXT and the super user ``admin``, stopped (cleanly) at the end."""
+    tmp: Path = factory.mktemp(f"kafkad-{name}")
     port = _free_port()
     settings = {
         "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
@@ -96,13 +100,18 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin",
     }
-    process = BrokerProcess(tmp / "data", tmp / "acls.stderr.log", settings)
+    process = BrokerProcess(tmp / "data", tmp / f"{name}.stderr.log", settings)
     _LIVE.append(process)
     process.start()
     yield AclBroker(process, port)
     code = process.stop()
     _LIVE.remove(process)
     assert code == 0, f"broker exit code {code} on SIGTERM\n{process.log_tail()}"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
+    yield from acl_broker(tmp_path_factory, "acls")
 
 
 def confluent_bindings(prefix: str) -> list[AclBinding]:

@@ -23,8 +23,15 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from compat_tests._support import EXTERNAL, topic_name, wait_for
-from compat_tests.conftest import _LIVE, BrokerProcess, BrokerStartError, _spawn
-from compat_tests.test_groups import Member, all_values, produce, setup_topic, wait_consumed
+from compat_tests.conftest import _LIVE, BrokerProcess, BrokerStartError, _spawn, module_broker
+from compat_tests.test_groups import (
+    Member,
+    all_values,
+    live_members,
+    produce,
+    setup_topic,
+    wait_consumed,
+)
 from compat_tests.txn_support import create, plain_producer, read_all, values
 
 CLIENT = "confluent-consumer"
@@ -40,22 +47,13 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def cbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    if EXTERNAL:
-        pytest.skip("needs a short consumer session timeout on a kafkad subprocess")
-    b = _spawn(tmp_path_factory.mktemp("kafkad-kip848"), "kip848", SETTINGS)
-    yield b
-    b.stop()
-    _LIVE.remove(b)
+    why = "needs a short consumer session timeout on a kafkad subprocess"
+    yield from module_broker(tmp_path_factory, "kip848", SETTINGS, why)
 
 
 @pytest.fixture
 def members() -> Iterator[list[Member]]:
-    live: list[Member] = []
-    yield live
-    died = [d for m in live if (d := m.died_on_its_own())]
-    for m in live:
-        m.kill9()
-    assert not died, "a group member died on its own:\n" + "\n".join(died)
+    yield from live_members()
 
 
 def described(bs: str, group: str) -> tuple[str, list[set[int]]]:

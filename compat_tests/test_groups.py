@@ -28,7 +28,7 @@ from confluent_kafka import ConsumerGroupState, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests._support import EXTERNAL, topic_name, wait_for
-from compat_tests.conftest import _LIVE, REPO, BrokerProcess, _spawn
+from compat_tests.conftest import _LIVE, REPO, BrokerProcess, _spawn, module_broker
 
 CLIENTS = ["confluent", "kafka-python", "aiokafka", "kcat", "kafkajs"]
 STATIC = ["confluent", "kafka-python", "aiokafka", "kcat"]  # kafkajs has no static membership
@@ -129,24 +129,26 @@ class Member:
                 stream.close()
 
 
-@pytest.fixture(scope="module")
-def gbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    if EXTERNAL:
-        pytest.skip("needs group.initial.rebalance.delay.ms=0 on a kafkad subprocess")
-    b = _spawn(tmp_path_factory.mktemp("kafkad-groups"), "groups", SETTINGS)
-    yield b
-    b.stop()
-    _LIVE.remove(b)
-
-
-@pytest.fixture
-def members() -> Iterator[list[Member]]:
+def live_members() -> Iterator[list[Member]]:
+    """A ``members`` fixture's body: the test's members, each killed at the end; a member
+    that died on its own fails the test."""
     live: list[Member] = []
     yield live
     died = [d for m in live if (d := m.died_on_its_own())]
     for m in live:
         m.kill9()
     assert not died, "a group member died on its own:\n" + "\n".join(died)
+
+
+@pytest.fixture(scope="module")
+def gbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    why = "needs group.initial.rebalance.delay.ms=0 on a kafkad subprocess"
+    yield from module_broker(tmp_path_factory, "groups", SETTINGS, why)
+
+
+@pytest.fixture
+def members() -> Iterator[list[Member]]:
+    yield from live_members()
 
 
 def setup_topic(bs: str) -> str:

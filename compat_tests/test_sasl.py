@@ -19,17 +19,24 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 
 from compat_tests._support import EXTERNAL, topic_name
 from compat_tests.conftest import _LIVE, REPO, BrokerProcess
+from compat_tests.sasl_support import (
+    TIMEOUT_S,
+    N,
+    consume,
+    kafkajs_send_with_token,
+    login_errors,
+    payloads,
+    produce_with_python_token_providers,
+)
 from compat_tests.test_kafkajs import run as kafkajs_run
 from proxy.certs import write_certs
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL), reason="starts its own SASL broker")
 
-TIMEOUT_S = 30
-N = 10
 PLAIN_USERS = {"bob": "bob-secret"}
 SCRAM_USER, SCRAM_PASSWORD = "alice", "alice-secret"
 JAAS = (
@@ -114,28 +121,6 @@ def librdkafka(broker: SaslBroker, mechanism: str, user: str, password: str) -> 
     return {**cfg, "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}
 
 
-def payloads(tag: str) -> list[bytes]:
-    return [f"{tag}-{i}".encode() for i in range(N)]
-
-
-def consume(cfg: dict[str, str], topic: str, n: int) -> list[bytes]:
-    consumer = Consumer(
-        {**cfg, "group.id": topic, "auto.offset.reset": "earliest", "enable.auto.commit": False}
-    )
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    try:
-        deadline = TIMEOUT_S
-        while len(got) < n and deadline > 0:
-            msg = consumer.poll(0.5)
-            deadline -= 0.5
-            if msg is not None and msg.error() is None:
-                got.append(msg.value())
-    finally:
-        consumer.close()
-    return got
-
-
 @pytest.mark.parametrize(
     ("mechanism", "user", "password"),
     [
@@ -167,16 +152,8 @@ def test_confluent_kafka_produce_and_consume(
 def test_a_wrong_password_or_unknown_user_is_refused(
     broker: SaslBroker, mechanism: str, user: str, password: str, message: str
 ) -> None:
-    errors: list[str] = []
-    cfg = {**librdkafka(broker, mechanism, user, password), "error_cb": errors.append}
-    producer = Producer(cfg)
-    with pytest.raises(KafkaException):
-        producer.list_topics(timeout=5)
-    for _ in range(20):  # error_cb is served by poll
-        if errors:
-            break
-        producer.poll(0.25)
-    assert any("Authentication failed" in str(e) and message in str(e) for e in errors), errors
+    errors = login_errors(librdkafka(broker, mechanism, user, password))
+    assert any("Authentication failed" in e and message in e for e in errors), errors
     # and the broker serves everyone else
     good = librdkafka(broker, "PLAIN", "bob", "bob-secret")
     assert Producer(good).list_topics(timeout=TIMEOUT_S).topics is not None
@@ -505,58 +482,16 @@ def unsecured_jwt(principal: str) -> str:
 
 
 def test_kafka_python_and_aiokafka_oauthbearer(broker: SaslBroker) -> None:
-    from aiokafka import AIOKafkaProducer
-    from aiokafka.abc import AbstractTokenProvider as AioTokenProvider
-    from kafka import KafkaProducer
-    from kafka.net.sasl.oauth import AbstractTokenProvider
-
-    class Token(AbstractTokenProvider):
-        def token(self) -> str:
-            return unsecured_jwt("erin")
-
-    class AioToken(AioTokenProvider):
-        async def token(self) -> str:
-            return unsecured_jwt("erin")
-
     topic = topic_name("sasl-oauth-py")
-    producer = KafkaProducer(
-        bootstrap_servers=broker.plain,
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism="OAUTHBEARER",
-        sasl_oauth_token_provider=Token(),
+    produce_with_python_token_providers(
+        broker.plain, topic, lambda: unsecured_jwt("erin"), lambda: unsecured_jwt("erin")
     )
-    for v in payloads(topic):
-        producer.send(topic, v)
-    producer.flush(TIMEOUT_S)
-    producer.close()
-
-    async def aio() -> None:
-        p = AIOKafkaProducer(
-            bootstrap_servers=broker.plain,
-            security_protocol="SASL_PLAINTEXT",
-            sasl_mechanism="OAUTHBEARER",
-            sasl_oauth_token_provider=AioToken(),
-        )
-        await p.start()
-        try:
-            for v in payloads(topic):
-                await p.send_and_wait(topic, v)
-        finally:
-            await p.stop()
-
-    asyncio.run(aio())
     cfg = librdkafka(broker, "PLAIN", "bob", "bob-secret")
     assert consume(cfg, topic, 2 * N) == payloads(topic) * 2
 
 
 def test_kafkajs_oauthbearer_with_an_unsecured_token(broker: SaslBroker) -> None:
     topic = topic_name("sasl-kjs-oauth")
-    messages = [{"key": None, "value": "a2pz", "headers": []} for _ in range(N)]  # "kjs"
-    kafkajs_run(
-        broker.plain,
-        {"op": "createTopics", "topics": [{"topic": topic, "numPartitions": 1}]},
-        {"op": "send", "topic": topic, "acks": -1, "messages": messages},
-        sasl={"mechanism": "oauthbearer", "token": unsecured_jwt("frank")},
-    )
+    kafkajs_send_with_token(broker.plain, topic, unsecured_jwt("frank"))
     cfg = librdkafka(broker, "PLAIN", "bob", "bob-secret")
     assert consume(cfg, topic, N) == [b"kjs"] * N

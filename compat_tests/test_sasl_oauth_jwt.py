@@ -12,7 +12,6 @@ Kafka's ``invalid_token`` answer) and the broker serves on; no token reaches the
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -23,19 +22,25 @@ from typing import Any
 
 import jwt
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Producer
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
+from compat_tests import sasl_support
 from compat_tests._support import EXTERNAL, topic_name
 from compat_tests.conftest import _LIVE, BrokerProcess, BrokerStartError, _spawn
-from compat_tests.test_kafkajs import run as kafkajs_run
+from compat_tests.sasl_support import (
+    TIMEOUT_S,
+    N,
+    kafkajs_send_with_token,
+    login_errors,
+    payloads,
+    produce_with_python_token_providers,
+)
 from proxy.sasl.oauthbearer_jwt import VALIDATOR_CLASS
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL), reason="starts its own SASL broker")
 
-TIMEOUT_S = 30
-N = 10
 AUDIENCE, ISSUER = "kafka-broker", "https://idp.test/"
 RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 EC_KEY = ec.generate_private_key(ec.SECP256R1())
@@ -99,27 +104,11 @@ def librdkafka(broker: BrokerProcess, make_token: Any, **extra: Any) -> dict[str
     }
 
 
-def payloads(tag: str, n: int = N) -> list[bytes]:
-    return [f"{tag}-{i}".encode() for i in range(n)]
-
-
 def consume(broker: BrokerProcess, topic: str, n: int) -> list[bytes]:
     # the reader logs in with the EC key's token
-    cfg = librdkafka(broker, lambda: token("reader", EC_KEY, "ec-1"))
-    consumer = Consumer(
-        {**cfg, "group.id": topic, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    return sasl_support.consume(
+        librdkafka(broker, lambda: token("reader", EC_KEY, "ec-1")), topic, n
     )
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    try:
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(got) < n and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value())
-    finally:
-        consumer.close()
-    return got
 
 
 def test_confluent_kafka_produces_and_consumes_with_signed_tokens(broker: BrokerProcess) -> None:
@@ -144,15 +133,8 @@ def test_confluent_kafka_produces_and_consumes_with_signed_tokens(broker: Broker
 def test_a_refused_token_fails_with_invalid_token_and_the_broker_serves_on(
     broker: BrokerProcess, make_token: Any, why: str
 ) -> None:
-    errors: list[str] = []
     since = broker.log_size()
-    producer = Producer(librdkafka(broker, make_token, error_cb=lambda e: errors.append(str(e))))
-    with pytest.raises(KafkaException):
-        producer.list_topics(timeout=5)
-    for _ in range(20):  # error_cb is served by poll
-        if errors:
-            break
-        producer.poll(0.25)
+    errors = login_errors(librdkafka(broker, make_token))
     assert any("invalid_token" in e for e in errors), errors
     refused = [x for x in broker.log_tail(since).splitlines() if "token refused" in x]
     assert refused and why in refused[0], refused
@@ -200,58 +182,16 @@ def test_confluent_kafka_reauthenticates_with_fresh_short_lived_tokens(
 
 
 def test_kafka_python_and_aiokafka_token_providers(broker: BrokerProcess) -> None:
-    from aiokafka import AIOKafkaProducer
-    from aiokafka.abc import AbstractTokenProvider as AioTokenProvider
-    from kafka import KafkaProducer
-    from kafka.net.sasl.oauth import AbstractTokenProvider
-
-    class Token(AbstractTokenProvider):
-        def token(self) -> str:
-            return token("kp")
-
-    class AioToken(AioTokenProvider):
-        async def token(self) -> str:
-            return token("aio", EC_KEY, "ec-1")
-
     topic = topic_name("oauth-jwt-py")
-    producer = KafkaProducer(
-        bootstrap_servers=broker.bootstrap,
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism="OAUTHBEARER",
-        sasl_oauth_token_provider=Token(),
+    produce_with_python_token_providers(
+        broker.bootstrap, topic, lambda: token("kp"), lambda: token("aio", EC_KEY, "ec-1")
     )
-    for v in payloads(topic):
-        producer.send(topic, v)
-    producer.flush(TIMEOUT_S)
-    producer.close()
-
-    async def aio() -> None:
-        p = AIOKafkaProducer(
-            bootstrap_servers=broker.bootstrap,
-            security_protocol="SASL_PLAINTEXT",
-            sasl_mechanism="OAUTHBEARER",
-            sasl_oauth_token_provider=AioToken(),
-        )
-        await p.start()
-        try:
-            for v in payloads(topic):
-                await p.send_and_wait(topic, v)
-        finally:
-            await p.stop()
-
-    asyncio.run(aio())
     assert consume(broker, topic, 2 * N) == payloads(topic) * 2
 
 
 def test_kafkajs_token_provider(broker: BrokerProcess) -> None:
     topic = topic_name("oauth-jwt-kjs")
-    messages = [{"key": None, "value": "a2pz", "headers": []} for _ in range(N)]  # "kjs"
-    kafkajs_run(
-        broker.bootstrap,
-        {"op": "createTopics", "topics": [{"topic": topic, "numPartitions": 1}]},
-        {"op": "send", "topic": topic, "acks": -1, "messages": messages},
-        sasl={"mechanism": "oauthbearer", "token": token("kjs")},
-    )
+    kafkajs_send_with_token(broker.bootstrap, topic, token("kjs"))
     assert consume(broker, topic, N) == [b"kjs"] * N
 
 

@@ -317,16 +317,22 @@ class OffsetsApi(GroupCoordinatorBase):
                         log.error("group %s: offsets retention failed: %s", group_id, exc)
                         continue
                     log.info("group %s: deleted (Empty, no offsets left)", group_id)
-                elif records:
-                    try:
-                        at = await self._append(group_id, records)
-                    except StorageError as exc:
-                        log.error("group %s: offsets retention failed: %s", group_id, exc)
-                        continue
-                    for i, (k, v) in enumerate(records):
-                        self.replay(k, v, at + i)
+                elif records and not await self._retention_write(group_id, records):
+                    continue
                 written += len(records)
         return written + await self._expire_consumer_offsets()
+
+    async def _retention_write(self, group_id: str, records: list[Record]) -> bool:
+        """Append retention's records (the write lock held) and replay them; False, logged, if
+        the write failed."""
+        try:
+            at = await self._append(group_id, records)
+        except StorageError as exc:
+            log.error("group %s: offsets retention failed: %s", group_id, exc)
+            return False
+        for i, (k, v) in enumerate(records):
+            self.replay(k, v, at + i)
+        return True
 
     async def _expire_consumer_offsets(self) -> int:
         """Retention for consumer groups (Kafka's ConsumerGroup.offsetExpirationCondition):
@@ -354,13 +360,8 @@ class OffsetsApi(GroupCoordinatorBase):
                     records += consumer_group_changes(cg, None)
                 if not records:
                     continue
-                try:
-                    at = await self._append(group_id, records)
-                except StorageError as exc:
-                    log.error("group %s: offsets retention failed: %s", group_id, exc)
+                if not await self._retention_write(group_id, records):
                     continue
-                for i, (k, v) in enumerate(records):
-                    self.replay(k, v, at + i)
                 if gone:
                     self.consumer_groups.pop(group_id, None)
                     log.info("group %s: deleted (Empty, no offsets left)", group_id)

@@ -356,6 +356,37 @@ class TxnCoordinator:
         if (err := self._status()) is not E.none:
             return InitResult(err)
         await self.settle(transactional_id)
+
+        def decide(new_producer_id: Callable[[], int]) -> ErrorCode | Write:
+            return decisions.init_producer_id(
+                self.cache.get(transactional_id),
+                transactional_id,
+                txn_timeout_ms,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                max_timeout_ms=self.config.max_timeout_ms,
+                new_producer_id=new_producer_id,
+                now_ms=self.now_ms(),
+                transaction_version=self.config.transaction_version,
+            )
+
+        outcome = await self._decide_with_producer_ids(decide)
+        if outcome is None:
+            return InitResult(E.coordinator_not_available)
+        if isinstance(outcome, ErrorCode):
+            return InitResult(outcome)
+        code = await self._execute(outcome)
+        if outcome.writes_markers:  # fenced an ongoing transaction: let its abort finish
+            await self.settle(transactional_id)
+        if code is not E.none:
+            return InitResult(code)
+        return InitResult(E.none, outcome.transit.producer_id, outcome.transit.producer_epoch)
+
+    async def _decide_with_producer_ids(
+        self, decide: Callable[[Callable[[], int]], ErrorCode | Write]
+    ) -> ErrorCode | Write | None:
+        """``decide(new_producer_id)``, a pure decision; when it asks for a producer id none is
+        reserved for, reserve one (an await) and decide again. None if none can be reserved."""
         fresh: list[int] = []
 
         def new_producer_id() -> int:
@@ -365,32 +396,13 @@ class TxnCoordinator:
 
         while True:
             try:
-                outcome = decisions.init_producer_id(
-                    self.cache.get(transactional_id),
-                    transactional_id,
-                    txn_timeout_ms,
-                    producer_id=producer_id,
-                    producer_epoch=producer_epoch,
-                    max_timeout_ms=self.config.max_timeout_ms,
-                    new_producer_id=new_producer_id,
-                    now_ms=self.now_ms(),
-                    transaction_version=self.config.transaction_version,
-                )
-                break
+                return decide(new_producer_id)
             except _NeedProducerId:
                 try:
                     fresh.append(await self.producer_ids.generate_producer_id())
                 except StorageError as exc:
                     log.error("cannot reserve producer ids: %s", exc)
-                    return InitResult(E.coordinator_not_available)
-        if isinstance(outcome, ErrorCode):
-            return InitResult(outcome)
-        code = await self._execute(outcome)
-        if outcome.writes_markers:  # fenced an ongoing transaction: let its abort finish
-            await self.settle(transactional_id)
-        if code is not E.none:
-            return InitResult(code)
-        return InitResult(E.none, outcome.transit.producer_id, outcome.transit.producer_epoch)
+                    return None
 
     async def add_partitions(
         self,
@@ -459,33 +471,25 @@ class TxnCoordinator:
         if (err := self._status()) is not E.none:
             return EndTxnResult(err)
         await self.settle(transactional_id)
-        fresh: list[int] = []
+        meta: TxnMetadata | None = None
 
-        def new_producer_id() -> int:
-            if not fresh:
-                raise _NeedProducerId
-            return fresh.pop()
-
-        while True:
+        def decide(new_producer_id: Callable[[], int]) -> ErrorCode | Write:
+            nonlocal meta
             meta = self.cache.get(transactional_id)
-            try:
-                outcome = decisions.end_txn(
-                    meta,
-                    transactional_id,
-                    producer_id,
-                    producer_epoch,
-                    committed,
-                    self.now_ms(),
-                    client_transaction_version,
-                    new_producer_id,
-                )
-                break
-            except _NeedProducerId:
-                try:
-                    fresh.append(await self.producer_ids.generate_producer_id())
-                except StorageError as exc:
-                    log.error("cannot reserve producer ids: %s", exc)
-                    return EndTxnResult(E.coordinator_not_available)
+            return decisions.end_txn(
+                meta,
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                committed,
+                self.now_ms(),
+                client_transaction_version,
+                new_producer_id,
+            )
+
+        outcome = await self._decide_with_producer_ids(decide)
+        if outcome is None:
+            return EndTxnResult(E.coordinator_not_available)
         if isinstance(outcome, ErrorCode):
             return EndTxnResult(outcome, *decisions.end_txn_reply_ids(meta, outcome))
         code = await self._execute(outcome)

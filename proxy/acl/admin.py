@@ -53,6 +53,18 @@ def from_code(cls: type[E], code: int) -> E:
         return cls(0)
 
 
+def from_codes(
+    resource_type: int, pattern_type: int, operation: int, permission: int
+) -> tuple[ResourceType, PatternType, AclOperation, AclPermissionType]:
+    """The four codes a binding or a binding filter carries, each as ``from_code`` reads it."""
+    return (
+        from_code(ResourceType, resource_type),
+        from_code(PatternType, pattern_type),
+        from_code(AclOperation, operation),
+        from_code(AclPermissionType, permission),
+    )
+
+
 def unparseable(*codes: int) -> bool:
     """Whether Kafka would fail to parse a request carrying these codes (one is UNKNOWN)."""
     return any(int(c) == 0 for c in codes)

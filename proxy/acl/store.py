@@ -11,7 +11,7 @@ names and wire codes' names::
 
 The bindings live in memory in creation order; ``replace`` writes the whole new set, and only
 once it is durable swaps it in and hands it to the listeners (the authorizer's ``set_acls``).
-A change is read-decide-write across an ``await``: callers hold ``lock`` around it, so two
+A change is read-decide-write across an ``await``: ``change`` holds ``lock`` around it, so two
 concurrent CreateAcls cannot lose one another's bindings.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import trio
 
@@ -34,6 +34,8 @@ from proxy.acl.model import (
 )
 
 BLOB = "acls"
+
+T = TypeVar("T")
 
 
 class MetadataStore(Protocol):
@@ -101,6 +103,17 @@ class AclStore:
         new = tuple(dict.fromkeys(bindings))
         await self._store.write_metadata(BLOB, encode(new))
         self._swap(new)
+
+    async def change(
+        self, decide: Callable[[tuple[AclBinding, ...]], tuple[tuple[AclBinding, ...], T]]
+    ) -> T:
+        """Under ``lock``: ``decide`` the new bindings (and a result) from the current ones,
+        make them durable if they differ, and return the result."""
+        async with self.lock:
+            new, result = decide(self._bindings)
+            if new != self._bindings:
+                await self.replace(new)
+        return result
 
     def _swap(self, bindings: tuple[AclBinding, ...]) -> None:
         self._bindings = bindings

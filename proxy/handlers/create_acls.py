@@ -13,35 +13,20 @@ from kio.schema.create_acls.v3.response import AclCreationResult, CreateAclsResp
 from kio.schema.errors import ErrorCode
 
 from proxy.acl import admin
-from proxy.acl.model import (
-    CLUSTER_NAME,
-    AccessControlEntry,
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
+from proxy.acl.model import AccessControlEntry, AclBinding, AclOperation, ResourcePattern
 from proxy.context import RequestContext
-from proxy.outcomes import CloseConnection
+from proxy.handlers.acl_checks import check_parseable, refusal
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
 
 
 def binding(c: AclCreation) -> AclBinding:
+    rtype, ptype, op, perm = admin.from_codes(
+        c.resource_type, c.resource_pattern_type, c.operation, c.permission_type
+    )
     return AclBinding(
-        ResourcePattern(
-            admin.from_code(ResourceType, c.resource_type),
-            c.resource_name,
-            admin.from_code(PatternType, c.resource_pattern_type),
-        ),
-        AccessControlEntry(
-            c.principal,
-            c.host,
-            admin.from_code(AclOperation, c.operation),
-            admin.from_code(AclPermissionType, c.permission_type),
-        ),
+        ResourcePattern(rtype, c.resource_name, ptype),
+        AccessControlEntry(c.principal, c.host, op, perm),
     )
 
 
@@ -62,21 +47,18 @@ def _error_reply(req: CreateAclsRequest, code: ErrorCode) -> CreateAclsResponse:
     error_reply=_error_reply,
 )
 async def create_acls(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
-    for c in req.creations:
-        if admin.unparseable(
-            c.resource_type, c.resource_pattern_type, c.operation, c.permission_type
-        ):
-            raise CloseConnection("CreateAcls with an UNKNOWN code (Kafka cannot parse it)")
-    n = len(req.creations)
-    if not ctx.authorized(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _reply(n, ErrorCode.cluster_authorization_failed, None)
-    if ctx.broker.authorizer is None:
-        return _reply(n, ErrorCode.security_disabled, "No Authorizer is configured.")
-    store = ctx.broker.acls
-    async with store.lock:
-        bindings, outcomes = admin.create(store.bindings, [binding(c) for c in req.creations])
-        if bindings != store.bindings:
-            await store.replace(bindings)
+    check_parseable(
+        "CreateAcls",
+        (
+            (c.resource_type, c.resource_pattern_type, c.operation, c.permission_type)
+            for c in req.creations
+        ),
+    )
+    refused = refusal(ctx, AclOperation.ALTER, "No Authorizer is configured.")
+    if refused is not None:
+        return _reply(len(req.creations), *refused)
+    creations = [binding(c) for c in req.creations]
+    outcomes = await ctx.broker.acls.change(lambda existing: admin.create(existing, creations))
     return CreateAclsResponse(
         throttle_time=NO_THROTTLE,
         results=tuple(

@@ -18,10 +18,10 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 from proxy.acl import admin
-from proxy.acl.model import CLUSTER_NAME, AclBinding, AclOperation, ResourceType
+from proxy.acl.model import AclBinding, AclOperation
 from proxy.context import RequestContext
+from proxy.handlers.acl_checks import check_parseable, refusal
 from proxy.handlers.describe_acls import acl_filter
-from proxy.outcomes import CloseConnection
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
 
@@ -57,21 +57,18 @@ def _error_reply(req: DeleteAclsRequest, code: ErrorCode) -> DeleteAclsResponse:
     error_reply=_error_reply,
 )
 async def delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
-    for f in req.filters:
-        if admin.unparseable(
-            f.resource_type_filter, f.pattern_type_filter, f.operation, f.permission_type
-        ):
-            raise CloseConnection("DeleteAcls with an UNKNOWN code (Kafka cannot parse it)")
-    n = len(req.filters)
-    if not ctx.authorized(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _reply(n, ErrorCode.cluster_authorization_failed, None)
-    if ctx.broker.authorizer is None:
-        return _reply(n, ErrorCode.security_disabled, "No Authorizer is configured.")
-    store = ctx.broker.acls
-    async with store.lock:
-        remaining, outcomes = admin.delete(store.bindings, [acl_filter(f) for f in req.filters])
-        if remaining != store.bindings:
-            await store.replace(remaining)
+    check_parseable(
+        "DeleteAcls",
+        (
+            (f.resource_type_filter, f.pattern_type_filter, f.operation, f.permission_type)
+            for f in req.filters
+        ),
+    )
+    refused = refusal(ctx, AclOperation.ALTER, "No Authorizer is configured.")
+    if refused is not None:
+        return _reply(len(req.filters), *refused)
+    filters = [acl_filter(f) for f in req.filters]
+    outcomes = await ctx.broker.acls.change(lambda existing: admin.delete(existing, filters))
     return DeleteAclsResponse(
         throttle_time=NO_THROTTLE,
         filter_results=tuple(

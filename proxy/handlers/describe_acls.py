@@ -19,33 +19,21 @@ from kio.static.primitive import i8
 
 from proxy.acl import admin
 from proxy.acl.filters import AccessControlEntryFilter, AclBindingFilter, ResourcePatternFilter
-from proxy.acl.model import (
-    CLUSTER_NAME,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourceType,
-)
+from proxy.acl.model import AclOperation
 from proxy.context import RequestContext
-from proxy.outcomes import CloseConnection
+from proxy.handlers.acl_checks import check_parseable, refusal
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
 
 
 def acl_filter(f: DescribeAclsRequest | DeleteAclsFilter) -> AclBindingFilter:
     """A DescribeAcls request or a DeleteAcls filter (the same fields) as a binding filter."""
+    rtype, ptype, op, perm = admin.from_codes(
+        f.resource_type_filter, f.pattern_type_filter, f.operation, f.permission_type
+    )
     return AclBindingFilter(
-        ResourcePatternFilter(
-            admin.from_code(ResourceType, f.resource_type_filter),
-            f.resource_name_filter,
-            admin.from_code(PatternType, f.pattern_type_filter),
-        ),
-        AccessControlEntryFilter(
-            f.principal_filter,
-            f.host_filter,
-            admin.from_code(AclOperation, f.operation),
-            admin.from_code(AclPermissionType, f.permission_type),
-        ),
+        ResourcePatternFilter(rtype, f.resource_name_filter, ptype),
+        AccessControlEntryFilter(f.principal_filter, f.host_filter, op, perm),
     )
 
 
@@ -67,14 +55,13 @@ def _error_reply(_req: DescribeAclsRequest, code: ErrorCode) -> DescribeAclsResp
     error_reply=_error_reply,
 )
 async def describe_acls(ctx: RequestContext, req: DescribeAclsRequest) -> DescribeAclsResponse:
-    if admin.unparseable(
-        req.resource_type_filter, req.pattern_type_filter, req.operation, req.permission_type
-    ):
-        raise CloseConnection("DescribeAcls with an UNKNOWN code (Kafka cannot parse it)")
-    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _reply(ErrorCode.cluster_authorization_failed, None)
-    if ctx.broker.authorizer is None:
-        return _reply(ErrorCode.security_disabled, "No Authorizer is configured on the broker")
+    check_parseable(
+        "DescribeAcls",
+        [(req.resource_type_filter, req.pattern_type_filter, req.operation, req.permission_type)],
+    )
+    refused = refusal(ctx, AclOperation.DESCRIBE, "No Authorizer is configured on the broker")
+    if refused is not None:
+        return _reply(*refused)
     groups = admin.describe(ctx.broker.acls.bindings, acl_filter(req))
     return DescribeAclsResponse(
         throttle_time=NO_THROTTLE,

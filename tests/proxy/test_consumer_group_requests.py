@@ -156,33 +156,36 @@ async def test_join_describe_list_and_errors() -> None:
         assert r.error_code is E.unknown_member_id
 
 
+def commit_request(group: str, member: str, epoch: int) -> oc.OffsetCommitRequest:
+    """Commit offset 5 of t-0 for ``group`` as ``member`` at ``epoch``."""
+    return oc.OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=epoch,
+        member_id=member,
+        group_instance_id=None,
+        topics=(
+            oc.OffsetCommitRequestTopic(
+                name="t",
+                partitions=(
+                    oc.OffsetCommitRequestPartition(
+                        partition_index=0,
+                        committed_offset=5,
+                        committed_leader_epoch=-1,
+                        committed_metadata="",
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
 async def test_offsets_with_member_epochs() -> None:
     async with running_broker() as (_, port), connect(port) as c:
         assert await create(c, "t", 1) is E.none
         assert (await c.request(join("g", "m1"))).member_epoch == 1
 
         async def commit(member: str, epoch: int) -> ErrorCode:
-            r = await c.request(
-                oc.OffsetCommitRequest(
-                    group_id="g",
-                    generation_id_or_member_epoch=epoch,
-                    member_id=member,
-                    group_instance_id=None,
-                    topics=(
-                        oc.OffsetCommitRequestTopic(
-                            name="t",
-                            partitions=(
-                                oc.OffsetCommitRequestPartition(
-                                    partition_index=0,
-                                    committed_offset=5,
-                                    committed_leader_epoch=-1,
-                                    committed_metadata="",
-                                ),
-                            ),
-                        ),
-                    ),
-                )
-            )
+            r = await c.request(commit_request("g", member, epoch))
             return ErrorCode(r.topics[0].partitions[0].error_code)
 
         assert await commit("m1", 1) is E.none
@@ -211,27 +214,7 @@ async def test_offsets_with_member_epochs() -> None:
 async def test_a_heartbeat_past_joining_to_a_classic_group_is_not_a_consumer_group() -> None:
     async with running_broker() as (_, port), connect(port) as c:
         assert await create(c, "t", 1) is E.none
-        r = await c.request(
-            oc.OffsetCommitRequest(
-                group_id="s",
-                generation_id_or_member_epoch=-1,
-                member_id="",
-                group_instance_id=None,
-                topics=(
-                    oc.OffsetCommitRequestTopic(
-                        name="t",
-                        partitions=(
-                            oc.OffsetCommitRequestPartition(
-                                partition_index=0,
-                                committed_offset=5,
-                                committed_leader_epoch=-1,
-                                committed_metadata="",
-                            ),
-                        ),
-                    ),
-                ),
-            )
-        )
+        r = await c.request(commit_request("s", "", -1))
         assert r.topics[0].partitions[0].error_code is E.none  # a simple (classic) group
         # Kafka's getOrMaybeCreateConsumerGroup / consumerGroup: the group exists, as classic
         for epoch in (3, -1):

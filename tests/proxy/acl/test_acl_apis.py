@@ -44,28 +44,26 @@ def creation(
     )
 
 
+def _any_entry_filter(rtype: int, name: str | None, pattern: PatternType) -> dict[str, Any]:
+    """A DescribeAcls request's fields, which a DeleteAcls filter shares: any principal,
+    host, operation and permission."""
+    return {
+        "resource_type_filter": i8(rtype),
+        "resource_name_filter": name,
+        "pattern_type_filter": i8(pattern),
+        "principal_filter": None,
+        "host_filter": None,
+        "operation": i8(AclOperation.ANY),
+        "permission_type": i8(AclPermissionType.ANY),
+    }
+
+
 def describe_all(pattern: PatternType = PatternType.ANY, name: str | None = None) -> Any:
-    return describe.DescribeAclsRequest(
-        resource_type_filter=i8(ResourceType.ANY),
-        resource_name_filter=name,
-        pattern_type_filter=i8(pattern),
-        principal_filter=None,
-        host_filter=None,
-        operation=i8(AclOperation.ANY),
-        permission_type=i8(AclPermissionType.ANY),
-    )
+    return describe.DescribeAclsRequest(**_any_entry_filter(ResourceType.ANY, name, pattern))
 
 
 def delete_filter(name: str | None, pattern: PatternType) -> delete.DeleteAclsFilter:
-    return delete.DeleteAclsFilter(
-        resource_type_filter=i8(ResourceType.TOPIC),
-        resource_name_filter=name,
-        pattern_type_filter=i8(pattern),
-        principal_filter=None,
-        host_filter=None,
-        operation=i8(AclOperation.ANY),
-        permission_type=i8(AclPermissionType.ANY),
-    )
+    return delete.DeleteAclsFilter(**_any_entry_filter(ResourceType.TOPIC, name, pattern))
 
 
 def described(resp: Any) -> list[tuple[int, str, int, str, int]]:
