@@ -244,4 +244,6 @@ def test_profiles_name_known_clients() -> None:
 
     for name, p in PROFILES.items():
         assert p.producers and all(c in ("confluent", "kafka-python") for c in p.producers), name
-        assert all(c in ("confluent", "kafka-python") for c in p.copiers), name
+        # copiers may also be confluent-kafka consumers of the KIP-848 protocol
+        known = ("confluent", "kafka-python", "confluent-consumer")
+        assert all(c in known for c in p.copiers), name
