@@ -21,6 +21,7 @@ Every change is durable before the answer.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 from kio._kio_native import tz_aware_from_i64
 from kio.schema.create_delegation_token.v3.request import CreateDelegationTokenRequest
@@ -144,6 +145,29 @@ async def create_delegation_token(
     )
 
 
+# rules.renew / rules.expire: (settings, token found, principal, period ms, now ms)
+_TokenRule = Callable[
+    [rules.TokenSettings, rules.Token | None, KafkaPrincipal, int, int], rules.Changed
+]
+
+
+async def _change_token(
+    ctx: RequestContext,
+    hmac: bytes,
+    period_ms: int,
+    rule: _TokenRule,
+) -> rules.Changed:
+    """Renew or expire (``rule``) the token ``hmac`` names, decided under the store's lock
+    after any change under way is written, and stored (the token changed, or removed)."""
+    store = ctx.broker.tokens
+
+    def decide(_: object) -> tuple[rules.Token | None, list[str], rules.Changed]:
+        out = rule(store.settings, store.by_hmac(hmac), ctx.principal, period_ms, store.now_ms())
+        return out.token, [out.removed] if out.removed else [], out
+
+    return await store.change(decide)
+
+
 def _renew_error(req: RenewDelegationTokenRequest, code: ErrorCode) -> RenewDelegationTokenResponse:
     return RenewDelegationTokenResponse(
         error_code=code, expiry_timestamp=_ts(-1), throttle_time=NO_THROTTLE
@@ -162,19 +186,7 @@ async def renew_delegation_token(
 ) -> RenewDelegationTokenResponse:
     if not allow_token_requests(ctx):
         return _renew_error(req, ErrorCode.delegation_token_request_not_allowed)
-    store = ctx.broker.tokens
-
-    def decide(_: object) -> tuple[rules.Token | None, list[str], rules.Changed]:
-        out = rules.renew(
-            store.settings,
-            store.by_hmac(req.hmac),
-            ctx.principal,
-            millis(req.renew_period),
-            store.now_ms(),
-        )
-        return out.token, [], out
-
-    out = await store.change(decide)  # decided after any change under way is written
+    out = await _change_token(ctx, req.hmac, millis(req.renew_period), rules.renew)
     return RenewDelegationTokenResponse(
         error_code=out.code, expiry_timestamp=_ts(out.expiry_ms), throttle_time=NO_THROTTLE
     )
@@ -200,19 +212,7 @@ async def expire_delegation_token(
 ) -> ExpireDelegationTokenResponse:
     if not allow_token_requests(ctx):
         return _expire_error(req, ErrorCode.delegation_token_request_not_allowed)
-    store = ctx.broker.tokens
-
-    def decide(_: object) -> tuple[rules.Token | None, list[str], rules.Changed]:
-        out = rules.expire(
-            store.settings,
-            store.by_hmac(req.hmac),
-            ctx.principal,
-            millis(req.expiry_time_period),
-            store.now_ms(),
-        )
-        return out.token, [out.removed] if out.removed else [], out
-
-    out = await store.change(decide)  # decided after any change under way is written
+    out = await _change_token(ctx, req.hmac, millis(req.expiry_time_period), rules.expire)
     return ExpireDelegationTokenResponse(
         error_code=out.code, expiry_timestamp=_ts(out.expiry_ms), throttle_time=NO_THROTTLE
     )
