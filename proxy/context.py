@@ -33,7 +33,7 @@ class RequestContext:
     @property
     def client_host(self) -> str:
         """Kafka's form of the client address: "/" + the IP."""
-        host = self.peer.rpartition(":")[0] if ":" in self.peer else self.peer
+        host = self._host
         return "/" + host if host else ""
 
     def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
@@ -64,6 +64,7 @@ class RequestContext:
 
     @property
     def _host(self) -> str:
+        """The client's IP (the peer address without its port), as ACLs match hosts."""
         return self.peer.rpartition(":")[0] if ":" in self.peer else self.peer
 
     @property
