@@ -60,3 +60,10 @@ def fetch_data(
             topic_id, name = ZERO_ID, t.topic
         to_forget.extend(TopicIdPartition(topic_id, name, index) for index in t.partitions)
     return list(wanted.items()), to_forget
+
+
+def replica_id(req: Any) -> int:
+    """The fetching replica's id (-1: a consumer) of a Fetch request of any version: v15+
+    moved it into ``replica_state`` (KIP-903)."""
+    state = getattr(req, "replica_state", None)
+    return int(state.replica_id if state is not None else req.replica_id)

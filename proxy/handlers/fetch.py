@@ -92,7 +92,7 @@ from proxy.fetch_session import (
     Kind,
     TopicIdPartition,
 )
-from proxy.fetch_topics import fetch_data
+from proxy.fetch_topics import fetch_data, replica_id
 from proxy.handlers.offset_for_leader_epoch import end_offset_for
 from proxy.quotas.enforce import charge_fetch
 from proxy.registry import handler
@@ -106,7 +106,6 @@ NO_SESSION = i32(0)
 READ_COMMITTED = 1
 ISOLATION_LEVELS = (0, READ_COMMITTED)  # Kafka's IsolationLevel.forId refuses any other
 ZSTD_FETCH_VERSION = 10  # the first Fetch version whose clients can read zstd (KIP-110)
-REPLICA_STATE_VERSION = 15  # v15 moved the replica id into the replica state (KIP-903)
 LEADER_HINT_VERSION = 16  # v16 answers these errors with the current leader (KIP-951)
 LEADER_HINT_ERRORS = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
 # errors answered with high watermark, LSO and log start -1 (Kafka's partitionResponse and
@@ -480,10 +479,7 @@ async def fetch(ctx: RequestContext, req: Any) -> FetchResponse:
     version = ctx.version
     resolve = _resolver(ctx)
     wanted, to_forget = fetch_data(req, version, resolve)
-    replica_id = (
-        req.replica_state.replica_id if version >= REPLICA_STATE_VERSION else req.replica_id
-    )
-    follower = replica_id >= 0
+    follower = replica_id(req) >= 0
     session_id, epoch = (
         (req.session_id, req.session_epoch) if version >= SESSION_VERSION else (0, -1)
     )

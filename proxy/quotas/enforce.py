@@ -28,6 +28,7 @@ import trio
 from kio.static.primitive import i32Timedelta
 
 from proxy.context import RequestContext
+from proxy.fetch_topics import replica_id
 from proxy.outcomes import NO_RESPONSE
 from proxy.quotas.model import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, Quotas
 from proxy.quotas.throttle import QuotaManager, quota_keys
@@ -57,10 +58,8 @@ def _who(ctx: RequestContext) -> tuple[str, str]:
 
 
 def _from_follower(req: Any) -> bool:
-    """A replica's fetch (never throttled); v15+ moved the id into ``replica_state``."""
-    state = getattr(req, "replica_state", None)
-    replica_id = state.replica_id if state is not None else getattr(req, "replica_id", -1)
-    return int(replica_id) >= 0
+    """A replica's fetch (never throttled)."""
+    return replica_id(req) >= 0
 
 
 def _now_ms() -> int:
