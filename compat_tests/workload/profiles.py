@@ -25,6 +25,9 @@ class Profile:
 
 CF, KP = "confluent", "kafka-python"
 CFC = "confluent-consumer"  # confluent-kafka with group.protocol=consumer (KIP-848)
+# kafkad's raw-protocol producer (kafkad/client/txn_producer.py): Java 4.x's transaction
+# version 2 flow, and the same producer in the classic flow
+TV2, RAWC = "tv2", "raw-classic"
 PROFILES = {
     "short": Profile(
         duration_s=30,
@@ -59,6 +62,26 @@ PROFILES = {
         max_txns=10_000,
         producers=(CF, KP),
         copiers=(CFC, CFC),
+        readers=1,
+        faults=True,
+        nemesis_every_s=(5, 9),
+    ),
+    # the short profile with TV2 producers and a TV2 copier beside classic ones
+    "tv2": Profile(
+        duration_s=30,
+        max_txns=10_000,
+        producers=(TV2, TV2, CF, KP),
+        copiers=(TV2, KP),
+        readers=1,
+        faults=True,
+        nemesis_every_s=(5, 9),
+    ),
+    # the short profile with the raw-protocol producer in the classic flow
+    "raw-classic": Profile(
+        duration_s=30,
+        max_txns=10_000,
+        producers=(RAWC, RAWC, CF),
+        copiers=(RAWC, KP),
         readers=1,
         faults=True,
         nemesis_every_s=(5, 9),

@@ -243,7 +243,9 @@ def test_profiles_name_known_clients() -> None:
     from compat_tests.workload.profiles import PROFILES
 
     for name, p in PROFILES.items():
-        assert p.producers and all(c in ("confluent", "kafka-python") for c in p.producers), name
+        # and kafkad's raw-protocol producer, in the TV2 or the classic flow
+        producers = ("confluent", "kafka-python", "tv2", "raw-classic")
+        assert p.producers and all(c in producers for c in p.producers), name
         # copiers may also be confluent-kafka consumers of the KIP-848 protocol
-        known = ("confluent", "kafka-python", "confluent-consumer")
+        known = (*producers, "confluent-consumer")
         assert all(c in known for c in p.copiers), name

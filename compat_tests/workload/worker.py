@@ -5,7 +5,10 @@
 (``ack``, ``end`` ok, ``poll``); ``{"type": "hb"}`` lines tell the runner it is not stuck.
 Closing its stdin asks it to finish its transaction and exit 0.
 
-Roles (``role`` in the config), each with ``client`` ``confluent`` or ``kafka-python``:
+Roles (``role`` in the config), each with ``client`` ``confluent`` or ``kafka-python``, or for
+producers and copiers ``tv2``/``raw-classic``: kafkad's raw-protocol producer
+(``kafkad/client/txn_producer.py``) in Java 4.x's transaction-version-2 flow or the classic
+one, its copier reading through a kafka-python group consumer:
 
 * ``producer``: transactions of 1..``max_sends`` unique values over the data topics and the
   copiers' input topic, committed, or aborted with probability ``abort_p``.
@@ -170,11 +173,66 @@ class KafkaPython:
         self.p.abort_transaction()
 
 
+class RawTxn:
+    """kafkad's raw-protocol producer; ``send`` buffers, ``flush`` writes one batch per
+    partition (as a linger would)."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        from kafkad.client.txn_producer import TxnProducer
+        from kafkad.client.txn_transport import SocketTransport
+
+        self.t = SocketTransport(cfg["bootstrap"], timeout_s=10.0, client_id=cfg["tid"])
+        self.p = TxnProducer(
+            self.t,
+            cfg["tid"],
+            tv2=cfg["client"] == "tv2",
+            transaction_timeout_ms=cfg["txn_timeout_ms"],
+            op_timeout_s=OP_TIMEOUT_S,
+        )
+        self.p.init_transactions()
+        self.pending: dict[tuple[str, int], list[str]] = {}
+
+    @staticmethod
+    def abortable(exc: BaseException) -> bool:
+        from kafkad.client.txn_producer import TxnAbortable
+
+        return isinstance(exc, TxnAbortable)
+
+    def send(self, topic: str, partition: int, value: str) -> None:
+        self.pending.setdefault((topic, partition), []).append(value)
+
+    def begin(self) -> None:
+        self.pending.clear()
+        self.p.begin()
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, {}
+        for (topic, partition), values in pending.items():
+            base = self.p.send(topic, partition, [v.encode() for v in values])
+            for i, value in enumerate(values):
+                emit("ack", value=value, offset=base + i)
+
+    def commit(self) -> None:
+        self.p.commit()
+
+    def abort(self) -> None:
+        self.p.abort()
+
+
+RAW = ("tv2", "raw-classic")
+
+
+def client_for(cfg: dict[str, Any]) -> Confluent | KafkaPython | RawTxn:
+    if cfg["client"] in RAW:
+        return RawTxn(cfg)
+    return KafkaPython(cfg) if cfg["client"] == "kafka-python" else Confluent(cfg)
+
+
 def producer(cfg: dict[str, Any]) -> None:
     rng = random.Random(cfg["seed"])
     worker = cfg["worker"]
     tps = [(t, p) for t, n in cfg["topics"] for p in range(n)]
-    c = Confluent(cfg) if cfg["client"] == "confluent" else KafkaPython(cfg)
+    c = client_for(cfg)
     n = 0
     while not stop.is_set() and n < cfg["max_txns"]:
         emit("hb")
@@ -275,6 +333,13 @@ class KafkaPythonSource:
     def send_offsets(self, c: Any, offsets: list[list[Any]]) -> None:
         from kafka import OffsetAndMetadata, TopicPartition
 
+        if isinstance(c, RawTxn):
+            meta = self.consumer.group_metadata()
+            c.flush()  # this copier's batches first, as Java's producer sends them
+            offs_raw = [(t, p, o) for t, p, o in offsets]
+            gen, member, instance = meta.generation_id, meta.member_id, meta.group_instance_id
+            c.p.send_offsets(meta.group_id, offs_raw, gen, member, instance)
+            return
         offs = {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for t, p, o in offsets}
         c.p.send_offsets_to_transaction(offs, self.consumer.group_metadata())
 
@@ -291,9 +356,9 @@ def copier(cfg: dict[str, Any]) -> None:
     rng = random.Random(cfg["seed"])
     worker = cfg["worker"]
     out_topic, out_parts = cfg["output"]
-    kp = cfg["client"] == "kafka-python"
+    kp = cfg["client"] in ("kafka-python", *RAW)
     source = KafkaPythonSource(cfg) if kp else ConfluentSource(cfg)
-    c = KafkaPython(cfg) if kp else Confluent(cfg)
+    c = client_for(cfg)
     n = 0
     try:
         while not stop.is_set():
