@@ -48,3 +48,23 @@ def test_workload_with_consumer_protocol_copiers_is_clean(tmp_path: Path) -> Non
     print(report.summary())
     assert report.clean, f"seed {SEED}, history {run.history.path}\n{report.summary()}"
     assert report.counts["copies_visible"] > 0, report.summary()
+
+
+@pytest.mark.timeout(int(DURATION_S) + 200)
+def test_workload_with_tv2_producers_and_copier_is_clean(tmp_path: Path) -> None:
+    """The short profile's faults with two producers and a copier of kafkad's raw-protocol
+    producer in Java 4.x's transaction-version-2 flow, beside confluent-kafka and
+    kafka-python."""
+    from proxy.registry import advertised
+
+    if EXTERNAL is None and advertised()[26][1] < 5:
+        pytest.skip("kafkad offers no EndTxn v5 yet: no transaction version 2")
+    run = Run(SEED, PROFILES["tv2"], tmp_path, EXTERNAL, duration_s=DURATION_S)
+    try:
+        report = run.run()
+    finally:
+        run.stop_broker()
+    print(report.summary())
+    assert report.clean, f"seed {SEED}, history {run.history.path}\n{report.summary()}"
+    assert report.counts["txns.committed"] > 20, report.summary()
+    assert report.counts["copies_visible"] > 0, report.summary()
