@@ -210,7 +210,10 @@ class RawTxn:
         for (topic, partition), values in pending.items():
             base = self.p.send(topic, partition, [v.encode() for v in values])
             for i, value in enumerate(values):
-                emit("ack", value=value, offset=base + i)
+                if base < 0:  # DUPLICATE_SEQUENCE_NUMBER: in the log, at an offset not told
+                    emit("ack", value=value, error="duplicate, offset unknown")
+                else:
+                    emit("ack", value=value, offset=base + i)
 
     def commit(self) -> None:
         self.p.commit()

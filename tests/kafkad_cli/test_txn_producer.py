@@ -156,6 +156,19 @@ def test_classic_flow_adds_partitions_and_offsets_and_keeps_the_epoch() -> None:
     assert [batch_of(t.sent[i]).base_sequence for i in (2, 3, 8)] == [0, 2, 3]
 
 
+def test_an_exhausted_epoch_moves_to_the_producer_id_end_txn_names() -> None:
+    p, t = producer(
+        [("produce", produce_reply()), ("end", pid_reply(8, 0)), ("produce", produce_reply())]
+    )
+    p.begin()
+    p.send("t", 0, [b"a", b"b"])
+    p.commit()
+    p.begin()
+    p.send("t", 0, [b"c"])
+    batch = batch_of(t.sent[-1])
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (8, 0, 0)
+
+
 def test_a_transaction_that_sent_nothing_ends_without_end_txn() -> None:
     p, t = producer([])
     p.begin()
