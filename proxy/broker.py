@@ -8,11 +8,12 @@ started by ``proxy/server.py``. ``close`` takes the producer-state snapshots of 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import logging
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import trio
@@ -22,6 +23,7 @@ from coordinator.consumer_group.model import TopicInfo
 from coordinator.group.offsets_log import OFFSETS_TOPIC
 from coordinator.group.runtime import GroupCoordinator
 from coordinator.producer_ids import ProducerIdManager
+from coordinator.txn.feature import FEATURE_NAME as TXN_FEATURE
 from coordinator.txn.runtime import TxnConfig, TxnCoordinator
 from proxy.acl.model import Authorizer
 from proxy.acl.settings import authorizer_from_values
@@ -30,6 +32,7 @@ from proxy.config import BrokerConfig
 from proxy.delegation.store import TokenStore
 from proxy.delegation.tokens import Token, TokenSettings, sweep
 from proxy.fault_injection import CRASH_EXIT_CODE, injector_from_config
+from proxy.features import FeatureStore
 from proxy.fetch_session import FetchSessionCache
 from proxy.metrics.requests import BrokerMetrics
 from proxy.metrics.telemetry import ClientTelemetry
@@ -125,6 +128,9 @@ class Broker:
         self.authorizer: Authorizer | None = standard
         # kafkad.fault.injection: the dispatcher's request faults and the crash points
         self.faults = injector_from_config((config.values or {}).get("kafkad.fault.injection", ""))
+        # finalized features (proxy/features.py): transaction.version decides the
+        # coordinator's own fences
+        self.features = FeatureStore(store, config.features)
         self.txns = TxnCoordinator(
             self.topics,
             TxnConfig.from_values(config.values or {}),
@@ -133,6 +139,7 @@ class Broker:
             now_ms=self.now_ms,
             crash_point=self.crash_point,
         )
+        self.features.listeners.append(self._features_changed)
         # KIP-890 part 1: (transactional id, producer id, epoch, tp) -> NONE if tp is in that
         # producer's ongoing transaction. None would mean no transaction coordinator: Produce
         # then refuses transactional batches and TxnOffsetCommit answers COORDINATOR_NOT_AVAILABLE.
@@ -142,6 +149,10 @@ class Broker:
         # counters of the request path and background work (/metrics: proxy/metrics/)
         self.metrics = BrokerMetrics()
         self.client_telemetry = ClientTelemetry.from_values(config.values or {}, self.now_ms)
+
+    def _features_changed(self, levels: Mapping[str, int]) -> None:
+        level = levels.get(TXN_FEATURE, 0)
+        self.txns.config = dataclasses.replace(self.txns.config, transaction_version=level)
 
     def consumer_topics(self) -> dict[str, TopicInfo]:
         """The topics consumer groups can subscribe to (internal ones left out)."""
@@ -208,6 +219,7 @@ class Broker:
                 p.wake_waiters()
 
     async def start(self) -> None:
+        await self.features.load()
         await self.producer_ids.load()
         await self.scram.load()
         await self.tokens.load()

@@ -18,6 +18,7 @@ command line or config); a traceback means a bug.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import gc
 import logging
@@ -62,6 +63,7 @@ from proxy.config import (
     load_config,
     split_host_port,
 )
+from proxy.features import parse_feature
 from proxy.healthcheck import check
 from proxy.listeners import WILDCARD_HOSTS
 from proxy.server import serve_until_signal
@@ -99,6 +101,7 @@ examples:
   kafkad serve --listen 0.0.0.0:9092 --advertise myhost:9092 --data-dir /var/lib/kafkad
   kafkad serve --config server.properties --set num.partitions=3 --log-level DEBUG
   kafkad serve --set "kafkad.fault.injection=produce:error=not_leader_or_follower@0.3"
+  kafkad serve --data-dir ./data --feature transaction.version=0   a new data dir at TV0
   KAFKAD_DATA_DIR=memory:// KAFKAD_NUM_PARTITIONS=3 kafkad serve
 
 Ready when it prints 'kafkad ready listen=HOST:PORT advertise=HOST:PORT data_dir=DIR' on
@@ -114,6 +117,13 @@ def _parse_set(items: list[str]) -> dict[str, str]:
             raise ConfigError(f"--set expects name=value, got {item!r}")
         out[name.strip()] = value.strip()
     return out
+
+
+def _parse_features(items: list[str]) -> dict[str, int]:
+    try:
+        return dict(parse_feature(item) for item in items)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -160,6 +170,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="a broker config by Kafka's name, e.g. --set num.partitions=3 (repeatable; see the "
         "README's config table; also KAFKAD_<NAME> in the environment)",
+    )
+    s.add_argument(
+        "--feature",
+        action="append",
+        default=[f for f in env.get("KAFKAD_FEATURE", "").split(",") if f.strip()],
+        metavar="NAME=LEVEL",
+        help="a feature level a new data dir is formatted with, as kafka-storage format "
+        "--feature, e.g. --feature transaction.version=0 (repeatable; default: Kafka 4's, "
+        "transaction.version=2; also KAFKAD_FEATURE=NAME=LEVEL,... in the environment)",
     )
     s.add_argument(
         "--log-level",
@@ -295,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
             config_file=args.config,
             overrides=_parse_set(args.set),
         )
+        config = dataclasses.replace(config, features=_parse_features(args.feature))
     except ConfigError as exc:
         print(f"kafkad: {exc}", file=sys.stderr)
         return 2

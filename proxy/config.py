@@ -305,6 +305,8 @@ class BrokerConfig:
     values: Mapping[str, Any] | None = None
     # Every client listener; empty: the one listener of the four fields above.
     listeners: tuple[Listener, ...] = ()
+    # ``--feature NAME=LEVEL`` (proxy/features.py): levels a new data dir is formatted with
+    features: Mapping[str, int] | None = None
 
     def endpoints(self) -> tuple[Listener, ...]:
         """The client listeners, the first being the one ``listen_*``/``advertised_*`` name."""
@@ -425,7 +427,7 @@ def parse_properties(text: str, source: str = "config file") -> dict[str, str]:
 
 # Environment variables that are not broker configs: the CLI's options and the test tools'.
 CLI_ENV = frozenset({"KAFKAD_LISTEN", "KAFKAD_ADVERTISE", "KAFKAD_DATA_DIR", "KAFKAD_CONFIG"})
-CLI_ENV |= {"KAFKAD_LOG_LEVEL"}
+CLI_ENV |= {"KAFKAD_LOG_LEVEL", "KAFKAD_FEATURE"}
 TOOL_ENV = frozenset(
     {"KAFKAD_BOOTSTRAP", "KAFKAD_TEST_LOG_LEVEL", "KAFKAD_CLEANER_EXAMPLES"}
     | {"KAFKAD_BOOTSTRAP_SERVER"}  # the client CLI's default broker (kafkad/cli)

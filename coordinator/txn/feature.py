@@ -11,19 +11,21 @@ added by the produce itself (KIP-890 part 2). ``check_update`` is the decision o
 controller's supported range is the only one), with its error code and message; nothing here
 stores or advertises the level.
 
-``api_version_caps`` are the maximum versions of the four TV2 request types that go with a
-finalized level: a client enables TV2 only when it sees the feature finalized at 2 *and*
-Produce v12 / TxnOffsetCommit v5 (Java's TransactionManager), and uses EndTxn v5 then; offering
-the versions without the level (or the reverse) makes it skip AddPartitionsToTxn and fail, so
-ApiVersions must take both from the same level.
+The protocol of a transaction is chosen from its client's request versions, as Kafka chooses
+it: ``TV2_FROM`` gives the first version of each request type that speaks TV2 (Kafka's
+``AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation``, the
+``ADD_PARTITION`` operation from Produce v12 and TxnOffsetCommit v5, and EndTxn v5's epoch
+bump). ApiVersions lists these versions at every level, as Kafka 4.x does: a Java client uses
+them only while it sees the feature finalized at 2 (``TransactionManager``), and stops at the
+version before otherwise.
 
-Not wired yet: kafkad neither advertises the feature nor serves UpdateFeatures.
+The stored level lives in ``proxy/features.py``; UpdateFeatures is
+``proxy/handlers/update_features.py``.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
@@ -33,9 +35,10 @@ __all__ = [
     "FEATURE_NAME",
     "MAX_LEVEL",
     "MIN_LEVEL",
+    "TV2_FROM",
     "UpgradeType",
-    "api_version_caps",
     "check_update",
+    "client_transaction_version",
 ]
 
 FEATURE_NAME: Final = "transaction.version"
@@ -53,51 +56,65 @@ class UpgradeType(enum.IntEnum):
 
 
 def check_update(
-    current: int, new: int, upgrade_type: int, node_id: int = 1
+    current: int,
+    new: int,
+    upgrade_type: int,
+    node_id: int = 1,
+    feature: str = FEATURE_NAME,
+    supported: tuple[int, int] = (MIN_LEVEL, MAX_LEVEL),
 ) -> tuple[ErrorCode, str | None]:
     """Kafka's checks, in its order: the upgrade type is known; the level is not negative;
-    the local controller supports it; a lower level needs a downgrade type, a higher one the
-    upgrade type (the same level passes either way). Failures are INVALID_UPDATE_VERSION with
-    Kafka's message."""
+    the local controller supports it (``supported``: (0, 0) for a feature it does not have);
+    a lower level needs a downgrade type, a higher one the upgrade type (the same level passes
+    either way). Failures are INVALID_UPDATE_VERSION with Kafka's message."""
     if upgrade_type not in (
         UpgradeType.UPGRADE,
         UpgradeType.SAFE_DOWNGRADE,
         UpgradeType.UNSAFE_DOWNGRADE,
     ):
-        return _invalid(new, "The controller does not support the given upgrade type.")
+        return _invalid(feature, new, "The controller does not support the given upgrade type.")
     if new < 0:
-        return _invalid(new, "A feature version cannot be less than 0.")
-    if not MIN_LEVEL <= new <= MAX_LEVEL:
-        return _invalid(new, f"Local controller {node_id} only supports versions 0-{MAX_LEVEL}")
+        return _invalid(feature, new, "A feature version cannot be less than 0.")
+    low, high = supported
+    if not low <= new <= high:  # QuorumFeatures.reasonNotSupported, VersionRange.toString
+        what = f"Local controller {node_id}"
+        span = str(low) if low == high else f"{low}-{high}"
+        reason = (
+            f"{what} does not support this feature."
+            if high == 0
+            else f"{what} only supports versions {span}"
+        )
+        return _invalid(feature, new, reason)
     if new < current and upgrade_type == UpgradeType.UPGRADE:
         return _invalid(
+            feature,
             new,
             "Can't downgrade the version of this feature without setting the upgrade type to"
             " either safe or unsafe downgrade.",
         )
     if new > current and upgrade_type != UpgradeType.UPGRADE:
-        return _invalid(new, "Can't downgrade to a newer version.")
+        return _invalid(feature, new, "Can't downgrade to a newer version.")
     return ErrorCode.none, None
 
 
-def _invalid(new: int, reason: str) -> tuple[ErrorCode, str]:
+def _invalid(feature: str, new: int, reason: str) -> tuple[ErrorCode, str]:
     return (
         ErrorCode.invalid_update_version,
-        f"Invalid update version {new} for feature {FEATURE_NAME}. {reason}",
+        f"Invalid update version {new} for feature {feature}. {reason}",
     )
 
 
-# api key -> (max version below level 2, max version at level 2)
-_TV2_VERSIONS: Final = MappingProxyType(
+# api key -> the first version with which a client speaks transaction version 2
+TV2_FROM: Final = MappingProxyType(
     {
-        0: (11, 12),  # Produce v12: the first transactional batch adds the partition
-        24: (4, 5),  # AddPartitionsToTxn v5: the broker's add on a TV2 producer's behalf
-        26: (4, 5),  # EndTxn v5: epoch bump, producer id and epoch in the response
-        28: (4, 5),  # TxnOffsetCommit v5: the offsets partition added implicitly
+        0: 12,  # Produce: the first transactional batch adds the partition
+        24: 5,  # AddPartitionsToTxn: the broker's add on a TV2 producer's behalf
+        26: 5,  # EndTxn: epoch bump, producer id and epoch in the response
+        28: 5,  # TxnOffsetCommit: the offsets partition added implicitly
     }
 )
 
 
-def api_version_caps(level: int) -> Mapping[int, int]:
-    """Maximum versions of the TV2 request types consistent with ``level``."""
-    return MappingProxyType({key: pair[level >= 2] for key, pair in _TV2_VERSIONS.items()})
+def client_transaction_version(api_key: int, version: int) -> int:
+    """2 when a request of ``version`` belongs to a TV2 transaction, else 0."""
+    return 2 if version >= TV2_FROM[api_key] else 0

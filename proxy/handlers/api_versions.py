@@ -5,11 +5,18 @@ An ApiVersions request of an unknown version is answered by the dispatcher (KIP-
 The KIP-714 telemetry APIs (71, 72) are left out with ``kafkad.client.telemetry.enable=false``,
 as Kafka leaves them out without a metrics-receiver plugin.
 
-No ``transaction.version`` feature is advertised: every client uses the classic
-transaction protocol (spec §1.1). While ``group.coordinator.rebalance.protocols`` includes
-"consumer" (the default, as in Kafka 4), the ``group.version`` feature is supported (0-1) and
-finalized at 1 and ConsumerGroupHeartbeat/ConsumerGroupDescribe (68, 69) are listed; without
-it neither the feature nor those APIs are advertised (KIP-848).
+Features (``proxy/features.py``): ``transaction.version`` is supported (0-2) and finalized at
+the stored level (left out at level 0, as Kafka leaves out a level-0 feature); the epoch is the
+store's. While ``group.coordinator.rebalance.protocols`` includes "consumer" (the default, as in
+Kafka 4), the ``group.version`` feature is supported (0-1) and finalized at 1 and
+ConsumerGroupHeartbeat/ConsumerGroupDescribe (68, 69) are listed; without it neither the feature
+nor those APIs are advertised (KIP-848).
+
+The API versions do not depend on ``transaction.version``, as in Kafka 4.x (its
+ApiVersionManager lists the same versions at every level): Produce v12+, TxnOffsetCommit v5 and
+EndTxn v5 are always listed, and a Java client uses them only when it sees the feature at 2
+(``TransactionManager.isTransactionV2Enabled``; below that its request builders stop at the
+last version before TV2). The broker follows the version of each request, as Kafka does.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i64
 
 from proxy.context import RequestContext
+from proxy.features import SUPPORTED
 from proxy.registry import advertised, handler
 from wire.values import NO_THROTTLE
 
@@ -60,21 +68,35 @@ async def api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersi
             ctx.peer, req.client_software_name, req.client_software_version
         )
     resp = ApiVersionsResponse(error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE)
-    return _with_features(resp) if consumer else resp
+    return _with_features(resp, features(ctx), ctx.broker.features.epoch)
 
 
-def _with_features(resp: ApiVersionsResponse) -> ApiVersionsResponse:
-    """The ``group.version`` feature, for while the consumer protocol is enabled."""
+def features(ctx: RequestContext) -> dict[str, tuple[tuple[int, int], int]]:
+    """name -> ((supported min, max), finalized level): what this broker offers now."""
+    offered = {
+        name: (supported, ctx.broker.features.level(name)) for name, supported in SUPPORTED.items()
+    }
+    if ctx.broker.groups.consumer_protocol_enabled:
+        offered[GROUP_VERSION] = ((0, 1), 1)
+    return offered
+
+
+def _with_features(
+    resp: ApiVersionsResponse, offered: dict[str, tuple[tuple[int, int], int]], epoch: int
+) -> ApiVersionsResponse:
     return dataclasses.replace(
         resp,
-        supported_features=(
-            SupportedFeatureKey(name=GROUP_VERSION, min_version=i16(0), max_version=i16(1)),
+        supported_features=tuple(
+            SupportedFeatureKey(name=name, min_version=i16(low), max_version=i16(high))
+            for name, ((low, high), _) in offered.items()
         ),
-        finalized_features_epoch=i64(0),
-        finalized_features=(
+        finalized_features_epoch=i64(epoch),
+        finalized_features=tuple(
             FinalizedFeatureKey(
-                name=GROUP_VERSION, max_version_level=i16(1), min_version_level=i16(1)
-            ),
+                name=name, max_version_level=i16(level), min_version_level=i16(level)
+            )
+            for name, (_, level) in offered.items()
+            if level != 0
         ),
     )
 

@@ -6,6 +6,7 @@ The client encodes requests with kio and decodes responses with kio, independent
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
 from collections.abc import AsyncIterator
@@ -89,8 +90,9 @@ class RawClient:
 
 @asynccontextmanager
 async def running_broker(
-    data_dir: str = "memory://", **overrides: str
+    data_dir: str = "memory://", features: dict[str, int] | None = None, **overrides: str
 ) -> AsyncIterator[tuple[Server, int]]:
+    """``features``: the ``--feature`` levels a new data dir is formatted with."""
     cfg = load_config(
         listen="127.0.0.1:0",
         advertise=None,
@@ -99,7 +101,7 @@ async def running_broker(
         overrides=overrides,
         environ={},
     )
-    server = Server(cfg)
+    server = Server(dataclasses.replace(cfg, features=features))
     async with trio.open_nursery() as nursery:
         _, port = await nursery.start(server.run)
         try:

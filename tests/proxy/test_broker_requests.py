@@ -109,12 +109,13 @@ async def test_api_versions_come_from_the_registry() -> None:
             ApiVersionsV3(client_software_name="kafkad-tests", client_software_version="1.0")
         )
         assert v3.error_code == ErrorCode.none
-        # no transaction.version (classic transactions); group.version 1: KIP-848 is on
+        # transaction.version 2 (Kafka 4's default); group.version 1: KIP-848 is on
         assert [
             (f.name, f.min_version_level, f.max_version_level) for f in v3.finalized_features
-        ] == [("group.version", 1, 1)]
+        ] == [("transaction.version", 2, 2), ("group.version", 1, 1)]
         assert [(f.name, f.min_version, f.max_version) for f in v3.supported_features] == [
-            ("group.version", 0, 1)
+            ("transaction.version", 0, 2),
+            ("group.version", 0, 1),
         ]
 
 

@@ -250,7 +250,8 @@ async def test_consumer_protocol_off() -> None:
         )
         keys = {k.api_key for k in v.api_keys}
         assert 68 not in keys and 69 not in keys
-        assert v.finalized_features == () and v.supported_features == ()
+        assert [f.name for f in v.supported_features] == ["transaction.version"]
+        assert [f.name for f in v.finalized_features] == ["transaction.version"]
         r = await c.request(join("g", "m1"))
         assert r.error_code is E.unsupported_version
 

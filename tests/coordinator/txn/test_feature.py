@@ -1,12 +1,12 @@
 """``transaction.version`` update rules (Kafka's FeatureControlManager.updateFeature on one
-node) and the API versions that go with each level."""
+node) and the request versions that speak TV2."""
 
 from __future__ import annotations
 
 import pytest
 from kio.schema.errors import ErrorCode
 
-from coordinator.txn.feature import UpgradeType, api_version_caps, check_update
+from coordinator.txn.feature import UpgradeType, check_update, client_transaction_version
 
 E = ErrorCode
 U, SAFE, UNSAFE = UpgradeType.UPGRADE, UpgradeType.SAFE_DOWNGRADE, UpgradeType.UNSAFE_DOWNGRADE
@@ -38,6 +38,6 @@ def test_update_rules(current: int, new: int, kind: int, reason: str | None) -> 
         assert reason in message
 
 
-def test_versions_follow_the_level() -> None:
-    assert api_version_caps(0) == api_version_caps(1) == {0: 11, 24: 4, 26: 4, 28: 4}
-    assert api_version_caps(2) == {0: 12, 24: 5, 26: 5, 28: 5}
+def test_the_request_version_chooses_the_protocol() -> None:
+    assert [client_transaction_version(0, v) for v in (11, 12, 13)] == [0, 2, 2]
+    assert [client_transaction_version(k, v) for k in (24, 26, 28) for v in (4, 5)] == [0, 2] * 3
