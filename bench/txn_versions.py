@@ -117,6 +117,12 @@ def main() -> None:
         extra = [a for kv in args.kafkad_set for a in ("--set", kv)]
         broker = start_kafkad("memory://", Path("/tmp"), extra)
     try:
+        if "tv2" in flows:
+            probe = SocketTransport(broker.bootstrap)
+            why = probe.why_no_tv2()
+            probe.close()
+            if why is not None:
+                raise SystemExit(f"no transaction version 2: {why} (--flows classic runs the rest)")
         topic = f"txn-versions-{uuid.uuid4().hex[:6]}"
         create_topic(broker.bootstrap, topic, 2 * args.producers)
         value = b"v" * args.value_size

@@ -3,7 +3,7 @@ raw-protocol producer (``kafkad/client/txn_producer.py``): repeated transactions
 bumped at each commit and abort, consume-transform-produce offsets by TxnOffsetCommit v5, the
 late writer of a finished transaction and the fenced old instance refused, and a classic
 transaction on the same partition at the same time. Skipped while the broker offers no EndTxn
-v5 (its ``transaction.version`` below 2)."""
+v5 or its ``transaction.version`` is finalized below 2."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from kafkad.client.txn_transport import SocketTransport
 @pytest.fixture
 def transport(bootstrap: str) -> Iterator[SocketTransport]:
     t = SocketTransport(bootstrap)
-    offered = t.max_version(26) or 0
-    if offered < 5:
+    why = t.why_no_tv2()
+    if why is not None:
         t.close()
-        pytest.skip(f"the broker offers EndTxn up to v{offered}: no transaction version 2")
+        pytest.skip(f"no transaction version 2: {why}")
     yield t
     t.close()
 

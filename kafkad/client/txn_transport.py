@@ -16,7 +16,7 @@ from kafkad.client.errors import ClientError, KafkaError
 
 __all__ = ["Disconnected", "SocketTransport", "Transport", "Unsupported"]
 
-METADATA, FIND_COORDINATOR = 3, 10
+METADATA, FIND_COORDINATOR, API_VERSIONS = 3, 10, 18
 
 
 class Disconnected(Exception):
@@ -64,6 +64,24 @@ class SocketTransport:
         """The highest version of ``api_key`` the bootstrap broker offers (None: not offered)."""
         theirs = self._conn(None).versions.get(api_key)
         return None if theirs is None else theirs[1]
+
+    def transaction_version(self) -> int:
+        """The finalized ``transaction.version`` of the bootstrap broker (0 when not finalized):
+        Java 4.x's producer uses the TV2 flow when it is 2 or more, whatever API versions the
+        broker offers (``TransactionManager.maybeUpdateTransactionV2Enabled``)."""
+        data = {"client_software_name": "kafkad-txn", "client_software_version": "1"}
+        resp = self.send(None, API_VERSIONS, 3, data)
+        levels = {str(f.name): int(f.max_version_level) for f in resp.finalized_features}
+        return levels.get("transaction.version", 0)
+
+    def why_no_tv2(self) -> str | None:
+        """Why the broker cannot serve the TV2 flow (None: it can)."""
+        level = self.transaction_version()
+        if level < 2:
+            return f"transaction.version is finalized at {level}"
+        wanted = {0: 12, 26: 5, 28: 5}  # Produce, EndTxn, TxnOffsetCommit
+        missing = [f"{k} v{v}" for k, v in wanted.items() if (self.max_version(k) or 0) < v]
+        return f"the broker does not offer API {', '.join(missing)}" if missing else None
 
     def send(self, node: int | None, api_key: int, version: int, data: dict[str, Any]) -> Any:
         conn = self._conn(node)
