@@ -15,20 +15,28 @@ retriable coordinator codes -> NOT_ENOUGH_REPLICAS), so a late batch of a finish
 The add happens before the partition lock is taken, never under it: the coordinator may wait
 for the id's previous transaction to complete, and completing writes markers to partitions.
 
-Not wired yet: Produce v12 and TxnOffsetCommit v5 are not advertised (nor is
-``transaction.version``), so no client reaches this path; the produce handler will call
-``add_for_produce`` for v12 requests once they are.
+``add_offsets_for_commit`` is the same for TxnOffsetCommit v5 (Kafka's
+``txnOffsetCommitRequestVersionToTransactionSupportedOperation``: ``ADD_PARTITION`` from v5):
+the group's ``__consumer_offsets`` partition is added before the group coordinator verifies and
+appends, outside its write lock (a marker on that partition takes it).
+
+Callers: the Produce handler for v12+ transactional batches, the TxnOffsetCommit handler for
+v5 (``proxy/handlers/``).
 """
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from coordinator.group.offsets_log import OFFSETS_TOPIC
+from coordinator.placement import partition_for
 from coordinator.txn.runtime import TxnCoordinator
 from coordinator.txn.state import TV2
+from storage.api import TopicPartition
 from storage.partition import Partition
+from storage.topics import TopicManager
 
-__all__ = ["add_for_produce"]
+__all__ = ["add_for_produce", "add_offsets_for_commit"]
 
 
 async def add_for_produce(
@@ -46,3 +54,23 @@ async def add_for_produce(
     return await txns.add_partitions(
         transactional_id, producer_id, producer_epoch, [(tp.topic, tp.partition)], TV2
     )
+
+
+async def add_offsets_for_commit(
+    txns: TxnCoordinator,
+    topics: TopicManager,
+    offsets_partitions: int,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    group_id: str,
+) -> ErrorCode:
+    """NONE when the group's offsets partition is in the producer's transaction (already or
+    now); ``offsets_partitions`` is the configured count, used until the topic exists."""
+    topic = topics.get(OFFSETS_TOPIC)
+    n = len(topic.partitions) if topic is not None else offsets_partitions
+    index = partition_for(group_id, n)
+    tp = TopicPartition(OFFSETS_TOPIC, index)
+    if txns.verify_partition(transactional_id, producer_id, producer_epoch, tp) is ErrorCode.none:
+        return ErrorCode.none
+    return await txns.add_offsets(transactional_id, producer_id, producer_epoch, index, TV2)

@@ -502,13 +502,19 @@ class TxnCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition
     ) -> ErrorCode:
         """KIP-890 part 1: NONE if ``tp`` is in the producer's ongoing transaction."""
+        key = (tp.topic, tp.partition)
+        result = self.verify_partitions(transactional_id, producer_id, producer_epoch, [key])
+        return result if isinstance(result, ErrorCode) else result[key]
+
+    def verify_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, tps: list[TP]
+    ) -> ErrorCode | dict[TP, ErrorCode]:
+        """AddPartitionsToTxn v4+ ``VerifyOnly`` (``decisions.verify_partitions``)."""
         if (err := self._status()) is not E.none:
             return err
-        key = (tp.topic, tp.partition)
-        result = decisions.verify_partitions(
-            self.cache.get(transactional_id), transactional_id, producer_id, producer_epoch, [key]
+        return decisions.verify_partitions(
+            self.cache.get(transactional_id), transactional_id, producer_id, producer_epoch, tps
         )
-        return result if isinstance(result, ErrorCode) else result[key]
 
     # -- admin ---------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import importlib
 # api key -> (module, handler function name = Kafka's API name in snake case,
 #             advertised (min, max) versions, min served version or None)
 MODULES: dict[int, tuple[str, str, tuple[int, int], int | None]] = {
-    0: ("produce", "produce", (0, 11), 3),
+    0: ("produce", "produce", (0, 12), 3),
     1: ("fetch", "fetch", (4, 18), None),
     2: ("list_offsets", "list_offsets", (1, 11), None),
     3: ("metadata", "metadata", (0, 13), None),
@@ -33,11 +33,11 @@ MODULES: dict[int, tuple[str, str, tuple[int, int], int | None]] = {
     21: ("delete_records", "delete_records", (0, 2), None),
     22: ("init_producer_id", "init_producer_id", (0, 5), None),
     23: ("offset_for_leader_epoch", "offset_for_leader_epoch", (2, 4), None),
-    24: ("add_partitions_to_txn", "add_partitions_to_txn", (0, 3), None),
+    24: ("add_partitions_to_txn", "add_partitions_to_txn", (0, 5), None),
     25: ("add_offsets_to_txn", "add_offsets_to_txn", (0, 4), None),
-    26: ("end_txn", "end_txn", (0, 4), None),
+    26: ("end_txn", "end_txn", (0, 5), None),
     27: ("write_txn_markers", "write_txn_markers", (1, 1), None),
-    28: ("txn_offset_commit", "txn_offset_commit", (0, 4), None),
+    28: ("txn_offset_commit", "txn_offset_commit", (0, 5), None),
     29: ("describe_acls", "describe_acls", (1, 3), None),
     30: ("create_acls", "create_acls", (1, 3), None),
     31: ("delete_acls", "delete_acls", (1, 3), None),

@@ -1,38 +1,55 @@
-"""AddPartitionsToTxn (key 24), v0-3 (spec eos.md §4.5).
+"""AddPartitionsToTxn (key 24), v0-5 (spec eos.md §4.5; Kafka's
+``handleAddPartitionsToTxnRequest``).
 
 v0: one transaction (id, producer id, epoch, topics with partitions); one error code per
 partition. v1: same (throttling). v2: may answer PRODUCER_FENCED (older versions get
-INVALID_PRODUCER_EPOCH, ``wire/errors.py``). v3: flexible. v4-5 (KIP-890: batched
-broker-to-coordinator form with VerifyOnly; v5 TRANSACTION_ABORTABLE) are not advertised:
-kafkad's partitions verify in process (``TxnCoordinator.verify_partition``) and no client
-sends them.
+INVALID_PRODUCER_EPOCH, ``wire/errors.py``). v3: flexible. v4 (KIP-890 part 1): the batched
+broker-to-coordinator form, several transactions, each with VerifyOnly; a top-level error code.
+v5: may answer TRANSACTION_ABORTABLE, and an add (not a verify) is a TV2 one (KIP-890 part 2:
+a leader adding a partition on a Produce v12 producer's behalf; Kafka's
+``TransactionVersion.transactionVersionForAddPartitionsToTxn``). kafkad's own partitions call
+the coordinator in process (``proxy/txn_implicit_add.py``); v4-5 are served for what Kafka
+serves them to (another broker, a tool).
 
-Per partition a topic or partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION, and then
-nothing is added: every other partition gets OPERATION_NOT_ATTEMPTED
+The handler takes v5's classes; a v0-3 request is read as one transaction (``_one``) and
+answered with that transaction's topic results (``_v3_results``).
+
+Per transaction a topic or partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION, and
+then nothing is added: every other partition gets OPERATION_NOT_ATTEMPTED
 (``decisions.partition_errors``). Otherwise the coordinator's single answer is repeated for
-every requested partition.
+every requested partition (VerifyOnly: per partition NONE or TRANSACTION_ABORTABLE).
 
-Authorization (Kafka's ``handleAddPartitionsToTxnRequest`` below v4): WRITE on the
-transactional id, else every partition is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE
-on each topic (never granted for an internal topic), else TOPIC_AUTHORIZATION_FAILED, the
-unknown ones UNKNOWN_TOPIC_OR_PARTITION and the rest OPERATION_NOT_ATTEMPTED.
+Authorization: below v4 (clients), WRITE on the transactional id, else every partition is
+answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE on each topic (never granted for an
+internal topic), else TOPIC_AUTHORIZATION_FAILED, the unknown ones UNKNOWN_TOPIC_OR_PARTITION
+and the rest OPERATION_NOT_ATTEMPTED. v4+ (brokers): CLUSTER_ACTION on the cluster, else the
+whole request is CLUSTER_AUTHORIZATION_FAILED (top level), and no topic check.
 """
 
 from __future__ import annotations
 
-from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest
-from kio.schema.add_partitions_to_txn.v3.response import (
+from collections.abc import Mapping
+from typing import Any
+
+from kio.schema.add_partitions_to_txn.v5.request import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
+from kio.schema.add_partitions_to_txn.v5.response import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnResponse,
+    AddPartitionsToTxnResult,
     AddPartitionsToTxnTopicResult,
 )
 from kio.schema.errors import ErrorCode
-from kio.schema.types import TopicName
+from kio.schema.types import TopicName, TransactionalId
 from kio.static.primitive import i32
 
 from coordinator.txn.decisions import partition_errors
+from coordinator.txn.feature import client_transaction_version
 from coordinator.txn.metadata import TP
-from proxy.acl.checks import allowed_names
+from proxy.acl.checks import allowed_names, cluster_allows
 from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.outcomes import ErrorReply
@@ -40,76 +57,144 @@ from proxy.registry import handler
 from storage.api import INTERNAL_TOPICS
 from wire.values import NO_THROTTLE
 
+E = ErrorCode
 
-def _response(results: dict[TP, ErrorCode]) -> AddPartitionsToTxnResponse:
+
+def _one(old: Any, version: int) -> Mapping[str, Any]:
+    """v0-3: the one transaction of the request."""
+    if version >= 4:
+        return {}
+    txn = AddPartitionsToTxnTransaction(
+        transactional_id=old.v3_and_below_transactional_id,
+        producer_id=old.v3_and_below_producer_id,
+        producer_epoch=old.v3_and_below_producer_epoch,
+        verify_only=False,
+        topics=tuple(
+            AddPartitionsToTxnTopic(name=t.name, partitions=t.partitions)
+            for t in old.v3_and_below_topics
+        ),
+    )
+    return {"transactions": (txn,)}
+
+
+def _v3_results(resp: AddPartitionsToTxnResponse, old: Any, version: int) -> Mapping[str, Any]:
+    if version >= 4:
+        return {}
+    topics = resp.results_by_transaction[0].topic_results if resp.results_by_transaction else ()
+    return {"results_by_topic_v3_and_below": topics}
+
+
+def _result(tid: TransactionalId, results: dict[TP, ErrorCode]) -> AddPartitionsToTxnResult:
     by_topic: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
     for (topic, index), code in results.items():
         by_topic.setdefault(topic, []).append(
             AddPartitionsToTxnPartitionResult(partition_index=i32(index), partition_error_code=code)
         )
-    return AddPartitionsToTxnResponse(
-        throttle_time=NO_THROTTLE,
-        results_by_topic_v3_and_below=tuple(
+    return AddPartitionsToTxnResult(
+        transactional_id=tid,
+        topic_results=tuple(
             AddPartitionsToTxnTopicResult(name=TopicName(name), results_by_partition=tuple(parts))
             for name, parts in by_topic.items()
         ),
     )
 
 
-def _wanted(req: AddPartitionsToTxnRequest) -> list[TP]:
-    return [(t.name, int(p)) for t in req.v3_and_below_topics for p in t.partitions]
+def _wanted(txn: AddPartitionsToTxnTransaction) -> list[TP]:
+    return [(t.name, int(p)) for t in txn.topics for p in t.partitions]
 
 
 def _error_reply(req: AddPartitionsToTxnRequest, code: ErrorCode) -> AddPartitionsToTxnResponse:
-    """Every topic asked for, even one naming no partitions (Kafka's
-    ``errorResponseForTopics``), each partition with ``code``."""
+    """Below v4 (what ``_v3_results`` keeps) every topic asked for, even one naming no
+    partitions (Kafka's ``errorResponseForTopics``), each partition with ``code``. Deviation:
+    a v4+ request failing outside the handler gets the same results besides the top-level
+    code (Kafka: the top-level code alone, as the handler's own refusals answer)."""
     return AddPartitionsToTxnResponse(
         throttle_time=NO_THROTTLE,
-        results_by_topic_v3_and_below=tuple(
-            AddPartitionsToTxnTopicResult(
-                name=t.name,
-                results_by_partition=tuple(
-                    AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code)
-                    for p in t.partitions
+        error_code=code,
+        results_by_transaction=tuple(
+            AddPartitionsToTxnResult(
+                transactional_id=txn.transactional_id,
+                topic_results=tuple(
+                    AddPartitionsToTxnTopicResult(
+                        name=t.name,
+                        results_by_partition=tuple(
+                            AddPartitionsToTxnPartitionResult(
+                                partition_index=p, partition_error_code=code
+                            )
+                            for p in t.partitions
+                        ),
+                    )
+                    for t in txn.topics
                 ),
             )
-            for t in req.v3_and_below_topics
+            for txn in req.transactions
         ),
     )
 
 
 @handler(
     api_key=24,
-    versions=(0, 3),
+    versions=(0, 5),
     request=AddPartitionsToTxnRequest,
     response=AddPartitionsToTxnResponse,
     error_reply=_error_reply,
+    upgrade=_one,
+    downgrade=_v3_results,
 )
 async def add_partitions_to_txn(
     ctx: RequestContext, req: AddPartitionsToTxnRequest
 ) -> AddPartitionsToTxnResponse:
+    clients = ctx.version < 4
+    if clients:
+        (txn,) = req.transactions
+        if not ctx.authorized(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn.transactional_id
+        ):
+            raise ErrorReply(E.transactional_id_authorization_failed)
+    else:  # refused as a whole: the top-level code alone (Kafka's getErrorResponse, v4+)
+        refusal = None
+        if not cluster_allows(ctx, AclOperation.CLUSTER_ACTION):
+            refusal = E.cluster_authorization_failed
+        elif any(txn.transactional_id is None for txn in req.transactions):
+            refusal = E.invalid_request  # Kafka: InvalidRequestException
+        if refusal is not None:
+            return AddPartitionsToTxnResponse(
+                throttle_time=NO_THROTTLE, error_code=refusal, results_by_transaction=()
+            )
+    results = [await _one_transaction(ctx, txn, clients) for txn in req.transactions]
+    return AddPartitionsToTxnResponse(
+        throttle_time=NO_THROTTLE, error_code=E.none, results_by_transaction=tuple(results)
+    )
+
+
+async def _one_transaction(
+    ctx: RequestContext, txn: AddPartitionsToTxnTransaction, clients: bool
+) -> AddPartitionsToTxnResult:
     broker = ctx.broker
-    txn_id = req.v3_and_below_transactional_id
-    if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
-        raise ErrorReply(ErrorCode.transactional_id_authorization_failed)
-    wanted = _wanted(req)
-    # Kafka filters internal topics out before asking, so they are never writable here
-    names = [topic for topic, _ in wanted if topic not in INTERNAL_TOPICS]
-    writable = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
+    wanted = _wanted(txn)
+    if clients:  # Kafka filters internal topics out before asking: never writable here
+        names = [topic for topic, _ in wanted if topic not in INTERNAL_TOPICS]
+        writable = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
+    else:
+        writable = {topic for topic, _ in wanted}
     failed = {
-        tp: ErrorCode.topic_authorization_failed
-        if tp[0] not in writable
-        else ErrorCode.unknown_topic_or_partition
+        tp: E.topic_authorization_failed if tp[0] not in writable else E.unknown_topic_or_partition
         for tp in wanted
         if tp[0] not in writable or (p := broker.topics.partition(*tp)) is None or p.deleted
     }
     results = partition_errors(wanted, failed)
-    if results is None:
+    if results is None and txn.verify_only:
+        verified = broker.txns.verify_partitions(
+            txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted
+        )
+        results = dict.fromkeys(wanted, verified) if isinstance(verified, ErrorCode) else verified
+    elif results is None:
         code = await broker.txns.add_partitions(
-            req.v3_and_below_transactional_id,
-            req.v3_and_below_producer_id,
-            req.v3_and_below_producer_epoch,
+            txn.transactional_id,
+            txn.producer_id,
+            txn.producer_epoch,
             wanted,
+            client_transaction_version(24, ctx.version),
         )
         results = dict.fromkeys(wanted, code)
-    return _response(results)
+    return _result(txn.transactional_id, results)

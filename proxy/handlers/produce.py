@@ -1,8 +1,12 @@
-"""Produce (key 0). Advertised v0-11, served v3-11: Kafka 4 removed v0-2 but still advertises
+"""Produce (key 0). Advertised v0-12, served v3-12: Kafka 4 removed v0-2 but still advertises
 min 0 because librdkafka disables compression when it sees a higher minimum (KAFKA-18659,
 spec §1.1); a v0-2 request is refused as an unsupported version. v3: transactional id, record
 batch v2 only. v5: log start offset in the response. v7: zstd allowed. v8: record errors and
-an error message. v9: flexible. v10-11: nothing new for a single node.
+an error message. v9: flexible. v10-11: nothing new for a single node. v12 (KIP-890 part 2,
+transaction version 2): the first transactional batch of a producer epoch on a partition adds
+the partition to the transaction through the coordinator (``proxy/txn_implicit_add.py``), no
+AddPartitionsToTxn from the client. v13 (topics by id, KIP-516, Kafka 4.1+) is not served yet:
+a Java client then stays at v12.
 
 Per partition, after the request-level checks that are Kafka's ReplicaManager's (acks, a
 known partition, no appends to internal topics, a transactional id for transactional batches):
@@ -55,8 +59,8 @@ import logging
 from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
-from kio.schema.produce.v11.request import ProduceRequest
-from kio.schema.produce.v11.response import (
+from kio.schema.produce.v12.request import ProduceRequest
+from kio.schema.produce.v12.response import (
     BatchIndexAndErrorMessage,
     PartitionProduceResponse,
     ProduceResponse,
@@ -64,11 +68,13 @@ from kio.schema.produce.v11.response import (
 )
 from kio.static.primitive import i32, i64
 
+from coordinator.txn.feature import client_transaction_version
 from proxy.acl.checks import allowed_names
 from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.outcomes import NO_RESPONSE, CloseConnection, NoResponse
 from proxy.registry import handler
+from proxy.txn_implicit_add import add_for_produce
 from storage.api import StorageError, TopicPartition
 from storage.log_validator import Refused, validate_for_append
 from wire.produce_response import encode_produce_response
@@ -145,7 +151,7 @@ def _verify_with(
 
 @handler(
     api_key=0,
-    versions=(0, 11),
+    versions=(0, 12),
     request=ProduceRequest,
     response=ProduceResponse,
     error_reply=_refuse_all,
@@ -174,6 +180,7 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse |
         return _refuse_all(req, ErrorCode.transactional_id_authorization_failed)
     writable = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, topic_names(req))
     verifier = broker.txn_verifier
+    tv2 = client_transaction_version(0, ctx.version) == 2
     produced = broker.metrics.topics.produced  # /metrics: bytes and messages in per topic
     results = []
     for topic_data in req.topic_data:
@@ -218,8 +225,20 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse |
                     if h.is_transactional and verifier is not None:
                         tp, v = partition.tp, verifier
                         verify = _verify_with(v, txn_id or "", h.producer_id, h.producer_epoch, tp)
+                        if tv2:  # the add first, outside the partition lock; verify is the guard
+                            code = await add_for_produce(
+                                broker.txns,
+                                txn_id or "",
+                                h.producer_id,
+                                h.producer_epoch,
+                                partition,
+                            )
                     try:
-                        appended = await partition.append(records.batch, h, now, verify=verify)
+                        appended = (
+                            code
+                            if code is not ErrorCode.none
+                            else await partition.append(records.batch, h, now, verify=verify)
+                        )
                     except StorageError as exc:
                         log.error("append to %s failed: %s", partition.tp, exc)
                         code, message = ErrorCode.kafka_storage_error, str(exc)

@@ -1,10 +1,13 @@
-"""TxnOffsetCommit (key 28), v0-4: a transactional producer commits consumer offsets as part
+"""TxnOffsetCommit (key 28), v0-5: a transactional producer commits consumer offsets as part
 of its transaction; sent to the *group* coordinator (spec §4.9, KIP-447). v1: nothing new.
 v2: committed leader epoch per partition; COORDINATOR_LOAD_IN_PROGRESS (older versions get
 COORDINATOR_NOT_AVAILABLE, wire/errors.py). v3: flexible; generation id, member id and group
 instance id (KIP-447 zombie fencing). v4: TRANSACTION_ABORTABLE (older versions get
-INVALID_TXN_STATE). v5 (TV2: the broker adds the partition to the transaction itself) is not
-advertised.
+INVALID_TXN_STATE). v5 (TV2, KIP-890 part 2): no AddOffsetsToTxn came first; the group's
+``__consumer_offsets`` partition is added to the transaction through the coordinator
+(``proxy/txn_implicit_add.add_offsets_for_commit``) before the verification below, once the
+group id is known to be valid; the add's error answers every partition (as a verification
+error is mapped).
 
 Authorization first (Kafka's ``handleTxnOffsetCommitRequest``): WRITE on the transactional id,
 else every partition is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED; READ on the group,
@@ -29,13 +32,15 @@ then, so a refused commit creates nothing.
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
-from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest
-from kio.schema.txn_offset_commit.v4.response import (
+from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequest
+from kio.schema.txn_offset_commit.v5.response import (
     TxnOffsetCommitResponse,
     TxnOffsetCommitResponsePartition,
     TxnOffsetCommitResponseTopic,
 )
 
+from coordinator.group.offsets_api import TXN_VERIFY_ERRORS
+from coordinator.txn.feature import client_transaction_version
 from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.handlers.offset_commit import (
@@ -47,6 +52,8 @@ from proxy.handlers.offset_commit import (
 )
 from proxy.outcomes import ErrorReply
 from proxy.registry import handler
+from proxy.txn_implicit_add import add_offsets_for_commit
+from storage.api import TopicPartition
 from wire.values import NO_THROTTLE
 
 
@@ -72,7 +79,7 @@ def _error_reply(req: TxnOffsetCommitRequest, code: ErrorCode) -> TxnOffsetCommi
 
 @handler(
     api_key=28,
-    versions=(0, 4),
+    versions=(0, 5),
     request=TxnOffsetCommitRequest,
     response=TxnOffsetCommitResponse,
     error_reply=_error_reply,
@@ -85,8 +92,21 @@ async def txn_offset_commit(
         raise ErrorReply(ErrorCode.transactional_id_authorization_failed)
     readable = authorize_commit(ctx, req.group_id, req.topics)
     codes, commits = parse_commits(broker, req.topics, readable)
-    result = None
-    if commits:
+    result: ErrorCode | dict[TopicPartition, ErrorCode] | None = None
+    tv2 = client_transaction_version(28, ctx.version) == 2
+    if commits and tv2 and req.group_id and broker.txn_verifier is not None:
+        added = await add_offsets_for_commit(
+            broker.txns,
+            broker.topics,
+            broker.config.get("offsets.topic.num.partitions"),
+            req.transactional_id,
+            req.producer_id,
+            req.producer_epoch,
+            req.group_id,
+        )
+        if added is not ErrorCode.none:
+            result = TXN_VERIFY_ERRORS.get(added, added)
+    if commits and result is None:
         result = await broker.groups.txn_commit_offsets(
             req.transactional_id,
             req.group_id,

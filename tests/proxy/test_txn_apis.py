@@ -136,9 +136,9 @@ def test_advertised_versions() -> None:
     versions = advertised()
     assert versions[10] == (0, 6)
     assert versions[22] == (0, 5)
-    assert versions[24] == (0, 3)
+    assert versions[24] == (0, 5)
     assert versions[25] == (0, 4)
-    assert versions[26] == (0, 4)
+    assert versions[26] == (0, 5)
     assert versions[65] == (0, 0)
     assert versions[66] == (0, 1)
 
