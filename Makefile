@@ -26,11 +26,14 @@ $(TEST_STAMP): $(RUNTIME_STAMP)
 serve: $(RUNTIME_STAMP)
 	$(BIN)/kafkad serve --listen 127.0.0.1:9092 --data-dir ./data --set group.initial.rebalance.delay.ms=0
 
-## The whole test suite: lint, types, unit tests, stock-client compat tests.
+## The whole test suite: lint, types, unit tests, stock-client compat tests; then the stock
+## clients' transaction tests again on a broker formatted with transaction.version 0.
+TXN_COMPAT := $(addprefix compat_tests/test_transactions_,aiokafka.py confluent.py kafka_python.py kafkajs.py)
 test: $(TEST_STAMP)
 	scripts/install-client-tools
 	$(MAKE) lint type
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+	KAFKAD_FEATURE=transaction.version=0 $(BIN)/python -m pytest -q -p no:cacheprovider -m compat $(TXN_COMPAT)
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .

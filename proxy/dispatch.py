@@ -84,12 +84,17 @@ class Dispatcher:
             return True
         if api_key != PRODUCE_KEY or body.acks == 0:
             return False
-        return any(self._waits_for_fsync(t.name) for t in body.topic_data)
+        if body.transactional_id is not None and int(body.__version__) >= 12:
+            return True  # TV2: the partition added through the coordinator, which may wait
+        return any(self._waits_for_fsync(t) for t in body.topic_data)
 
-    def _waits_for_fsync(self, topic_name: str) -> bool:
+    def _waits_for_fsync(self, topic_data: Any) -> bool:
         """An append to the topic may wait for a (group-commit) fsync: its effective
-        ``flush.messages`` (the topic's own, or ``log.flush.interval.messages``) is finite."""
-        topic = self.broker.topics.get(topic_name)
+        ``flush.messages`` (the topic's own, or ``log.flush.interval.messages``) is finite.
+        Produce v13 names the topic by id."""
+        topics = self.broker.topics
+        name = getattr(topic_data, "name", None)
+        topic = topics.get(name) if name is not None else topics.by_id(topic_data.topic_id)
         return topic is not None and topic.int_setting("flush.messages") < NEVER
 
     async def handle(

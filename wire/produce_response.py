@@ -3,9 +3,9 @@
 The generic path (``wire.versions.convert`` down to the client's version, then kio's
 reflective writer) costs a third of a one-record produce's broker time; this writes the same
 bytes directly from the newest version's response object (duck-typed: the fields of kio's
-ProduceResponse v11/v12), field by field as ProduceResponse.json lays them out:
+ProduceResponse v11-13), field by field as ProduceResponse.json lays them out:
 
-    v0+   responses [name, partition_responses [index, error_code, base_offset]]
+    v0+   responses [name (v13+: topic_id), partition_responses [index, error_code, base_offset]]
     v1+   throttle_time_ms (after responses)
     v2+   log_append_time_ms            v5+  log_start_offset
     v8+   record_errors [batch_index, batch_index_error_message], error_message
@@ -29,7 +29,8 @@ from wire.errors import translations_for
 from wire.headers import response_header
 
 PRODUCE_KEY = 0
-NEWEST = 12  # v13 names topics by id (KIP-516): not served here
+NEWEST = 13  # v13 names topics by id (KIP-516)
+_NO_ID = bytes(16)
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -107,7 +108,7 @@ def _node_endpoints(resp: Any) -> bytes:
 
 
 def encode_produce_response(correlation_id: int, version: int, resp: Any) -> bytes:
-    """The whole response frame (size, header, body) of ``resp`` at ``version`` (0-12)."""
+    """The whole response frame (size, header, body) of ``resp`` at ``version`` (0-13)."""
     if not 0 <= version <= NEWEST:
         raise ValueError(f"produce v{version} is not encoded here")
     flexible = version >= 9
@@ -117,7 +118,10 @@ def encode_produce_response(correlation_id: int, version: int, resp: Any) -> byt
     out += response_header(correlation_id, flexible)
     _count(out, len(resp.responses), flexible)
     for t in resp.responses:
-        _string(out, t.name, flexible)
+        if version >= 13:
+            out += t.topic_id.bytes if t.topic_id is not None else _NO_ID
+        else:
+            _string(out, t.name, flexible)
         _count(out, len(t.partition_responses), flexible)
         for p in t.partition_responses:
             _partition(out, p, version, code_of(p.error_code))

@@ -13,7 +13,7 @@ import importlib
 # api key -> (module, handler function name = Kafka's API name in snake case,
 #             advertised (min, max) versions, min served version or None)
 MODULES: dict[int, tuple[str, str, tuple[int, int], int | None]] = {
-    0: ("produce", "produce", (0, 12), 3),
+    0: ("produce", "produce", (0, 13), 3),
     1: ("fetch", "fetch", (4, 18), None),
     2: ("list_offsets", "list_offsets", (1, 11), None),
     3: ("metadata", "metadata", (0, 13), None),

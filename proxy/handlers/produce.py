@@ -1,12 +1,17 @@
-"""Produce (key 0). Advertised v0-12, served v3-12: Kafka 4 removed v0-2 but still advertises
+"""Produce (key 0). Advertised v0-13, served v3-13: Kafka 4 removed v0-2 but still advertises
 min 0 because librdkafka disables compression when it sees a higher minimum (KAFKA-18659,
 spec §1.1); a v0-2 request is refused as an unsupported version. v3: transactional id, record
 batch v2 only. v5: log start offset in the response. v7: zstd allowed. v8: record errors and
 an error message. v9: flexible. v10-11: nothing new for a single node. v12 (KIP-890 part 2,
 transaction version 2): the first transactional batch of a producer epoch on a partition adds
 the partition to the transaction through the coordinator (``proxy/txn_implicit_add.py``), no
-AddPartitionsToTxn from the client. v13 (topics by id, KIP-516, Kafka 4.1+) is not served yet:
-a Java client then stays at v12.
+AddPartitionsToTxn from the client. v13 (KIP-516, Kafka 4.1+): topics by id, in the request
+and the response; an id this broker does not know is UNKNOWN_TOPIC_ID on each of its
+partitions (Kafka's ``handleProduceRequest``), found as Fetch finds them (``TopicManager.by_id``).
+
+The handler takes each version's request as sent (``as_sent``: v13 has no topic names to
+convert to) and answers v0-12 in v12's classes, v13 in its own; ``wire/produce_response.py``
+writes either.
 
 Per partition, after the request-level checks that are Kafka's ReplicaManager's (acks, a
 known partition, no appends to internal topics, a transactional id for transactional batches):
@@ -57,15 +62,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.schema.produce.v12.request import ProduceRequest
-from kio.schema.produce.v12.response import (
-    BatchIndexAndErrorMessage,
-    PartitionProduceResponse,
-    ProduceResponse,
-    TopicProduceResponse,
-)
+from kio.schema.produce.v12 import response as by_name
+from kio.schema.produce.v13 import response as by_id
+from kio.schema.produce.v13.request import ProduceRequest
+from kio.schema.produce.v13.response import PartitionProduceResponse, ProduceResponse
 from kio.static.primitive import i32, i64
 
 from coordinator.txn.feature import client_transaction_version
@@ -95,11 +98,28 @@ def _has_transactional_records(req: ProduceRequest) -> bool | ErrorCode:
     return False
 
 
-def topic_names(req: ProduceRequest) -> list[str]:
-    return [t.name for t in req.topic_data]
+TOPIC_ID_VERSION = 13
+
+
+def _names(ctx: RequestContext, req: Any) -> list[str | None]:
+    """Each topic's name (v13+: of its id, None for an id this broker does not know)."""
+    if ctx.version < TOPIC_ID_VERSION:
+        return [t.name for t in req.topic_data]
+    topics = ctx.broker.topics
+    return [
+        None if (found := topics.by_id(t.topic_id)) is None else found.name for t in req.topic_data
+    ]
+
+
+def _topic_response(t: Any, parts: tuple[Any, ...]) -> Any:
+    """The response entry of request topic ``t``: by id for v13, by name before."""
+    if hasattr(t, "topic_id"):
+        return by_id.TopicProduceResponse(topic_id=t.topic_id, partition_responses=parts)
+    return by_name.TopicProduceResponse(name=t.name, partition_responses=parts)
 
 
 def _partition_response(
+    module: Any,
     index: i32,
     code: ErrorCode,
     message: str | None = None,
@@ -108,35 +128,36 @@ def _partition_response(
     start: int = -1,
     record_errors: tuple[tuple[int, str], ...] = (),
 ) -> PartitionProduceResponse:
-    return PartitionProduceResponse(
+    answer: PartitionProduceResponse = module.PartitionProduceResponse(
         index=index,
         error_code=code,
         base_offset=i64(base),
         log_append_time=timestamp(append_time),
         log_start_offset=i64(start),
         record_errors=tuple(
-            BatchIndexAndErrorMessage(batch_index=i32(i), batch_index_error_message=m)
+            module.BatchIndexAndErrorMessage(batch_index=i32(i), batch_index_error_message=m)
             for i, m in record_errors
         ),
         error_message=message,
     )
+    return answer
 
 
-def _refuse_all(req: ProduceRequest, code: ErrorCode) -> ProduceResponse:
+def _refuse_all(req: Any, code: ErrorCode) -> ProduceResponse:
     """Every partition of the request refused with ``code``: the answer to a request Kafka
-    fails as a whole, and this handler's error reply (``ProduceRequest.getErrorResponse``)."""
-    return ProduceResponse(
+    fails as a whole, and this handler's error reply (``ProduceRequest.getErrorResponse``),
+    in v13's classes for a v13 request, else v12's (``write`` converts them down)."""
+    module = by_id if int(req.__version__) >= TOPIC_ID_VERSION else by_name
+    answer: ProduceResponse = module.ProduceResponse(
         responses=tuple(
-            TopicProduceResponse(
-                name=t.name,
-                partition_responses=tuple(
-                    _partition_response(pd.index, code) for pd in t.partition_data
-                ),
+            _topic_response(
+                t, tuple(_partition_response(module, pd.index, code) for pd in t.partition_data)
             )
             for t in req.topic_data
         ),
         throttle_time=NO_THROTTLE,
     )
+    return answer
 
 
 def _verify_with(
@@ -151,7 +172,7 @@ def _verify_with(
 
 @handler(
     api_key=0,
-    versions=(0, 12),
+    versions=(0, 13),
     request=ProduceRequest,
     response=ProduceResponse,
     error_reply=_refuse_all,
@@ -159,6 +180,7 @@ def _verify_with(
     encode=lambda resp, correlation_id, version: encode_produce_response(
         correlation_id, version, resp
     ),
+    as_sent=True,
 )
 async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | NoResponse:
     broker = ctx.broker
@@ -178,19 +200,24 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse |
         if acks == 0:
             raise CloseConnection("acks=0 transactional produce not authorized")
         return _refuse_all(req, ErrorCode.transactional_id_authorization_failed)
-    writable = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, topic_names(req))
+    names = _names(ctx, req)
+    known = [name for name in names if name is not None]
+    writable = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, known)
     verifier = broker.txn_verifier
     tv2 = client_transaction_version(0, ctx.version) == 2
+    module = by_id if ctx.version >= TOPIC_ID_VERSION else by_name
     produced = broker.metrics.topics.produced  # /metrics: bytes and messages in per topic
     results = []
-    for topic_data in req.topic_data:
-        topic = broker.topics.get(topic_data.name)
+    for topic_data, name in zip(req.topic_data, names, strict=True):
+        topic = None if name is None else broker.topics.get(name)
         parts = []
         for pd in topic_data.partition_data:
             code, message, base, append_time, start = ErrorCode.none, None, -1, -1, -1
             record_errors: tuple[tuple[int, str], ...] = ()
-            partition = broker.topics.partition(topic_data.name, pd.index)
-            if topic_data.name not in writable:
+            partition = None if name is None else broker.topics.partition(name, pd.index)
+            if name is None:
+                code = ErrorCode.unknown_topic_id
+            elif name not in writable:
                 code = ErrorCode.topic_authorization_failed
             elif topic is None or partition is None:
                 code = ErrorCode.unknown_topic_or_partition
@@ -218,7 +245,7 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse |
                         records.record_errors,
                     )
                     if records.reason:
-                        log.debug("%s-%d: %s", topic_data.name, pd.index, records.reason)
+                        log.debug("%s-%d: %s", name, pd.index, records.reason)
                 else:
                     h = records.header
                     verify = None
@@ -247,18 +274,18 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse |
                             code = appended
                         else:
                             base, append_time = appended
-                            produced(topic_data.name, len(records.batch), h.records_count)
+                            produced(name, len(records.batch), h.records_count)
             if code is not ErrorCode.none:
-                log.debug("produce to %s-%d refused: %s", topic_data.name, pd.index, code.name)
+                log.debug("produce to %s-%d refused: %s", name, pd.index, code.name)
             parts.append(
                 _partition_response(
-                    pd.index, code, message, base, append_time, start, record_errors
+                    module, pd.index, code, message, base, append_time, start, record_errors
                 )
             )
-        results.append(TopicProduceResponse(name=topic_data.name, partition_responses=tuple(parts)))
+        results.append(_topic_response(topic_data, tuple(parts)))
     if acks == 0:
         failed = [
-            (t.name, p.index, p.error_code.name)
+            (getattr(t, "name", None) or t.topic_id, p.index, p.error_code.name)
             for t in results
             for p in t.partition_responses
             if p.error_code is not ErrorCode.none
@@ -266,4 +293,7 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse |
         if failed:
             raise CloseConnection(f"acks=0 produce failed: {failed}")
         return NO_RESPONSE
-    return ProduceResponse(responses=tuple(results), throttle_time=NO_THROTTLE)
+    answer: ProduceResponse = module.ProduceResponse(
+        responses=tuple(results), throttle_time=NO_THROTTLE
+    )
+    return answer

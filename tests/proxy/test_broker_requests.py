@@ -104,7 +104,7 @@ async def test_api_versions_come_from_the_registry() -> None:
         assert resp.error_code == ErrorCode.none
         got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
         assert got == advertised()
-        assert got[0] == (0, 12) and got[1] == (4, 18) and got[18] == (0, 4)
+        assert got[0] == (0, 13) and got[1] == (4, 18) and got[18] == (0, 4)
         v3 = await c.request(
             ApiVersionsV3(client_software_name="kafkad-tests", client_software_version="1.0")
         )

@@ -14,6 +14,7 @@ from kio.schema.update_features.v0 import request as uf0
 from kio.schema.update_features.v1 import request as uf1
 from kio.schema.update_features.v2 import request as uf2
 
+from proxy.cli import _parse_features, build_parser
 from proxy.features import parse_feature
 from tests.proxy.acl.harness import Op, Type, secured
 from tests.proxy.harness import RawClient, connect, running_broker
@@ -153,3 +154,11 @@ def test_feature_option() -> None:
     for bad in ("transaction.version", "transaction.version=3", "group.version=1", "x=1"):
         with pytest.raises(ValueError):
             parse_feature(bad)
+
+
+def test_the_serve_option_and_its_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKAD_FEATURE", "transaction.version=0")
+    args = build_parser().parse_args(["serve"])
+    assert _parse_features(args.feature) == {TV: 0}
+    args = build_parser().parse_args(["serve", "--feature", "transaction.version=1"])
+    assert _parse_features(args.feature) == {TV: 1}  # the last one wins

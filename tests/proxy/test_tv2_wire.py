@@ -8,13 +8,18 @@ and the fenced late writer.
 
 Requests are kio's classes over the harness's raw client; the broker is in process, which the
 overflow test uses to start a producer at the top of the epoch range (32,766 InitProducerIds
-would take minutes) and the others to look at the markers' epochs."""
+would take minutes) and the others to look at the markers' epochs.
+
+Every test runs with ``transaction.version`` finalized at 2 (Kafka 4's default) and at 0: as
+in Kafka, the protocol of a transaction follows its client's request versions, not the level."""
 
 from __future__ import annotations
 
 import datetime
+import uuid
 from typing import Any
 
+import pytest
 from kio.schema.add_partitions_to_txn.v3 import request as apt3
 from kio.schema.end_txn.v4 import request as end4
 from kio.schema.end_txn.v5 import request as end5
@@ -22,6 +27,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.init_producer_id.v5 import request as ipi
 from kio.schema.produce.v11 import request as pr11
 from kio.schema.produce.v12 import request as pr12
+from kio.schema.produce.v13 import request as pr13
 from kio.schema.txn_offset_commit.v5 import request as toc5
 
 from coordinator.placement import partition_for
@@ -35,6 +41,11 @@ from tests.proxy.test_tv2_flow import markers
 E = ErrorCode
 MS = datetime.timedelta(milliseconds=1)
 LATEST = -1
+
+
+@pytest.fixture(params=[2, 0], ids=["tv2-finalized", "tv0-finalized"])
+def features(request: pytest.FixtureRequest) -> dict[str, int]:
+    return {"transaction.version": request.param}
 
 
 async def init(c: RawClient, tid: str, pid: int = -1, epoch: int = -1) -> tuple[E, int, int]:
@@ -129,8 +140,8 @@ async def no_hanging_transaction(c: RawClient) -> None:
     assert await list_offset(c, "in", LATEST, True) == await list_offset(c, "in", LATEST, False)
 
 
-async def test_a_java_4_producer_loop() -> None:
-    async with running_broker() as (server, port), connect(port) as c:
+async def test_a_java_4_producer_loop(features: dict[str, int]) -> None:
+    async with running_broker(features=features) as (server, port), connect(port) as c:
         assert await create(c, "in", partitions=2) is E.none
         broker = server.broker
         code, pid, epoch = await init(c, "tx")
@@ -166,8 +177,10 @@ def meta_offsets(broker: Broker) -> int:
     return partition_for("g", len(topic.partitions))
 
 
-async def test_the_late_writer_of_a_finished_transaction_is_fenced() -> None:
-    async with running_broker() as (server, port), connect(port) as c:
+async def test_the_late_writer_of_a_finished_transaction_is_fenced(
+    features: dict[str, int],
+) -> None:
+    async with running_broker(features=features) as (server, port), connect(port) as c:
         assert await create(c, "in") is E.none
         _, pid, epoch = await init(c, "tx")
         assert await produce(c, "tx", pid, epoch, 0) is E.none
@@ -183,8 +196,8 @@ async def test_the_late_writer_of_a_finished_transaction_is_fenced() -> None:
         assert len(delivered(await fetch(c, "in", 0, committed=True))) == 2
 
 
-async def test_a_new_producer_fences_the_old_one_with_one_bump() -> None:
-    async with running_broker() as (server, port), connect(port) as c:
+async def test_a_new_producer_fences_the_old_one_with_one_bump(features: dict[str, int]) -> None:
+    async with running_broker(features=features) as (server, port), connect(port) as c:
         assert await create(c, "in") is E.none
         _, pid, epoch = await init(c, "tx")
         assert await produce(c, "tx", pid, epoch, 0) is E.none
@@ -201,8 +214,10 @@ async def test_a_new_producer_fences_the_old_one_with_one_bump() -> None:
         assert delivered(await fetch(c, "in", 0, committed=True)) == []
 
 
-async def test_the_top_of_the_epoch_range_moves_to_a_new_producer_id() -> None:
-    async with running_broker() as (server, port), connect(port) as c:
+async def test_the_top_of_the_epoch_range_moves_to_a_new_producer_id(
+    features: dict[str, int],
+) -> None:
+    async with running_broker(features=features) as (server, port), connect(port) as c:
         assert await create(c, "in") is E.none
         broker = server.broker
         _, pid, _ = await init(c, "tx")
@@ -222,8 +237,8 @@ async def test_the_top_of_the_epoch_range_moves_to_a_new_producer_id() -> None:
         await no_hanging_transaction(c)
 
 
-async def test_committing_a_transaction_that_wrote_nothing() -> None:
-    async with running_broker() as (server, port), connect(port) as c:
+async def test_committing_a_transaction_that_wrote_nothing(features: dict[str, int]) -> None:
+    async with running_broker(features=features) as (server, port), connect(port) as c:
         assert await create(c, "in") is E.none
         _, pid, epoch = await init(c, "tx")
         # Kafka: INVALID_TXN_STATE (the Java client skips such an EndTxn), nothing written
@@ -236,8 +251,8 @@ async def test_committing_a_transaction_that_wrote_nothing() -> None:
         assert await end(c, "tx", pid, epoch + 1, True) == (E.none, pid, epoch + 2)
 
 
-async def test_tv1_and_tv2_transactions_on_the_same_partitions() -> None:
-    async with running_broker() as (server, port), connect(port) as c:
+async def test_tv1_and_tv2_transactions_on_the_same_partitions(features: dict[str, int]) -> None:
+    async with running_broker(features=features) as (server, port), connect(port) as c:
         assert await create(c, "in") is E.none
         _, p1, e1 = await init(c, "classic")
         _, p2, e2 = await init(c, "tv2")
@@ -276,3 +291,43 @@ async def test_tv1_and_tv2_transactions_on_the_same_partitions() -> None:
         await no_hanging_transaction(c)
         # a classic producer still has to add the partition first (no implicit add below v12)
         assert await produce(c, "classic", p1, e1, 2, v=11) is E.transaction_abortable
+
+
+async def test_produce_v13_names_topics_by_id(features: dict[str, int]) -> None:
+    async with running_broker(features=features) as (server, port), connect(port) as c:
+        assert await create(c, "in") is E.none
+        topic = server.broker.topics.get("in")
+        assert topic is not None and topic.topic_id is not None
+        _, pid, epoch = await init(c, "tx")
+
+        async def send(topic_id: uuid.UUID, seq: int) -> Any:
+            r = await c.request(
+                pr13.ProduceRequest(
+                    transactional_id="tx",
+                    acks=-1,
+                    timeout=1000 * MS,
+                    topic_data=(
+                        pr13.TopicProduceData(
+                            topic_id=topic_id,
+                            partition_data=(
+                                pr13.PartitionProduceData(
+                                    index=0, records=tbatch(pid, seq, epoch=epoch)
+                                ),
+                            ),
+                        ),
+                    ),
+                )
+            )
+            return r.responses[0]
+
+        got = await send(topic.topic_id, 0)  # a TV2 batch: the partition added implicitly
+        assert got.topic_id == topic.topic_id
+        assert got.partition_responses[0].error_code is E.none
+        unknown = uuid.uuid4()
+        got = await send(unknown, 1)
+        assert (got.topic_id, got.partition_responses[0].error_code) == (
+            unknown,
+            E.unknown_topic_id,
+        )
+        assert await end(c, "tx", pid, epoch, True) == (E.none, pid, epoch + 1)
+        assert len(delivered(await fetch(c, "in", 0, committed=True))) == 1

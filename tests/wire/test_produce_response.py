@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v11 import response as newest
+from kio.schema.produce.v13 import response as by_id
 from kio.schema.types import BrokerId
 from kio.static.primitive import i32, i64
 
@@ -52,10 +53,16 @@ def test_an_error_code_the_version_predates_is_translated(version: int) -> None:
         assert encode_produce_response(3, version, resp) == generic(resp, version, 3), code
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(resp=entities(by_id.ProduceResponse))
+def test_v13_names_topics_by_id(resp: Any) -> None:
+    assert encode_produce_response(7, 13, resp) == generic(resp, 13)
+
+
 def test_versions_it_does_not_encode_are_refused() -> None:
     resp = newest.ProduceResponse(responses=(), throttle_time=datetime.timedelta(0))
     with pytest.raises(ValueError):
-        encode_produce_response(1, 13, resp)
+        encode_produce_response(1, 14, resp)
 
 
 # Wider than ``entities``: arrays and strings long enough for multi-byte varint lengths (128+),
