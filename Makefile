@@ -28,7 +28,7 @@ serve: $(RUNTIME_STAMP)
 
 ## The whole test suite: lint, types, unit tests, stock-client compat tests; then the stock
 ## clients' transaction tests again on a broker formatted with transaction.version 0.
-TXN_COMPAT := $(addprefix compat_tests/test_transactions_,aiokafka.py confluent.py kafka_python.py kafkajs.py)
+TXN_COMPAT := $(addprefix compat_tests/test_transactions_,aiokafka.py confluent.py kafka_python.py kafkajs.py version.py)
 test: $(TEST_STAMP)
 	scripts/install-client-tools
 	$(MAKE) lint type

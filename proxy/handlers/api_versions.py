@@ -10,7 +10,9 @@ the stored level (left out at level 0, as Kafka leaves out a level-0 feature); t
 store's. While ``group.coordinator.rebalance.protocols`` includes "consumer" (the default, as in
 Kafka 4), the ``group.version`` feature is supported (0-1) and finalized at 1 and
 ConsumerGroupHeartbeat/ConsumerGroupDescribe (68, 69) are listed; without it neither the feature
-nor those APIs are advertised (KIP-848).
+nor those APIs are advertised (KIP-848). Below v4 the supported features whose minimum is 0
+(both of them) are left out, as Kafka leaves them out (``maybeFilterSupportedFeatureKeys``,
+KAFKA-17492: Java clients before 3.9 fail to read a minimum of 0); the finalized ones stay.
 
 The API versions do not depend on ``transaction.version``, as in Kafka 4.x (its
 ApiVersionManager lists the same versions at every level): Produce v12+, TxnOffsetCommit v5 and
@@ -68,7 +70,7 @@ async def api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersi
             ctx.peer, req.client_software_name, req.client_software_version
         )
     resp = ApiVersionsResponse(error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE)
-    return _with_features(resp, features(ctx), ctx.broker.features.epoch)
+    return _with_features(resp, features(ctx), ctx.broker.features.epoch, ctx.version >= 4)
 
 
 def features(ctx: RequestContext) -> dict[str, tuple[tuple[int, int], int]]:
@@ -82,13 +84,17 @@ def features(ctx: RequestContext) -> dict[str, tuple[tuple[int, int], int]]:
 
 
 def _with_features(
-    resp: ApiVersionsResponse, offered: dict[str, tuple[tuple[int, int], int]], epoch: int
+    resp: ApiVersionsResponse,
+    offered: dict[str, tuple[tuple[int, int], int]],
+    epoch: int,
+    zero_minimum: bool,
 ) -> ApiVersionsResponse:
     return dataclasses.replace(
         resp,
         supported_features=tuple(
             SupportedFeatureKey(name=name, min_version=i16(low), max_version=i16(high))
             for name, ((low, high), _) in offered.items()
+            if low != 0 or zero_minimum
         ),
         finalized_features_epoch=i64(epoch),
         finalized_features=tuple(

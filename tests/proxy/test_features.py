@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
 from kio.schema.api_versions.v4.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.update_features.v0 import request as uf0
@@ -52,6 +53,16 @@ async def test_a_new_cluster_has_transaction_version_2() -> None:
             ApiVersionsRequest(client_software_name="t", client_software_version="1")
         )
         assert {k.api_key: k.max_version for k in v.api_keys}[57] == 2
+
+
+async def test_below_v4_supported_features_with_a_zero_minimum_are_left_out() -> None:
+    async with running_broker() as (_, port), connect(port) as c:
+        v = await c.request(ApiVersionsV3(client_software_name="t", client_software_version="1"))
+        assert v.supported_features == ()
+        assert {f.name: f.max_version_level for f in v.finalized_features} == {
+            TV: 2,
+            "group.version": 1,
+        }
 
 
 async def test_level_0_is_not_listed_as_finalized() -> None:
