@@ -61,6 +61,8 @@ class TopicPartition:
 CONSUMER_OFFSETS = "__consumer_offsets"
 TRANSACTION_STATE = "__transaction_state"
 INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE})
+# Kafka's metadata log's name can never be a topic's (kafkad keeps no such log).
+CLUSTER_METADATA = "__cluster_metadata"
 
 NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE defaults
 

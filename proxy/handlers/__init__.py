@@ -61,6 +61,7 @@ MODULES: dict[int, tuple[str, str, tuple[int, int], int | None]] = {
     49: ("client_quotas", "alter_client_quotas", (0, 1), None),
     50: ("user_scram_credentials", "describe_user_scram_credentials", (0, 0), None),
     51: ("user_scram_credentials", "alter_user_scram_credentials", (0, 0), None),
+    55: ("describe_quorum", "describe_quorum", (0, 2), None),
     60: ("describe_cluster", "describe_cluster", (0, 2), None),
     61: ("describe_producers", "describe_producers", (0, 0), None),
     65: ("describe_transactions", "describe_transactions", (0, 0), None),
