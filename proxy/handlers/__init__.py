@@ -70,6 +70,7 @@ MODULES: dict[int, tuple[str, str, tuple[int, int], int | None]] = {
     69: ("consumer_group_describe", "consumer_group_describe", (0, 1), None),
     71: ("get_telemetry_subscriptions", "get_telemetry_subscriptions", (0, 0), None),
     72: ("push_telemetry", "push_telemetry", (0, 0), None),
+    74: ("list_config_resources", "list_config_resources", (0, 1), None),
     75: ("describe_topic_partitions", "describe_topic_partitions", (0, 0), None),
 }
 
