@@ -65,7 +65,7 @@ MODULES: dict[int, tuple[str, str, tuple[int, int], int | None]] = {
     60: ("describe_cluster", "describe_cluster", (0, 2), None),
     61: ("describe_producers", "describe_producers", (0, 0), None),
     65: ("describe_transactions", "describe_transactions", (0, 0), None),
-    66: ("list_transactions", "list_transactions", (0, 1), None),
+    66: ("list_transactions", "list_transactions", (0, 2), None),
     68: ("consumer_group_heartbeat", "consumer_group_heartbeat", (0, 1), None),
     69: ("consumer_group_describe", "consumer_group_describe", (0, 1), None),
     71: ("get_telemetry_subscriptions", "get_telemetry_subscriptions", (0, 0), None),
