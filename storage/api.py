@@ -365,8 +365,11 @@ class PartitionWriter(Protocol):
         commit: bool,
         coordinator_epoch: int,
         now_ms: int,
+        *,
+        transaction_version: int = 0,
     ) -> int | ErrorCode:
-        """A COMMIT/ABORT control batch for the producer: its offset, or the refusal."""
+        """A COMMIT/ABORT control batch for the producer: its offset, or the refusal
+        (``transaction_version`` 2: the marker's epoch must exceed the producer's)."""
         ...
 
 

@@ -36,7 +36,7 @@ MODULES: dict[int, tuple[str, str, tuple[int, int], int | None]] = {
     24: ("add_partitions_to_txn", "add_partitions_to_txn", (0, 3), None),
     25: ("add_offsets_to_txn", "add_offsets_to_txn", (0, 4), None),
     26: ("end_txn", "end_txn", (0, 4), None),
-    27: ("write_txn_markers", "write_txn_markers", (1, 1), None),
+    27: ("write_txn_markers", "write_txn_markers", (1, 2), None),
     28: ("txn_offset_commit", "txn_offset_commit", (0, 4), None),
     29: ("describe_acls", "describe_acls", (1, 3), None),
     30: ("create_acls", "create_acls", (1, 3), None),
