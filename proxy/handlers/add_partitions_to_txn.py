@@ -37,7 +37,7 @@ from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.outcomes import ErrorReply
 from proxy.registry import handler
-from storage.api import INTERNAL_TOPICS
+from storage.api import KAFKA_INTERNAL_TOPICS
 from wire.values import NO_THROTTLE
 
 
@@ -94,7 +94,7 @@ async def add_partitions_to_txn(
         raise ErrorReply(ErrorCode.transactional_id_authorization_failed)
     wanted = _wanted(req)
     # Kafka filters internal topics out before asking, so they are never writable here
-    names = [topic for topic, _ in wanted if topic not in INTERNAL_TOPICS]
+    names = [topic for topic, _ in wanted if topic not in KAFKA_INTERNAL_TOPICS]
     writable = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
     failed = {
         tp: ErrorCode.topic_authorization_failed
