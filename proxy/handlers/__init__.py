@@ -64,6 +64,7 @@ MODULES: dict[int, tuple[str, str, tuple[int, int], int | None]] = {
     55: ("describe_quorum", "describe_quorum", (0, 2), None),
     60: ("describe_cluster", "describe_cluster", (0, 2), None),
     61: ("describe_producers", "describe_producers", (0, 0), None),
+    64: ("unregister_broker", "unregister_broker", (0, 0), None),
     65: ("describe_transactions", "describe_transactions", (0, 0), None),
     66: ("list_transactions", "list_transactions", (0, 2), None),
     68: ("consumer_group_heartbeat", "consumer_group_heartbeat", (0, 1), None),
