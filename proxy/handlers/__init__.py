@@ -73,6 +73,8 @@ MODULES: dict[int, tuple[str, str, tuple[int, int], int | None]] = {
     72: ("push_telemetry", "push_telemetry", (0, 0), None),
     74: ("list_config_resources", "list_config_resources", (0, 1), None),
     75: ("describe_topic_partitions", "describe_topic_partitions", (0, 0), None),
+    80: ("raft_voters", "add_raft_voter", (0, 1), None),
+    81: ("raft_voters", "remove_raft_voter", (0, 0), None),
 }
 
 
