@@ -31,7 +31,8 @@ from wire.values import NO_THROTTLE
 
 
 def _pattern(text: str | None) -> re.Pattern[str] | None:
-    """The compiled filter, None for no filter; raises ``re.error``."""
+    """The compiled filter, None for no filter; raises ``re.error``, ``OverflowError`` or
+    ``RecursionError``."""
     return re.compile(text) if text else None
 
 
@@ -46,7 +47,7 @@ async def list_transactions(
 ) -> ListTransactionsResponse:
     try:
         pattern = _pattern(req.transactional_id_pattern)
-    except (re.error, RecursionError):
+    except (re.error, OverflowError, RecursionError):  # a bad one, a huge repeat, deep nesting
         return ListTransactionsResponse(
             throttle_time=NO_THROTTLE,
             error_code=ErrorCode.invalid_regular_expression,

@@ -369,20 +369,21 @@ async def test_list_transactions_v2_filters_on_a_whole_id_pattern() -> None:
             assert await listed(".*app") == ["app", "other-app"]
             assert await listed("app-[2-9]", state_filters=("Empty",)) == ["app-2"]
             assert await listed("app-.*", state_filters=("Ongoing",)) == []
-            r = await c.request(
-                req(
-                    "list_transactions",
-                    2,
-                    "ListTransactionsRequest",
-                    state_filters=("Nonsense",),
-                    transactional_id_pattern="app-(",
+            for bad in ("app-(", "a{4294967296}", "(" * 2000 + ")" * 2000):
+                r = await c.request(
+                    req(
+                        "list_transactions",
+                        2,
+                        "ListTransactionsRequest",
+                        state_filters=("Nonsense",),
+                        transactional_id_pattern=bad,
+                    )
                 )
-            )
-            assert (r.error_code, r.unknown_state_filters, r.transaction_states) == (
-                E.invalid_regular_expression,
-                (),
-                (),
-            )
+                assert (r.error_code, r.unknown_state_filters, r.transaction_states) == (
+                    E.invalid_regular_expression,
+                    (),
+                    (),
+                )
 
 
 async def test_state_survives_a_restart(tmp_path: Path) -> None:
