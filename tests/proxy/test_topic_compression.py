@@ -207,3 +207,19 @@ async def test_an_old_fetch_of_a_zstd_topic_is_read_first_then_refused() -> None
             ErrorCode.unsupported_compression_type,
             -1,
         )
+
+
+async def test_an_old_fetch_refused_authorization_on_a_zstd_topic_is_answered_the_codec() -> None:
+    # maybeConvertFetchedData runs on every partition of the answer whose log this node has,
+    # TOPIC_AUTHORIZATION_FAILED ones included
+    from tests.proxy.acl.harness import secured
+
+    async with secured() as (c, grants, _):
+        assert await create(c, "zs", 1, **{"compression.type": "zstd"}) == ErrorCode.none
+        grants.open = False
+        resp = await c.request(_fetch_v9(0, ("zs", 0), ("missing", 0)))
+        got = {t.topic: t.partitions[0].error_code for t in resp.responses}
+        assert got == {
+            "zs": ErrorCode.unsupported_compression_type,
+            "missing": ErrorCode.topic_authorization_failed,
+        }
