@@ -105,9 +105,10 @@ def list_transactions(
     out = []
     for node in sorted(client.brokers):
         key, (low, high) = API.LIST_TRANSACTIONS
-        version = client.broker(node).version_for(key, low, high)
         # an older version lacks the filter and would list every transaction (Kafka's admin
         # client refuses the same way, with UnsupportedVersionException)
+        filtered = duration_ms >= 0 or bool(id_pattern)
+        version = client.broker(node).version_for(key, low, high) if filtered else high
         if duration_ms >= 0 and version < 1:
             raise ClientError(
                 f"broker {node} does not support --duration-filter (ListTransactions v1, "
