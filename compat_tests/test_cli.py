@@ -271,6 +271,10 @@ def test_txns_list_describe_and_describe_producers(bootstrap: str) -> None:
             "state": "Ongoing",
         }
     ]
+    # KIP-1152: the pattern matches whole ids (ListTransactions v2)
+    by_pattern = cli_json(bootstrap, "txns", "list", "--transactional-id-pattern", f"{tid}|none")
+    assert [t["transactional_id"] for t in by_pattern] == [tid]
+    assert cli_json(bootstrap, "txns", "list", "--transactional-id-pattern", tid[:-1]) == []
     header = cli(bootstrap, "txns", "list").stdout.splitlines()[0].split()
     assert header == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
     d = cli_json(bootstrap, "txns", "describe", "--transactional-id", tid)

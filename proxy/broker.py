@@ -187,10 +187,14 @@ class Broker:
         producer_epoch: int,
         commit: bool,
         coordinator_epoch: int,
+        *,
+        transaction_version: int = 0,
     ) -> ErrorCode:
         """The transaction coordinator's one call per partition when completing a transaction
         (spec §4.10): write the COMMIT/ABORT marker; on a ``__consumer_offsets`` partition the
-        group coordinator then materialises or drops the producer's pending offsets (§5.5)."""
+        group coordinator then materialises or drops the producer's pending offsets (§5.5).
+        ``transaction_version`` 2 (a WriteTxnMarkers v2 marker saying so): the marker's epoch
+        must exceed the producer's."""
         partition = self.topics.partition(tp.topic, tp.partition)
         if partition is None or partition.deleted:
             return ErrorCode.unknown_topic_or_partition
@@ -198,11 +202,21 @@ class Broker:
         try:
             if tp.topic == OFFSETS_TOPIC:
                 written = await self.groups.write_txn_marker(
-                    partition, producer_id, producer_epoch, commit, coordinator_epoch
+                    partition,
+                    producer_id,
+                    producer_epoch,
+                    commit,
+                    coordinator_epoch,
+                    transaction_version=transaction_version,
                 )
             else:
                 written = await partition.write_marker(
-                    producer_id, producer_epoch, commit, coordinator_epoch, self.now_ms()
+                    producer_id,
+                    producer_epoch,
+                    commit,
+                    coordinator_epoch,
+                    self.now_ms(),
+                    transaction_version=transaction_version,
                 )
         except StorageError as exc:
             log.error("marker on %s failed: %s", tp, exc)

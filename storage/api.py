@@ -61,6 +61,12 @@ class TopicPartition:
 CONSUMER_OFFSETS = "__consumer_offsets"
 TRANSACTION_STATE = "__transaction_state"
 INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE})
+# Kafka's Topic.isInternal names one more, the share coordinator's (kafkad has none, but a
+# topic of that name is internal as in Kafka), and Kafka's metadata log's name can never be
+# a topic's (kafkad keeps no such log).
+SHARE_GROUP_STATE = "__share_group_state"
+KAFKA_INTERNAL_TOPICS = INTERNAL_TOPICS | {SHARE_GROUP_STATE}
+CLUSTER_METADATA = "__cluster_metadata"
 
 NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE defaults
 
@@ -363,8 +369,11 @@ class PartitionWriter(Protocol):
         commit: bool,
         coordinator_epoch: int,
         now_ms: int,
+        *,
+        transaction_version: int = 0,
     ) -> int | ErrorCode:
-        """A COMMIT/ABORT control batch for the producer: its offset, or the refusal."""
+        """A COMMIT/ABORT control batch for the producer: its offset, or the refusal
+        (``transaction_version`` 2: the marker's epoch must exceed the producer's)."""
         ...
 
 

@@ -248,6 +248,8 @@ class Partition:
         commit: bool,
         coordinator_epoch: int,
         now_ms: int,
+        *,
+        transaction_version: int = 0,
     ) -> int | ErrorCode:
         """Append a COMMIT/ABORT control batch for the producer (spec §4.10, partition-leader
         side) and close its open transaction here; returns the marker's offset, or
@@ -256,7 +258,9 @@ class Partition:
         a transaction that wrote data here adds an aborted-index entry. A marker for a
         producer with nothing open here is legal. Raises ``StorageError``."""
         async with self._lock:
-            code = self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            code = self.producers.check_marker(
+                producer_id, producer_epoch, coordinator_epoch, transaction_version
+            )
             if code is not ErrorCode.none:
                 return code
             base = self.log.log_end_offset

@@ -287,12 +287,22 @@ class ProducerStateManager:
 
     # -- transaction markers -----------------------------------------------------------------
 
-    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> ErrorCode:
-        """Spec §4.10, partition-leader side (TV1: a marker epoch equal to the entry's is fine)."""
+    def check_marker(
+        self, producer_id: int, epoch: int, coordinator_epoch: int, transaction_version: int = 0
+    ) -> ErrorCode:
+        """Spec §4.10, partition-leader side. A TV0/TV1 marker may carry the entry's epoch; a
+        marker that says it is TV2 (WriteTxnMarkers v2's ``transaction_version``) must carry a
+        greater one, the coordinator having bumped it (Kafka's
+        ``ProducerAppendInfo.checkProducerEpoch``): an equal one is a late or repeated marker."""
         entry = self.producers.get(producer_id)
         if entry is None:
             return ErrorCode.none
-        if epoch < entry.producer_epoch:
+        stale = (
+            epoch <= entry.producer_epoch
+            if transaction_version >= 2
+            else epoch < entry.producer_epoch
+        )
+        if stale:
             return ErrorCode.invalid_producer_epoch
         if coordinator_epoch < entry.coordinator_epoch:
             return ErrorCode.transaction_coordinator_fenced

@@ -30,6 +30,7 @@ from kio.schema.errors import ErrorCode
 
 from storage.api import (
     INTERNAL_TOPICS,
+    KAFKA_INTERNAL_TOPICS,
     LogConfig,
     StorageError,
     Store,
@@ -98,7 +99,8 @@ class Topic:
 
     @property
     def internal(self) -> bool:
-        return self.meta.name in INTERNAL_TOPICS
+        """Kafka's ``Topic.isInternal`` (``__share_group_state`` too)."""
+        return self.meta.name in KAFKA_INTERNAL_TOPICS
 
 
 class TopicManager:

@@ -202,13 +202,20 @@ class GroupCoordinatorBase:
         producer_epoch: int,
         commit: bool,
         coordinator_epoch: int,
+        *,
+        transaction_version: int = 0,
     ) -> int | ErrorCode:
         """Write a transaction marker on offsets partition ``p`` (in log order with the group
         writes) and materialise or drop the producer's pending offsets there (spec §5.5).
         Raises StorageError."""
         async with self._write_lock:
             written = await p.write_marker(
-                producer_id, producer_epoch, commit, coordinator_epoch, self.wall_ms()
+                producer_id,
+                producer_epoch,
+                commit,
+                coordinator_epoch,
+                self.wall_ms(),
+                transaction_version=transaction_version,
             )
             if not isinstance(written, ErrorCode):
                 self._complete_txn(p, producer_id, commit)

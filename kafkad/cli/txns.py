@@ -50,6 +50,11 @@ def register(nouns: Any) -> None:
     verbs = p.add_subparsers(dest="verb", metavar="VERB")
     v = verbs.add_parser("list", help="transactional ids known to the coordinators")
     v.add_argument("--duration-filter", type=int, metavar="MS", help="open longer than this")
+    v.add_argument(
+        "--transactional-id-pattern",
+        metavar="REGEX",
+        help="only ids this regular expression matches whole (KIP-1152)",
+    )
     _done(v, list_txns)
     v = verbs.add_parser("describe", help="one transactional id's state")
     v.add_argument("--transactional-id", required=True)
@@ -90,24 +95,35 @@ def _done(parser: argparse.ArgumentParser, run: Any) -> None:
 
 
 def list_transactions(
-    client: Client, producer_ids: list[int] | None = None, duration_ms: int = -1
+    client: Client,
+    producer_ids: list[int] | None = None,
+    duration_ms: int = -1,
+    id_pattern: str | None = None,
 ) -> list[dict[str, Any]]:
     """ListTransactions from every broker (each answers for the coordinators it hosts)."""
     client.metadata([])
     out = []
     for node in sorted(client.brokers):
         key, (low, high) = API.LIST_TRANSACTIONS
-        if duration_ms >= 0 and client.broker(node).version_for(key, low, high) < 1:
-            # v0 has no DurationFilter: it would list every transaction (Kafka's admin client
-            # refuses the same way, with UnsupportedVersionException)
+        # an older version lacks the filter and would list every transaction (Kafka's admin
+        # client refuses the same way, with UnsupportedVersionException)
+        filtered = duration_ms >= 0 or bool(id_pattern)
+        version = client.broker(node).version_for(key, low, high) if filtered else high
+        if duration_ms >= 0 and version < 1:
             raise ClientError(
                 f"broker {node} does not support --duration-filter (ListTransactions v1, "
                 "Kafka 3.8 or later)"
+            )
+        if id_pattern and version < 2:
+            raise ClientError(
+                f"broker {node} does not support --transactional-id-pattern (ListTransactions "
+                "v2, Kafka 4.1 or later)"
             )
         data = {
             "state_filters": [],
             "producer_id_filters": producer_ids or [],
             "duration_filter": duration_ms,
+            "transactional_id_pattern": id_pattern or None,
         }
         resp = client.send(API.LIST_TRANSACTIONS, data, node)
         check(int(resp.error_code), f"listing transactions on broker {node}")
@@ -167,7 +183,10 @@ def describe_producers_of(
 
 def list_txns(args: argparse.Namespace, client: Client) -> int:
     out = list_transactions(
-        client, None, -1 if args.duration_filter is None else args.duration_filter
+        client,
+        None,
+        -1 if args.duration_filter is None else args.duration_filter,
+        args.transactional_id_pattern,
     )
     keys = ("transactional_id", "coordinator", "producer_id", "state")
     rows = [[t[k] for k in keys] for t in out]

@@ -54,7 +54,7 @@ from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.outcomes import ErrorReply
 from proxy.registry import handler
-from storage.api import INTERNAL_TOPICS
+from storage.api import KAFKA_INTERNAL_TOPICS
 from wire.values import NO_THROTTLE
 
 E = ErrorCode
@@ -173,7 +173,7 @@ async def _one_transaction(
     broker = ctx.broker
     wanted = _wanted(txn)
     if clients:  # Kafka filters internal topics out before asking: never writable here
-        names = [topic for topic, _ in wanted if topic not in INTERNAL_TOPICS]
+        names = [topic for topic, _ in wanted if topic not in KAFKA_INTERNAL_TOPICS]
         writable = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
     else:
         writable = {topic for topic, _ in wanted}

@@ -5,8 +5,12 @@ may answer THROTTLING_QUOTA_EXCEEDED (no controller mutation quota here). v7: th
 topic's id (a validate-only request gets a fresh random id, as Kafka's controller answers it;
 a refused topic the zero id).
 
-Per topic, in the order of Kafka's ``ReplicationControlManager.createTopics``: duplicate
-names in one request -> INVALID_REQUEST; legal name; exists -> TOPIC_ALREADY_EXISTS; config
+A name given more than once is answered once, INVALID_REQUEST "Duplicate topic name.", and
+not created; ``__cluster_metadata`` is INVALID_REQUEST "Creation of internal topic
+__cluster_metadata is prohibited." (Kafka's ``ControllerApis.createTopics``, which answers
+both, and the authorization failures, after the topics it passes to the controller, in that
+order). Per other topic, in the order of Kafka's ``ReplicationControlManager.createTopics``:
+legal name; exists -> TOPIC_ALREADY_EXISTS; config
 overrides known and valid -> else INVALID_CONFIG; then the layout: manual assignments must
 name only this node, else the replication factor (only 1 replica exists: a higher factor is
 INVALID_REPLICATION_FACTOR), then the partition count. ``validate_only`` checks all of it and
@@ -41,6 +45,7 @@ from proxy.acl.checks import allowed_names, cluster_allows
 from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
+from storage.api import CLUSTER_METADATA
 from storage.topic_config import effective_configs
 from storage.topics import TopicError
 from wire.values import NO_THROTTLE, ZERO_UUID
@@ -78,31 +83,36 @@ async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Create
     broker = ctx.broker
     values = broker.config.values or {}
     counts = Counter(t.name for t in req.topics)
-    single = [name for name, n in counts.items() if n == 1]
+    allowed = [name for name, n in counts.items() if n == 1 and name != CLUSTER_METADATA]
     creatable = (
-        set(single)
+        set(allowed)
         if cluster_allows(ctx, AclOperation.CREATE)
-        else allowed_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, single)
+        else allowed_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, allowed)
     )
-    describable = allowed_names(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, single)
+    describable = allowed_names(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, allowed)
     results = []
+    refused = [  # answered after the others, as Kafka's ControllerApis does
+        _failed(name, ErrorCode.invalid_request, "Duplicate topic name.")
+        for name, n in counts.items()
+        if n > 1
+    ]
     for t in req.topics:
-        if counts[t.name] == 1 and t.name not in creatable:
+        if counts[t.name] > 1:
+            continue
+        if t.name == CLUSTER_METADATA:
+            message = f"Creation of internal topic {CLUSTER_METADATA} is prohibited."
+            refused.append(_failed(t.name, ErrorCode.invalid_request, message))
+            continue
+        if t.name not in creatable:
             code = ErrorCode.topic_authorization_failed
-            results.append(_failed(t.name, code, "Authorization failed."))
+            refused.append(_failed(t.name, code, "Authorization failed."))
             continue
         err: TopicError | None = None
         topic_id = uuid.uuid4()  # validate_only: Kafka's controller answers a fresh random id
         partitions, replication = int(t.num_partitions), int(t.replication_factor)
         configs = {c.name: c.value for c in t.configs}
-        if counts[t.name] > 1:
-            err = TopicError(
-                ErrorCode.invalid_request,
-                f"Create topics request from client contains multiple entries "
-                f"for the topic {t.name}",
-            )
         layout: TopicError | None = None
-        if err is None and t.assignments:
+        if t.assignments:
             if partitions != -1 or replication != -1:
                 layout = TopicError(
                     ErrorCode.invalid_request,
@@ -119,19 +129,18 @@ async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Create
                 )
             else:
                 partitions, replication = len(t.assignments), 1
-        if err is None:
-            if partitions == -1:
-                partitions = values["num.partitions"]
-            if replication == -1:
-                replication = values["default.replication.factor"]
-            if req.validate_only:
-                err = broker.topics.check_create(t.name, partitions, replication, configs, layout)
+        if partitions == -1:
+            partitions = values["num.partitions"]
+        if replication == -1:
+            replication = values["default.replication.factor"]
+        if req.validate_only:
+            err = broker.topics.check_create(t.name, partitions, replication, configs, layout)
+        else:
+            made = await broker.topics.create(t.name, partitions, configs, replication, layout)
+            if isinstance(made, TopicError):
+                err = made
             else:
-                made = await broker.topics.create(t.name, partitions, configs, replication, layout)
-                if isinstance(made, TopicError):
-                    err = made
-                else:
-                    topic_id = made.topic_id
+                topic_id = made.topic_id
         if err is not None:
             results.append(_failed(t.name, err.code, err.message))
             continue
@@ -174,4 +183,4 @@ async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Create
                 configs=described,
             )
         )
-    return CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=tuple(results))
+    return CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=(*results, *refused))

@@ -39,14 +39,12 @@ from proxy.acl.checks import allowed_names
 from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
-from storage.api import INTERNAL_TOPICS, StorageError
+from storage.api import KAFKA_INTERNAL_TOPICS, StorageError
 from wire.values import NO_THROTTLE
 
 log = logging.getLogger("kafkad.delete_records")
 
 INVALID_LOW_WATERMARK = -1  # Kafka's DeleteRecordsResponse.INVALID_LOW_WATERMARK
-# Kafka's Topic.isInternal: kafkad's coordinators' topics and the share-group state topic
-KAFKA_INTERNAL_TOPICS = INTERNAL_TOPICS | {"__share_group_state"}
 
 
 def _result(index: int, got: int | ErrorCode) -> DeleteRecordsPartitionResult:

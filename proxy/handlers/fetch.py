@@ -49,7 +49,11 @@ transactions (``FetchResponse.partitionResponse``), and do not end a long poll; 
 no partition left to read is answered at once (Kafka sends no delayed fetch then).
 
 A topic whose ``compression.type`` is ``zstd`` answers Fetch below v10 (clients from before
-zstd) UNSUPPORTED_COMPRESSION_TYPE for its partitions, as Kafka's ``maybeConvertFetchedData``.
+zstd) UNSUPPORTED_COMPRESSION_TYPE for its partitions, as Kafka's ``maybeConvertFetchedData``,
+which runs when the answer is built: the partitions are read and waited on as any (their bytes
+count towards ``min_bytes``, the quota charge and the session's cached state, as Kafka sizes
+them before conversion), and the refusal then replaces whatever the read gave, a read error or
+a refusal of authorization included (any partition this node holds).
 
 Isolation (spec §5.3): an isolation level other than 0 and 1 is answered with the error reply
 (UNKNOWN_SERVER_ERROR) once some partition is to be read, as Kafka's ``IsolationLevel.forId``
@@ -144,7 +148,6 @@ class _Slot:
     max_bytes: int
     current_leader_epoch: int
     partition: Partition | None
-    refused: ErrorCode | None = None  # answered this, whatever the log holds
     last_fetched_epoch: int = NO_EPOCH
     diverging: tuple[int, int] | None = None  # (epoch, end offset): the log diverges (v12+)
     error: ErrorCode = ErrorCode.none
@@ -221,9 +224,6 @@ async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool, followe
     for s in slots:
         s.data, s.error, s.upper_bound, s.diverging = b"", ErrorCode.none, -1, None
         p = s.partition
-        if s.refused is not None:
-            s.error = s.refused
-            continue
         if p is None or p.deleted:
             s.error = ErrorCode.unknown_topic_or_partition
             continue
@@ -261,6 +261,16 @@ async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool, followe
         remaining -= len(data)
         total += len(data)
     return total
+
+
+def _zstd_partition(ctx: RequestContext, tp: TopicIdPartition) -> bool:
+    """A partition this node holds (Kafka: has a log config for) of a zstd topic."""
+    topic = ctx.broker.topics.get(tp.name) if tp.name is not None else None
+    return (
+        topic is not None
+        and 0 <= tp.partition < len(topic.partitions)
+        and topic.settings["compression.type"] == "zstd"
+    )
 
 
 def _answer_now(slots: list[_Slot]) -> bool:
@@ -496,11 +506,6 @@ async def fetch(ctx: RequestContext, req: Any) -> FetchResponse:
         # Kafka's FetchIsolation.of(request) throws (IsolationLevel.forId) once a partition is
         # to be read: the handler's error, UNKNOWN_SERVER_ERROR, the session context made
         return _error_reply(req, ErrorCode.unknown_server_error)
-    if version < ZSTD_FETCH_VERSION:
-        for s in slots:
-            topic = broker.topics.get(s.tp.name or "")
-            if topic is not None and topic.settings["compression.type"] == "zstd":
-                s.refused = ErrorCode.unsupported_compression_type
     max_bytes = req.max_bytes  # every served version (4+) has it
     total = await _read_all(slots, max_bytes, committed, follower)
     wait_s = req.max_wait.total_seconds()
@@ -542,6 +547,13 @@ async def fetch(ctx: RequestContext, req: Any) -> FetchResponse:
         (tp, _partition_data(a, committed, hinted, version, m, node) if type(a) is _Slot else a)
         for tp, a in kept
     ]
+    if version < ZSTD_FETCH_VERSION:  # Kafka's maybeConvertFetchedData, on the answer
+        kept = [
+            (tp, _unknown(tp, ErrorCode.unsupported_compression_type, version))
+            if _zstd_partition(ctx, tp)
+            else (tp, a)
+            for tp, a in kept
+        ]
     fetched = broker.metrics.topics.fetched  # /metrics: bytes out per topic
     for s in slots:
         if s.data:

@@ -1,9 +1,15 @@
-"""ListTransactions (key 66), v0-1 (flexible; KIP-664, spec eos.md §4.11).
+"""ListTransactions (key 66), v0-2 (flexible; KIP-664, spec eos.md §4.11).
 
 v0: filters by state names (unknown names are echoed in UnknownStateFilters and match nothing)
 and producer ids; empty filters match everything. v1: DurationFilter (only transactions
-running longer than that many ms; -1 = off). v2 (regex filter on the transactional id) is not
-advertised. COORDINATOR_LOAD_IN_PROGRESS while the coordinator loads.
+running longer than that many ms; -1 = off). v2 (KIP-1152): TransactionalIdPattern, a regular
+expression the whole transactional id must match (Java's ``Matcher.matches``, not ``find``:
+``txn`` lists ``txn`` alone, ``txn.*`` every id starting with it); null or empty: no filter.
+A pattern that does not compile is INVALID_REGULAR_EXPRESSION with nothing listed.
+COORDINATOR_LOAD_IN_PROGRESS while the coordinator loads.
+
+Deviation: the pattern is Python's ``re``; Kafka compiles it with RE2/J, which refuses
+back-references and look-arounds that ``re`` accepts (as for KIP-848 topic regexes).
 
 Only the transactional ids the principal may DESCRIBE are listed (Kafka's
 ``handleListTransactionsRequest``).
@@ -11,8 +17,11 @@ Only the transactional ids the principal may DESCRIBE are listed (Kafka's
 
 from __future__ import annotations
 
-from kio.schema.list_transactions.v1.request import ListTransactionsRequest
-from kio.schema.list_transactions.v1.response import ListTransactionsResponse, TransactionState
+import re
+
+from kio.schema.errors import ErrorCode
+from kio.schema.list_transactions.v2.request import ListTransactionsRequest
+from kio.schema.list_transactions.v2.response import ListTransactionsResponse, TransactionState
 from kio.schema.types import ProducerId, TransactionalId
 
 from proxy.acl.model import AclOperation, ResourceType
@@ -21,15 +30,30 @@ from proxy.registry import handler
 from wire.values import NO_THROTTLE
 
 
+def _pattern(text: str | None) -> re.Pattern[str] | None:
+    """The compiled filter, None for no filter; raises ``re.error``, ``OverflowError`` or
+    ``RecursionError``."""
+    return re.compile(text) if text else None
+
+
 @handler(
     api_key=66,
-    versions=(0, 1),
+    versions=(0, 2),
     request=ListTransactionsRequest,
     response=ListTransactionsResponse,
 )
 async def list_transactions(
     ctx: RequestContext, req: ListTransactionsRequest
 ) -> ListTransactionsResponse:
+    try:
+        pattern = _pattern(req.transactional_id_pattern)
+    except (re.error, OverflowError, RecursionError):  # a bad one, a huge repeat, deep nesting
+        return ListTransactionsResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.invalid_regular_expression,
+            unknown_state_filters=(),
+            transaction_states=(),
+        )
     code, unknown, found = ctx.broker.txns.list_transactions(
         req.state_filters, req.producer_id_filters, int(req.duration_filter)
     )
@@ -44,7 +68,8 @@ async def list_transactions(
                 transaction_state=m.state.kafka_name,
             )
             for m in found
-            if ctx.authorized(
+            if (pattern is None or pattern.fullmatch(m.transactional_id) is not None)
+            and ctx.authorized(
                 AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, m.transactional_id
             )
         ),

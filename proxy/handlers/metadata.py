@@ -14,7 +14,12 @@ CreateTopics to the controller and answers UNKNOWN_TOPIC_OR_PARTITION for the to
 (LEADER_NOT_AVAILABLE was ZooKeeper mode's answer). kafkad creates the topic before it
 answers (``TopicManager.auto_create``, atomic per name) and returns its metadata in the
 same response: the answer Kafka gives on the retry. ``__consumer_offsets`` and
-``__transaction_state`` are created with their coordinators' partition counts and configs.
+``__transaction_state`` are created with their coordinators' partition counts and configs;
+``__cluster_metadata`` never is (Kafka's controller refuses it): UNKNOWN_TOPIC_OR_PARTITION.
+
+v12+ by topic id (Kafka's ``handleTopicMetadataRequest``): once any entry carries a topic id,
+the ids alone are looked up, each once, and every name in the request is ignored (an unknown
+id is UNKNOWN_TOPIC_ID).
 
 Authorization (Kafka's ``handleTopicMetadataRequest``): a topic the principal may not
 DESCRIBE is left out of an all-topics answer; named, it is answered TOPIC_AUTHORIZATION_FAILED
@@ -35,7 +40,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.schema.metadata.v13.request import MetadataRequest
+from kio.schema.metadata.v13.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v13.response import (
     MetadataResponse,
     MetadataResponseBroker,
@@ -50,7 +55,7 @@ from proxy.acl.checks import TOPIC_OPERATIONS as TOPIC_OPERATIONS
 from proxy.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
-from storage.api import INTERNAL_TOPICS
+from storage.api import CLUSTER_METADATA, KAFKA_INTERNAL_TOPICS
 from storage.partition import LEADER_EPOCH
 from storage.topics import Topic, TopicError, topic_name_error
 from wire.values import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, ZERO_UUID
@@ -178,6 +183,13 @@ async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataRespons
         )
         out = [describe(t) for t in topics if t.name in describable]
     else:
+        if any((e.topic_id or ZERO_UUID) != ZERO_UUID for e in requested):
+            # Kafka: once any entry has a topic id, the ids alone are looked up, each once;
+            # names (an id's entry's too) are ignored, so nothing is auto-created
+            ids = dict.fromkeys(
+                e.topic_id for e in requested if e.topic_id not in (None, ZERO_UUID)
+            )
+            requested = tuple(MetadataRequestTopic(topic_id=i, name=None) for i in ids)
         out = []
         asked: list[str] = []
         for e in requested:
@@ -223,13 +235,13 @@ async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataRespons
                     _failed(
                         name,
                         ErrorCode.topic_authorization_failed,
-                        is_internal=name in INTERNAL_TOPICS,
+                        is_internal=name in KAFKA_INTERNAL_TOPICS,
                     )
                 )
             elif topic_name_error(name) is not None:
                 code = ErrorCode.invalid_topic_exception
                 out.append(_failed(name, code, operations=operations(name)))
-            elif auto_create:
+            elif auto_create and name != CLUSTER_METADATA:  # Kafka's controller refuses it
                 made = await topics.auto_create(name)
                 if not isinstance(made, TopicError):
                     log.info(

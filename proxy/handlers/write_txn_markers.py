@@ -1,4 +1,4 @@
-"""WriteTxnMarkers (key 27), v1 only (flexible; v0 was removed in Kafka 4.0): write COMMIT or
+"""WriteTxnMarkers (key 27), v1-2 (flexible; v0 was removed in Kafka 4.0): write COMMIT or
 ABORT markers for a producer on the listed partitions (spec eos.md §4.10, §4.11).
 
 kafkad's own transaction coordinator writes its markers in process (``Broker.write_txn_marker``),
@@ -12,7 +12,9 @@ is answered with its own error code:
   epoch and coordinator epoch; on ``__consumer_offsets`` the producer's pending offsets are
   materialised or dropped);
 * UNKNOWN_TOPIC_OR_PARTITION: no such topic or partition;
-* INVALID_PRODUCER_EPOCH: the marker's epoch is below the producer's;
+* INVALID_PRODUCER_EPOCH: the marker's epoch is below the producer's, or, for a marker whose
+  v2 ``transaction_version`` is 2 or more (a TV2 coordinator's, written at the bumped epoch),
+  not above it (Kafka's ``ProducerAppendInfo.checkProducerEpoch``); v1 markers are TV0/TV1;
 * TRANSACTION_COORDINATOR_FENCED: the coordinator epoch is below the last marker's;
 * KAFKA_STORAGE_ERROR: the append failed.
 
@@ -26,8 +28,8 @@ answered CLUSTER_AUTHORIZATION_FAILED (Kafka's ``handleWriteTxnMarkersRequest``)
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
-from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest
-from kio.schema.write_txn_markers.v1.response import (
+from kio.schema.write_txn_markers.v2.request import WriteTxnMarkersRequest
+from kio.schema.write_txn_markers.v2.response import (
     WritableTxnMarkerPartitionResult,
     WritableTxnMarkerResult,
     WritableTxnMarkerTopicResult,
@@ -65,7 +67,7 @@ def _error_reply(req: WriteTxnMarkersRequest, code: ErrorCode) -> WriteTxnMarker
 
 @handler(
     api_key=27,
-    versions=(1, 1),
+    versions=(1, 2),
     request=WriteTxnMarkersRequest,
     response=WriteTxnMarkersResponse,
     error_reply=_error_reply,
@@ -88,6 +90,7 @@ async def write_txn_markers(
                     marker.producer_epoch,
                     marker.transaction_result,
                     marker.coordinator_epoch,
+                    transaction_version=marker.transaction_version,
                 )
                 parts.append(
                     WritableTxnMarkerPartitionResult(partition_index=index, error_code=code)

@@ -387,3 +387,32 @@ def test_a_duration_filter_is_refused_where_list_transactions_v0_would_drop_it()
         list_transactions(old, None, 60_000)
     assert sent == []
     assert list_transactions(old) == [] and len(sent) == 1  # no filter: fine at v0
+
+
+def test_an_id_pattern_is_refused_where_list_transactions_v1_would_drop_it() -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from kafkad.cli.txns import list_transactions
+
+    sent: list[Any] = []
+
+    class Broker:  # ListTransactions up to v1, as Kafka 3.8-4.0
+        brokers = {1: "b:1"}
+
+        def metadata(self, topics: object) -> dict[str, object]:
+            return {}
+
+        def broker(self, node: int) -> object:
+            return SimpleNamespace(version_for=lambda key, low, high: 1)
+
+        def send(self, api: object, data: object, node: int | None = None) -> object:
+            sent.append(data)
+            return SimpleNamespace(error_code=0, transaction_states=[])
+
+    old = cast(Any, Broker())
+    with pytest.raises(ClientError, match="does not support --transactional-id-pattern"):
+        list_transactions(old, None, -1, "app-.*")
+    assert sent == []
+    assert list_transactions(old, None, -1, "") == []  # an empty pattern is no filter
+    assert sent[0]["transactional_id_pattern"] is None

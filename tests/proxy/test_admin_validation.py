@@ -1,11 +1,13 @@
-"""Request validation as Kafka 4.x does it (issue 26.4-26.6): DeleteTopics duplicate names,
-ListOffsets duplicates / timestamps / leader epochs, DescribeConfigs topic names and sources."""
+"""Request validation as Kafka 4.x does it (issue 26.4-26.6): CreateTopics and DeleteTopics
+duplicate names, CreateTopics of ``__cluster_metadata``, ListOffsets duplicates / timestamps /
+leader epochs, DescribeConfigs topic names and sources."""
 
 from __future__ import annotations
 
 import datetime
 from typing import Any
 
+from kio.schema.create_topics.v7 import request as ct
 from kio.schema.delete_topics.v1.request import DeleteTopicsRequest as DeleteTopicsV1
 from kio.schema.delete_topics.v5.request import DeleteTopicsRequest
 from kio.schema.describe_configs.v4 import request as dc
@@ -35,6 +37,54 @@ async def test_delete_topics_duplicate_name_deletes_nothing() -> None:
         ]
         assert server.broker.topics.get("dup") is not None
         assert server.broker.topics.get("single") is None
+
+
+def creatable(name: str) -> Any:
+    return ct.CreatableTopic(
+        name=name, num_partitions=1, replication_factor=-1, assignments=(), configs=()
+    )
+
+
+async def test_create_topics_answers_a_duplicate_name_once() -> None:
+    # Kafka's ControllerApis.createTopics: the others are created first, then each duplicated
+    # name is answered once, INVALID_REQUEST "Duplicate topic name.", and not created
+    async with running_broker() as (server, port), connect(port) as c:
+        assert server.broker is not None
+        names = ("dup", "single", "dup", "dup")
+        resp = await c.request(
+            ct.CreateTopicsRequest(
+                topics=tuple(creatable(n) for n in names), timeout=1000 * MS, validate_only=False
+            )
+        )
+        got = [(r.name, r.error_code, r.error_message) for r in resp.topics]
+        assert got == [
+            ("single", ErrorCode.none, None),
+            ("dup", ErrorCode.invalid_request, "Duplicate topic name."),
+        ]
+        assert server.broker.topics.get("dup") is None
+
+
+async def test_create_topics_refuses_the_cluster_metadata_topic() -> None:
+    async with running_broker() as (server, port), connect(port) as c:
+        assert server.broker is not None
+        for validate_only in (True, False):
+            resp = await c.request(
+                ct.CreateTopicsRequest(
+                    topics=(creatable("__cluster_metadata"), creatable("ok")),
+                    timeout=1000 * MS,
+                    validate_only=validate_only,
+                )
+            )
+            got = [(r.name, r.error_code, r.error_message) for r in resp.topics]
+            assert got == [
+                ("ok", ErrorCode.none, None),
+                (
+                    "__cluster_metadata",
+                    ErrorCode.invalid_request,
+                    "Creation of internal topic __cluster_metadata is prohibited.",
+                ),
+            ]
+        assert server.broker.topics.get("__cluster_metadata") is None
 
 
 async def test_delete_topics_disabled_below_v3_is_invalid_request() -> None:

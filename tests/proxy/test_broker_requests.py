@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -316,6 +317,32 @@ async def test_fetch_long_poll_wakes_on_append() -> None:
             await produce(writer, "lp", batch([b"wake"]))
         part = got[0].responses[0].partitions[0]
         assert part.high_watermark == 1 and len(part.records) > 0
+
+
+async def test_an_unknown_partition_does_not_end_a_long_poll() -> None:
+    """Kafka's handleFetchRequest answers a partition its metadata lacks at once, among the
+    erroneous ones, and long-polls the others: UNKNOWN_TOPIC_OR_PARTITION is not a read error
+    (ReplicaManager.fetchMessages' errorReadingData) that would end the wait."""
+    async with running_broker() as (_, port), connect(port) as reader, connect(port) as writer:
+        assert await create(writer, "lpu") == ErrorCode.none
+        req = fetch_request("lpu", 0, wait_ms=30_000)
+        [topic] = req.topics
+        unknown = replace(topic.partitions[0], partition=7)
+        req = replace(req, topics=(replace(topic, partitions=(*topic.partitions, unknown)),))
+        got = []
+
+        async def poll() -> None:
+            got.append(await reader.request(req))
+
+        with trio.fail_after(20):
+            async with trio.open_nursery() as n:
+                n.start_soon(poll)
+                await trio.testing.wait_all_tasks_blocked()
+                assert got == []  # still waiting
+                await produce(writer, "lpu", batch([b"wake"]))
+        parts = {p.partition_index: p for p in got[0].responses[0].partitions}
+        assert parts[7].error_code == ErrorCode.unknown_topic_or_partition
+        assert parts[0].error_code == ErrorCode.none and len(parts[0].records) > 0
 
 
 async def test_deleting_a_topic_ends_its_long_polls_at_once() -> None:

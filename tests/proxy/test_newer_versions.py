@@ -618,3 +618,83 @@ async def test_describe_groups_v6_answers_a_missing_group_with_group_id_not_foun
                     "Dead",
                     "Group dg6-missing not found.",
                 )
+
+
+async def test_metadata_v12_asked_by_id_ignores_the_names() -> None:
+    # Kafka's handleTopicMetadataRequest: once any entry has a topic id, the ids alone are
+    # looked up (names, even on an entry with an id, are ignored: nothing is auto-created)
+    from kio.schema.metadata.v12 import request as md12
+
+    async with running_broker() as (server, port), connect(port) as c:
+        assert server.broker is not None
+        assert await create(c, "by-id", 1) == ErrorCode.none
+        assert await create(c, "by-name", 2) == ErrorCode.none
+        by_id = server.broker.topics.get("by-id")
+        assert by_id is not None
+        unknown = uuid.uuid4()
+        resp = await c.request(
+            md12.MetadataRequest(
+                topics=(
+                    md12.MetadataRequestTopic(name="by-name", topic_id=None),
+                    md12.MetadataRequestTopic(name="made-up", topic_id=by_id.topic_id),
+                    md12.MetadataRequestTopic(name=None, topic_id=unknown),
+                ),
+                allow_auto_topic_creation=True,
+                include_topic_authorized_operations=False,
+            )
+        )
+        got = [(t.name, t.topic_id, t.error_code, len(t.partitions)) for t in resp.topics]
+        assert got == [
+            ("by-id", by_id.topic_id, ErrorCode.none, 1),
+            (None, unknown, ErrorCode.unknown_topic_id, 0),
+        ]
+        assert server.broker.topics.get("made-up") is None
+
+
+async def test_metadata_never_auto_creates_the_cluster_metadata_topic() -> None:
+    # Kafka forwards the creation to its controller, which refuses it: the topic stays unknown
+    from kio.schema.metadata.v12 import request as md12
+
+    async with running_broker() as (server, port), connect(port) as c:
+        assert server.broker is not None
+        resp = await c.request(
+            md12.MetadataRequest(
+                topics=(md12.MetadataRequestTopic(name="__cluster_metadata", topic_id=None),),
+                allow_auto_topic_creation=True,
+                include_topic_authorized_operations=False,
+            )
+        )
+        [t] = resp.topics
+        assert (t.name, t.error_code) == (
+            "__cluster_metadata",
+            ErrorCode.unknown_topic_or_partition,
+        )
+        assert server.broker.topics.get("__cluster_metadata") is None
+
+
+async def test_share_group_state_is_an_internal_topic() -> None:
+    # Kafka's Topic.isInternal: __consumer_offsets, __transaction_state, __share_group_state
+    from kio.schema.describe_topic_partitions.v0 import request as dtp
+    from kio.schema.metadata.v12 import request as md12
+
+    async with running_broker() as (server, port), connect(port) as c:
+        assert server.broker is not None
+        assert await create(c, "__share_group_state", 1) == ErrorCode.none
+        topic = server.broker.topics.get("__share_group_state")
+        assert topic is not None and topic.internal
+        resp = await c.request(
+            md12.MetadataRequest(
+                topics=(md12.MetadataRequestTopic(name="__share_group_state", topic_id=None),),
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )
+        )
+        assert [t.is_internal for t in resp.topics] == [True]
+        described = await c.request(
+            dtp.DescribeTopicPartitionsRequest(
+                topics=(dtp.TopicRequest(name="__share_group_state"),),
+                response_partition_limit=10,
+                cursor=None,
+            )
+        )
+        assert [t.is_internal for t in described.topics] == [True]

@@ -4,7 +4,11 @@ batch's own."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+import trio
+import trio.testing
 from kio.schema.errors import ErrorCode
 
 from tests.proxy.harness import RawClient, connect, running_broker
@@ -143,3 +147,79 @@ async def test_levels_out_of_range_are_invalid_configs(name: str, value: str, me
         [topic] = resp.topics
         assert topic.error_code == ErrorCode.invalid_config
         assert topic.error_message == f"Invalid value {value} for configuration {name}: {message}"
+
+
+def _fetch_v9(wait_ms: int, *parts: tuple[str, int]) -> Any:
+    from kio.schema.fetch.v9 import request as f9
+
+    return f9.FetchRequest(
+        replica_id=-1,
+        max_wait=wait_ms * MS,
+        min_bytes=1,
+        max_bytes=50 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=tuple(
+            f9.FetchTopic(
+                topic=name,
+                partitions=(
+                    f9.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    ),
+                ),
+            )
+            for name, offset in parts
+        ),
+        forgotten_topics_data=(),
+    )
+
+
+async def test_an_old_fetch_of_a_zstd_topic_is_read_first_then_refused() -> None:
+    """Kafka reads (and long-polls) as for any fetch and refuses the zstd topic's partitions
+    only when it builds the answer (maybeConvertFetchedData in createResponse): the refusal
+    does not end the long poll, and it replaces whatever the read gave, a read error too."""
+    async with running_broker() as (_, port), connect(port) as reader, connect(port) as writer:
+        assert await create(writer, "zs", 1, **{"compression.type": "zstd"}) == ErrorCode.none
+        assert await create(writer, "plain") == ErrorCode.none
+        got = []
+
+        async def poll() -> None:
+            got.append(await reader.request(_fetch_v9(30_000, ("zs", 0), ("plain", 0))))
+
+        with trio.fail_after(20):
+            async with trio.open_nursery() as n:
+                n.start_soon(poll)
+                await trio.testing.wait_all_tasks_blocked()
+                assert got == []  # still waiting: nothing to read anywhere
+                await produce(writer, "plain", batch([b"wake"]))
+        by_name = {t.topic: t.partitions[0] for t in got[0].responses}
+        assert by_name["zs"].error_code == ErrorCode.unsupported_compression_type
+        assert by_name["plain"].error_code == ErrorCode.none and len(by_name["plain"].records) > 0
+        # a read error (offset out of range) is answered as the refusal too
+        resp = await reader.request(_fetch_v9(0, ("zs", 5)))
+        part = resp.responses[0].partitions[0]
+        assert (part.error_code, part.high_watermark) == (
+            ErrorCode.unsupported_compression_type,
+            -1,
+        )
+
+
+async def test_an_old_fetch_refused_authorization_on_a_zstd_topic_is_answered_the_codec() -> None:
+    # maybeConvertFetchedData runs on every partition of the answer whose log this node has,
+    # TOPIC_AUTHORIZATION_FAILED ones included
+    from tests.proxy.acl.harness import secured
+
+    async with secured() as (c, grants, _):
+        assert await create(c, "zs", 1, **{"compression.type": "zstd"}) == ErrorCode.none
+        grants.open = False
+        resp = await c.request(_fetch_v9(0, ("zs", 0), ("missing", 0)))
+        got = {t.topic: t.partitions[0].error_code for t in resp.responses}
+        assert got == {
+            "zs": ErrorCode.unsupported_compression_type,
+            "missing": ErrorCode.topic_authorization_failed,
+        }

@@ -140,7 +140,7 @@ def test_advertised_versions() -> None:
     assert versions[25] == (0, 4)
     assert versions[26] == (0, 5)
     assert versions[65] == (0, 0)
-    assert versions[66] == (0, 1)
+    assert versions[66] == (0, 2)
 
 
 @pytest.mark.parametrize("version", range(1, 7))
@@ -340,6 +340,50 @@ async def test_describe_and_list_transactions() -> None:
                 )
             )
             assert r.transaction_states == ()
+
+
+async def test_list_transactions_v2_filters_on_a_whole_id_pattern() -> None:
+    # KIP-1152: the pattern must match the whole id (Matcher.matches); null or "" is no filter
+    with trio.fail_after(10):
+        async with running_broker() as (_, port), connect(port) as c:
+            for tid in ("app-1", "app-2", "other-app", "app"):
+                await init(c, tid)
+
+            async def listed(pattern: str | None, **kw: Any) -> list[str]:
+                r = await c.request(
+                    req(
+                        "list_transactions",
+                        2,
+                        "ListTransactionsRequest",
+                        transactional_id_pattern=pattern,
+                        **kw,
+                    )
+                )
+                assert r.error_code is E.none
+                return sorted(t.transactional_id for t in r.transaction_states)
+
+            every = ["app", "app-1", "app-2", "other-app"]
+            assert await listed(None) == await listed("") == every
+            assert await listed("app") == ["app"]  # not a search: other-app is left out
+            assert await listed("app-.*") == ["app-1", "app-2"]
+            assert await listed(".*app") == ["app", "other-app"]
+            assert await listed("app-[2-9]", state_filters=("Empty",)) == ["app-2"]
+            assert await listed("app-.*", state_filters=("Ongoing",)) == []
+            for bad in ("app-(", "a{4294967296}", "(" * 2000 + ")" * 2000):
+                r = await c.request(
+                    req(
+                        "list_transactions",
+                        2,
+                        "ListTransactionsRequest",
+                        state_filters=("Nonsense",),
+                        transactional_id_pattern=bad,
+                    )
+                )
+                assert (r.error_code, r.unknown_state_filters, r.transaction_states) == (
+                    E.invalid_regular_expression,
+                    (),
+                    (),
+                )
 
 
 async def test_state_survives_a_restart(tmp_path: Path) -> None:
