@@ -100,6 +100,9 @@ class ConsumerGroup:
     session_deadlines: dict[str, int] = field(default_factory=dict)  # member id -> ms
     # member id -> (member epoch it was scheduled for, deadline ms)
     rebalance_deadlines: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # a timer whose fencing records failed to be written is tried again no sooner than this
+    # (ms; Kafka's CoordinatorTimer reschedules a failed timeout operation after a backoff)
+    retry_at: int = 0
     dead: bool = False
 
     @property
@@ -156,10 +159,12 @@ class ConsumerGroup:
         return None if member_id is None else self.members.get(member_id)
 
     def next_deadline(self) -> int:
-        return min(
+        """When a timer of the group is next due (never before ``retry_at``)."""
+        due = min(
             (
                 *self.session_deadlines.values(),
                 *(at for _, at in self.rebalance_deadlines.values()),
             ),
             default=NEVER,
         )
+        return max(due, self.retry_at)

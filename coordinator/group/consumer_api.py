@@ -36,6 +36,10 @@ from storage.api import StorageError
 
 log = logging.getLogger("kafkad.group")
 E = ErrorCode
+# A timer whose fencing records could not be written is tried again after this long, not at
+# once (the deadline has passed, so the timer task would otherwise spin on a failing log);
+# Kafka's CoordinatorTimer reschedules a failed timeout operation after 500 ms.
+TIMER_RETRY_BACKOFF_MS = 500
 
 
 class ConsumerGroupApi(OffsetsApi):
@@ -132,10 +136,12 @@ class ConsumerGroupApi(OffsetsApi):
                     continue
                 try:
                     await self._append(g.group_id, cg_records.changes(stored, g))
-                except StorageError as exc:  # kept; tried again at the next deadline
+                except StorageError as exc:  # kept; tried again after a backoff
                     log.error("group %s: fencing %s failed: %s", g.group_id, fenced, exc)
                     g.__dict__.update(stored.__dict__)
+                    g.retry_at = now_ms + TIMER_RETRY_BACKOFF_MS
                     continue
+                g.retry_at = 0
                 log.info("group %s: fenced %s (session or rebalance timeout)", g.group_id, fenced)
 
     async def drop_empty_consumer_group(self, group_id: str) -> None:
