@@ -103,7 +103,9 @@ class ConsumerGroupApi(OffsetsApi):
         if hb.member_epoch < 0:
             result = hb_decisions.leave(g, hb, topics)
         else:
-            result = hb_decisions.heartbeat(g, hb, topics, self.consumer_config, now)
+            result = hb_decisions.heartbeat(
+                g, hb, topics, self.consumer_config, now, wall_ms=self.wall_ms()
+            )
         if result.error is not E.none and stored is not None:
             g.__dict__.update(stored.__dict__)  # a refusal changes nothing
         written = extra + cg_records.changes(stored, g) if result.error is E.none else []

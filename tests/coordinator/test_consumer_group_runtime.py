@@ -167,3 +167,23 @@ async def test_a_failed_fencing_write_is_retried_after_a_backoff(
         g = coord.consumer_groups["g"]
         assert g.members == {} and g.retry_at == 0 and g.group_epoch == 2
         n.cancel_scope.cancel()
+
+
+async def test_regex_resolutions_survive_a_restart(
+    topics: TopicManager, autojump_clock: Any
+) -> None:
+    """ConsumerGroupRegularExpression records (type 16) are written with the heartbeat and
+    replayed at load; the last member using a regex leaving tombstones it."""
+    coord = coordinator(topics)
+    await coord.load()
+    hb = Heartbeat("g", "a", 0, rebalance_timeout_ms=1000, subscribed_topic_regex="t|x", owned=())
+    assert (await coord.consumer_heartbeat(hb, 1)).member_epoch == 1
+    live = coord.consumer_groups["g"].resolved_regexes
+    assert live["t|x"].topics == {"t"}
+    again = coordinator(topics)
+    await again.load()
+    assert again.consumer_groups["g"].resolved_regexes == live
+    assert (await coord.consumer_heartbeat(Heartbeat("g", "a", -1), 1)).error is E.none
+    third = coordinator(topics)
+    await third.load()
+    assert third.consumer_groups["g"].resolved_regexes == {}
