@@ -303,3 +303,41 @@ def test_alter_configs_error_replies_answer_every_resource(api_key: int, version
         (2, "a", ErrorCode.unknown_server_error, None),
         (2, "b", ErrorCode.unknown_server_error, None),
     ]
+
+
+def test_v10_error_replies_name_topics_by_id() -> None:
+    """OffsetCommit and OffsetFetch v10 are taken as sent: their error replies echo topic ids
+    (OffsetCommit) and every group (OffsetFetch) in v10's classes."""
+    import uuid
+
+    from kio.schema.offset_commit.v10 import request as oc10
+    from kio.schema.offset_fetch.v10 import request as of10
+
+    tid = uuid.UUID(int=5)
+    commit = oc10.OffsetCommitRequest(
+        group_id=GroupId("g"),
+        member_id="",
+        topics=(
+            oc10.OffsetCommitRequestTopic(
+                topic_id=tid,
+                partitions=(
+                    oc10.OffsetCommitRequestPartition(
+                        partition_index=i32(3), committed_offset=i64(1), committed_metadata=None
+                    ),
+                ),
+            ),
+        ),
+    )
+    entry = handler_for(OFFSET_COMMIT)
+    resp = entry.write(entry.error_reply(entry.read(commit), ErrorCode.not_coordinator), commit, 10)
+    assert [
+        (t.topic_id, p.partition_index, p.error_code) for t in resp.topics for p in t.partitions
+    ] == [(tid, 3, ErrorCode.not_coordinator)]
+    fetch = of10.OffsetFetchRequest(
+        groups=(of10.OffsetFetchRequestGroup(group_id=GroupId("a"), topics=None),)
+    )
+    entry = handler_for(OFFSET_FETCH)
+    resp = entry.write(entry.error_reply(entry.read(fetch), ErrorCode.not_coordinator), fetch, 10)
+    assert [(g.group_id, g.error_code, g.topics) for g in resp.groups] == [
+        ("a", ErrorCode.not_coordinator, ())
+    ]
