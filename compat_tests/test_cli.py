@@ -435,9 +435,12 @@ def test_groups_describe_lag_vs_lso_reset_and_delete(bootstrap: str) -> None:
             expect=1,
         )
         assert "Stable" in refused.stderr and "inactive" in refused.stderr
-        assert {"group": group, "state": "Stable", "protocol_type": "consumer"} in cli_json(
-            bootstrap, "groups", "list"
-        )
+        assert {
+            "group": group,
+            "type": "classic",
+            "state": "Stable",
+            "protocol_type": "consumer",
+        } in cli_json(bootstrap, "groups", "list")
     finally:
         consumer.close()
     dry = cli_json(bootstrap, "groups", "reset-offsets", group, "--topic", topic, "--to-earliest")
@@ -468,6 +471,68 @@ def test_groups_describe_lag_vs_lso_reset_and_delete(bootstrap: str) -> None:
     assert cli_json(bootstrap, "groups", "delete", group) == {"deleted": [group], "failed": []}
     gone = cli(bootstrap, "groups", "describe", group, expect=1)
     assert "GROUP_ID_NOT_FOUND" in gone.stderr
+
+
+def test_groups_list_describe_and_reset_a_consumer_protocol_group(bootstrap: str) -> None:
+    """A KIP-848 group (confluent-kafka group.protocol=consumer): listed with its type, described
+    through ConsumerGroupDescribe (epochs, assignment, target), reset refused while it has
+    members."""
+    from confluent_kafka import Consumer
+
+    topic = topic_name("cli-848")
+    group = topic_name("cli-848-group")
+    cli(bootstrap, "topics", "create", topic, "--partitions", "2")
+    cli(bootstrap, "produce", topic, "--partition", "0", stdin="a\nb\n")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "client.id": "cli-848",
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < 2:
+            msg = consumer.poll(1.0)
+            assert msg is not None or time.monotonic() < deadline, "no record within 30 s"
+            got += 0 if msg is None or msg.error() else 1
+        consumer.commit(asynchronous=False)
+        listed = {g["group"]: g for g in cli_json(bootstrap, "groups", "list")}
+        assert listed[group] == {
+            "group": group,
+            "type": "consumer",
+            "state": "Stable",
+            "protocol_type": "consumer",
+        }
+        d = cli_json(bootstrap, "groups", "describe", group)
+        assert (d["type"], d["state"], d["protocol"]) == ("consumer", "Stable", "uniform")
+        assert d["group_epoch"] == d["assignment_epoch"] >= 1
+        (member,) = d["members"]
+        assert member["client_id"] == "cli-848" and member["member_epoch"] == d["group_epoch"]
+        assert member["assignment"] == member["target_assignment"] == [f"{topic}-0", f"{topic}-1"]
+        offsets = {o["partition"]: o for o in d["offsets"]}
+        assert (offsets[0]["committed"], offsets[0]["lag"]) == (2, 0)
+        assert offsets[0]["member_id"] == member["member_id"]
+        text = cli(bootstrap, "groups", "describe", group).stdout
+        assert "consumer protocol" in text and "TARGET" in text
+        refused = cli(
+            bootstrap,
+            "groups",
+            "reset-offsets",
+            group,
+            "--all-topics",
+            "--to-earliest",
+            "--execute",
+            expect=1,
+        )
+        assert "Stable with 1 member(s)" in refused.stderr
+    finally:
+        consumer.close()
 
 
 def test_verify_a_clean_exactly_once_topic(bootstrap: str) -> None:

@@ -6,7 +6,9 @@ confluent-kafka runs a transactional workload. Checked on the rendered pages:
 * the partition page shows the LSO held at the transaction's first offset, by that producer;
 * a commit moves the LSO (the open page updates itself through the event stream);
 * an abort marks the aborted records in the raw view, and the read_committed view omits them;
-* a transaction left open past ``kafkad.http.hanging.transaction.ms`` is flagged HANGING.
+* a transaction left open past ``kafkad.http.hanging.transaction.ms`` is flagged HANGING;
+* a consumer-protocol (KIP-848) group shows its members' epochs, states and assignments, and
+  its open page follows a second member joining until both are reconciled.
 
 Screenshots are saved under the test's tmp dir (the path is printed); any browser console
 error fails the test.
@@ -158,3 +160,86 @@ def test_transactions_in_the_browser(
 
     assert browser.errors == [], browser.errors
     hanging.abort_transaction(30)
+
+
+def test_a_consumer_protocol_group_in_the_browser(
+    console_broker: tuple[BrokerProcess, str], browser: Browser, tmp_path: Path
+) -> None:
+    """A KIP-848 group (confluent-kafka group.protocol=consumer): the groups page lists it as a
+    consumer group; its page shows each member's epoch, state, assignment and target, and
+    follows a second member joining (event stream) until both are reconciled."""
+    from confluent_kafka import Consumer
+
+    kafka, url = console_broker
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.create_topics([NewTopic("events", 2, 1)])["events"].result(30)
+
+    def consumer(client_id: str) -> Consumer:
+        c = Consumer(
+            {
+                "bootstrap.servers": kafka.bootstrap,
+                "group.id": "kip848",
+                "group.protocol": "consumer",
+                "client.id": client_id,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        c.subscribe(["events"])
+        return c
+
+    def settled(consumers: list[Consumer], n: int) -> bool | None:
+        for c in consumers:
+            c.poll(0.1)
+        return (
+            sum(len(c.assignment()) for c in consumers) == 2
+            and all(c.assignment() for c in consumers[:n])
+        ) or None
+
+    first = consumer("first")
+    second = None
+    try:
+        wait_for(lambda: settled([first], 1), 30, "the first member's assignment", step=0)
+        browser.goto(url + "/groups")
+        row = browser.text('[data-group="kip848"]') or ""
+        assert "consumer" in row and "Stable" in row, row
+        browser.goto(url + "/groups/kip848")
+        assert browser.text("tr[data-member] .assignment") == "events-0, events-1"
+        browser.screenshot(shots / "1-one-member.png")
+
+        second = consumer("second")
+        consumers = [first, second]
+        wait_for(lambda: settled(consumers, 2), 30, "the split between two members", step=0)
+
+        def shown() -> bool | None:  # the open page follows (event stream), no navigation
+            for c in consumers:
+                c.poll(0.1)
+            rows = browser.js(
+                "[...document.querySelectorAll('tr[data-member]')].map(r => [r.querySelector("
+                "'.client').innerText, r.querySelector('.epoch').innerText, r.querySelector("
+                "'.state').innerText, r.querySelector('.assignment').innerText, "
+                "r.querySelector('.target').innerText])"
+            )
+            epoch = browser.text("#group-epoch")
+            done = (
+                browser.text("#state") == "Stable"
+                and len(rows) == 2
+                and all(r[1] == epoch and r[2] == "stable" and r[3] == r[4] for r in rows)
+            )
+            return done or None
+
+        wait_for(shown, 30, "both members shown reconciled on the open page", step=0.2)
+        assignments = sorted(
+            browser.js(
+                "[...document.querySelectorAll('tr[data-member] .assignment')]"
+                ".map(c => c.innerText)"
+            )
+        )
+        assert assignments == ["events-0", "events-1"], assignments
+        browser.screenshot(shots / "2-two-members.png")
+        assert browser.errors == [], browser.errors
+    finally:
+        first.close()
+        if second is not None:
+            second.close()

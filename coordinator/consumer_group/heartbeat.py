@@ -26,23 +26,21 @@ Leaving (epoch -1) removes the member and bumps the group epoch; a static member
 rejoins. The session timeout fences a member that stops heartbeating; the rebalance timeout
 fences one that does not revoke within its rebalance timeout.
 
-Regular expressions: Kafka compiles them with RE2/J; here Python's ``re`` (full match against
-topic names, internal topics excluded). The common syntax is the same; RE2 refuses
-back-references and look-arounds that ``re`` accepts, and ``re`` lacks RE2's ``\\pN``-style
-classes beyond what Python supports. Kafka resolves regexes asynchronously and bumps the group
-epoch when they resolve; here they are resolved at each heartbeat.
+Regular expressions: resolved per group and stored as Kafka stores them, refreshed at most every
+10 s when the topics changed; Python's ``re`` standing for RE2/J, with RE2's refusals kept
+(``coordinator.consumer_group.regexes``).
 """
 
 from __future__ import annotations
 
 import base64
-import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
 
+from coordinator.consumer_group import regexes
 from coordinator.consumer_group.assignors import ASSIGNORS
 from coordinator.consumer_group.model import (
     Assignment,
@@ -147,33 +145,23 @@ def validate_request(
     return None
 
 
-def _regex_error(regex: str) -> str | None:
-    try:
-        re.compile(regex)
-    except re.error as exc:
-        return f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}."
-    return None
-
-
-def subscribed(m: ConsumerGroupMember, topics: Mapping[str, TopicInfo]) -> frozenset[str]:
-    """The topic names a member subscribes to: its names plus what its regex matches."""
+def subscribed(
+    m: ConsumerGroupMember, topics: Mapping[str, TopicInfo], g: ConsumerGroup
+) -> frozenset[str]:
+    """The topic names a member subscribes to: its names plus what its regex resolved to in
+    ``g`` (those of them that still exist)."""
     names = set(m.subscribed_topic_names)
     if m.subscribed_topic_regex:
-        try:
-            pattern = re.compile(m.subscribed_topic_regex)
-        except re.error:
-            pattern = None
-        if pattern is not None:
-            names.update(t for t in topics if pattern.fullmatch(t))
+        resolved = g.resolved_regexes.get(m.subscribed_topic_regex)
+        if resolved is not None:
+            names.update(t for t in resolved.topics if t in topics)
     return frozenset(names)
 
 
-def _metadata(
-    members: Mapping[str, ConsumerGroupMember], topics: Mapping[str, TopicInfo]
-) -> dict[str, TopicInfo]:
+def _metadata(g: ConsumerGroup, topics: Mapping[str, TopicInfo]) -> dict[str, TopicInfo]:
     names: set[str] = set()
-    for m in members.values():
-        names |= subscribed(m, topics)
+    for m in g.members.values():
+        names |= subscribed(m, topics, g)
     return {n: topics[n] for n in sorted(names) if n in topics}
 
 
@@ -262,7 +250,7 @@ def compute_target(
     g: ConsumerGroup, topics: Mapping[str, TopicInfo], config: ConsumerGroupConfig
 ) -> None:
     """A new target assignment for the group's epoch (Kafka's TargetAssignmentBuilder)."""
-    subs = {mid: subscribed(m, topics) for mid, m in g.members.items()}
+    subs = {mid: subscribed(m, topics, g) for mid, m in g.members.items()}
     assignor = ASSIGNORS[preferred_assignor(g, config)]
     instance_ids = {mid: m.instance_id for mid, m in g.members.items()}
     g.target = assignor(subs, g.subscription_metadata, g.target, instance_ids)
@@ -276,8 +264,10 @@ def heartbeat(
     config: ConsumerGroupConfig,
     now_ms: int,
     make_member_id: Callable[[], str] = new_member_id,
+    wall_ms: int | None = None,
 ) -> HeartbeatResult:
-    """A heartbeat with epoch >= 0 to group ``g`` (created empty by the caller when joining)."""
+    """A heartbeat with epoch >= 0 to group ``g`` (created empty by the caller when joining).
+    ``wall_ms`` stamps regex resolutions (``now_ms`` when not given)."""
     if len(g.members) >= config.max_size and (not hb.member_id or hb.member_id not in g.members):
         return failed(
             E.group_max_size_reached,
@@ -292,7 +282,7 @@ def heartbeat(
     if (
         regex
         and regex != member.subscribed_topic_regex
-        and (message := _regex_error(regex)) is not None
+        and (message := regexes.regex_error(regex)) is not None
     ):
         return failed(E.invalid_regular_expression, message)
     # -- 1. the member and the group epoch (nothing was changed before this point) ------------
@@ -329,7 +319,9 @@ def heartbeat(
         or updated.subscribed_topic_regex != member.subscribed_topic_regex
     )
     g.update_member(updated)
-    metadata = _metadata(g.members, topics)
+    if regexes.update(g, topics, now_ms, now_ms if wall_ms is None else wall_ms):
+        bump = True
+    metadata = _metadata(g, topics)
     if metadata != g.subscription_metadata:
         g.subscription_metadata = metadata
         bump = True
@@ -378,7 +370,9 @@ def heartbeat(
 def fence(g: ConsumerGroup, member_id: str, topics: Mapping[str, TopicInfo]) -> None:
     """Kafka's consumerGroupFenceMember: remove the member and bump the group epoch."""
     g.remove_member(member_id)
-    g.subscription_metadata = _metadata(g.members, topics)
+    for regex in set(g.resolved_regexes) - regexes.used(g):  # tombstoned with the member
+        del g.resolved_regexes[regex]
+    g.subscription_metadata = _metadata(g, topics)
     g.group_epoch += 1
 
 
@@ -436,7 +430,7 @@ def refresh_metadata(
 ) -> bool:
     """The subscribed topics changed (created, deleted, partitions added): bump the group
     epoch and compute a new target. Returns whether anything changed."""
-    metadata = _metadata(g.members, topics)
+    metadata = _metadata(g, topics)
     if metadata == g.subscription_metadata:
         return False
     g.subscription_metadata = metadata

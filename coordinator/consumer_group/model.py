@@ -52,6 +52,16 @@ class TopicInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ResolvedRegex:
+    """Kafka's ResolvedRegularExpression: what a regex matched, against which topics (a digest
+    standing for Kafka's metadata image version, see regexes.py) and when (wall clock, ms)."""
+
+    topics: frozenset[str]
+    version: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMember:
     member_id: str
     instance_id: str | None = None
@@ -95,11 +105,16 @@ class ConsumerGroup:
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     # topic name -> what it was when the target assignment was last computed
     subscription_metadata: dict[str, TopicInfo] = field(default_factory=dict)
-    # resolved server-side regexes: regex -> the topic names it matched
-    resolved_regexes: dict[str, frozenset[str]] = field(default_factory=dict)
+    # resolved server-side regexes (ConsumerGroupRegularExpression records, regexes.py)
+    resolved_regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
+    regex_version: int = 0  # the topics' version at the last refresh (in memory)
+    regex_refreshed_at: int = 0  # when the resolutions were last refreshed (ms, in memory)
     session_deadlines: dict[str, int] = field(default_factory=dict)  # member id -> ms
     # member id -> (member epoch it was scheduled for, deadline ms)
     rebalance_deadlines: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # a timer whose fencing records failed to be written is tried again no sooner than this
+    # (ms; Kafka's CoordinatorTimer reschedules a failed timeout operation after a backoff)
+    retry_at: int = 0
     dead: bool = False
 
     @property
@@ -156,10 +171,12 @@ class ConsumerGroup:
         return None if member_id is None else self.members.get(member_id)
 
     def next_deadline(self) -> int:
-        return min(
+        """When a timer of the group is next due (never before ``retry_at``)."""
+        due = min(
             (
                 *self.session_deadlines.values(),
                 *(at for _, at in self.rebalance_deadlines.values()),
             ),
             default=NEVER,
         )
+        return max(due, self.retry_at)

@@ -19,6 +19,8 @@ type  key                                         value
 7     ConsumerGroupTargetAssignmentMemberKey      the member's target partitions
 8     ConsumerGroupCurrentMemberAssignmentKey     member epoch, previous epoch, state,
                                                   assigned and pending-revocation partitions
+16    ConsumerGroupRegularExpressionKey           the topic names it resolved to, the
+      (group, regex)                              version (see regexes.py), the timestamp
 ====  ==========================================  =========================================
 
 ``changes(before, after)`` is the list of records that turns the stored ``before`` into
@@ -26,10 +28,11 @@ type  key                                         value
 order; ``replay`` applies one record to the groups, at load and nowhere else (a decision has
 already changed the live group when its records are written, see consumer_api.py). Replay is
 Kafka's: a current-assignment tombstone empties the member's assignment, a member-metadata
-tombstone removes it, a group-epoch tombstone removes the group.
+tombstone removes it, a group-epoch tombstone removes the group, a regex tombstone forgets
+that resolution. A regex's records come before the group epoch's, as Kafka writes the
+resolution and then bumps the epoch.
 
-Not written: Kafka 4.1's ConsumerGroupRegularExpression records (regexes are resolved again at
-each heartbeat) and the classic-member metadata of migrated groups (no migration here).
+Not written here: the classic-member metadata of migrated groups.
 """
 
 from __future__ import annotations
@@ -44,11 +47,13 @@ from coordinator.consumer_group.model import (
     ConsumerGroup,
     ConsumerGroupMember,
     MemberState,
+    ResolvedRegex,
     TopicInfo,
 )
 
 GROUP_EPOCH, PARTITION_METADATA, MEMBER, TARGET_EPOCH, TARGET_MEMBER, CURRENT = range(3, 9)
-CONSUMER_GROUP_TYPES = frozenset(range(3, 9))
+REGEX = 16  # ConsumerGroupRegularExpression (Kafka 4.0+)
+CONSUMER_GROUP_TYPES = frozenset((*range(3, 9), REGEX))
 Record = tuple[bytes, bytes | None]
 
 _STATE_BYTES = {
@@ -88,6 +93,9 @@ class _W:
 
     def i32(self, n: int) -> None:
         self.out += struct.pack(">i", n)
+
+    def i64(self, n: int) -> None:
+        self.out += struct.pack(">q", n)
 
     def key_str(self, s: str) -> None:
         b = s.encode()
@@ -192,6 +200,17 @@ def current_value(m: ConsumerGroupMember) -> bytes:
     return bytes(w.out)
 
 
+def regex_value(r: ResolvedRegex) -> bytes:
+    w = _value()
+    w.array(len(r.topics))
+    for t in sorted(r.topics):
+        w.str(t)
+    w.i64(r.version)
+    w.i64(r.timestamp_ms)
+    w.tags()
+    return bytes(w.out)
+
+
 def _subscription(m: ConsumerGroupMember) -> tuple[object, ...]:
     return (
         m.instance_id,
@@ -230,6 +249,11 @@ def changes(before: ConsumerGroup | None, after: ConsumerGroup | None) -> list[R
         was = old.members.get(mid)
         if was is None or _subscription(was) != _subscription(m):
             out.append((key(MEMBER, group, mid), member_value(m)))
+    for regex in sorted(old.resolved_regexes.keys() - new.resolved_regexes.keys()):
+        out.append((key(REGEX, group, regex), None))
+    for regex, resolved in sorted(new.resolved_regexes.items()):
+        if old.resolved_regexes.get(regex) != resolved:
+            out.append((key(REGEX, group, regex), regex_value(resolved)))
     if old.subscription_metadata != new.subscription_metadata or (after is None and before):
         out.append(
             (
@@ -293,6 +317,9 @@ class _R:
     def i32(self) -> int:
         return int(struct.unpack(">i", self.take(4))[0])
 
+    def i64(self) -> int:
+        return int(struct.unpack(">q", self.take(8))[0])
+
     def uvarint(self) -> int:
         shift = value = 0
         while True:
@@ -344,7 +371,7 @@ def replay(groups: dict[str, ConsumerGroup], k: bytes, v: bytes | None) -> None:
     r = _R(k)
     kind = r.i16()
     group_id = r.key_str()
-    member_id = r.key_str() if kind in (MEMBER, TARGET_MEMBER, CURRENT) else ""
+    member_id = r.key_str() if kind in (MEMBER, TARGET_MEMBER, CURRENT, REGEX) else ""
     g = groups.get(group_id)
     if g is None:
         if v is None:
@@ -355,7 +382,12 @@ def replay(groups: dict[str, ConsumerGroup], k: bytes, v: bytes | None) -> None:
         return
     r = _R(v)
     r.version()
-    if kind == GROUP_EPOCH:
+    if kind == REGEX:  # member_id is the regex
+        matched = frozenset(r.str() or "" for _ in range(max(r.array(), 0)))
+        resolved = ResolvedRegex(matched, r.i64(), r.i64())
+        g.resolved_regexes[member_id] = resolved
+        g.regex_version = resolved.version
+    elif kind == GROUP_EPOCH:
         g.group_epoch = r.i32()
     elif kind == TARGET_EPOCH:
         g.assignment_epoch = r.i32()
@@ -424,6 +456,8 @@ def _tombstone(
         )
     elif kind == PARTITION_METADATA:
         g.subscription_metadata = {}
+    elif kind == REGEX:
+        g.resolved_regexes.pop(member_id, None)
 
 
 def replay_all(records: Iterable[Record]) -> dict[str, ConsumerGroup]:

@@ -36,6 +36,10 @@ from storage.api import StorageError
 
 log = logging.getLogger("kafkad.group")
 E = ErrorCode
+# A timer whose fencing records could not be written is tried again after this long, not at
+# once (the deadline has passed, so the timer task would otherwise spin on a failing log);
+# Kafka's CoordinatorTimer reschedules a failed timeout operation after 500 ms.
+TIMER_RETRY_BACKOFF_MS = 500
 
 
 class ConsumerGroupApi(OffsetsApi):
@@ -99,7 +103,9 @@ class ConsumerGroupApi(OffsetsApi):
         if hb.member_epoch < 0:
             result = hb_decisions.leave(g, hb, topics)
         else:
-            result = hb_decisions.heartbeat(g, hb, topics, self.consumer_config, now)
+            result = hb_decisions.heartbeat(
+                g, hb, topics, self.consumer_config, now, wall_ms=self.wall_ms()
+            )
         if result.error is not E.none and stored is not None:
             g.__dict__.update(stored.__dict__)  # a refusal changes nothing
         written = extra + cg_records.changes(stored, g) if result.error is E.none else []
@@ -132,10 +138,12 @@ class ConsumerGroupApi(OffsetsApi):
                     continue
                 try:
                     await self._append(g.group_id, cg_records.changes(stored, g))
-                except StorageError as exc:  # kept; tried again at the next deadline
+                except StorageError as exc:  # kept; tried again after a backoff
                     log.error("group %s: fencing %s failed: %s", g.group_id, fenced, exc)
                     g.__dict__.update(stored.__dict__)
+                    g.retry_at = now_ms + TIMER_RETRY_BACKOFF_MS
                     continue
+                g.retry_at = 0
                 log.info("group %s: fenced %s (session or rebalance timeout)", g.group_id, fenced)
 
     async def drop_empty_consumer_group(self, group_id: str) -> None:

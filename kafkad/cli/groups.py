@@ -1,8 +1,13 @@
 """``kafkad groups list|describe|reset-offsets|delete``.
 
+list: ListGroups (v5: each group's type, classic or consumer).
+
 describe: DescribeGroups (members; each member's assignment decoded from the consumer
-protocol), OffsetFetch (committed offsets), and two ListOffsets per partition: the high
-watermark (read_uncommitted) and the last stable offset (read_committed). ``lag`` is
+protocol); a group DescribeGroups does not know (Dead: Kafka describes classic groups only) is
+asked for with ConsumerGroupDescribe, when the broker serves it: a consumer-protocol (KIP-848)
+group, shown with its group and target assignment epochs and each member's epoch, assignment
+and target assignment. Then OffsetFetch (committed offsets), and two ListOffsets per partition:
+the high watermark (read_uncommitted) and the last stable offset (read_committed). ``lag`` is
 HW - committed, ``lag_lso`` LSO - committed: what a read_committed consumer still has to
 read (an open transaction holds the LSO back).
 
@@ -111,6 +116,7 @@ def list_groups(args: argparse.Namespace, client: Client) -> int:
         out += [
             {
                 "group": str(g.group_id),
+                "type": str(getattr(g, "group_type", "") or "classic"),
                 "state": str(getattr(g, "group_state", "")),
                 "protocol_type": str(g.protocol_type),
             }
@@ -120,8 +126,8 @@ def list_groups(args: argparse.Namespace, client: Client) -> int:
     emit(
         args.json,
         out,
-        ("GROUP", "STATE", "PROTOCOL TYPE"),
-        [(g["group"], g["state"], g["protocol_type"]) for g in out],
+        ("GROUP", "TYPE", "STATE", "PROTOCOL TYPE"),
+        [(g["group"], g["type"], g["state"], g["protocol_type"]) for g in out],
     )
     return 0
 
@@ -134,6 +140,32 @@ def _describe_group(client: Client, group: str) -> Any:
         return g
 
     return client.coordinated(group, GROUP, once)
+
+
+def _describe_consumer_group(client: Client, group: str) -> Any | None:
+    """ConsumerGroupDescribe of ``group``; None when it is not a consumer-protocol group (or
+    the broker does not serve the API)."""
+
+    def once(node: int) -> Any:
+        conn = client.broker(node)
+        key, (low, _) = API.CONSUMER_GROUP_DESCRIBE
+        theirs = conn.versions.get(key)
+        if theirs is None or theirs[1] < low:
+            return None
+        resp = client.send(API.CONSUMER_GROUP_DESCRIBE, {"group_ids": [group]}, node)
+        (g,) = resp.groups
+        if int(g.error_code) == 69:  # GROUP_ID_NOT_FOUND
+            return None
+        check(int(g.error_code), f"group {group!r}")
+        return g
+
+    return client.coordinated(group, GROUP, once)
+
+
+def _described(assignment: Any) -> list[tuple[str, int]]:
+    return sorted(
+        (str(t.topic_name), int(p)) for t in assignment.topic_partitions for p in t.partitions
+    )
 
 
 def committed_offsets(client: Client, group: str) -> dict[tuple[str, int], int]:
@@ -155,11 +187,28 @@ def committed_offsets(client: Client, group: str) -> dict[tuple[str, int], int]:
 
 def describe(args: argparse.Namespace, client: Client) -> int:
     g = _describe_group(client, args.group)
+    cg = None
     if str(g.group_state) == "Dead":
-        raise KafkaError(69, f"group {args.group!r}")  # GROUP_ID_NOT_FOUND
+        cg = _describe_consumer_group(client, args.group)
+        if cg is None:
+            raise KafkaError(69, f"group {args.group!r}")  # GROUP_ID_NOT_FOUND
     owner: dict[tuple[str, int], str] = {}
-    members = []
-    for m in g.members:
+    members: list[dict[str, Any]] = []
+    for m in cg.members if cg is not None else ():
+        assigned = _described(m.assignment)
+        for tp in assigned:
+            owner[tp] = str(m.member_id)
+        members.append(
+            {
+                "member_id": str(m.member_id),
+                "client_id": str(m.client_id),
+                "host": str(m.client_host),
+                "assignment": [f"{t}-{p}" for t, p in assigned],
+                "member_epoch": int(m.member_epoch),
+                "target_assignment": [f"{t}-{p}" for t, p in _described(m.target_assignment)],
+            }
+        )
+    for m in g.members if cg is None else ():
         assigned = (
             decode_assignment(bytes(m.member_assignment))
             if str(g.protocol_type) == "consumer"
@@ -193,19 +242,47 @@ def describe(args: argparse.Namespace, client: Client) -> int:
                 "member_id": owner.get((topic, part)),
             }
         )
-    data = {
+    data: dict[str, Any] = {
         "group": args.group,
-        "state": str(g.group_state),
-        "protocol": str(g.protocol_data),
+        "type": "classic" if cg is None else "consumer",
+        "state": str(g.group_state if cg is None else cg.group_state),
+        "protocol": str(g.protocol_data if cg is None else cg.assignor_name),
         "members": members,
         "offsets": offsets,
     }
+    if cg is not None:
+        data["group_epoch"] = int(cg.group_epoch)
+        data["assignment_epoch"] = int(cg.assignment_epoch)
     if args.json:
         emit(True, data)
         return 0
     protocol = data["protocol"] or "-"
-    print(f"group {args.group}: {data['state']}, {len(members)} member(s), protocol {protocol}")
-    if members:
+    if cg is not None:
+        print(
+            f"group {args.group}: consumer protocol, {data['state']}, {len(members)} member(s), "
+            f"assignor {protocol}, group epoch {data['group_epoch']}, target assignment epoch "
+            f"{data['assignment_epoch']}"
+        )
+        if members:
+            emit(
+                False,
+                None,
+                ("MEMBER", "CLIENT", "HOST", "EPOCH", "ASSIGNMENT", "TARGET"),
+                [
+                    (
+                        m["member_id"],
+                        m["client_id"],
+                        m["host"],
+                        m["member_epoch"],
+                        ",".join(m["assignment"]),
+                        ",".join(m["target_assignment"]),
+                    )
+                    for m in members
+                ],
+            )
+    else:
+        print(f"group {args.group}: {data['state']}, {len(members)} member(s), protocol {protocol}")
+    if members and cg is None:
         emit(
             False,
             None,
@@ -308,10 +385,12 @@ def _partitions(client: Client, specs: list[str]) -> list[tuple[str, int]]:
 
 def reset_offsets(args: argparse.Namespace, client: Client) -> int:
     g = _describe_group(client, args.group)
-    state = str(g.group_state)
+    state, count = str(g.group_state), len(g.members)
+    if state == "Dead" and (cg := _describe_consumer_group(client, args.group)) is not None:
+        state, count = str(cg.group_state), len(cg.members)  # a consumer-protocol group
     if state not in ("Empty", "Dead"):
         raise ClientError(
-            f"group {args.group!r} is {state} with {len(g.members)} member(s): offsets can only be "
+            f"group {args.group!r} is {state} with {count} member(s): offsets can only be "
             "reset when it is inactive (stop its consumers first)"
         )
     mode, value = next(

@@ -34,7 +34,7 @@ class API:
     OFFSET_FETCH = (9, (1, 7))
     FIND_COORDINATOR = (10, (1, 5))
     DESCRIBE_GROUPS = (15, (3, 5))
-    LIST_GROUPS = (16, (3, 4))
+    LIST_GROUPS = (16, (3, 5))
     CREATE_TOPICS = (19, (5, 7))
     DELETE_TOPICS = (20, (4, 6))
     INIT_PRODUCER_ID = (22, (0, 4))
@@ -47,6 +47,7 @@ class API:
     DESCRIBE_PRODUCERS = (61, (0, 0))
     DESCRIBE_TRANSACTIONS = (65, (0, 0))
     LIST_TRANSACTIONS = (66, (0, 2))
+    CONSUMER_GROUP_DESCRIBE = (69, (0, 1))
 
 
 GROUP, TRANSACTION = 0, 1

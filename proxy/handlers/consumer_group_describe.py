@@ -4,8 +4,10 @@ consumer-protocol member; kafkad has no classic members in consumer groups).
 Kafka's ConsumerGroup.asDescribedGroup: group epoch, target assignment epoch, state, the
 preferred assignor, and per member its epoch, subscription, current and target assignment
 (topic ids and names). A missing group, or a classic one, is GROUP_ID_NOT_FOUND with Kafka's
-message. A group's authorized operations are computed when asked for (Kafka's
-``authorizedOperations`` of the GROUP resource), else "not computed".
+message; an empty group id INVALID_GROUP_ID (Kafka's GroupCoordinatorService, which sets the
+id null there; kafkad echoes "", the field not being nullable). A group's authorized
+operations are computed when asked for (Kafka's ``authorizedOperations`` of the GROUP
+resource), else "not computed".
 
 Authorization (KafkaApis.handleConsumerGroupDescribe): DESCRIBE on each group, else that group
 is GROUP_AUTHORIZATION_FAILED (those come first); a group whose members' assignments name a
@@ -130,6 +132,9 @@ async def consumer_group_describe(
         else:
             out.append(_failed(group_id, ErrorCode.group_authorization_failed, None))
     for group_id in allowed:
+        if not group_id:
+            out.append(_failed(group_id, ErrorCode.invalid_group_id, None))
+            continue
         found = groups.describe_consumer_group(group_id)
         if isinstance(found, tuple):
             out.append(_failed(group_id, *found))

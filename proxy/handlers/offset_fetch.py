@@ -3,8 +3,10 @@ code. v3: throttle time. v5: committed leader epoch. v6: flexible. v7: require_s
 UNSTABLE_OFFSET_COMMIT for partitions with pending transactional offsets, KIP-447). v8: many
 groups in one request, one error code per group (KIP-709). v9 (KIP-848): each group may name
 the fetching member and its epoch; for a consumer group they are checked (UNKNOWN_MEMBER_ID,
-STALE_MEMBER_EPOCH, Kafka's ConsumerGroup.validateOffsetFetch). v10 (topic ids) is not
-advertised.
+STALE_MEMBER_EPOCH, Kafka's ConsumerGroup.validateOffsetFetch). v10 (Kafka 4.1, KIP-848):
+topics named by id only; a requested id this broker does not know (or the zero id) answers its
+partitions offset -1 and UNKNOWN_TOPIC_ID, after the group checks; the answer names each
+topic by its id (the zero id for a topic no longer there, Kafka's metadataCache.getTopicId).
 
 A partition with no committed offset answers offset -1, leader epoch -1, metadata "" and no
 error; a group that does not exist answers the same (and nothing for "all partitions").
@@ -17,6 +19,7 @@ TOPIC_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,6 +33,8 @@ from kio.schema.offset_fetch.v9.response import (
     OffsetFetchResponsePartitions,
     OffsetFetchResponseTopics,
 )
+from kio.schema.offset_fetch.v10 import request as v10
+from kio.schema.offset_fetch.v10 import response as v10r
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i32, i64
 
@@ -39,7 +44,12 @@ from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.api import TopicPartition
+from wire.codec import response_class
 from wire.values import NO_THROTTLE
+from wire.versions import convert
+
+TOPIC_ID_VERSION = 10
+ZERO_ID = uuid.UUID(int=0)
 
 
 def _one_group(old: Any, version: int) -> Mapping[str, Any]:
@@ -104,22 +114,122 @@ def _group(
     return OffsetFetchResponseGroup(group_id=group_id, topics=_topics(fetched), error_code=code)
 
 
-def _error_reply(req: OffsetFetchRequest, code: ErrorCode) -> OffsetFetchResponse:
-    return OffsetFetchResponse(
-        throttle_time=NO_THROTTLE, groups=tuple(_group(g.group_id, code, []) for g in req.groups)
+def _error_reply(req: Any, code: ErrorCode) -> Any:
+    """Every group answered ``code``, in the class of the version sent."""
+    version = int(req.__version__)
+    if version >= TOPIC_ID_VERSION:
+        return v10r.OffsetFetchResponse(
+            throttle_time=NO_THROTTLE,
+            groups=tuple(
+                v10r.OffsetFetchResponseGroup(group_id=g.group_id, topics=(), error_code=code)
+                for g in req.groups
+            ),
+        )
+    groups = tuple(_group(g.group_id, code, []) for g in upgrade_request(req, version).groups)
+    return downgrade_answer(
+        OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=groups), req, version
     )
+
+
+def upgrade_request(req: Any, version: int) -> OffsetFetchRequest:
+    """A v1-9 request as v9's (v1-7's one group made a list of one)."""
+    return convert(req, OffsetFetchRequest, **_one_group(req, version))
+
+
+def downgrade_answer(resp: OffsetFetchResponse, req: Any, version: int) -> Any:
+    """v9's answer in the class of ``version`` (1-9), v1-7's group at the top level."""
+    return convert(resp, response_class(9, version), **_top_level(resp, req, version))
 
 
 @handler(
     api_key=9,
-    versions=(1, 9),
-    request=OffsetFetchRequest,
-    response=OffsetFetchResponse,
+    versions=(1, 10),
+    request=v10.OffsetFetchRequest,
+    response=v10r.OffsetFetchResponse,
     error_reply=_error_reply,
-    upgrade=_one_group,
-    downgrade=_top_level,
+    as_sent=True,
 )
-async def offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
+async def offset_fetch(ctx: RequestContext, req: Any) -> Any:
+    """``req`` in the class of the version sent (``as_sent``): v10 names topics by id, the
+    older versions are answered through v9's shape."""
+    version = ctx.version
+    if version >= TOPIC_ID_VERSION:
+        return await _fetch_by_id(ctx, req)
+    return downgrade_answer(await _fetch(ctx, upgrade_request(req, version)), req, version)
+
+
+async def _fetch_by_id(
+    ctx: RequestContext, req: v10.OffsetFetchRequest
+) -> v10r.OffsetFetchResponse:
+    """v10: the ids resolved to names, v9's answer given again by id; the ids not known are
+    answered UNKNOWN_TOPIC_ID after the others (when the group itself had no error)."""
+    unknown: dict[str, list[tuple[uuid.UUID, tuple[i32, ...]]]] = defaultdict(list)
+    asked = []
+    for g in req.groups:
+        named = None
+        if g.topics is not None:
+            named = []
+            for t in g.topics:
+                found = None if t.topic_id is None else ctx.broker.topics.by_id(t.topic_id)
+                if found is None:
+                    unknown[g.group_id].append((t.topic_id or ZERO_ID, t.partition_indexes))
+                    continue
+                named.append(
+                    RequestTopics(name=TopicName(found.name), partition_indexes=t.partition_indexes)
+                )
+        asked.append(
+            OffsetFetchRequestGroup(
+                group_id=g.group_id,
+                member_id=g.member_id,
+                member_epoch=g.member_epoch,
+                topics=None if named is None else tuple(named),
+            )
+        )
+    answer = await _fetch(
+        ctx, OffsetFetchRequest(groups=tuple(asked), require_stable=req.require_stable)
+    )
+    out = []
+    for group in answer.groups:
+        topics = [
+            v10r.OffsetFetchResponseTopics(
+                topic_id=_topic_id(ctx, t.name),
+                partitions=tuple(
+                    convert(p, v10r.OffsetFetchResponsePartitions) for p in t.partitions
+                ),
+            )
+            for t in group.topics
+        ]
+        if group.error_code is ErrorCode.none:
+            topics += [
+                v10r.OffsetFetchResponseTopics(
+                    topic_id=topic_id,
+                    partitions=tuple(
+                        v10r.OffsetFetchResponsePartitions(
+                            partition_index=i,
+                            committed_offset=i64(-1),
+                            committed_leader_epoch=i32(-1),
+                            metadata="",
+                            error_code=ErrorCode.unknown_topic_id,
+                        )
+                        for i in parts
+                    ),
+                )
+                for topic_id, parts in unknown[group.group_id]
+            ]
+        out.append(
+            v10r.OffsetFetchResponseGroup(
+                group_id=group.group_id, topics=tuple(topics), error_code=group.error_code
+            )
+        )
+    return v10r.OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=tuple(out))
+
+
+def _topic_id(ctx: RequestContext, name: str) -> uuid.UUID:
+    found = ctx.broker.topics.get(name)
+    return ZERO_ID if found is None else found.topic_id
+
+
+async def _fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     groups = ctx.broker.groups
     out = []
     for g in req.groups:

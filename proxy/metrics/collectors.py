@@ -20,8 +20,13 @@ kafkad's own: ``kafkad_request_duration_seconds`` (histogram per request),
 ``kafkad_transaction_{commits,aborts,timeout_aborts}_total``,
 ``kafkad_transaction_marker_write_seconds`` (histogram),
 ``kafkad_transaction_oldest_open_age_seconds``,
-``kafkad_groups{state}``, ``kafkad_group_members{group}``, ``kafkad_group_rebalances_total{group}``
-(the group's generation: each completed rebalance bumps it by one),
+``kafkad_groups{state}`` (classic groups), ``kafkad_consumer_groups{state}`` (KIP-848 groups by
+their state: Empty, Assigning, Reconciling, Stable, Dead; Kafka's consumer-group-count),
+``kafkad_group_members{group}`` (both kinds), ``kafkad_group_rebalances_total{group}`` (a classic
+group's generation: each completed rebalance bumps it by one; a consumer group's group epoch,
+bumped by each change of members, subscriptions or subscribed topics),
+``kafkad_consumer_group_assignment_epoch{group}`` (the target assignment's epoch) and
+``kafkad_consumer_group_unreconciled_members{group}`` (members not yet at the target),
 ``kafkad_consumer_group_lag{group,topic,partition}`` (high watermark - committed offset) and
 ``kafkad_consumer_group_lag_stable`` (LSO - committed: what a read_committed consumer has left),
 ``kafkad_log_cleaner_{passes,read_bytes,written_bytes}_total``, and the clients' own
@@ -43,6 +48,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
+from coordinator.consumer_group.model import ConsumerGroupState
 from coordinator.group.state import GroupState
 from coordinator.txn.state import TxnState
 from proxy.metrics.requests import LATENCY_BOUNDS, ApiStats
@@ -259,9 +265,10 @@ class BrokerCollector(Collector):
             by_state[group.state] += 1
             members.add_metric([gid], len(group.members))
             rebalances.add_metric([gid], group.generation)
-        states = GaugeMetricFamily("kafkad_groups", "Consumer groups by state", labels=["state"])
+        states = GaugeMetricFamily("kafkad_groups", "Classic groups by state", labels=["state"])
         for state, n in by_state.items():
             states.add_metric([state.value], n)
+        yield from self._consumer_groups(members, rebalances)
         lag_labels = ["group", "topic", "partition"]
         lag = GaugeMetricFamily(
             "kafkad_consumer_group_lag",
@@ -283,6 +290,41 @@ class BrokerCollector(Collector):
                 lag.add_metric(key, max(0, p.high_watermark - om.offset))
                 lag_stable.add_metric(key, max(0, p.last_stable_offset - om.offset))
         yield from (states, members, rebalances, lag, lag_stable)
+
+    def _consumer_groups(
+        self, members: GaugeMetricFamily, rebalances: CounterMetricFamily
+    ) -> Iterator[Metric]:
+        """KIP-848 groups: members and group epoch into the shared families, the rest here."""
+        by_state = dict.fromkeys(ConsumerGroupState, 0)
+        target = GaugeMetricFamily(
+            "kafkad_consumer_group_assignment_epoch",
+            "The epoch of a consumer-protocol group's target assignment",
+            labels=["group"],
+        )
+        behind = GaugeMetricFamily(
+            "kafkad_consumer_group_unreconciled_members",
+            "Members of a consumer-protocol group not yet reconciled to its target assignment",
+            labels=["group"],
+        )
+        for gid, g in sorted(self.broker.groups.consumer_groups.items()):
+            by_state[g.state] += 1
+            if g.dead:
+                continue
+            members.add_metric([gid], len(g.members))
+            rebalances.add_metric([gid], g.group_epoch)
+            target.add_metric([gid], g.assignment_epoch)
+            behind.add_metric(
+                [gid],
+                sum(not m.is_reconciled_to(g.assignment_epoch) for m in g.members.values()),
+            )
+        states = GaugeMetricFamily(
+            "kafkad_consumer_groups",
+            "Consumer-protocol (KIP-848) groups by state",
+            labels=["state"],
+        )
+        for state, n in by_state.items():
+            states.add_metric([state.value], n)
+        yield from (states, target, behind)
 
     def _cleaner(self) -> Iterator[Metric]:
         c = self.broker.metrics.cleaner

@@ -339,9 +339,74 @@ def test_regex_subscription_and_new_topic() -> None:
     hb = Heartbeat("g", "a", 0, rebalance_timeout_ms=1, subscribed_topic_regex="t.*", owned=())
     r = heartbeat(g, hb, {"t1": TopicInfo("t1", T, 2), "x": TopicInfo("x", U, 2)}, CFG, 0)
     assert r.assignment == {T: frozenset({0, 1})}
+    assert g.resolved_regexes["t.*"].topics == {"t1"}
     more = {"t1": TopicInfo("t1", T, 2), "t2": TopicInfo("t2", U, 1)}
-    r = heartbeat(g, beat("a", 1, r.assignment), more, CFG, 0)
+    # a topic created later: picked up by the first heartbeat once the resolutions are 10 s
+    # old (Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS), not before
+    r = heartbeat(g, beat("a", 1, r.assignment), more, CFG, 9_999)
+    assert r.member_epoch == 1 and g.resolved_regexes["t.*"].topics == {"t1"}
+    r = heartbeat(g, beat("a", 1, {T: frozenset({0, 1})}), more, CFG, 10_000)
     assert r.member_epoch == 2 and r.assignment == {T: frozenset({0, 1}), U: frozenset({0})}
+    assert g.resolved_regexes["t.*"].topics == {"t1", "t2"}
+    # a deleted topic leaves the assignment at once; the resolution keeps it until the refresh
+    r = heartbeat(g, beat("a", 2, r.assignment), {"t2": more["t2"]}, CFG, 10_001)
+    assert g.group_epoch == 3 and r.assignment == {U: frozenset({0})}  # t1's to revoke
+    assert g.resolved_regexes["t.*"].topics == {"t1", "t2"}
+
+
+def test_regexes_are_refused_where_re2_refuses_them() -> None:
+    from coordinator.consumer_group.regexes import regex_error
+
+    for ok in ("t.*", "(?i)orders-[0-9]+", "a|b", "(?P<n>x)y", r"[\1]", "x{2}", "[(?=]", "[[a]"):
+        assert regex_error(ok) is None, ok
+    for refused, why in (
+        (r"(a)\1", "back-references"),
+        ("(?P<n>a)(?P=n)", "back-reference"),
+        ("a(?=b)", "look-ahead"),
+        ("a(?!b)", "negative look-ahead"),
+        ("(?<=a)b", "look-behind"),
+        ("(?<!a)b", "negative look-behind"),
+        ("(?>a)", "atomic group"),
+        ("a*+", "possessive"),
+        ("a{2}+", "possessive"),
+        ("(a)?(?(1)b|c)", "conditional"),
+        (r"a\Z", r"\Z"),
+        ("t(", "missing ), unterminated subpattern"),
+        ("[[:alpha:]]+", "POSIX classes"),
+        ("(?<n>a)", "unknown extension"),
+    ):
+        message = regex_error(refused)
+        assert message is not None and why in message, (refused, message)
+        assert message.startswith(f"SubscribedTopicRegex `{refused}` is not a valid")
+
+
+def test_regex_resolutions_are_stored_and_forgotten() -> None:
+    from coordinator.consumer_group import records
+
+    topics = {"t1": TopicInfo("t1", T, 1), "x": TopicInfo("x", U, 1)}
+    g = ConsumerGroup("g")
+    hb = Heartbeat("g", "a", 0, rebalance_timeout_ms=1, subscribed_topic_regex="t.*", owned=())
+    heartbeat(g, hb, topics, CFG, 5, wall_ms=1_700_000_000_000)
+    written = records.changes(None, g)
+    kinds = [records.record_type(k) for k, _ in written]
+    assert kinds.index(records.REGEX) < kinds.index(records.GROUP_EPOCH)
+    (k, v) = next(kv for kv in written if records.record_type(kv[0]) == records.REGEX)
+    assert k == b"\x00\x10\x00\x01g\x00\x03t.*"
+    resolved = g.resolved_regexes["t.*"]
+    assert v == (
+        b"\x00\x00"  # value version 0
+        + b"\x02\x03t1"  # Topics: one compact string
+        + resolved.version.to_bytes(8, "big")
+        + (1_700_000_000_000).to_bytes(8, "big")
+        + b"\x00"
+    )
+    replayed = records.replay_all(written)["g"]
+    assert replayed.resolved_regexes == g.resolved_regexes
+    stored = records.snapshot(g)
+    leave(g, Heartbeat("g", "a", -1), topics)
+    gone = records.changes(stored, g)
+    assert (records.key(records.REGEX, "g", "t.*"), None) in gone
+    assert records.replay_all(written + gone)["g"].resolved_regexes == {}
 
 
 def test_invalid_regex() -> None:
@@ -395,6 +460,7 @@ def _stored(g: ConsumerGroup) -> tuple[object, ...]:
         g.subscription_metadata,
         g.partition_epochs,
         g.static_members,
+        g.resolved_regexes,
     )
 
 
@@ -414,7 +480,14 @@ def test_records_replayed_rebuild_the_live_groups() -> None:
             if choice < 0.15 and len(clients) < 5:
                 mid = f"m{step}"
                 inst = f"i{step}" if rng.random() < 0.3 else None
-                r = heartbeat(g, join(mid, ("t", "u"), instance_id=inst), topics, CFG, step)
+                regex = rng.choice([None, None, "t|u", "u"])  # some by server-side regex
+                r = heartbeat(
+                    g,
+                    join(mid, ("t", "u"), instance_id=inst, subscribed_topic_regex=regex),
+                    topics,
+                    CFG,
+                    step,
+                )
                 clients[mid] = (r.member_epoch, r.assignment or {})
             elif choice < 0.22 and alive:
                 mid = rng.choice(alive)

@@ -4,6 +4,7 @@ leaves the group as it was, and the records written rebuild the group at load.""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import trio
@@ -134,3 +135,55 @@ async def test_offset_delete_spares_subscribed_topics(
     }
     assert {f.tp for f in coord.offsets.fetch("g", None)} == {t0}
     assert await coord.delete_group("g") is E.non_empty_group
+
+
+async def test_a_failed_fencing_write_is_retried_after_a_backoff(
+    topics: TopicManager, autojump_clock: Any
+) -> None:
+    """The timer task does not spin on a failing log: a fencing whose records cannot be
+    written is tried again every TIMER_RETRY_BACKOFF_MS, and succeeds once the log heals."""
+    from coordinator.group.consumer_api import TIMER_RETRY_BACKOFF_MS
+
+    coord = coordinator(topics, **{"group.consumer.session.timeout.ms": 3000})
+    await coord.load()
+    append = coord._append
+    attempts: list[float] = []
+
+    async def broken(group_id: str, records: object) -> int:
+        attempts.append(trio.current_time())
+        raise StorageError("disk full")
+
+    async with trio.open_nursery() as n:
+        n.start_soon(coord.run)
+        assert (await coord.consumer_heartbeat(join("a"), 1)).member_epoch == 1
+        coord._append = broken  # type: ignore[method-assign]
+        await trio.sleep(3 + 5)  # the session runs out at 3 s; 5 s of failing writes follow
+        assert "a" in coord.consumer_groups["g"].members  # kept: the fencing is not written
+        gaps = [b - a for a, b in itertools.pairwise(attempts)]
+        assert 9 <= len(attempts) <= 11
+        assert all(gap >= TIMER_RETRY_BACKOFF_MS / 1000 for gap in gaps)
+        coord._append = append  # type: ignore[method-assign]
+        await trio.sleep(1)
+        g = coord.consumer_groups["g"]
+        assert g.members == {} and g.retry_at == 0 and g.group_epoch == 2
+        n.cancel_scope.cancel()
+
+
+async def test_regex_resolutions_survive_a_restart(
+    topics: TopicManager, autojump_clock: Any
+) -> None:
+    """ConsumerGroupRegularExpression records (type 16) are written with the heartbeat and
+    replayed at load; the last member using a regex leaving tombstones it."""
+    coord = coordinator(topics)
+    await coord.load()
+    hb = Heartbeat("g", "a", 0, rebalance_timeout_ms=1000, subscribed_topic_regex="t|x", owned=())
+    assert (await coord.consumer_heartbeat(hb, 1)).member_epoch == 1
+    live = coord.consumer_groups["g"].resolved_regexes
+    assert live["t|x"].topics == {"t"}
+    again = coordinator(topics)
+    await again.load()
+    assert again.consumer_groups["g"].resolved_regexes == live
+    assert (await coord.consumer_heartbeat(Heartbeat("g", "a", -1), 1)).error is E.none
+    third = coordinator(topics)
+    await third.load()
+    assert third.consumer_groups["g"].resolved_regexes == {}

@@ -128,6 +128,10 @@ async def test_join_describe_list_and_errors() -> None:
         )
         # the rest as Kafka's DescribedGroup defaults leave it
         assert (missing.group_state, missing.group_epoch, missing.assignment_epoch) == ("", 0, 0)
+        d = await c.request(
+            cgd.ConsumerGroupDescribeRequest(group_ids=("",), include_authorized_operations=False)
+        )
+        assert (d.groups[0].group_id, d.groups[0].error_code) == ("", E.invalid_group_id)
         d0 = await c.request(
             cgd0.ConsumerGroupDescribeRequest(group_ids=("g",), include_authorized_operations=False)
         )

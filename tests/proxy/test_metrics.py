@@ -311,3 +311,25 @@ async def test_two_brokers_in_one_process_keep_their_metrics_apart() -> None:
             )
             is None
         )
+
+
+async def test_consumer_protocol_groups() -> None:
+    """KIP-848 groups: members and group epoch in the shared families, their own states, the
+    target assignment epoch and the members still reconciling."""
+    from kio.schema.errors import ErrorCode
+
+    from tests.proxy.test_broker_requests import create
+    from tests.proxy.test_consumer_group_requests import join
+
+    async with running_broker() as (server, port), connect(port) as c:
+        assert await create(c, "t", 2) is ErrorCode.none
+        assert (await c.request(join("cg", "a"))).member_epoch == 1
+        assert (await c.request(join("cg", "b"))).member_epoch == 2  # a must revoke first
+        m = scrape(server)
+        assert value(m, "kafkad_group_members", group="cg") == 2
+        assert value(m, "kafkad_group_rebalances_total", group="cg") == 2
+        assert value(m, "kafkad_consumer_group_assignment_epoch", group="cg") == 2
+        assert value(m, "kafkad_consumer_group_unreconciled_members", group="cg") == 2
+        assert value(m, "kafkad_consumer_groups", state="Reconciling") == 1
+        assert value(m, "kafkad_consumer_groups", state="Stable") == 0
+        assert value(m, "kafkad_groups", state="Stable") == 0  # classic groups only

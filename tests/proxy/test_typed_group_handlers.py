@@ -1,6 +1,7 @@
 """Typed group, offset, topic and config handlers: OffsetFetch v1-7's single group goes through
-the handler's hooks, and every error reply that echoes the request's items (Kafka's
-``getErrorResponse``) reaches each version's client with those items and the error."""
+the handler's conversions (it takes requests as sent, for v10's topic ids), and every error
+reply that echoes the request's items (Kafka's ``getErrorResponse``) reaches each version's
+client with those items and the error."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.offset_fetch.v8 import response as of8
+from kio.schema.offset_fetch.v9 import response as of9
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i8, i32, i64
 
 import proxy.handlers  # noqa: F401  (fills the registry)
+from proxy.handlers.offset_fetch import downgrade_answer, upgrade_request
 from proxy.registry import entry as handler_for
 from wire.values import NO_THROTTLE
+from wire.versions import convert
 
 OFFSET_FETCH, OFFSET_COMMIT, TXN_OFFSET_COMMIT = 9, 8, 28
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
@@ -44,6 +48,10 @@ def _answer_group(code: ErrorCode, offsets: dict[tuple[str, int], int]) -> of8.O
     return of8.OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=(group,))
 
 
+def _down(resp: of8.OffsetFetchResponse, old: Any, version: int) -> Any:
+    return downgrade_answer(convert(resp, of9.OffsetFetchResponse), old, version)
+
+
 def _old_offset_fetch(version: int, topics: dict[str, list[int]] | None) -> Any:
     module = __import__(f"kio.schema.offset_fetch.v{version}.request", fromlist=["_"])
     wanted = (
@@ -63,13 +71,12 @@ def _old_offset_fetch(version: int, topics: dict[str, list[int]] | None) -> Any:
 def test_offset_fetch_v1_to_v7_ask_for_one_group_and_get_it_at_the_top_level(
     version: int,
 ) -> None:
-    entry = handler_for(OFFSET_FETCH)
     old = _old_offset_fetch(version, {"t": [0, 1]})
-    req = entry.read(old)
+    req = upgrade_request(old, version)
     (group,) = req.groups
     assert group.group_id == "g"
-    assert [(t.name, list(t.partition_indexes)) for t in group.topics] == [("t", [0, 1])]
-    resp = entry.write(_answer_group(ErrorCode.none, {("t", 0): 5, ("t", 1): 7}), old, version)
+    assert [(t.name, list(t.partition_indexes)) for t in group.topics or ()] == [("t", [0, 1])]
+    resp = _down(_answer_group(ErrorCode.none, {("t", 0): 5, ("t", 1): 7}), old, version)
     assert [
         (t.name, p.partition_index, p.committed_offset, p.metadata, p.error_code)
         for t in resp.topics
@@ -83,15 +90,14 @@ def test_offset_fetch_v1_to_v7_ask_for_one_group_and_get_it_at_the_top_level(
 
 def test_offset_fetch_v2_asks_for_every_partition_with_null_topics() -> None:
     old = _old_offset_fetch(2, None)
-    (group,) = handler_for(OFFSET_FETCH).read(old).groups
+    (group,) = upgrade_request(old, 2).groups
     assert group.topics is None
 
 
 def test_offset_fetch_v1_answers_a_group_error_on_every_partition_asked_for() -> None:
     """v1 has no group-level error code (Kafka's OffsetFetchResponse v0-1)."""
-    entry = handler_for(OFFSET_FETCH)
     old = _old_offset_fetch(1, {"t": [0, 1], "u": [2]})
-    resp = entry.write(_answer_group(ErrorCode.coordinator_load_in_progress, {}), old, 1)
+    resp = _down(_answer_group(ErrorCode.coordinator_load_in_progress, {}), old, 1)
     assert [
         (t.name, p.partition_index, p.committed_offset, p.error_code)
         for t in resp.topics
@@ -296,4 +302,42 @@ def test_alter_configs_error_replies_answer_every_resource(api_key: int, version
     ] == [
         (2, "a", ErrorCode.unknown_server_error, None),
         (2, "b", ErrorCode.unknown_server_error, None),
+    ]
+
+
+def test_v10_error_replies_name_topics_by_id() -> None:
+    """OffsetCommit and OffsetFetch v10 are taken as sent: their error replies echo topic ids
+    (OffsetCommit) and every group (OffsetFetch) in v10's classes."""
+    import uuid
+
+    from kio.schema.offset_commit.v10 import request as oc10
+    from kio.schema.offset_fetch.v10 import request as of10
+
+    tid = uuid.UUID(int=5)
+    commit = oc10.OffsetCommitRequest(
+        group_id=GroupId("g"),
+        member_id="",
+        topics=(
+            oc10.OffsetCommitRequestTopic(
+                topic_id=tid,
+                partitions=(
+                    oc10.OffsetCommitRequestPartition(
+                        partition_index=i32(3), committed_offset=i64(1), committed_metadata=None
+                    ),
+                ),
+            ),
+        ),
+    )
+    entry = handler_for(OFFSET_COMMIT)
+    resp = entry.write(entry.error_reply(entry.read(commit), ErrorCode.not_coordinator), commit, 10)
+    assert [
+        (t.topic_id, p.partition_index, p.error_code) for t in resp.topics for p in t.partitions
+    ] == [(tid, 3, ErrorCode.not_coordinator)]
+    fetch = of10.OffsetFetchRequest(
+        groups=(of10.OffsetFetchRequestGroup(group_id=GroupId("a"), topics=None),)
+    )
+    entry = handler_for(OFFSET_FETCH)
+    resp = entry.write(entry.error_reply(entry.read(fetch), ErrorCode.not_coordinator), fetch, 10)
+    assert [(g.group_id, g.error_code, g.topics) for g in resp.groups] == [
+        ("a", ErrorCode.not_coordinator, ())
     ]

@@ -1,6 +1,14 @@
 """Consumer groups: members and their assignments, committed and pending (transactional)
 offsets, and the lag of each committed offset against the high watermark and against the last
-stable offset (the lag a read_committed consumer really has: it cannot read past the LSO)."""
+stable offset (the lag a read_committed consumer really has: it cannot read past the LSO).
+
+Both kinds of group are shown: classic groups (JoinGroup/SyncGroup; generation, the assignment
+the leader computed, decoded from the consumer protocol) and consumer-protocol groups (KIP-848,
+type "consumer": group epoch as the generation, the target assignment epoch, each member's
+epoch, reconciliation state, current and target assignment, as ConsumerGroupDescribe shows
+them). Partitions are named by topic; a topic no longer there is left out, as Kafka's describe
+does.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from coordinator.consumer_group.model import Assignment, ConsumerGroup
 from storage.api import TopicPartition
 
 if TYPE_CHECKING:
@@ -21,6 +30,12 @@ class MemberRow:
     client_id: str
     client_host: str
     assignment: tuple[TopicPartition, ...] | None  # None: not a consumer-protocol assignment
+    # consumer-protocol groups (KIP-848) only: None in classic groups
+    member_epoch: int | None = None
+    member_state: str | None = None  # stable, unrevoked_partitions, unreleased_partitions
+    target: tuple[TopicPartition, ...] | None = None
+    pending_revocation: tuple[TopicPartition, ...] = ()
+    subscription: str = ""  # topic names, or the regex
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +75,8 @@ class GroupRow:
     generation: int
     members: tuple[MemberRow, ...]
     offsets: tuple[OffsetRow, ...]
+    group_type: str = "classic"  # or "consumer" (KIP-848)
+    assignment_epoch: int | None = None  # consumer groups: the target assignment's epoch
 
 
 def consumer_assignment(data: bytes) -> tuple[TopicPartition, ...] | None:
@@ -88,18 +105,53 @@ def consumer_assignment(data: bytes) -> tuple[TopicPartition, ...] | None:
 
 def group_ids(broker: Broker) -> list[str]:
     g = broker.groups
-    return sorted(set(g.groups) | set(g.offsets.committed))
+    live = {gid for gid, cg in g.consumer_groups.items() if not cg.dead}
+    return sorted(set(g.groups) | live | set(g.offsets.committed))
+
+
+def _by_name(broker: Broker, a: Assignment) -> tuple[TopicPartition, ...]:
+    out = []
+    for topic_id, parts in a.items():
+        topic = broker.topics.by_id(topic_id)
+        if topic is not None:
+            out += [TopicPartition(topic.name, p) for p in parts]
+    return tuple(sorted(out))
+
+
+def _consumer_members(broker: Broker, g: ConsumerGroup) -> tuple[MemberRow, ...]:
+    return tuple(
+        MemberRow(
+            m.member_id,
+            m.instance_id,
+            m.client_id,
+            m.client_host,
+            _by_name(broker, m.assigned),
+            member_epoch=m.member_epoch,
+            member_state=m.state.value,
+            target=_by_name(broker, g.target.get(m.member_id, {})),
+            pending_revocation=_by_name(broker, m.pending_revocation),
+            subscription=(
+                f"/{m.subscribed_topic_regex}/"
+                if m.subscribed_topic_regex
+                else ", ".join(m.subscribed_topic_names)
+            ),
+        )
+        for m in sorted(g.members.values(), key=lambda m: m.member_id)
+    )
 
 
 def group_row(broker: Broker, group_id: str) -> GroupRow | None:
     coordinator = broker.groups
     group = coordinator.groups.get(group_id)
+    consumer = coordinator.consumer_groups.get(group_id)
+    if consumer is not None and consumer.dead:
+        consumer = None
     committed = coordinator.offsets.committed.get(group_id, {})
     pending: dict[TopicPartition, list[PendingOffset]] = {}
     for pid, by_group in coordinator.offsets.pending.items():
         for tp, om in by_group.get(group_id, {}).items():
             pending.setdefault(tp, []).append(PendingOffset(pid, om.offset))
-    if group is None and not committed and not pending:
+    if group is None and consumer is None and not committed and not pending:
         return None
     rows = []
     for tp in sorted(set(committed) | set(pending)):
@@ -128,6 +180,18 @@ def group_row(broker: Broker, group_id: str) -> GroupRow | None:
                 else None,
             )
             for m in group.members.values()
+        )
+    if consumer is not None:
+        return GroupRow(
+            group_id=group_id,
+            state=consumer.state.value,
+            protocol_type="consumer",
+            protocol=coordinator.preferred_assignor(consumer),
+            generation=consumer.group_epoch,
+            members=_consumer_members(broker, consumer),
+            offsets=tuple(rows),
+            group_type="consumer",
+            assignment_epoch=consumer.assignment_epoch,
         )
     return GroupRow(
         group_id=group_id,

@@ -20,6 +20,9 @@ def fingerprint(broker: Broker) -> int:
         parts.append((tid, m.state, m.producer_id, m.producer_epoch, m.pending_state))
     for gid, g in broker.groups.groups.items():
         parts.append((gid, g.state, g.generation, len(g.members)))
+    for gid, cg in broker.groups.consumer_groups.items():
+        members = tuple((m.member_id, m.member_epoch, m.state) for m in cg.members.values())
+        parts.append((gid, cg.group_epoch, cg.assignment_epoch, cg.dead, members))
     parts.append(sum(len(o) for o in broker.groups.offsets.committed.values()))
     parts.append(len(broker.groups.offsets.pending))
     return hash(tuple(parts))

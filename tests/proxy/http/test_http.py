@@ -453,3 +453,23 @@ async def test_a_change_between_render_and_stream_start_is_told(
     with trio.move_on_after(3 * console_app.EVENT_POLL_S):
         await app.event_stream(request, never_disconnects, keep)
     assert b"data: changed\n\n" in chunks
+
+
+async def test_a_consumer_protocol_group_is_shown() -> None:
+    from coordinator.consumer_group.heartbeat import Heartbeat
+
+    async with console() as (server, url, _):
+        assert server.broker is not None
+        await server.broker.topics.create("t", 2, {})
+        hb = Heartbeat(
+            "cg", "m1", 0, rebalance_timeout_ms=1000, subscribed_topic_names=("t",), owned=()
+        )
+        assert (await server.broker.groups.consumer_heartbeat(hb, 1)).member_epoch == 1
+        status, _, body = await http(url + "/groups")
+        assert status == 200
+        row = b'<tr data-group="cg"><td><a href="/groups/cg">cg</a></td><td>consumer</td>'
+        assert row + b"<td>Stable</td>" in body
+        status, _, body = await http(url + "/groups/cg")
+        assert status == 200
+        assert b'group epoch <span id="group-epoch">1</span>' in body
+        assert b"<code>m1</code>" in body and b"t-0, t-1" in body

@@ -304,3 +304,38 @@ async def test_views_do_not_rescan_every_producer_per_transaction(
     assert len(stuck) == 80 and all(len(r.hanging) == 2 for r in rows)
     assert scans["producers"] == 0 and scans["txn ids"] == 1
     assert scans["open txns for the LSO"] <= 3 * len(parts)  # a few per partition, not per row
+
+
+async def test_a_consumer_protocol_group(broker: Broker) -> None:
+    """A KIP-848 group as ConsumerGroupDescribe shows it: epochs, member state, assignment,
+    partitions pending revocation and the target."""
+    from coordinator.consumer_group.heartbeat import Heartbeat
+
+    await topic(broker, "t", 2)
+
+    def join(member: str) -> Heartbeat:
+        return Heartbeat(
+            "cg", member, 0, rebalance_timeout_ms=1000, subscribed_topic_names=("t",), owned=()
+        )
+
+    assert (await broker.groups.consumer_heartbeat(join("a"), 1)).member_epoch == 1
+    assert (await broker.groups.consumer_heartbeat(join("b"), 1)).member_epoch == 2
+    row = groups.group_row(broker, "cg")
+    assert row is not None and groups.group_ids(broker) == ["cg"]
+    assert (row.group_type, row.state, row.protocol, row.generation, row.assignment_epoch) == (
+        "consumer",
+        "Reconciling",
+        "uniform",
+        2,
+        2,
+    )
+    a, b = row.members
+    t0, t1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    assert (a.member_id, a.member_epoch, a.member_state, a.subscription) == ("a", 1, "stable", "t")
+    assert (a.assignment, a.target) == ((t0, t1), (t0,))
+    assert (b.member_epoch, b.member_state, b.assignment, b.target) == (
+        2,
+        "unreleased_partitions",
+        (),
+        (t1,),
+    )
