@@ -375,6 +375,9 @@ def heartbeat(
     )
 
 
+subscription_metadata = _metadata
+
+
 def fence(g: ConsumerGroup, member_id: str, topics: Mapping[str, TopicInfo]) -> None:
     """Kafka's consumerGroupFenceMember: remove the member and bump the group epoch."""
     g.remove_member(member_id)
@@ -416,6 +419,11 @@ def expire(g: ConsumerGroup, topics: Mapping[str, TopicInfo], now_ms: int) -> li
         if at <= now_ms and member_id in g.members:
             fence(g, member_id, topics)
             fenced.append(member_id)
+    for deadlines in (g.join_deadlines, g.sync_deadlines):  # classic members (migration)
+        for member_id, at in list(deadlines.items()):
+            if at <= now_ms and member_id in g.members:
+                fence(g, member_id, topics)
+                fenced.append(member_id)
     for member_id, (epoch, at) in list(g.rebalance_deadlines.items()):
         if at > now_ms:
             continue

@@ -28,6 +28,7 @@ from coordinator.group.classic import (
     SyncResult,
 )
 from coordinator.group.group_record import group_from_value, group_value
+from coordinator.group.migration import MigrationPolicy
 from coordinator.group.offsets import OffsetsStore, Record
 from coordinator.group.offsets_log import OFFSETS_TOPIC, replay_partition
 from coordinator.group.records import (
@@ -102,6 +103,10 @@ class GroupCoordinatorBase:
             session_timeout_ms=values.get("group.consumer.session.timeout.ms", 45000),
             assignors=tuple(values.get("group.consumer.assignors", "uniform,range").split(",")),
             max_size=values.get("group.consumer.max.size", 2**31 - 1),
+        )
+        # group.consumer.migration.policy (coordinator/group/migration.py)
+        self.migration_policy = MigrationPolicy.parse(
+            values.get("group.consumer.migration.policy", "bidirectional")
         )
         # the non-internal topics as the consumer groups see them (set by the broker)
         self.topic_view: Callable[[], Mapping[str, TopicInfo]] = dict
