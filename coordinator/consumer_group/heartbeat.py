@@ -228,8 +228,9 @@ def _find_member(
     if joining:
         if existing is None:  # a new static member (Kafka checks no epoch here)
             return g.members.get(member_id) or ConsumerGroupMember(member_id)
-        # the instance id is free only after a leave with -2, even for the same member id
-        if existing.member_epoch != STATIC_LEAVE:
+        # the instance id is free only after a leave with -2, even for the same member id;
+        # a static member using the classic protocol is replaced at once (online migration)
+        if existing.member_epoch != STATIC_LEAVE and existing.classic is None:
             return failed(
                 E.unreleased_instance_id,
                 f"Static member {member_id} with instance id {hb.instance_id} cannot join the "
@@ -323,6 +324,7 @@ def heartbeat(
         ),
         client_id=hb.client_id,
         client_host=hb.client_host,
+        classic=None,  # it uses the consumer protocol now (Kafka: setClassicMemberMetadata(null))
     )
     bump = (
         updated.subscribed_topic_names != member.subscribed_topic_names

@@ -155,8 +155,11 @@ class GroupCoordinatorBase:
                 self.offsets.replay(k, v, offset)
             elif isinstance(k, GroupMetadataKey):
                 if value is None:
+                    # the group's record only: its committed offsets have their own tombstones
+                    # (DeleteGroups writes them first), and a group converted to a consumer
+                    # group (online upgrade, or an Empty group replaced) keeps its offsets
                     self.groups.pop(k.group, None)
-                    self.offsets.forget_group(k.group)
+                    self.offsets.forget_pending(k.group)
                 else:
                     gv = decode_group_metadata_value(value)
                     g = group_from_value(k.group, gv, self.config, self.now_ms())

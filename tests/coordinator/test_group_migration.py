@@ -354,3 +354,28 @@ def test_downgrade_builds_a_stable_classic_group_with_the_target_assignments() -
     assert assigned_names(c.members["k"].assignment) == {"t": tuple(sorted(g.target["k"][T]))}
     c.prepare_rebalance(6)
     assert c.state is GroupState.PREPARING_REBALANCE
+
+
+def test_a_consumer_member_takes_over_a_classic_static_members_instance() -> None:
+    """A rolling upgrade of a static member: its consumer-protocol instance replaces its
+    classic one at once (no UNRELEASED_INSTANCE_ID), keeping its partitions."""
+    g = ConsumerGroup("g")
+    classic_members.join(g, classic_join("", instance_id="i"), TOPICS, CFG, 0, lambda: "k")
+    k = g.members["k"]
+    r = heartbeat(
+        g,
+        Heartbeat(
+            "g",
+            "n",
+            0,
+            instance_id="i",
+            rebalance_timeout_ms=1000,
+            subscribed_topic_names=("t",),
+            owned=(),
+        ),
+        TOPICS,
+        CFG,
+        1,
+    )
+    assert r.error is E.none and set(g.members) == {"n"}
+    assert g.members["n"].classic is None and dict(r.assignment or {}) == dict(k.assigned)

@@ -182,3 +182,28 @@ async def test_a_failed_upgrade_write_keeps_the_classic_group(
         assert r.error is E.coordinator_not_available
         assert coord.groups["g"].state is GroupState.STABLE and "g" not in coord.consumer_groups
         n.cancel_scope.cancel()
+
+
+async def test_offsets_survive_the_upgrade_and_a_restart(
+    topics: TopicManager, autojump_clock: Any
+) -> None:
+    from coordinator.group.offsets import CommitRequest
+    from storage.api import TopicPartition
+
+    coord = coordinator(topics)
+    await coord.load()
+    async with trio.open_nursery() as n:
+        n.start_soon(coord.run)
+        gens: dict[str, int] = {}
+        await classic_member(coord, n, gens)
+        [(mid, gen)] = gens.items()
+        tp = TopicPartition("t", 0)
+        assert await coord.commit_offsets(
+            "g", mid, None, gen, [CommitRequest(tp, 9, -1, None)]
+        ) == {tp: E.none}
+        assert (await coord.consumer_heartbeat(cjoin("c"), 1)).error is E.none
+        n.cancel_scope.cancel()
+    again = coordinator(topics)
+    await again.load()
+    assert "g" in again.consumer_groups
+    assert [f.offset for f in again.offsets.fetch("g", None)] == [9]
