@@ -247,6 +247,41 @@ class ConsumerGroupApi(OffsetsApi):
         epoch = hb.member_epoch if hb is not None else hb_decisions.LEAVE
         return HeartbeatResult(member_id=leaving_id, member_epoch=epoch)
 
+    async def _downgrade_replacing(
+        self, g: ConsumerGroup, replaced: str, req: JoinRequest
+    ) -> JoinResult:
+        """A classic static member replaces the last consumer-protocol member: the group
+        becomes a classic group, Stable, the joiner holding the replaced member's target
+        assignment. Call under the write lock."""
+        stored = cg_records.snapshot(g)
+        now = self.now_ms()
+        result = classic_members.join(g, req, self.topic_view(), self.consumer_config, now)
+        joining = g.members.get(result.member_id)
+        g.__dict__.update(stored.__dict__)  # the classic group is built from the group before
+        if result.error is not E.none or joining is None:
+            return result
+        names = {t.topic_id: t.name for t in self.topic_view().values()}
+        classic = migration.to_classic(g, replaced, names, self.config, now, joining)
+        if classic is None:
+            return JoinResult(E.group_id_not_found, req.member_id)
+        records = cg_records.changes(g, None)
+        records.append(
+            (
+                encode_group_metadata_key(GroupMetadataKey(g.group_id)),
+                encode_group_metadata_value(group_value(classic, self.wall_ms())),
+            )
+        )
+        try:
+            await self._append(g.group_id, records)
+        except StorageError as exc:
+            log.error("group %s: downgrading to a classic group failed: %s", g.group_id, exc)
+            return JoinResult(E.coordinator_not_available, req.member_id)
+        self.consumer_groups.pop(g.group_id, None)
+        self.groups[g.group_id] = classic
+        log.info("group %s: downgraded to a classic group (%s replaced)", g.group_id, replaced)
+        self._wake.set()
+        return result
+
     def classic_consumer_group(self, group_id: str) -> ConsumerGroup | None:
         """The consumer group with members that classic requests to ``group_id`` go to."""
         g = self.consumer_groups.get(group_id)
@@ -270,6 +305,15 @@ class ConsumerGroupApi(OffsetsApi):
     async def classic_join_consumer(self, g: ConsumerGroup, req: JoinRequest) -> JoinResult:
         topics = self.topic_view()
         async with self._write_lock:
+            replaced = g.static_members.get(req.group_instance_id or "")
+            if (
+                replaced is not None
+                and not req.member_id
+                and migration.should_downgrade_replacing(
+                    g, replaced, self.migration_policy, self.config.max_size
+                )
+            ):
+                return await self._downgrade_replacing(g, replaced, req)
             stored = cg_records.snapshot(g)
             result = await self._classic_change(
                 g,

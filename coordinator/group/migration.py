@@ -27,9 +27,11 @@ Theory of operation
   by vote; then a rebalance starts (PreparingRebalance). The records: the consumer group's
   tombstones, then the classic group's metadata record.
 
-Deviation: Kafka also downgrades when a classic JoinGroup's static member replaces the last
-consumer-protocol member (``validateOnlineDowngradeWithReplacedMemberId``); here that member is
-replaced inside the consumer group, which stays a consumer group until a later leave.
+  A classic JoinGroup of a static member that replaces the last consumer-protocol member (its
+  instance id) downgrades too (``validateOnlineDowngradeWithReplacedMemberId``): the joining
+  member takes the replaced one's target assignment, and the group stays STABLE (no
+  rebalance); its JoinGroup is answered as inside the consumer group (generation: its member
+  epoch), as Kafka answers it.
 """
 
 from __future__ import annotations
@@ -167,12 +169,24 @@ def should_downgrade(
     )
 
 
+def should_downgrade_replacing(
+    g: ConsumerGroup, replaced_member_id: str, policy: MigrationPolicy, classic_max_size: int
+) -> bool:
+    """Kafka's validateOnlineDowngradeWithReplacedMemberId."""
+    return (
+        g.all_classic_except(replaced_member_id)
+        and policy.downgrade_enabled
+        and len(g.members) <= classic_max_size
+    )
+
+
 def to_classic(
     g: ConsumerGroup,
     leaving_member_id: str,
     topic_names: Mapping[uuid.UUID, str],
     config: GroupConfig,
     now_ms: int,
+    joining: ConsumerGroupMember | None = None,
 ) -> ClassicGroup | None:
     """Kafka's ClassicGroup.fromConsumerGroup (STABLE, generation = group epoch, each member's
     target assignment serialized); None when a member's protocol metadata does not parse. The
@@ -201,10 +215,26 @@ def to_classic(
             ),
             now_ms,
         )
+    if joining is not None and joining.classic is not None:
+        classic.add_member(
+            Member(
+                joining.member_id,
+                joining.instance_id,
+                joining.client_id,
+                joining.client_host,
+                joining.rebalance_timeout_ms,
+                joining.classic.session_timeout_ms,
+                CONSUMER_PROTOCOL_TYPE,
+                joining.classic.supported_protocols,
+            ),
+            now_ms,
+        )
     classic.protocol_name = classic.select_protocol()
     for mid, cm in classic.members.items():
         parts: dict[str, frozenset[int]] = {}
-        for topic_id, ps in g.target.get(mid, {}).items():
+        # a joining static member takes the target assignment of the member it replaces
+        source = leaving_member_id if joining is not None and mid == joining.member_id else mid
+        for topic_id, ps in g.target.get(source, {}).items():
             if (name := topic_names.get(topic_id)) is not None and ps:
                 parts[name] = ps
         try:

@@ -207,3 +207,32 @@ async def test_offsets_survive_the_upgrade_and_a_restart(
     await again.load()
     assert "g" in again.consumer_groups
     assert [f.offset for f in again.offsets.fetch("g", None)] == [9]
+
+
+async def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades(
+    topics: TopicManager, autojump_clock: Any
+) -> None:
+    coord = coordinator(topics)
+    await coord.load()
+    async with trio.open_nursery() as n:
+        n.start_soon(coord.run)
+        static = Heartbeat(
+            "g",
+            "c",
+            0,
+            instance_id="i",
+            rebalance_timeout_ms=3000,
+            subscribed_topic_names=("t",),
+            owned=(),
+        )
+        assert (await coord.consumer_heartbeat(static, 1)).error is E.none
+        assert (await coord.join("g", jreq("k"))).error is E.none
+        before = dict(coord.consumer_groups["g"].target["c"])
+        req = JoinRequest("", "i", "c", "/h", 6000, 3000, "consumer", PROTOCOLS, True)
+        r = await coord.join("g", req)
+        assert r.error is E.none and "g" not in coord.consumer_groups
+        classic = coord.groups["g"]
+        assert classic.state is GroupState.STABLE and set(classic.members) == {"k", r.member_id}
+        [(_, parts)] = decode_assignment(classic.members[r.member_id].assignment)
+        assert set(parts) == set(next(iter(before.values())))
+        n.cancel_scope.cancel()
