@@ -315,14 +315,17 @@ class ConsumerGroupApi(OffsetsApi):
             ):
                 return await self._downgrade_replacing(g, replaced, req)
             stored = cg_records.snapshot(g)
-            result = await self._classic_change(
-                g,
-                lambda: classic_members.join(g, req, topics, self.consumer_config, self.now_ms()),
-            )
-            if result is None:
-                return JoinResult(E.coordinator_not_available, req.member_id)
+            result = classic_members.join(g, req, topics, self.consumer_config, self.now_ms())
             if result.error is not E.none:
                 g.__dict__.update(stored.__dict__)  # a refusal changes nothing
+            elif written := cg_records.changes(stored, g):
+                try:
+                    await self._append(g.group_id, written)
+                except StorageError as exc:
+                    log.error("group %s: writing a classic join failed: %s", g.group_id, exc)
+                    g.__dict__.update(stored.__dict__)
+                    return JoinResult(E.coordinator_not_available, req.member_id)
+            self._wake.set()
         log.debug("group %s: classic join %r -> %s", g.group_id, req.member_id, result.error.name)
         return result
 

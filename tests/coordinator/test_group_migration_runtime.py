@@ -236,3 +236,21 @@ async def test_a_classic_static_member_replacing_the_last_consumer_member_downgr
         [(_, parts)] = decode_assignment(classic.members[r.member_id].assignment)
         assert set(parts) == set(next(iter(before.values())))
         n.cancel_scope.cancel()
+
+
+async def test_a_failed_classic_join_write_changes_nothing(
+    topics: TopicManager, autojump_clock: Any
+) -> None:
+    coord = coordinator(topics)
+    await coord.load()
+    assert (await coord.consumer_heartbeat(cjoin("c"), 1)).error is E.none
+    g = coord.consumer_groups["g"]
+    before = (g.group_epoch, dict(g.members), dict(g.target))
+
+    async def broken(group_id: str, records: object) -> int:
+        raise StorageError("disk full")
+
+    coord._append = broken  # type: ignore[method-assign]
+    assert (await coord.join("g", jreq("k"))).error is E.coordinator_not_available
+    assert (g.group_epoch, dict(g.members), dict(g.target)) == before
+    assert "k" not in g.session_deadlines and "k" not in g.sync_deadlines
