@@ -101,6 +101,24 @@ def test_mixed_group(mbroker: BrokerProcess, members: list[Member]) -> None:
     no_duplicates(members)
 
 
+def test_mixed_group_with_a_cooperative_classic_member(
+    mbroker: BrokerProcess, members: list[Member]
+) -> None:
+    """A cooperative-sticky classic group upgraded by a consumer-protocol member: the classic
+    member revokes incrementally (SyncGroup leaves out what it must give up, it rejoins owning
+    the rest), and only then does a partition move."""
+    bs, group = mbroker.bootstrap, topic_name("coop")
+    topic = setup_topic(bs)
+    members.append(Member("confluent-cooperative", bs, topic, group, None))
+    members.append(Member("confluent-consumer", bs, topic, group, None))
+    wait_view(bs, group, "CONSUMER", [3, 3])
+    consume_round(members, bs, topic, "a")
+    members.append(Member("confluent-consumer", bs, topic, group, None))
+    wait_view(bs, group, "CONSUMER", [2, 2, 2])
+    consume_round(members, bs, topic, "b")
+    no_duplicates(members)
+
+
 def test_upgrade_and_downgrade(mbroker: BrokerProcess, members: list[Member]) -> None:
     bs, group = mbroker.bootstrap, topic_name("migrate")
     topic = setup_topic(bs)
