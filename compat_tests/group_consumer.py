@@ -2,7 +2,8 @@
 
     python -m compat_tests.group_consumer CLIENT BOOTSTRAP TOPIC GROUP [INSTANCE_ID]
 
-CLIENT "confluent-consumer" is confluent-kafka with ``group.protocol=consumer`` (KIP-848).
+CLIENT "confluent-consumer" is confluent-kafka with ``group.protocol=consumer`` (KIP-848);
+"confluent-cooperative" is the classic protocol with ``cooperative-sticky`` (incremental).
 
 Subscribes, and for each record commits its offset synchronously and only then prints
 ``{"ev": "rec", "p": partition, "o": offset, "v": value}``; prints ``{"ev": "start"}`` when the
@@ -36,7 +37,12 @@ def _stop(*_: object) -> None:
 
 
 def run_confluent(
-    bs: str, topic: str, group: str, instance: str | None, consumer_protocol: bool = False
+    bs: str,
+    topic: str,
+    group: str,
+    instance: str | None,
+    consumer_protocol: bool = False,
+    strategy: str | None = None,
 ) -> None:
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -50,6 +56,8 @@ def run_confluent(
         conf["group.protocol"] = "consumer"
     else:
         conf.update({"session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 500})
+    if strategy:
+        conf["partition.assignment.strategy"] = strategy
     if instance:
         conf["group.instance.id"] = instance
     c = Consumer(conf)
@@ -152,8 +160,13 @@ def run_confluent_consumer_protocol(bs: str, topic: str, group: str, instance: s
     run_confluent(bs, topic, group, instance, consumer_protocol=True)
 
 
+def run_confluent_cooperative(bs: str, topic: str, group: str, instance: str | None) -> None:
+    run_confluent(bs, topic, group, instance, strategy="cooperative-sticky")
+
+
 RUNNERS = {
     "confluent": run_confluent,
+    "confluent-cooperative": run_confluent_cooperative,
     "confluent-consumer": run_confluent_consumer_protocol,
     "kafka-python": run_kafka_python,
     "aiokafka": run_aiokafka,

@@ -166,6 +166,14 @@ def _assignors(v: str) -> str:
     return ",".join(dict.fromkeys(names))  # normalised, as DescribeConfigs shows it
 
 
+def _migration_policy(v: str) -> str:
+    """Kafka's CaseInsensitiveValidString over ConsumerGroupMigrationPolicy."""
+    policy = v.strip().lower()
+    if policy not in ("disabled", "upgrade", "downgrade", "bidirectional"):
+        raise ValueError("must be one of disabled, upgrade, downgrade, bidirectional")
+    return policy
+
+
 def _ratio(v: str) -> float:
     n = _number(v)
     if not 0 <= n <= 1:
@@ -208,6 +216,8 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "group.consumer.max.session.timeout.ms": (at_least(1, INT_MAX), "60000"),
     "group.consumer.assignors": (_assignors, "uniform,range"),
     "group.consumer.max.size": (_positive_int, "2147483647"),
+    # online migration between classic and consumer groups (coordinator/group/migration.py)
+    "group.consumer.migration.policy": (_migration_policy, "bidirectional"),
     "offsets.topic.num.partitions": (_positive_int, "50"),
     # Offsets retention (coordinator/group/offsets_api.py): an offset expires this long after
     # its commit (simple groups), or after its group became Empty; checked every interval.

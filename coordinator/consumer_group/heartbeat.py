@@ -216,8 +216,9 @@ def _find_member(
     if joining:
         if existing is None:  # a new static member (Kafka checks no epoch here)
             return g.members.get(member_id) or ConsumerGroupMember(member_id)
-        # the instance id is free only after a leave with -2, even for the same member id
-        if existing.member_epoch != STATIC_LEAVE:
+        # the instance id is free only after a leave with -2, even for the same member id;
+        # a static member using the classic protocol is replaced at once (online migration)
+        if existing.member_epoch != STATIC_LEAVE and existing.classic is None:
             return failed(
                 E.unreleased_instance_id,
                 f"Static member {member_id} with instance id {hb.instance_id} cannot join the "
@@ -313,6 +314,7 @@ def heartbeat(
         ),
         client_id=hb.client_id,
         client_host=hb.client_host,
+        classic=None,  # it uses the consumer protocol now (Kafka: setClassicMemberMetadata(null))
     )
     bump = (
         updated.subscribed_topic_names != member.subscribed_topic_names
@@ -367,6 +369,9 @@ def heartbeat(
     )
 
 
+subscription_metadata = _metadata
+
+
 def fence(g: ConsumerGroup, member_id: str, topics: Mapping[str, TopicInfo]) -> None:
     """Kafka's consumerGroupFenceMember: remove the member and bump the group epoch."""
     g.remove_member(member_id)
@@ -410,6 +415,11 @@ def expire(g: ConsumerGroup, topics: Mapping[str, TopicInfo], now_ms: int) -> li
         if at <= now_ms and member_id in g.members:
             fence(g, member_id, topics)
             fenced.append(member_id)
+    for deadlines in (g.join_deadlines, g.sync_deadlines):  # classic members (migration)
+        for member_id, at in list(deadlines.items()):
+            if at <= now_ms and member_id in g.members:
+                fence(g, member_id, topics)
+                fenced.append(member_id)
     for member_id, (epoch, at) in list(g.rebalance_deadlines.items()):
         if at > now_ms:
             continue

@@ -62,6 +62,16 @@ class ResolvedRegex:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a member using the classic protocol inside a consumer group keeps (Kafka's
+    ConsumerGroupMemberMetadataValue.ClassicMemberMetadata): its session timeout and the
+    JoinGroup protocols it supports, (name, metadata) in its order of preference."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMember:
     member_id: str
     instance_id: str | None = None
@@ -77,6 +87,11 @@ class ConsumerGroupMember:
     previous_member_epoch: int = 0
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMemberMetadata | None = None  # None: the member uses the consumer protocol
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def is_reconciled_to(self, target_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == target_epoch
@@ -115,6 +130,10 @@ class ConsumerGroup:
     # a timer whose fencing records failed to be written is tried again no sooner than this
     # (ms; Kafka's CoordinatorTimer reschedules a failed timeout operation after a backoff)
     retry_at: int = 0
+    # classic members: the JoinGroup they owe after REBALANCE_IN_PROGRESS, the SyncGroup they
+    # owe after a JoinGroup (member id -> deadline ms; Kafka's join and sync timers)
+    join_deadlines: dict[str, int] = field(default_factory=dict)
+    sync_deadlines: dict[str, int] = field(default_factory=dict)
     dead: bool = False
 
     @property
@@ -157,6 +176,8 @@ class ConsumerGroup:
         self.target.pop(member_id, None)
         self.session_deadlines.pop(member_id, None)
         self.rebalance_deadlines.pop(member_id, None)
+        self.join_deadlines.pop(member_id, None)
+        self.sync_deadlines.pop(member_id, None)
         return old
 
     def _drop_partition_epochs(self, m: ConsumerGroupMember) -> None:
@@ -170,12 +191,66 @@ class ConsumerGroup:
         member_id = self.static_members.get(instance_id)
         return None if member_id is None else self.members.get(member_id)
 
+    def classic_members(self) -> list[ConsumerGroupMember]:
+        return [m for m in self.members.values() if m.classic is not None]
+
+    def supports_classic_protocols(self, protocol_type: str, names: set[str]) -> bool:
+        """Kafka's ConsumerGroup.supportsClassicProtocols: a "consumer" protocol type, and a
+        protocol every classic member supports (any, when the group is empty)."""
+        if protocol_type != "consumer":
+            return False
+        if not self.members:
+            return bool(names)
+        classic = [{n for n, _ in m.classic.supported_protocols} for m in self.classic_members()]  # type: ignore[union-attr]
+        return any(all(n in s for s in classic) for n in names)
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Kafka's allMembersUseClassicProtocolExcept."""
+        m = self.members.get(member_id)
+        return (
+            m is not None
+            and m.classic is None
+            and all(x.classic is not None for k, x in self.members.items() if k != member_id)
+        )
+
+    def waiting_on_unreleased_partition(self, m: ConsumerGroupMember) -> bool:
+        """Kafka's waitingOnUnreleasedPartition: a target partition the member does not own
+        yet is still owned by another member."""
+        if m.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, parts in self.target.get(m.member_id, {}).items():
+            have = m.assigned.get(topic_id, frozenset())
+            if any(p not in have and self.partition_epoch(topic_id, p) != -1 for p in parts):
+                return True
+        return False
+
+    def due_members(self, now_ms: int) -> list[str]:
+        """The members some timer of which has run out (``heartbeat.expire`` fences them)."""
+        due = {mid for mid, at in self.session_deadlines.items() if at <= now_ms}
+        due |= {
+            mid
+            for d in (self.join_deadlines, self.sync_deadlines)
+            for mid, at in d.items()
+            if at <= now_ms
+        }
+        due |= {
+            mid
+            for mid, (epoch, at) in self.rebalance_deadlines.items()
+            if at <= now_ms
+            and (m := self.members.get(mid)) is not None
+            and m.state is MemberState.UNREVOKED_PARTITIONS
+            and m.member_epoch == epoch
+        }
+        return sorted(mid for mid in due if mid in self.members)
+
     def next_deadline(self) -> int:
         """When a timer of the group is next due (never before ``retry_at``)."""
         due = min(
             (
                 *self.session_deadlines.values(),
                 *(at for _, at in self.rebalance_deadlines.values()),
+                *self.join_deadlines.values(),
+                *self.sync_deadlines.values(),
             ),
             default=NEVER,
         )

@@ -7,7 +7,9 @@ group's record of it is STALE_MEMBER_EPOCH: the member must heartbeat to learn i
 before committing again. This is what fences a zombie transactional consumer (KIP-447 with
 member epochs): its TxnOffsetCommit carries a member id the group no longer knows
 (UNKNOWN_MEMBER_ID) or an epoch it has moved past (STALE_MEMBER_EPOCH, which the producer
-treats as CommitFailed). A commit with epoch -1 is accepted only while the group has no
+treats as CommitFailed). A member using the classic protocol (online migration) commits with
+its generation, which is its member epoch; a mismatch is ILLEGAL_GENERATION, as in a classic
+group. A commit with epoch -1 is accepted only while the group has no
 members (the admin client, or a consumer outside group management).
 """
 
@@ -30,10 +32,10 @@ def validate_offset_commit(
     m = g.members.get(member_id)
     if m is None:
         return E.unknown_member_id
-    if not txn and version < 9:
+    if not txn and m.classic is None and version < 9:
         return E.unsupported_version
-    if member_epoch != m.member_epoch:
-        return E.stale_member_epoch
+    if member_epoch != m.member_epoch:  # a classic member's generation is its member epoch
+        return E.illegal_generation if m.classic is not None else E.stale_member_epoch
     return E.none
 
 
@@ -46,5 +48,5 @@ def validate_offset_fetch(g: ConsumerGroup, member_id: str | None, member_epoch:
     if m is None:
         return E.unknown_member_id
     if member_epoch != m.member_epoch:
-        return E.stale_member_epoch
+        return E.illegal_generation if m.classic is not None else E.stale_member_epoch
     return E.none

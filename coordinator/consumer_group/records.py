@@ -32,7 +32,9 @@ tombstone removes it, a group-epoch tombstone removes the group, a regex tombsto
 that resolution. A regex's records come before the group epoch's, as Kafka writes the
 resolution and then bumps the epoch.
 
-Not written here: the classic-member metadata of migrated groups.
+A member using the classic protocol (online migration, coordinator/group/migration.py) has
+its ClassicMemberMetadata (session timeout, JoinGroup protocols) in the member record's tagged
+field 0, as Kafka writes it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from dataclasses import replace
 
 from coordinator.consumer_group.model import (
     Assignment,
+    ClassicMemberMetadata,
     ConsumerGroup,
     ConsumerGroupMember,
     MemberState,
@@ -178,7 +181,18 @@ def member_value(m: ConsumerGroupMember) -> bytes:
     w.str(m.subscribed_topic_regex)
     w.i32(m.rebalance_timeout_ms)
     w.str(m.server_assignor)
-    w.tags()
+    if m.classic is None:
+        w.tags()
+    else:  # ClassicMemberMetadata: tagged field 0
+        c = _W()
+        c.i32(m.classic.session_timeout_ms)
+        c.array(len(m.classic.supported_protocols))
+        for name, metadata in m.classic.supported_protocols:
+            c.str(name)
+            c.out += _uvarint(len(metadata) + 1) + metadata
+            c.tags()
+        c.tags()
+        w.out += _uvarint(1) + _uvarint(0) + _uvarint(len(c.out)) + c.out
     return bytes(w.out)
 
 
@@ -221,6 +235,7 @@ def _subscription(m: ConsumerGroupMember) -> tuple[object, ...]:
         m.subscribed_topic_regex,
         m.rebalance_timeout_ms,
         m.server_assignor,
+        m.classic,
     )
 
 
@@ -291,6 +306,8 @@ def snapshot(g: ConsumerGroup) -> ConsumerGroup:
         resolved_regexes=dict(g.resolved_regexes),
         session_deadlines=dict(g.session_deadlines),
         rebalance_deadlines=dict(g.rebalance_deadlines),
+        join_deadlines=dict(g.join_deadlines),
+        sync_deadlines=dict(g.sync_deadlines),
     )
 
 
@@ -348,6 +365,25 @@ class _R:
         for _ in range(self.uvarint()):
             self.uvarint()
             self.take(self.uvarint())
+
+    def classic_tag(self) -> ClassicMemberMetadata | None:
+        """The member record's tagged fields; tag 0 is ClassicMemberMetadata."""
+        classic = None
+        for _ in range(self.uvarint()):
+            tag, size = self.uvarint(), self.uvarint()
+            if tag != 0:
+                self.take(size)
+                continue
+            c = _R(self.take(size))
+            timeout = c.i32()
+            protocols = []
+            for _ in range(max(c.array(), 0)):
+                name = c.str() or ""
+                metadata = c.take(c.uvarint() - 1)
+                c.skip_tags()
+                protocols.append((name, metadata))
+            classic = ClassicMemberMetadata(timeout, tuple(protocols))
+        return classic
 
     def partitions(self) -> Assignment:
         out: dict[uuid.UUID, frozenset[int]] = {}
@@ -410,6 +446,7 @@ def replay(groups: dict[str, ConsumerGroup], k: bytes, v: bytes | None) -> None:
         instance_id, rack_id, client_id, client_host = r.str(), r.str(), r.str(), r.str()
         names = tuple(r.str() or "" for _ in range(max(r.array(), 0)))
         regex, timeout, assignor = r.str(), r.i32(), r.str()
+        classic = r.classic_tag()
         g.update_member(
             replace(
                 m,
@@ -421,6 +458,7 @@ def replay(groups: dict[str, ConsumerGroup], k: bytes, v: bytes | None) -> None:
                 subscribed_topic_regex=regex,
                 rebalance_timeout_ms=timeout,
                 server_assignor=assignor,
+                classic=classic,
             )
         )
     elif kind == CURRENT:

@@ -4,11 +4,13 @@ ConsumerGroupDescribe, and the member-epoch checks of the offset APIs.
 The decisions are ``coordinator.consumer_group`` (pure); this layer finds or creates the group,
 feeds the decisions the topics and the clock, wakes the timer task, and keeps the two group
 namespaces apart: a consumer heartbeat to an Empty classic group (a simple group that only has
-offsets) replaces it, as Kafka's ``maybeDeleteEmptyClassicGroup`` does, and one to a classic
-group with members is GROUP_ID_NOT_FOUND ("Group G is not a consumer group."), which is what
-Kafka answers with ``group.consumer.migration.policy=disabled`` (the online migration between
-the protocols is not implemented). A classic JoinGroup to an Empty consumer group replaces it;
-to one with members it is INCONSISTENT_GROUP_PROTOCOL.
+offsets) replaces it, as Kafka's ``maybeDeleteEmptyClassicGroup`` does; one joining a classic
+group with members upgrades it when ``group.consumer.migration.policy`` allows
+(coordinator/group/migration.py), else it is GROUP_ID_NOT_FOUND ("Group G is not a consumer
+group."). A classic JoinGroup to an Empty consumer group replaces it; classic requests to one
+with members are served inside it (coordinator/group/classic_members.py), and when the last
+consumer-protocol member leaves or is fenced, the group is downgraded back to a classic group
+(the policy permitting).
 
 Durability: a decision runs on the live group under the offsets topic's write lock; the
 records that turn the stored group into the new one (``consumer_group.records.changes``,
@@ -22,6 +24,8 @@ Kafka schedules them when a coordinator loads.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -29,12 +33,20 @@ from coordinator.consumer_group import heartbeat as hb_decisions
 from coordinator.consumer_group import records as cg_records
 from coordinator.consumer_group.heartbeat import Heartbeat, HeartbeatResult, failed
 from coordinator.consumer_group.model import ConsumerGroup, MemberState
+from coordinator.group import classic_members, migration
+from coordinator.group.classic import ClassicGroup, JoinRequest, JoinResult, SyncResult
+from coordinator.group.group_record import group_value
 from coordinator.group.offsets_api import OffsetsApi
-from coordinator.group.records import GroupMetadataKey, encode_group_metadata_key
+from coordinator.group.records import (
+    GroupMetadataKey,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+)
 from coordinator.group.state import GroupState
 from storage.api import StorageError
 
 log = logging.getLogger("kafkad.group")
+_T = TypeVar("_T")
 E = ErrorCode
 # A timer whose fencing records could not be written is tried again after this long, not at
 # once (the deadline has passed, so the timer task would otherwise spin on a failing log);
@@ -55,7 +67,10 @@ class ConsumerGroupApi(OffsetsApi):
         now = self.now_ms()
         for g in self.consumer_groups.values():
             for mid, m in g.members.items():
-                g.session_deadlines[mid] = now + self.consumer_config.session_timeout_ms
+                timeout = self.consumer_config.session_timeout_ms
+                if m.classic is not None:  # a member using the classic protocol: its own
+                    timeout = m.classic.session_timeout_ms
+                g.session_deadlines[mid] = now + timeout
                 if m.state is MemberState.UNREVOKED_PARTITIONS:
                     g.rebalance_deadlines[mid] = (m.member_epoch, now + m.rebalance_timeout_ms)
             simple = self.groups.get(g.group_id)  # made by the replay of an offset record
@@ -79,6 +94,7 @@ class ConsumerGroupApi(OffsetsApi):
         now = self.now_ms()
         g = self.consumer_groups.get(hb.group_id)
         extra: list[cg_records.Record] = []
+        upgraded: ClassicGroup | None = None
         stored = None if g is None else cg_records.snapshot(g)
         if g is None:
             classic = self.groups.get(hb.group_id)
@@ -92,14 +108,33 @@ class ConsumerGroupApi(OffsetsApi):
                 if hb.member_epoch < 0:  # a leave: consumerGroup() -> group()
                     return failed(E.group_id_not_found, f"Group {hb.group_id} not found.")
                 return failed(E.group_id_not_found, f"Consumer group {hb.group_id} not found.")
+            g = ConsumerGroup(hb.group_id)
             if classic is not None:
                 if classic.members or classic.state is not GroupState.EMPTY:
-                    return failed(
-                        E.group_id_not_found, f"Group {hb.group_id} is not a consumer group."
-                    )
-                # an Empty classic group becomes a consumer group (its record tombstoned)
+                    if not migration.can_upgrade(
+                        classic, self.migration_policy, self.consumer_config.max_size
+                    ):
+                        return failed(
+                            E.group_id_not_found, f"Group {hb.group_id} is not a consumer group."
+                        )
+                    converted = migration.from_classic(classic, topics, now)
+                    if converted is None:
+                        return failed(E.group_id_not_found, migration.upgrade_refusal(hb.group_id))
+                    g, upgraded = converted, classic
+                # the classic group becomes a consumer group (its record tombstoned)
                 extra.append((encode_group_metadata_key(GroupMetadataKey(hb.group_id)), None))
-            g = ConsumerGroup(hb.group_id)
+        elif hb.member_epoch == hb_decisions.LEAVE:
+            leaving = (
+                g.static_member(hb.instance_id) if hb.instance_id else g.members.get(hb.member_id)
+            )
+            if (
+                leaving is not None
+                and leaving.member_id == hb.member_id
+                and migration.should_downgrade(
+                    g, leaving.member_id, self.migration_policy, self.config.max_size
+                )
+            ):
+                return await self._downgrade(g, leaving.member_id, hb)
         if hb.member_epoch < 0:
             result = hb_decisions.leave(g, hb, topics)
         else:
@@ -119,8 +154,11 @@ class ConsumerGroupApi(OffsetsApi):
                 return failed(E.coordinator_not_available)
             if extra:
                 self.groups.pop(hb.group_id, None)
-                log.info("group %s: the Empty classic group becomes a consumer group", hb.group_id)
+                log.info("group %s: the classic group becomes a consumer group", hb.group_id)
             self.consumer_groups[hb.group_id] = g
+            if upgraded is not None:
+                migration.answer_parked(upgraded)
+                await self._after(upgraded)
         if result.error is not E.none:
             log.debug("group %s: heartbeat of %s -> %s", hb.group_id, hb.member_id, result.error)
         self._wake.set()
@@ -132,6 +170,19 @@ class ConsumerGroupApi(OffsetsApi):
             if g.next_deadline() > now_ms:
                 continue
             async with self._write_lock:
+                due = next(
+                    (
+                        mid
+                        for mid in g.due_members(now_ms)
+                        if migration.should_downgrade(
+                            g, mid, self.migration_policy, self.config.max_size
+                        )
+                    ),
+                    None,
+                )
+                if due is not None:
+                    await self._downgrade(g, due, None)
+                    continue
                 stored = cg_records.snapshot(g)
                 fenced = hb_decisions.expire(g, topics, now_ms)
                 if not fenced:
@@ -168,3 +219,162 @@ class ConsumerGroupApi(OffsetsApi):
 
     def preferred_assignor(self, g: ConsumerGroup) -> str:
         return hb_decisions.preferred_assignor(g, self.consumer_config)
+
+    # -- online migration: downgrade, and classic members inside a consumer group --------------
+
+    async def _downgrade(
+        self, g: ConsumerGroup, leaving_id: str, hb: Heartbeat | None
+    ) -> HeartbeatResult:
+        """The last consumer-protocol member ``leaving_id`` leaves (``hb``) or is fenced
+        (None): the group becomes a classic group and rebalances. Call under the write lock."""
+        names = {t.topic_id: t.name for t in self.topic_view().values()}
+        now = self.now_ms()
+        classic = migration.to_classic(g, leaving_id, names, self.config, now)
+        if classic is None:
+            return failed(
+                E.group_id_not_found,
+                f"Cannot downgrade the consumer group {g.group_id}: malformed protocol metadata.",
+            )
+        records = cg_records.changes(g, None)
+        records.append(
+            (
+                encode_group_metadata_key(GroupMetadataKey(g.group_id)),
+                encode_group_metadata_value(group_value(classic, self.wall_ms())),
+            )
+        )
+        try:
+            await self._append(g.group_id, records)
+        except StorageError as exc:
+            log.error("group %s: downgrading to a classic group failed: %s", g.group_id, exc)
+            return failed(E.coordinator_not_available)
+        self.consumer_groups.pop(g.group_id, None)
+        self.groups[g.group_id] = classic
+        classic.prepare_rebalance(now)
+        log.info("group %s: downgraded to a classic group (%s left)", g.group_id, leaving_id)
+        self._wake.set()
+        epoch = hb.member_epoch if hb is not None else hb_decisions.LEAVE
+        return HeartbeatResult(member_id=leaving_id, member_epoch=epoch)
+
+    async def _downgrade_replacing(
+        self, g: ConsumerGroup, replaced: str, req: JoinRequest
+    ) -> JoinResult:
+        """A classic static member replaces the last consumer-protocol member: the group
+        becomes a classic group, Stable, the joiner holding the replaced member's target
+        assignment. Call under the write lock."""
+        stored = cg_records.snapshot(g)
+        now = self.now_ms()
+        result = classic_members.join(g, req, self.topic_view(), self.consumer_config, now)
+        joining = g.members.get(result.member_id)
+        g.__dict__.update(stored.__dict__)  # the classic group is built from the group before
+        if result.error is not E.none or joining is None:
+            return result
+        names = {t.topic_id: t.name for t in self.topic_view().values()}
+        classic = migration.to_classic(g, replaced, names, self.config, now, joining)
+        if classic is None:
+            return JoinResult(E.group_id_not_found, req.member_id)
+        records = cg_records.changes(g, None)
+        records.append(
+            (
+                encode_group_metadata_key(GroupMetadataKey(g.group_id)),
+                encode_group_metadata_value(group_value(classic, self.wall_ms())),
+            )
+        )
+        try:
+            await self._append(g.group_id, records)
+        except StorageError as exc:
+            log.error("group %s: downgrading to a classic group failed: %s", g.group_id, exc)
+            return JoinResult(E.coordinator_not_available, req.member_id)
+        self.consumer_groups.pop(g.group_id, None)
+        self.groups[g.group_id] = classic
+        log.info("group %s: downgraded to a classic group (%s replaced)", g.group_id, replaced)
+        self._wake.set()
+        return result
+
+    def classic_consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group with members that classic requests to ``group_id`` go to."""
+        g = self.consumer_groups.get(group_id)
+        return g if g is not None and not g.dead and g.members else None
+
+    async def _classic_change(self, g: ConsumerGroup, decide: Callable[[], _T]) -> _T | None:
+        """Run a classic member's decision on ``g`` and write its records; None (the group
+        put back) when the write fails. Call under the write lock."""
+        stored = cg_records.snapshot(g)
+        result = decide()
+        if written := cg_records.changes(stored, g):
+            try:
+                await self._append(g.group_id, written)
+            except StorageError as exc:
+                log.error("group %s: writing a classic member's change failed: %s", g.group_id, exc)
+                g.__dict__.update(stored.__dict__)
+                return None
+        self._wake.set()
+        return result
+
+    async def classic_join_consumer(self, g: ConsumerGroup, req: JoinRequest) -> JoinResult:
+        topics = self.topic_view()
+        async with self._write_lock:
+            replaced = g.static_members.get(req.group_instance_id or "")
+            if (
+                replaced is not None
+                and not req.member_id
+                and migration.should_downgrade_replacing(
+                    g, replaced, self.migration_policy, self.config.max_size
+                )
+            ):
+                return await self._downgrade_replacing(g, replaced, req)
+            stored = cg_records.snapshot(g)
+            result = classic_members.join(g, req, topics, self.consumer_config, self.now_ms())
+            if result.error is not E.none:
+                g.__dict__.update(stored.__dict__)  # a refusal changes nothing
+            elif written := cg_records.changes(stored, g):
+                try:
+                    await self._append(g.group_id, written)
+                except StorageError as exc:
+                    log.error("group %s: writing a classic join failed: %s", g.group_id, exc)
+                    g.__dict__.update(stored.__dict__)
+                    return JoinResult(E.coordinator_not_available, req.member_id)
+            self._wake.set()
+        log.debug("group %s: classic join %r -> %s", g.group_id, req.member_id, result.error.name)
+        return result
+
+    def classic_sync_consumer(
+        self,
+        g: ConsumerGroup,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> SyncResult:
+        names = {t.topic_id: t.name for t in self.topic_view().values()}
+        result = classic_members.sync(
+            g,
+            member_id,
+            instance_id,
+            generation,
+            protocol_type,
+            protocol_name,
+            names,
+            self.now_ms(),
+        )
+        self._wake.set()
+        return result
+
+    def classic_heartbeat_consumer(
+        self, g: ConsumerGroup, member_id: str, instance_id: str | None, generation: int
+    ) -> ErrorCode:
+        code = classic_members.heartbeat(g, member_id, instance_id, generation, self.now_ms())
+        self._wake.set()
+        return code
+
+    async def classic_leave_consumer(
+        self, g: ConsumerGroup, members: list[tuple[str, str | None]]
+    ) -> list[ErrorCode] | ErrorCode:
+        topics = self.topic_view()
+        async with self._write_lock:
+            result = await self._classic_change(
+                g, lambda: classic_members.leave(g, members, topics)
+            )
+        if result is None:
+            return E.coordinator_not_available
+        return [code for _, code in result]

@@ -28,6 +28,7 @@ from coordinator.group.classic import (
     SyncResult,
 )
 from coordinator.group.group_record import group_from_value, group_value
+from coordinator.group.migration import MigrationPolicy
 from coordinator.group.offsets import OffsetsStore, Record
 from coordinator.group.offsets_log import OFFSETS_TOPIC, replay_partition
 from coordinator.group.records import (
@@ -103,6 +104,10 @@ class GroupCoordinatorBase:
             assignors=tuple(values.get("group.consumer.assignors", "uniform,range").split(",")),
             max_size=values.get("group.consumer.max.size", 2**31 - 1),
         )
+        # group.consumer.migration.policy (coordinator/group/migration.py)
+        self.migration_policy = MigrationPolicy.parse(
+            values.get("group.consumer.migration.policy", "bidirectional")
+        )
         # the non-internal topics as the consumer groups see them (set by the broker)
         self.topic_view: Callable[[], Mapping[str, TopicInfo]] = dict
         self.offsets = OffsetsStore()
@@ -150,8 +155,11 @@ class GroupCoordinatorBase:
                 self.offsets.replay(k, v, offset)
             elif isinstance(k, GroupMetadataKey):
                 if value is None:
+                    # the group's record only: its committed offsets have their own tombstones
+                    # (DeleteGroups writes them first), and a group converted to a consumer
+                    # group (online upgrade, or an Empty group replaced) keeps its offsets
                     self.groups.pop(k.group, None)
-                    self.offsets.forget_group(k.group)
+                    self.offsets.forget_pending(k.group)
                 else:
                     gv = decode_group_metadata_value(value)
                     g = group_from_value(k.group, gv, self.config, self.now_ms())

@@ -212,8 +212,7 @@ class OffsetsStore:
                     have[tp] = om
         return list(done)
 
-    def forget_group(self, group: str) -> None:
-        self.committed.pop(group, None)
+    def forget_pending(self, group: str) -> None:
         for by_group in self.pending.values():
             by_group.pop(group, None)
 

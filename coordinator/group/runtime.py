@@ -108,8 +108,8 @@ class GroupCoordinator(ConsumerGroupApi):
         if not self.config.accepts_session_timeout(req.session_timeout_ms):
             return JoinResult(E.invalid_session_timeout, req.member_id)  # creates no group
         if (cg := self.consumer_groups.get(group_id)) is not None and not cg.dead:
-            if cg.members:  # no online migration between the protocols (consumer_api.py)
-                return JoinResult(E.inconsistent_group_protocol, req.member_id)
+            if cg.members:  # a classic member inside a consumer group (classic_members.py)
+                return await self.classic_join_consumer(cg, req)
             try:  # an Empty consumer group becomes classic
                 await self.drop_empty_consumer_group(group_id)
             except StorageError:
@@ -157,6 +157,10 @@ class GroupCoordinator(ConsumerGroupApi):
             return SyncResult(err)
         if not group_id:
             return SyncResult(E.invalid_group_id)
+        if (cg := self.classic_consumer_group(group_id)) is not None:
+            return self.classic_sync_consumer(
+                cg, member_id, instance_id, generation, protocol_type, protocol_name
+            )
         g = self.groups.get(group_id)
         if g is None:
             return SyncResult(E.unknown_member_id)
@@ -198,6 +202,8 @@ class GroupCoordinator(ConsumerGroupApi):
             return err
         if not group_id:
             return E.invalid_group_id
+        if (cg := self.classic_consumer_group(group_id)) is not None:
+            return self.classic_heartbeat_consumer(cg, member_id, instance_id, generation)
         g = self.groups.get(group_id)
         if g is None:
             return E.unknown_member_id
@@ -213,6 +219,8 @@ class GroupCoordinator(ConsumerGroupApi):
             return err
         if not group_id:
             return E.invalid_group_id
+        if (cg := self.classic_consumer_group(group_id)) is not None:
+            return await self.classic_leave_consumer(cg, list(members))
         g = self.groups.get(group_id)
         if g is None:
             return E.unknown_member_id

@@ -1,5 +1,5 @@
 """ConsumerGroupDescribe (key 69), v0-1 (KIP-848). v1 (KIP-1099): each member's type (1: a
-consumer-protocol member; kafkad has no classic members in consumer groups).
+consumer-protocol member, 0: a member using the classic protocol, online migration).
 
 Kafka's ConsumerGroup.asDescribedGroup: group epoch, target assignment epoch, state, the
 preferred assignor, and per member its epoch, subscription, current and target assignment
@@ -41,6 +41,7 @@ from proxy.registry import handler
 from wire.values import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
 
 CONSUMER_MEMBER = i8(1)
+CLASSIC_MEMBER = i8(0)
 TOPICS_UNAUTHORIZED = (
     "The group has described topic(s) that the client is not authorized to describe."
 )
@@ -102,7 +103,7 @@ def _described(g: ConsumerGroup, assignor: str, names: Mapping[object, str]) -> 
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=_assignment(m.assigned, names),
                 target_assignment=_assignment(g.target.get(m.member_id, {}), names),
-                member_type=CONSUMER_MEMBER,
+                member_type=CLASSIC_MEMBER if m.classic is not None else CONSUMER_MEMBER,
             )
             for m in g.members.values()
         ),

@@ -353,3 +353,106 @@ async def test_describe_answers_authorized_operations_when_asked() -> None:
         # no authorizer: every GROUP operation (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
         # ALTER_CONFIGS)
         assert d.groups[0].authorized_operations == sum(1 << op for op in (3, 6, 8, 10, 11))
+
+
+async def test_classic_members_inside_a_consumer_group() -> None:
+    """JoinGroup/SyncGroup/Heartbeat/LeaveGroup from a classic member of a consumer group (the
+    online migration), each error path with Kafka's code; Describe/List show the mixed group."""
+    from kio.schema.heartbeat.v4 import request as hbr
+    from kio.schema.join_group.v9 import request as jg
+    from kio.schema.leave_group.v5 import request as lg5
+    from kio.schema.sync_group.v5 import request as sg
+
+    from coordinator.consumer_group.consumer_protocol import decode_assignment
+    from coordinator.consumer_group.consumer_protocol import encode_subscription as sub
+
+    def jreq(member: str, ptype: str = "consumer", name: str = "range") -> jg.JoinGroupRequest:
+        return jg.JoinGroupRequest(
+            group_id="g",
+            session_timeout=10_000 * MS,
+            rebalance_timeout=10_000 * MS,
+            member_id=member,
+            group_instance_id=None,
+            protocol_type=ptype,
+            protocols=(jg.JoinGroupRequestProtocol(name=name, metadata=sub(["t"], {}, 1)),),
+            reason=None,
+        )
+
+    def sreq(member: str, gen: int, name: str = "range") -> sg.SyncGroupRequest:
+        return sg.SyncGroupRequest(
+            group_id="g",
+            generation_id=gen,
+            member_id=member,
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocol_name=name,
+            assignments=(),
+        )
+
+    def beat_req(member: str, gen: int) -> hbr.HeartbeatRequest:
+        return hbr.HeartbeatRequest(
+            group_id="g", generation_id=gen, member_id=member, group_instance_id=None
+        )
+
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "t", 4) is E.none
+        r = await c.request(join("g", "m1"))
+        assert r.member_epoch == 1
+        first = await c.request(jreq(""))
+        assert first.error_code is E.member_id_required and first.member_id
+        k = first.member_id
+        assert (await c.request(jreq(k, ptype="connect"))).error_code is (
+            E.inconsistent_group_protocol
+        )
+        j = await c.request(jreq(k))
+        assert (j.error_code, j.generation_id, j.protocol_type, j.protocol_name, j.leader) == (
+            E.none,
+            2,
+            "consumer",
+            "range",
+            "",
+        )
+        assert (await c.request(sreq(k, 7))).error_code is E.illegal_generation
+        assert (await c.request(sreq(k, 2, "roundrobin"))).error_code is (
+            E.inconsistent_group_protocol
+        )
+        assert (await c.request(sreq("m1", 1))).error_code is E.unknown_member_id
+        s = await c.request(sreq(k, 2))
+        assert s.error_code is E.none and decode_assignment(s.assignment) == ()
+        assert (await c.request(beat_req(k, 3))).error_code is E.illegal_generation
+        assert (await c.request(beat_req(k, 2))).error_code is E.none  # waits on m1's revoking
+        # m1 revokes; the classic member is told to rejoin and gets its share
+        r = await c.request(join("g", "m1", member_epoch=1, topic_partitions=None))
+        assert r.assignment is not None
+        kept = r.assignment.topic_partitions[0].partitions
+        own = (
+            hb.TopicPartitions(topic_id=r.assignment.topic_partitions[0].topic_id, partitions=kept),
+        )
+        await c.request(join("g", "m1", member_epoch=r.member_epoch, topic_partitions=own))
+        assert (await c.request(beat_req(k, 2))).error_code is E.rebalance_in_progress
+        j = await c.request(jreq(k))
+        s = await c.request(sreq(k, j.generation_id))
+        [(_, got)] = decode_assignment(s.assignment)
+        assert set(got) | set(kept) == {0, 1, 2, 3} and not set(got) & set(kept)
+        d = await c.request(
+            cgd.ConsumerGroupDescribeRequest(group_ids=("g",), include_authorized_operations=False)
+        )
+        assert sorted((m.member_id, m.member_type) for m in d.groups[0].members) == sorted(
+            [("m1", 1), (k, 0)]
+        )
+        lg = await c.request(ListGroupsRequest(states_filter=(), types_filter=()))
+        assert [(x.group_id, x.group_type) for x in lg.groups] == [("g", "consumer")]
+        # LeaveGroup: a consumer-protocol member cannot leave this way
+        out = await c.request(
+            lg5.LeaveGroupRequest(
+                group_id="g",
+                members=(
+                    lg5.MemberIdentity(member_id="m1", group_instance_id=None, reason=None),
+                    lg5.MemberIdentity(member_id=k, group_instance_id=None, reason=None),
+                ),
+            )
+        )
+        assert [(m.member_id, m.error_code) for m in out.members] == [
+            ("m1", E.unknown_member_id),
+            (k, E.none),
+        ]
