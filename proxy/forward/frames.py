@@ -21,7 +21,13 @@ from kio.serial import entity_reader, entity_writer
 from proxy.registry import entry, served
 from wire.codec import decode_request, encode_response
 from wire.errors import DecodeError, ProtocolError
-from wire.headers import API_VERSIONS_KEY, RequestHeader, read_uvarint, skip_tagged_fields
+from wire.headers import (
+    API_VERSIONS_KEY,
+    RequestHeader,
+    read_fixed_header,
+    read_uvarint,
+    skip_tagged_fields,
+)
 from wire.versions import error_response
 
 PRODUCE_KEY = 0
@@ -30,16 +36,16 @@ _I32 = struct.Struct(">i")
 
 
 @cache
-def kio_versions() -> dict[int, tuple[int, int]]:
-    """Every (api key -> (lowest, highest) version) kio has request and response schemas for."""
-    from kio.schema.index import api_key_map
-
-    found: dict[int, tuple[int, int]] = {}
-    for key in api_key_map:
-        versions = [v for v in range(0, 32) if _known(int(key), v)]
-        if versions:
-            found[int(key)] = (versions[0], versions[-1])
-    return found
+def kio_range(api_key: int) -> tuple[int, int] | None:
+    """The (lowest, highest) version kio has request and response schemas for, or None.
+    Per key and lazily: importing every schema of every API takes seconds."""
+    versions = []
+    for version in range(0, 32):
+        if _known(api_key, version):
+            versions.append(version)
+        elif versions:
+            break
+    return (versions[0], versions[-1]) if versions else None
 
 
 def _known(api_key: int, version: int) -> bool:
@@ -102,7 +108,9 @@ def error_answer(frame: bytes, code: ErrorCode) -> bytes | None:
     broker's fault injection answers with); otherwise every error code of the version's
     response is set and every list left empty."""
     try:
-        header, body = decode_request(frame, kio_versions())
+        api_key = read_fixed_header(frame)[0].api_key
+        versions = kio_range(api_key)
+        header, body = decode_request(frame, {api_key: versions} if versions else {})
     except ProtocolError:
         return None
     low, high = served().get(header.api_key, (1, 0))

@@ -43,7 +43,7 @@ from typing import Any
 
 from kio.index import load_response_schema
 
-from proxy.forward.frames import kio_versions, read_body, response_body_start, write_body
+from proxy.forward.frames import kio_range, read_body, response_body_start, write_body
 from wire.headers import API_VERSIONS_KEY, response_header
 
 FETCH_KEY = 1
@@ -175,13 +175,13 @@ def cap_api_versions(version: int, frame: bytes) -> bytes | None:
         body = read_body(cls, frame, 4)
     except Exception:
         return None
-    known = kio_versions()
     entries = []
     changed = False
     for item in body.api_keys:
         key = int(item.api_key)
-        if key in ENDPOINT_APIS and key in known and int(item.max_version) > known[key][1]:
-            item = dataclasses.replace(item, max_version=type(item.max_version)(known[key][1]))
+        known = kio_range(key) if key in ENDPOINT_APIS else None
+        if known is not None and int(item.max_version) > known[1]:
+            item = dataclasses.replace(item, max_version=type(item.max_version)(known[1]))
             changed = True
         entries.append(item)
     if not changed:
