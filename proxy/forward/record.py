@@ -16,10 +16,10 @@ upstream sent it; REWRITTEN, what the client got in place of the RESPONSE just b
 client got instead of forwarding; NOTE, UTF-8 text: a fault applied, why the connection closed.
 
 Frames are written whole and unchanged, so a recording holds the exact bytes both sides
-exchanged (record batches included) and a truncated file (the proxy killed) loses at most
-its last entry: ``read`` stops at the first incomplete one. Files are written through a
-buffer, flushed when the connection ends; the golden request frames of ``tests/wire/frames``
-are cut from recordings (``compat_tests/capture.py``).
+exchanged (record batches included). Each entry is one unbuffered write, so a file can be
+replayed while its connection is open and a proxy killed mid-write loses at most the entry
+it was writing: ``read`` stops at the first incomplete one. The golden request frames of
+``tests/wire/frames`` are cut from recordings (``compat_tests/capture.py``).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class Recorder:
     def __init__(self, path: Path, meta: dict[str, Any]) -> None:
         self.path = path
         self._start = time.monotonic()
-        self._file: IO[bytes] | None = open(path, "wb", buffering=1 << 16)  # noqa: SIM115
+        self._file: IO[bytes] | None = open(path, "wb", buffering=0)  # noqa: SIM115
         text = json.dumps({"format": 1, "started_unix": time.time(), **meta}).encode()
         self._file.write(MAGIC + _LEN.pack(len(text)) + text)
 
@@ -67,8 +67,7 @@ class Recorder:
         if self._file is None:
             return
         micros = int((time.monotonic() - self._start) * 1_000_000)
-        self._file.write(_ENTRY.pack(kind, micros, len(payload)))
-        self._file.write(payload)
+        self._file.write(_ENTRY.pack(kind, micros, len(payload)) + payload)
 
     def note(self, text: str) -> None:
         self.add(Kind.NOTE, text.encode())
