@@ -31,7 +31,13 @@ import trio
 
 from proxy.fault_injection import NO_FAULT
 from proxy.forward import rewrite
-from proxy.forward.frames import PRODUCE_KEY, correlation_id, error_answer, produce_acks
+from proxy.forward.frames import (
+    PRODUCE_KEY,
+    answer_wait_s,
+    correlation_id,
+    error_answer,
+    produce_acks,
+)
 from proxy.forward.record import Kind, Recorder
 from wire.errors import ProtocolError
 from wire.framing import FrameDecoder, Want
@@ -57,6 +63,7 @@ class Slot:
     correlation_id: int
     local: bytes | None = None  # the proxy's own answer (size prefix included)
     drop_after: bool = False
+    wait_s: float = 0.0  # a longer wait the request may rightly need (a JoinGroup's rebalance)
 
 
 @dataclass(slots=True, eq=False)  # hashed by identity: the proxy keeps a set of them
@@ -177,6 +184,7 @@ class _Conn:
                         header.api_version,
                         header.correlation_id,
                         drop_after=fault.drop_after,
+                        wait_s=answer_wait_s(frame, header),
                     )
                 )
 
@@ -193,7 +201,7 @@ class _Conn:
                 if slot.local is not None:
                     await self.client.send_all(slot.local)
                     continue
-                frame = await self._next_response(decoder)
+                frame = await self._next_response(decoder, slot.wait_s)
                 got = correlation_id(frame)
                 if got != slot.correlation_id:
                     raise Close(
@@ -211,8 +219,11 @@ class _Conn:
                 await self.client.send_all(out)
         # The reader ended (client EOF): nothing more is owed.
 
-    async def _next_response(self, decoder: FrameDecoder) -> bytes:
-        deadline = trio.current_time() + self.proxy.config.upstream_timeout_s
+    async def _next_response(self, decoder: FrameDecoder, wait_s: float) -> bytes:
+        """The upstream's next response frame, within the upstream timeout (or ``wait_s``)
+        from when this slot's turn came (the responses before it were on time)."""
+        timeout = max(self.proxy.config.upstream_timeout_s, wait_s)
+        deadline = trio.current_time() + timeout
         while True:
             frame = decoder.next_frame()
             if isinstance(frame, bytes):
@@ -222,9 +233,7 @@ class _Conn:
             with trio.move_on_at(deadline):
                 decoder.feed(await self.upstream.receive_some(RECEIVE_BYTES))
                 continue
-            raise Close(
-                f"upstream did not answer within {self.proxy.config.upstream_timeout_s:g} s"
-            )
+            raise Close(f"upstream did not answer within {timeout:g} s")
 
     async def _rewritten(self, slot: Slot, frame: bytes) -> bytes | None:
         """The frame to send in place of ``frame`` (size prefix included), or None for as is."""

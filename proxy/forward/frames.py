@@ -100,6 +100,27 @@ def produce_acks(frame: bytes, header: RequestHeader, header_end: int) -> int:
     return int(_I16.unpack_from(frame, pos)[0])
 
 
+JOIN_GROUP_KEY = 11
+
+
+def answer_wait_s(frame: bytes, header: RequestHeader) -> float:
+    """How long the upstream may rightly take to answer, beyond a quick reply: a JoinGroup
+    waits for the rebalance (its ``rebalance_timeout``, v1+, or ``session_timeout``), as
+    Kafka's clients allow it that plus 5 s; 0 for every other request."""
+    if header.api_key != JOIN_GROUP_KEY:
+        return 0.0
+    try:
+        cls = load_request_schema(header.api_key, header.api_version)
+        _h, pos = read_fixed_header(frame)
+        if cls.__flexible__:
+            pos = skip_tagged_fields(frame, pos, len(frame))
+        body = read_body(cls, frame, pos)
+    except Exception:
+        return 0.0
+    wait = getattr(body, "rebalance_timeout", None) or body.session_timeout
+    return float(wait.total_seconds()) + 5.0
+
+
 def error_answer(frame: bytes, code: ErrorCode) -> bytes | None:
     """The response frame (size prefix included) answering ``frame`` with ``code`` as Kafka's
     ``getErrorResponse`` would; None if the request cannot be decoded.

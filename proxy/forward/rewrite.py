@@ -44,6 +44,7 @@ from typing import Any
 from kio.index import load_response_schema
 
 from proxy.forward.frames import kio_range, read_body, response_body_start, write_body
+from wire.errors import DecodeError
 from wire.headers import API_VERSIONS_KEY, response_header
 
 FETCH_KEY = 1
@@ -85,7 +86,10 @@ class Decoded:
 def decode(api_key: int, version: int, frame: bytes) -> Decoded:
     """Decode a response frame (no size prefix) of an endpoint-carrying API; DecodeError if
     it does not parse."""
-    cls = load_response_schema(api_key, version)
+    try:
+        cls = load_response_schema(api_key, version)
+    except Exception as exc:  # a version kio does not know (ApiVersions is capped to avoid it)
+        raise DecodeError(f"api {api_key} v{version}: no schema to find its endpoints") from exc
     pos = response_body_start(api_key, version, frame)
     body = read_body(cls, frame, pos)
     found: list[Endpoint] = []
