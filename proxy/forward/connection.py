@@ -1,14 +1,16 @@
-"""One client connection through the proxy: two tasks and a queue of response slots.
+"""One client connection through the proxy: three tasks and a queue of response slots.
 
 The reader task takes request frames from the client in order. For each it asks the fault
 injector (``proxy/fault_injection.py``, with the request's client id) what to do, then either
 forwards the frame upstream unchanged and queues an UPSTREAM slot, or queues a LOCAL slot
 holding the proxy's own answer (an injected error), or closes the connection (drop, a
-partition, a malformed frame). The writer task takes the slots in the same order: an UPSTREAM
-slot waits for the upstream's next response (it must carry the slot's correlation id, since
-Kafka answers in request order), rewrites broker addresses in it when its API carries them
-(``proxy/forward/rewrite.py``) and sends it on; a LOCAL slot is sent as it is. So a client
-gets its answers in request order with its own correlation ids, however they were made.
+partition, a malformed frame). The upstream reader cuts the upstream's bytes into response
+frames, and notices at once when the upstream closes. The writer task takes the slots in
+request order: an UPSTREAM slot takes the upstream's next response (it must carry the slot's
+correlation id, since Kafka answers in request order), rewrites broker addresses in it when
+its API carries them (``proxy/forward/rewrite.py``) and sends it on; a LOCAL slot is sent as
+it is. So a client gets its answers in request order with its own correlation ids, however
+they were made.
 
 An acks=0 Produce queues no slot (no response comes), as Kafka. A ``drop_after`` fault
 forwards the request, waits for its response and then closes the client connection without
@@ -85,10 +87,12 @@ async def forward_connection(
     """Pump one connection until either side ends it; both streams are closed on return."""
     state = _Conn(proxy, client, upstream, live, recorder)
     send, receive = trio.open_memory_channel[Slot](MAX_IN_FLIGHT)
+    answers_in, answers_out = trio.open_memory_channel[bytes](0)
     try:
         async with client, upstream, trio.open_nursery() as nursery:
             state.nursery = nursery
-            nursery.start_soon(state.writer, receive)
+            nursery.start_soon(state.upstream_reader, answers_in)
+            nursery.start_soon(state.writer, receive, answers_out)
             await state.reader(send)
             # The client closed: answers still owed go nowhere. Stop.
             nursery.cancel_scope.cancel()
@@ -125,6 +129,8 @@ class _Conn:
         self.rec = recorder
         self.close_reason = ""
         self.nursery: trio.Nursery | None = None
+        self.owed = 0  # requests forwarded and not yet answered
+        self.upstream_ended = False
         try:
             host, port = client.socket.getpeername()[:2]
             self.peer = f"{host}:{port}"
@@ -174,6 +180,8 @@ class _Conn:
                         )
                         continue
                 await self._send_upstream(len(frame).to_bytes(4, "big") + frame)
+                if not acks0:
+                    self.owed += 1
                 if acks0:
                     if fault.drop_after:
                         raise Close("fault injection: dropped after an acks=0 produce")
@@ -194,14 +202,35 @@ class _Conn:
         if scope.cancelled_caught:
             raise Close("upstream did not take a request in time")
 
-    async def writer(self, slots: trio.MemoryReceiveChannel[Slot]) -> None:
+    async def upstream_reader(self, answers: trio.MemorySendChannel[bytes]) -> None:
+        """Response frames from the upstream, handed to the writer one at a time. An upstream
+        that closes while nothing is owed closes the client at once (a client talking to the
+        broker directly would see that close too); with answers owed, the writer passes on
+        those that arrived and closes at the first one missing."""
         decoder = FrameDecoder(self.proxy.config.max_frame_bytes)
-        async with slots:
+        async with answers:
+            while True:
+                frame = decoder.next_frame()
+                if isinstance(frame, bytes):
+                    await answers.send(frame)
+                elif frame is Want.MORE:
+                    decoder.feed(await self.upstream.receive_some(RECEIVE_BYTES))
+                else:
+                    self.upstream_ended = True
+                    if self.owed == 0:
+                        raise Close("upstream closed the connection")
+                    return
+
+    async def writer(
+        self, slots: trio.MemoryReceiveChannel[Slot], answers: trio.MemoryReceiveChannel[bytes]
+    ) -> None:
+        async with slots, answers:
             async for slot in slots:
                 if slot.local is not None:
                     await self.client.send_all(slot.local)
                     continue
-                frame = await self._next_response(decoder, slot.wait_s)
+                frame = await self._next_response(answers, slot.wait_s)
+                self.owed -= 1
                 got = correlation_id(frame)
                 if got != slot.correlation_id:
                     raise Close(
@@ -217,23 +246,22 @@ class _Conn:
                 elif self.rec is not None:
                     self.rec.add(Kind.REWRITTEN, out[4:])
                 await self.client.send_all(out)
+                if self.upstream_ended and self.owed == 0:
+                    raise Close("upstream closed the connection")
         # The reader ended (client EOF): nothing more is owed.
 
-    async def _next_response(self, decoder: FrameDecoder, wait_s: float) -> bytes:
+    async def _next_response(
+        self, answers: trio.MemoryReceiveChannel[bytes], wait_s: float
+    ) -> bytes:
         """The upstream's next response frame, within the upstream timeout (or ``wait_s``)
         from when this slot's turn came (the responses before it were on time)."""
         timeout = max(self.proxy.config.upstream_timeout_s, wait_s)
-        deadline = trio.current_time() + timeout
-        while True:
-            frame = decoder.next_frame()
-            if isinstance(frame, bytes):
-                return frame
-            if frame is Want.EOF:
-                raise Close("upstream closed the connection")
-            with trio.move_on_at(deadline):
-                decoder.feed(await self.upstream.receive_some(RECEIVE_BYTES))
-                continue
-            raise Close(f"upstream did not answer within {timeout:g} s")
+        with trio.move_on_after(timeout):
+            try:
+                return await answers.receive()
+            except trio.EndOfChannel:
+                raise Close("upstream closed the connection") from None
+        raise Close(f"upstream did not answer within {timeout:g} s")
 
     async def _rewritten(self, slot: Slot, frame: bytes) -> bytes | None:
         """The frame to send in place of ``frame`` (size prefix included), or None for as is."""

@@ -205,6 +205,22 @@ async def test_upstream_misbehaviour_closes_the_client_never_hangs() -> None:
         nursery.cancel_scope.cancel()
 
 
+async def test_an_upstream_closing_while_nothing_is_owed_closes_the_client_at_once() -> None:
+    async def answers_then_closes(stream: trio.SocketStream) -> None:
+        frame = await _read_request(stream)
+        await stream.send_all(struct.pack(">i", 6) + frame[4:8] + b"\x00\x00")
+        await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        up = await _fake_upstream(nursery, answers_then_closes)
+        async with running_proxy(up) as (_p, port), connect(port) as client:
+            versions = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+            await client.send_raw(raw(versions, 7))
+            assert await client.read_frame() == struct.pack(">i", 7) + b"\x00\x00"
+            assert await closed(client)  # without sending anything more
+        nursery.cancel_scope.cancel()
+
+
 async def test_refused_upstream_and_malformed_client_frames_close_that_connection() -> None:
     with trio.socket.socket() as s:  # a port nobody listens on
         await s.bind(("127.0.0.1", 0))
