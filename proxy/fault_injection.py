@@ -28,8 +28,9 @@ rule ``APIS:ACTION[@PROBABILITY]`` (probability 0..1, default 1):
 A ``partition broker=N for=MS [after=MS] [client=GLOB]`` item (``kafkad proxy`` only; the
 broker ignores it) cuts matching clients off upstream broker N for MS milliseconds, starting
 AFTER milliseconds (default 0) after the proxy started: the proxy closes their open
-connections to N when the window opens, and closes any new connection to N whose first
-request falls inside it. No draw is made, so partitions never shift the request faults.
+connections to N when the window opens, and while it is open closes any connection to N at
+its next request (a new connection is accepted, then closed at its first request: the
+client id is only known then). No draw is made, so partitions never shift request faults.
 
 A ``crash=POINT[@PROBABILITY]`` item makes the broker process exit at once (``os._exit``
 with ``CRASH_EXIT_CODE``, no cleanup, nothing flushed: a ``kill -9`` at a chosen moment) when
