@@ -2,10 +2,12 @@
 
     python -m compat_tests.capture [--out tests/wire/frames] [--clients kcat,kafkajs,...]
 
-How: a kafkad subprocess listens on a free port and *advertises* the port of a relay, a small
-trio TCP proxy on 127.0.0.1 that forwards bytes both ways and cuts the client-to-broker stream
-into request frames. Every client therefore talks to kafkad through the relay only (bootstrap
-and every connection after Metadata). Each client then does, in turn: ApiVersions, Metadata,
+How: a kafkad subprocess listens on a free port, and each client run goes through its own
+``kafkad proxy --record DIR`` subprocess (proxy/forward/), which rewrites broker addresses so
+every connection of the client passes through it and records each frame; the request frames
+are then read back from the recordings (proxy/forward/record.py), in arrival order. Setup
+steps a client cannot do itself (creating kcat's topic, the transaction flows' input) go
+straight to the broker, unrecorded. Each client then does, in turn: ApiVersions, Metadata,
 CreateTopics, Produce with each compression codec it supports, ListOffsets and Fetch; then
 (``txn`` flows) a group consumer (FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
 OffsetFetch, OffsetCommit, LeaveGroup; kafkajs commits no offsets outside a transaction)
@@ -29,28 +31,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import json
 import os
 import shutil
-import socket
 import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import trio
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import proxy.handlers  # noqa: F401, E402  (registers every handler)
+from proxy.forward.record import Kind  # noqa: E402
+from proxy.forward.record import read as read_recording  # noqa: E402
 from proxy.registry import served  # noqa: E402
 from wire.codec import decode_request  # noqa: E402
 from wire.errors import ProtocolError  # noqa: E402
@@ -68,90 +67,44 @@ TIMEOUT_S = 30
 VALUE = b"golden " * 100  # compressible: librdkafka sends a batch uncompressed if that is smaller
 
 
-# -- the relay ----------------------------------------------------------------------------
+# -- the recording proxy --------------------------------------------------------------------
 
 
-class Relay:
-    """Forwards 127.0.0.1:port to the broker and records (client tag, frame) pairs."""
+def recorded_run(upstream: str, record_dir: Path, runner: Callable[[str], None]) -> None:
+    """Run ``runner(bootstrap)`` through a ``kafkad proxy`` subprocess recording into
+    ``record_dir`` (every client connection goes through it: it rewrites broker addresses)."""
+    args = [sys.executable, "-m", "proxy.cli", "proxy", "--upstream", upstream]
+    args += ["--listen", "127.0.0.1:0", "--record", str(record_dir), "--log-level", "WARNING"]
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "kafkad proxy ready listen=127.0.0.1:PORT upstream=..."
+        runner(line.split()[3].removeprefix("listen="))
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.upstream = 0  # the broker's port, set once it runs
-        self.tag = "?"
-        self.frames: list[tuple[str, bytes]] = []
-        self._lock = threading.Lock()
-        self._ready = threading.Event()
-        self._stop: trio.Event | None = None
-        self._token: trio.lowlevel.TrioToken | None = None
 
-    def start(self) -> None:
-        threading.Thread(target=trio.run, args=(self._main,), daemon=True).start()
-        self._ready.wait(10)
-
-    def stop(self) -> None:
-        if self._token is not None and self._stop is not None:
-            trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
-
-    async def _main(self) -> None:
-        self._stop = trio.Event()
-        self._token = trio.lowlevel.current_trio_token()
-        async with trio.open_nursery() as nursery:
-            await nursery.start(
-                functools.partial(trio.serve_tcp, host="127.0.0.1"), self._serve, self.port
-            )
-            self._ready.set()
-            await self._stop.wait()
-            nursery.cancel_scope.cancel()
-
-    async def _serve(self, client: trio.SocketStream) -> None:
-        tag = self.tag
-        try:
-            upstream = await trio.open_tcp_stream("127.0.0.1", self.upstream)
-        except OSError:
-            await client.aclose()
-            return
-        async with client, upstream, trio.open_nursery() as nursery:
-            nursery.start_soon(self._pump, upstream, client, None, nursery.cancel_scope)
-            await self._pump(client, upstream, tag, nursery.cancel_scope)
-
-    async def _pump(
-        self,
-        src: trio.SocketStream,
-        dst: trio.SocketStream,
-        tag: str | None,
-        scope: trio.CancelScope,
-    ) -> None:
-        buf = bytearray()
-        try:
-            while data := await src.receive_some(65536):
-                await dst.send_all(data)
-                if tag is None:
-                    continue
-                buf += data
-                while len(buf) >= 4:
-                    (size,) = struct.unpack_from(">i", buf)
-                    if len(buf) < 4 + size:
-                        break
-                    with self._lock:
-                        self.frames.append((tag, bytes(buf[4 : 4 + size])))
-                    del buf[: 4 + size]
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
-        scope.cancel()
+def recorded_requests(record_dir: Path, tag: str) -> list[tuple[str, bytes]]:
+    """Every request frame of the recordings in ``record_dir``, in the order they arrived."""
+    timed = []
+    for path in record_dir.glob("*.kdrec"):
+        rec = read_recording(path)
+        start = rec.meta["started_unix"]
+        timed += [
+            (start + e.micros / 1e6, e.payload) for e in rec.entries if e.kind is Kind.REQUEST
+        ]
+    return [(tag, frame) for _t, frame in sorted(timed, key=lambda item: item[0])]
 
 
 # -- the broker ---------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_broker(data_dir: Path, advertise_port: int) -> tuple[subprocess.Popen[str], int]:
+def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], int]:
     args = [sys.executable, "-m", "proxy.cli", "serve", "--listen", "127.0.0.1:0"]
-    args += ["--advertise", f"127.0.0.1:{advertise_port}", "--data-dir", str(data_dir)]
+    args += ["--data-dir", str(data_dir)]
     proc = subprocess.Popen(
         args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
@@ -254,12 +207,10 @@ def run_kcat(bootstrap: str) -> None:
     exe = shutil.which("kcat")
     assert exe is not None, "kcat is not installed: run scripts/install-client-tools"
     name = topic()
-    relay_tag = RELAY.tag
-    RELAY.tag = "setup"  # kcat cannot create topics: confluent-kafka does, unrecorded
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # kcat cannot create topics: confluent-kafka does, straight to the broker (unrecorded)
+    admin = AdminClient({"bootstrap.servers": UPSTREAM})
     for fut in admin.create_topics([NewTopic(name, 1, 1)]).values():
         fut.result(TIMEOUT_S)
-    RELAY.tag = relay_tag
     base = [exe, "-b", bootstrap, "-m", "10"]
     lines = ("golden " * 40 + "\n") * 5
     run: dict[str, Any] = dict(capture_output=True, text=True, timeout=TIMEOUT_S, check=True)
@@ -308,15 +259,15 @@ def _txn_topics(bootstrap: str) -> tuple[str, str]:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    tag, RELAY.tag = RELAY.tag, "setup"  # unrecorded: confluent-kafka makes the input
+    # unrecorded: confluent-kafka makes the input straight at the broker
+    del bootstrap
     src, dst = topic(), topic()
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": UPSTREAM})
     for fut in admin.create_topics([NewTopic(src, 1, 1), NewTopic(dst, 1, 1)]).values():
         fut.result(TIMEOUT_S)
-    producer = Producer({"bootstrap.servers": bootstrap})
+    producer = Producer({"bootstrap.servers": UPSTREAM})
     producer.produce(src, b"in", b"k")
     assert producer.flush(TIMEOUT_S) == 0
-    RELAY.tag = tag
     return src, dst
 
 
@@ -461,7 +412,7 @@ RUNNERS: dict[str, Callable[[str], None]] = {
     "kcat": run_kcat,
     "kafkajs": run_kafkajs,
 }
-RELAY: Relay
+UPSTREAM = ""  # the broker itself, for setup steps that must not be recorded
 
 
 # -- choosing and writing frames ----------------------------------------------------------
@@ -509,7 +460,7 @@ def write_frames(
 
 
 def main() -> None:
-    global RELAY
+    global UPSTREAM
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "tests" / "wire" / "frames"))
     parser.add_argument("--clients", default=",".join(CLIENTS))
@@ -517,24 +468,23 @@ def main() -> None:
     parser.add_argument("--keep-existing", action="store_true", help="write new names only")
     args = parser.parse_args()
     flows = args.flows.split(",")
-    RELAY = Relay(free_port())  # the broker advertises the relay's port
-    RELAY.start()
+    frames: list[tuple[str, bytes]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        proc, RELAY.upstream = start_broker(Path(tmp), RELAY.port)
+        (Path(tmp) / "data").mkdir()
+        proc, port = start_broker(Path(tmp) / "data")
+        UPSTREAM = f"127.0.0.1:{port}"
         try:
-            bootstrap = f"127.0.0.1:{RELAY.port}"
             for client in args.clients.split(","):
                 for flow, runners in (("basic", RUNNERS), ("txn", TXN_RUNNERS)):
                     if flow in flows and client in runners:
-                        RELAY.tag = client
                         print(f"--- {client} {flow}", flush=True)
-                        runners[client](bootstrap)
-                        RELAY.tag = "after"
+                        record_dir = Path(tmp) / f"{client}-{flow}"
+                        recorded_run(UPSTREAM, record_dir, runners[client])
+                        frames += recorded_requests(record_dir, client)
         finally:
-            RELAY.stop()
             proc.terminate()
             proc.wait(10)
-    skipped = write_frames(RELAY.frames, Path(args.out), args.keep_existing)
+    skipped = write_frames(frames, Path(args.out), args.keep_existing)
     for key, n in sorted(skipped.items()):
         print(f"skipped {n} frame(s): {key}")
 

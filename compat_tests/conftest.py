@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 READY = re.compile(
     r"^kafkad ready listen=(?P<listen>\S+):(?P<port>\d+) advertise=(?P<advertise>\S+)"
-    r"(?: listeners=\S+)? data_dir=(?P<data_dir>.+)$"
+    r"(?: listeners=(?P<listeners>\S+))? data_dir=(?P<data_dir>.+)$"
 )
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
@@ -46,6 +46,7 @@ class BrokerProcess:
         self.settings = dict(settings or {})
         self.port = 0
         self.advertise = ""
+        self.listeners = ""
         self._proc: subprocess.Popen[str] | None = None
         self._log_file = None
 
@@ -98,6 +99,7 @@ class BrokerProcess:
             raise BrokerStartError(f"exit={code} stdout={line!r}\n{self.log_tail()}")
         self.port = int(match["port"])
         self.advertise = match["advertise"]
+        self.listeners = match["listeners"] or ""  # NAME://bound->advertised,... when several
         assert match["data_dir"] == str(self.data_dir), line
 
     def stop(self) -> int | None:

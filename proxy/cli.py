@@ -3,6 +3,8 @@
     kafkad serve [--listen HOST:PORT] [--advertise HOST:PORT] [--data-dir DIR]
                  [--config server.properties] [--set name=value ...] [--log-level LEVEL]
     kafkad healthcheck [--bootstrap HOST:PORT] [--timeout SECONDS]
+    kafkad proxy --upstream HOST:PORT[,...] [--listen HOST:PORT] ...  (proxy/forward/cli.py)
+    kafkad replay FILE...                                     (a proxy recording's timeline)
     kafkad --version
     kafkad topics|produce|consume|groups|txns|verify ...   (a protocol client: kafkad/cli)
 
@@ -64,6 +66,7 @@ from proxy.config import (
     split_host_port,
 )
 from proxy.features import parse_feature
+from proxy.forward import cli as forward_cli
 from proxy.healthcheck import check
 from proxy.listeners import WILDCARD_HOSTS
 from proxy.server import serve_until_signal
@@ -214,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a.add_argument("--data-dir", required=True, help="the broker's data dir")
     a.add_argument("entries", nargs="+", metavar="MECHANISM=[name=USER,password=SECRET]")
+    forward_cli.add_parsers(sub, LOG_LEVELS)
     for noun in CLIENT_NOUNS:  # listed for --help; main() hands them to kafkad/cli unparsed
         sub.add_parser(noun, help=f"protocol client (see kafkad {noun} --help)", add_help=False)
     return p
@@ -290,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
         return _healthcheck(args)
     if args.command == "certs":
         return _certs(args)
+    if args.command == "proxy":
+        return forward_cli.run_proxy(args)
+    if args.command == "replay":
+        return forward_cli.run_replay(args)
     if args.command == "add-scram":
         from proxy.sasl.scram_cli import main as add_scram
 

@@ -124,7 +124,8 @@ class Dispatcher:
             header.correlation_id,
             header.client_id,
         )
-        fault = self.faults.decide(header.api_key) if self.faults is not None else None
+        faults = self.faults
+        fault = faults.decide(header.api_key, header.client_id) if faults is not None else None
         if before_wait is not None and (
             (fault is not None and fault.delay_ms) or self.may_park(header.api_key, body)
         ):

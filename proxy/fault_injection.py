@@ -11,6 +11,8 @@ rule ``APIS:ACTION[@PROBABILITY]`` (probability 0..1, default 1):
 
 * ``APIS``: API names in snake case (``produce``, ``find_coordinator``) or numeric keys,
   separated by ``,``; ``*`` is every API except ApiVersions (name that one to include it).
+  ``APIS[GLOB]`` narrows the rule to requests whose client id matches the shell pattern GLOB
+  (``produce[billing-*]:drop``); a null client id is matched as the empty string.
 * ``ACTION``:
   - ``error=NAME``: answer without running the handler, with error NAME (any ``ErrorCode``
     name, any case: ``NOT_COORDINATOR``, ``coordinator_load_in_progress``,
@@ -22,6 +24,13 @@ rule ``APIS:ACTION[@PROBABILITY]`` (probability 0..1, default 1):
   - ``drop``: close the connection without handling the request.
   - ``drop_after``: handle the request, then close the connection without answering (the
     write happened, the client never hears of it: the case idempotent producers exist for).
+
+A ``partition broker=N for=MS [after=MS] [client=GLOB]`` item (``kafkad proxy`` only; the
+broker ignores it) cuts matching clients off upstream broker N for MS milliseconds, starting
+AFTER milliseconds (default 0) after the proxy started: the proxy closes their open
+connections to N when the window opens, and while it is open closes any connection to N at
+its next request (a new connection is accepted, then closed at its first request: the
+client id is only known then). No draw is made, so partitions never shift request faults.
 
 A ``crash=POINT[@PROBABILITY]`` item makes the broker process exit at once (``os._exit``
 with ``CRASH_EXIT_CODE``, no cleanup, nothing flushed: a ``kill -9`` at a chosen moment) when
@@ -48,6 +57,7 @@ Pure: ``parse_spec`` and ``FaultInjector.decide`` do no I/O and never await; the
 
 from __future__ import annotations
 
+import fnmatch
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -73,11 +83,30 @@ class Rule:
     error: ErrorCode | None = None
     delay_ms: int = 0
     probability: float = 1.0
+    client: str | None = None  # a client id glob; None: every client
 
-    def matches(self, api_key: int) -> bool:
+    def matches(self, api_key: int, client_id: str | None = None) -> bool:
+        if self.client is not None and not fnmatch.fnmatchcase(client_id or "", self.client):
+            return False
         if self.api_keys is None:
             return api_key != API_VERSIONS_KEY
         return api_key in self.api_keys
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRule:
+    """Clients matching ``client`` cut off upstream broker ``broker`` during
+    [after_ms, after_ms + for_ms) since the proxy started."""
+
+    broker: int
+    for_ms: int
+    after_ms: int = 0
+    client: str | None = None
+
+    def active(self, node_id: int | None, client_id: str | None, elapsed_ms: float) -> bool:
+        if node_id != self.broker or not self.after_ms <= elapsed_ms < self.after_ms + self.for_ms:
+            return False
+        return self.client is None or fnmatch.fnmatchcase(client_id or "", self.client)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +120,7 @@ class FaultSpec:
     seed: int
     rules: tuple[Rule, ...]
     crashes: tuple[CrashRule, ...] = ()
+    partitions: tuple[PartitionRule, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +142,7 @@ NO_FAULT = Fault()
 
 def parse_spec(text: str) -> FaultSpec | None:
     """The spec of ``kafkad.fault.injection``; None for an empty one; ValueError if malformed."""
-    seed, rules, crashes = 0, [], []
+    seed, rules, crashes, partitions = 0, [], [], []
     names = _api_names()
     for raw in text.split(";"):
         item = raw.strip()
@@ -124,6 +154,9 @@ def parse_spec(text: str) -> FaultSpec | None:
         if item.startswith("crash="):
             crashes.append(_crash_rule(item))
             continue
+        if item.split(None, 1)[0] == "partition":
+            partitions.append(_partition_rule(item))
+            continue
         apis, sep, rest = item.partition(":")
         if not sep:
             raise ValueError(f"fault rule {item!r}: expected APIS:ACTION[@PROBABILITY]")
@@ -132,9 +165,30 @@ def parse_spec(text: str) -> FaultSpec | None:
         if not 0.0 <= probability <= 1.0:
             raise ValueError(f"fault rule {item!r}: probability must be within 0..1")
         rules.append(_rule(item, apis.strip(), action_text.strip(), probability, names))
-    if not rules and not crashes:
+    if not rules and not crashes and not partitions:
         return None
-    return FaultSpec(seed, tuple(rules), tuple(crashes))
+    return FaultSpec(seed, tuple(rules), tuple(crashes), tuple(partitions))
+
+
+def _partition_rule(item: str) -> PartitionRule:
+    fields: dict[str, str] = {}
+    for word in item.split()[1:]:
+        name, eq, value = word.partition("=")
+        if not eq or name not in ("broker", "for", "after", "client") or name in fields:
+            raise ValueError(
+                f"fault rule {item!r}: expected broker=N for=MS [after=MS] [client=GLOB]"
+            )
+        fields[name] = value
+    try:
+        broker, for_ms = int(fields["broker"]), int(fields["for"])
+        after_ms = int(fields.get("after", "0"))
+    except (KeyError, ValueError):
+        raise ValueError(
+            f"fault rule {item!r}: broker=N and for=MS are required integers"
+        ) from None
+    if for_ms <= 0 or after_ms < 0:
+        raise ValueError(f"fault rule {item!r}: for must be positive and after not negative")
+    return PartitionRule(broker, for_ms, after_ms, fields.get("client"))
 
 
 def _crash_rule(item: str) -> CrashRule:
@@ -151,6 +205,10 @@ def _crash_rule(item: str) -> CrashRule:
 def _rule(
     item: str, apis: str, action_text: str, probability: float, names: Mapping[str, int]
 ) -> Rule:
+    client: str | None = None
+    if apis.endswith("]") and "[" in apis:
+        apis, _, glob = apis[:-1].partition("[")
+        client, apis = glob, apis.strip()
     keys: frozenset[int] | None = None
     if apis != "*":
         found = set()
@@ -169,14 +227,14 @@ def _rule(
             code = ErrorCode[arg.strip().lower()]
         except KeyError:
             raise ValueError(f"fault rule {item!r}: unknown error {arg!r}") from None
-        return Rule(keys, action, error=code, probability=probability)
+        return Rule(keys, action, error=code, probability=probability, client=client)
     if action == "delay" and eq:
         delay = int(arg)
         if delay < 0:
             raise ValueError(f"fault rule {item!r}: negative delay")
-        return Rule(keys, action, delay_ms=delay, probability=probability)
+        return Rule(keys, action, delay_ms=delay, probability=probability, client=client)
     if action in ("drop", "drop_after") and not eq:
-        return Rule(keys, action, probability=probability)
+        return Rule(keys, action, probability=probability, client=client)
     raise ValueError(
         f"fault rule {item!r}: action must be error=NAME, delay=MS, drop or drop_after"
     )
@@ -200,12 +258,16 @@ class FaultInjector:
                 hit = True
         return hit
 
-    def decide(self, api_key: int) -> Fault:
+    def partitioned(self, node_id: int | None, client_id: str | None, elapsed_ms: float) -> bool:
+        """Whether a ``partition`` rule cuts this client off broker ``node_id`` now."""
+        return any(p.active(node_id, client_id, elapsed_ms) for p in self.spec.partitions)
+
+    def decide(self, api_key: int, client_id: str | None = None) -> Fault:
         error: ErrorCode | None = None
         delay = 0
         drop = drop_after = False
         for rule in self.spec.rules:
-            if not rule.matches(api_key):
+            if not rule.matches(api_key, client_id):
                 continue
             if self._rng.random() >= rule.probability:
                 continue

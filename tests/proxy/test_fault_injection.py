@@ -336,3 +336,39 @@ def produce_req(topic: str, acks: int = -1) -> Any:
             ),
         ),
     )
+
+
+# -- per client id, and partitions (kafkad proxy) --------------------------------------------
+
+
+def test_rules_narrowed_to_a_client_id_glob() -> None:
+    spec = parse_spec("produce,fetch[billing-*]:error=not_coordinator; *[]:drop")
+    assert spec is not None
+    narrowed, _anonymous = spec.rules
+    assert narrowed.api_keys == frozenset({0, 1}) and narrowed.client == "billing-*"
+    faults = FaultInjector(spec)
+    assert faults.decide(0, "billing-7").error == ErrorCode.not_coordinator
+    assert faults.decide(0, "shipping") == NO_FAULT
+    assert faults.decide(3, None).drop  # a null client id is matched as ""
+    assert not faults.decide(3, "x").drop
+
+
+def test_partition_items() -> None:
+    spec = parse_spec("seed=1; partition broker=2 for=5000 after=1000 client=app-*")
+    assert spec is not None and spec.rules == ()
+    (rule,) = spec.partitions
+    faults = FaultInjector(spec)
+    assert not faults.partitioned(2, "app-1", 999)
+    assert faults.partitioned(2, "app-1", 1000) and faults.partitioned(2, "app-1", 5999)
+    assert not faults.partitioned(2, "app-1", 6000)
+    assert not faults.partitioned(1, "app-1", 2000) and not faults.partitioned(2, "x", 2000)
+    assert rule.after_ms == 1000
+    for bad in (
+        "partition broker=1",
+        "partition for=5",
+        "partition broker=x for=1",
+        "partition broker=1 for=0",
+        "partition broker=1 for=5 color=red",
+    ):
+        with pytest.raises(ValueError):
+            parse_spec(bad)

@@ -1,0 +1,24 @@
+"""Proxy mode: kafkad in front of any Kafka cluster (``kafkad proxy``, issue 22).
+
+Theory of operation. The proxy answers nothing by itself: each client connection is paired
+with one upstream connection and its request frames are forwarded as bytes, in order, with
+their correlation ids; responses come back the same way (``connection.py``). The proxy reads
+only request headers (and a Produce's ``acks``), and decodes a response only when it hands
+out broker addresses, which it replaces by its own listeners so that every later connection
+also goes through it (``rewrite.py``, ``server.py``). Record batches are never re-encoded.
+
+On that path sit three things kafkad already has for its own broker, now applied to real
+clusters: the ``kafkad.fault.injection`` rules (``proxy/fault_injection.py``: errors the proxy
+answers without forwarding, delays, drops, drop-after-forwarding, per API and client id,
+seeded; plus partitions from one upstream broker for a time), recordings of every frame of a
+connection (``record.py``) and their replay as a timeline (``replay.py``).
+
+Invariants: a client gets exactly one response per request that has one, in request order,
+with its own correlation id; an upstream that closes, refuses, or stays silent past
+``upstream_timeout_s`` while owing an answer closes the client connection (never a hang);
+a malformed frame from either side closes that connection only.
+
+Not yet (later slices of issue 22): TLS toward clients and upstream, SASL v0's unframed
+tokens (framed SASL passes through), the observed-transaction view and metrics, the
+1,000-connection load test and the latency bench.
+"""

@@ -1,0 +1,295 @@
+"""One client connection through the proxy: three tasks and a queue of response slots.
+
+The reader task takes request frames from the client in order. For each it asks the fault
+injector (``proxy/fault_injection.py``, with the request's client id) what to do, then either
+forwards the frame upstream unchanged and queues an UPSTREAM slot, or queues a LOCAL slot
+holding the proxy's own answer (an injected error), or closes the connection (drop, a
+partition, a malformed frame). The upstream reader cuts the upstream's bytes into response
+frames, and notices at once when the upstream closes. The writer task takes the slots in
+request order: an UPSTREAM slot takes the upstream's next response (it must carry the slot's
+correlation id, since Kafka answers in request order), rewrites broker addresses in it when
+its API carries them (``proxy/forward/rewrite.py``) and sends it on; a LOCAL slot is sent as
+it is. So a client gets its answers in request order with its own correlation ids, however
+they were made.
+
+An acks=0 Produce queues no slot (no response comes), as Kafka. A ``drop_after`` fault
+forwards the request, waits for its response and then closes the client connection without
+passing it on: the write happened upstream, the client never hears. A ``delay`` holds the
+request (and every later one, as kafkad's own dispatcher does) before it is forwarded.
+
+Every way out closes both sockets: the client or the upstream closing, an upstream silent
+for ``upstream_timeout_s`` while a response is owed, a frame that cannot be read (either
+side: ``wire.errors.ProtocolError``), a response whose correlation id is not the one owed.
+Nothing here is awaited without a deadline but the client's own reads.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import trio
+
+from proxy.fault_injection import NO_FAULT
+from proxy.forward import rewrite
+from proxy.forward.frames import (
+    PRODUCE_KEY,
+    answer_wait_s,
+    correlation_id,
+    error_answer,
+    produce_acks,
+)
+from proxy.forward.record import Kind, Recorder
+from wire.errors import ProtocolError
+from wire.framing import FrameDecoder, Want
+from wire.headers import API_VERSIONS_KEY, read_fixed_header
+
+if TYPE_CHECKING:
+    from proxy.forward.server import ForwardProxy
+
+log = logging.getLogger("kafkad.proxy")
+
+MAX_IN_FLIGHT = 1000  # queued slots before the reader waits (Kafka's clients send at most ~5)
+RECEIVE_BYTES = 1 << 16
+
+
+class Close(Exception):
+    """Close this connection (why: the message)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    local: bytes | None = None  # the proxy's own answer (size prefix included)
+    drop_after: bool = False
+    wait_s: float = 0.0  # a longer wait the request may rightly need (a JoinGroup's rebalance)
+
+
+@dataclass(slots=True, eq=False)  # hashed by identity: the proxy keeps a set of them
+class Live:
+    """A connection as the proxy's partition timers see it."""
+
+    upstream: tuple[str, int]
+    scope: trio.CancelScope
+    client_id: str | None = None
+
+
+async def forward_connection(
+    proxy: ForwardProxy,
+    client: trio.SocketStream,
+    upstream: trio.abc.Stream,
+    live: Live,
+    recorder: Recorder | None,
+) -> None:
+    """Pump one connection until either side ends it; both streams are closed on return."""
+    state = _Conn(proxy, client, upstream, live, recorder)
+    send, receive = trio.open_memory_channel[Slot](MAX_IN_FLIGHT)
+    answers_in, answers_out = trio.open_memory_channel[bytes](0)
+    try:
+        async with client, upstream, trio.open_nursery() as nursery:
+            state.nursery = nursery
+            nursery.start_soon(state.upstream_reader, answers_in)
+            nursery.start_soon(state.writer, receive, answers_out)
+            await state.reader(send)
+            # The client closed: answers still owed go nowhere. Stop.
+            nursery.cancel_scope.cancel()
+    except Exception as exc:
+        why = _why(exc)
+        if why is None:  # a bug: this connection ends, logged with its traceback
+            log.exception("proxy connection %s failed", state.peer)
+            why = f"internal error: {exc!r}"
+        state.close_reason = why
+    finally:
+        why = state.close_reason or (
+            "partitioned (fault injection)" if live.scope.cancel_called else "client closed"
+        )
+        where = proxy.describe(live.upstream)
+        log.info("proxy connection %s -> %s closed: %s", state.peer, where, why)
+        if recorder is not None:
+            recorder.note(f"closed: {why}")
+            recorder.close()
+
+
+class _Conn:
+    def __init__(
+        self,
+        proxy: ForwardProxy,
+        client: trio.SocketStream,
+        upstream: trio.abc.Stream,
+        live: Live,
+        recorder: Recorder | None,
+    ) -> None:
+        self.proxy = proxy
+        self.client = client
+        self.upstream = upstream
+        self.live = live
+        self.rec = recorder
+        self.close_reason = ""
+        self.nursery: trio.Nursery | None = None
+        self.owed = 0  # requests forwarded and not yet answered
+        self.upstream_ended = False
+        try:
+            host, port = client.socket.getpeername()[:2]
+            self.peer = f"{host}:{port}"
+        except OSError:
+            self.peer = "?"
+
+    def _note(self, text: str) -> None:
+        log.info("proxy %s: %s", self.peer, text)
+        if self.rec is not None:
+            self.rec.note(text)
+
+    async def reader(self, slots: trio.MemorySendChannel[Slot]) -> None:
+        decoder = FrameDecoder(self.proxy.config.max_frame_bytes)
+        faults = self.proxy.faults
+        async with slots:
+            while True:
+                frame = decoder.next_frame()
+                if frame is Want.EOF:
+                    return
+                if frame is Want.MORE:
+                    decoder.feed(await self.client.receive_some(RECEIVE_BYTES))
+                    continue
+                header, header_end = read_fixed_header(frame)
+                self.live.client_id = header.client_id
+                if self.rec is not None:
+                    self.rec.add(Kind.REQUEST, frame)
+                if self.proxy.partitioned(self.live):
+                    raise Close(f"partitioned from {self.proxy.describe(self.live.upstream)}")
+                fault = faults.decide(header.api_key, header.client_id) if faults else NO_FAULT
+                acks0 = (
+                    header.api_key == PRODUCE_KEY and produce_acks(frame, header, header_end) == 0
+                )
+                if fault is not NO_FAULT and not fault.none:
+                    self._note(f"fault injection: corr={header.correlation_id} {fault}")
+                    if fault.delay_ms:
+                        await trio.sleep(fault.delay_ms / 1000)
+                    if fault.drop:
+                        raise Close(f"fault injection: dropped api {header.api_key}")
+                    if fault.error is not None:
+                        answer = None if acks0 else error_answer(frame, fault.error)
+                        if answer is None:
+                            raise Close(f"fault injection: {fault.error.name} has no answer here")
+                        if self.rec is not None:
+                            self.rec.add(Kind.LOCAL, answer[4:])
+                        await slots.send(
+                            Slot(header.api_key, header.api_version, header.correlation_id, answer)
+                        )
+                        continue
+                await self._send_upstream(len(frame).to_bytes(4, "big") + frame)
+                if not acks0:
+                    self.owed += 1
+                if acks0:
+                    if fault.drop_after:
+                        raise Close("fault injection: dropped after an acks=0 produce")
+                    continue
+                await slots.send(
+                    Slot(
+                        header.api_key,
+                        header.api_version,
+                        header.correlation_id,
+                        drop_after=fault.drop_after,
+                        wait_s=answer_wait_s(frame, header),
+                    )
+                )
+
+    async def _send_upstream(self, data: bytes) -> None:
+        with trio.move_on_after(self.proxy.config.upstream_timeout_s) as scope:
+            await self.upstream.send_all(data)
+        if scope.cancelled_caught:
+            raise Close("upstream did not take a request in time")
+
+    async def upstream_reader(self, answers: trio.MemorySendChannel[bytes]) -> None:
+        """Response frames from the upstream, handed to the writer one at a time. An upstream
+        that closes while nothing is owed closes the client at once (a client talking to the
+        broker directly would see that close too); with answers owed, the writer passes on
+        those that arrived and closes at the first one missing."""
+        decoder = FrameDecoder(self.proxy.config.max_frame_bytes)
+        async with answers:
+            while True:
+                frame = decoder.next_frame()
+                if isinstance(frame, bytes):
+                    await answers.send(frame)
+                elif frame is Want.MORE:
+                    decoder.feed(await self.upstream.receive_some(RECEIVE_BYTES))
+                else:
+                    self.upstream_ended = True
+                    if self.owed == 0:
+                        raise Close("upstream closed the connection")
+                    return
+
+    async def writer(
+        self, slots: trio.MemoryReceiveChannel[Slot], answers: trio.MemoryReceiveChannel[bytes]
+    ) -> None:
+        async with slots, answers:
+            async for slot in slots:
+                if slot.local is not None:
+                    await self.client.send_all(slot.local)
+                    continue
+                frame = await self._next_response(answers, slot.wait_s)
+                self.owed -= 1
+                got = correlation_id(frame)
+                if got != slot.correlation_id:
+                    raise Close(
+                        f"upstream answered correlation id {got}, {slot.correlation_id} owed"
+                    )
+                if self.rec is not None:
+                    self.rec.add(Kind.RESPONSE, frame)
+                if slot.drop_after:
+                    raise Close(f"fault injection: dropped after api {slot.api_key} was answered")
+                out = await self._rewritten(slot, frame)
+                if out is None:
+                    out = len(frame).to_bytes(4, "big") + frame
+                elif self.rec is not None:
+                    self.rec.add(Kind.REWRITTEN, out[4:])
+                await self.client.send_all(out)
+                if self.upstream_ended and self.owed == 0:
+                    raise Close("upstream closed the connection")
+        # The reader ended (client EOF): nothing more is owed.
+
+    async def _next_response(
+        self, answers: trio.MemoryReceiveChannel[bytes], wait_s: float
+    ) -> bytes:
+        """The upstream's next response frame, within the upstream timeout (or ``wait_s``)
+        from when this slot's turn came (the responses before it were on time)."""
+        timeout = max(self.proxy.config.upstream_timeout_s, wait_s)
+        with trio.move_on_after(timeout):
+            try:
+                return await answers.receive()
+            except trio.EndOfChannel:
+                raise Close("upstream closed the connection") from None
+        raise Close(f"upstream did not answer within {timeout:g} s")
+
+    async def _rewritten(self, slot: Slot, frame: bytes) -> bytes | None:
+        """The frame to send in place of ``frame`` (size prefix included), or None for as is."""
+        if slot.api_key == API_VERSIONS_KEY:
+            return rewrite.cap_api_versions(slot.api_version, frame)
+        if not rewrite.carries_endpoints(slot.api_key, slot.api_version):
+            return None
+        if not rewrite.might_carry_endpoints(slot.api_key, frame, self.proxy.known_hosts()):
+            return None
+        decoded = rewrite.decode(slot.api_key, slot.api_version, frame)
+        if not decoded.endpoints:
+            return None
+        local = await self.proxy.local_addresses(decoded.endpoints)
+        return rewrite.rewrite(decoded, local)
+
+
+CLOSING = (Close, ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+
+def _why(exc: BaseException) -> str | None:
+    """The one-line reason a connection ended with ``exc``; None for a bug."""
+    if isinstance(exc, BaseExceptionGroup):
+        reasons = [_why(sub) for sub in exc.exceptions]
+        return None if None in reasons else str(reasons[0])
+    if isinstance(exc, Close):
+        return str(exc)
+    if isinstance(exc, ProtocolError):
+        return f"malformed frame: {exc}"
+    if isinstance(exc, CLOSING):
+        return f"socket: {exc!r}"
+    return None

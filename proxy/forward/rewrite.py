@@ -1,0 +1,195 @@
+"""Broker addresses in upstream responses, found and replaced (pure, no I/O).
+
+Every response that hands a client a broker address is decoded with kio, its endpoints
+(a struct with ``host`` and ``port``) replaced by the proxy's own, and re-encoded; every other
+response passes as bytes. The APIs and the first version that carries endpoints:
+
+=====================  =====  ====================================================
+Produce (0)            v10+   ``node_endpoints`` (KIP-951: the new leader's address)
+Fetch (1)              v16+   ``node_endpoints`` (KIP-951)
+Metadata (3)           all    ``brokers``
+FindCoordinator (10)   all    ``host``/``port`` (v0-3), ``coordinators`` (v4+)
+DescribeQuorum (55)    v2+    ``nodes[].listeners``
+DescribeCluster (60)   all    ``brokers``
+ShareFetch (78),       v1+    ``node_endpoints`` (KIP-932)
+ShareAcknowledge (79)
+=====================  =====  ====================================================
+
+StreamsGroupDescribe/Heartbeat also carry host/port pairs, but they are the application's
+own endpoints (KIP-1071), not brokers: they pass unchanged. The controller APIs (Vote,
+BeginQuorumEpoch, ...) are not client traffic.
+
+Fetch responses are big and carry records, so one is decoded only when its bytes contain a
+host name the proxy has seen an upstream broker advertise (``might_carry_endpoints``): a
+Fetch response with node endpoints names a broker, and brokers are learnt from Metadata
+first. kio keeps the record batches as bytes, so a rewritten Fetch carries them unchanged.
+
+The node id of each endpoint comes from the nearest enclosing ``node_id``/``broker_id``
+(Metadata's brokers, DescribeCluster's, DescribeQuorum's nodes, KIP-951's endpoints). An
+endpoint with port < 0 or an empty host (FindCoordinator with an error) is left alone.
+
+ApiVersions is rewritten too: the highest version the proxy advertises for each API above is
+capped at the highest kio knows, since a version the proxy cannot decode would let addresses
+through unrewritten.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kio.index import load_response_schema
+
+from proxy.forward.frames import kio_range, read_body, response_body_start, write_body
+from wire.errors import DecodeError
+from wire.headers import API_VERSIONS_KEY, response_header
+
+FETCH_KEY = 1
+# api key -> first version whose response carries broker endpoints
+ENDPOINT_APIS: Mapping[int, int] = {0: 10, 1: 16, 3: 0, 10: 0, 55: 2, 60: 0, 78: 1, 79: 1}
+NODE_FIELDS = ("node_id", "broker_id")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    node_id: int | None
+    host: str
+    port: int
+
+
+def carries_endpoints(api_key: int, version: int) -> bool:
+    first = ENDPOINT_APIS.get(api_key)
+    return first is not None and version >= first
+
+
+def might_carry_endpoints(api_key: int, frame: bytes, hosts: Iterable[bytes]) -> bool:
+    """Cheap test before decoding: Fetch only if a known broker host occurs in its bytes."""
+    if api_key != FETCH_KEY:
+        return True
+    return any(h in frame for h in hosts)
+
+
+@dataclass(slots=True)
+class Decoded:
+    """A response decoded for rewriting: its body and the endpoints found in it."""
+
+    api_key: int
+    version: int
+    correlation_id: int
+    body: Any
+    endpoints: list[Endpoint]
+
+
+def decode(api_key: int, version: int, frame: bytes) -> Decoded:
+    """Decode a response frame (no size prefix) of an endpoint-carrying API; DecodeError if
+    it does not parse."""
+    try:
+        cls = load_response_schema(api_key, version)
+    except Exception as exc:  # a version kio does not know (ApiVersions is capped to avoid it)
+        raise DecodeError(f"api {api_key} v{version}: no schema to find its endpoints") from exc
+    pos = response_body_start(api_key, version, frame)
+    body = read_body(cls, frame, pos)
+    found: list[Endpoint] = []
+
+    def note(node: int | None, e: Any) -> Any:
+        found.append(Endpoint(node, e.host, int(e.port)))
+        return e
+
+    _walk(body, None, note)
+    return Decoded(api_key, version, int.from_bytes(frame[:4], "big", signed=True), body, found)
+
+
+def rewrite(decoded: Decoded, local: Mapping[tuple[str, int], tuple[str, int]]) -> bytes:
+    """The response frame (size prefix included) with every endpoint in ``local`` replaced."""
+
+    def replace(_node: int | None, e: Any) -> Any:
+        new = local.get((e.host, int(e.port)))
+        if new is None:
+            return e
+        return dataclasses.replace(e, host=new[0], port=type(e.port)(new[1]))
+
+    body = _walk(decoded.body, None, replace)
+    cls = type(body)
+    flexible = bool(cls.__flexible__) and decoded.api_key != API_VERSIONS_KEY
+    out = response_header(decoded.correlation_id, flexible) + write_body(cls, body)
+    return len(out).to_bytes(4, "big") + out
+
+
+def _walk(entity: Any, node: int | None, fn: Callable[[int | None, Any], Any]) -> Any:
+    """``entity`` with ``fn(node_id, endpoint)`` applied to every endpoint inside it."""
+    names = field_names(type(entity))
+    for name in NODE_FIELDS:
+        if name in names:
+            node = int(getattr(entity, name))
+    if "host" in names and "port" in names and entity.host and int(entity.port) >= 0:
+        entity = fn(node, entity)
+    changes: dict[str, Any] = {}
+    for name in nested_fields(type(entity)):
+        value = getattr(entity, name)
+        if value is None:
+            continue
+        if isinstance(value, tuple):
+            new_items = tuple(_walk(item, node, fn) for item in value)
+            if any(a is not b for a, b in zip(new_items, value, strict=True)):
+                changes[name] = new_items
+        else:
+            new = _walk(value, node, fn)
+            if new is not value:
+                changes[name] = new
+    return dataclasses.replace(entity, **changes) if changes else entity
+
+
+_FIELD_NAMES: dict[Any, frozenset[str]] = {}
+_NESTED: dict[Any, tuple[str, ...]] = {}
+
+
+def field_names(cls: Any) -> frozenset[str]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+def nested_fields(cls: Any) -> tuple[str, ...]:
+    """Fields of ``cls`` holding structs (alone or in a list)."""
+    found = _NESTED.get(cls)
+    if found is None:
+        hints = typing.get_type_hints(cls)
+        out = []
+        for f in dataclasses.fields(cls):
+            tp = hints[f.name]
+            args = [a for a in typing.get_args(tp) if a is not type(None)] or [tp]
+            if any(dataclasses.is_dataclass(a) for a in args):
+                out.append(f.name)
+        found = _NESTED[cls] = tuple(out)
+    return found
+
+
+# -- ApiVersions ----------------------------------------------------------------------------
+
+
+def cap_api_versions(version: int, frame: bytes) -> bytes | None:
+    """The ApiVersions response with each endpoint API's highest version capped at kio's;
+    None when nothing needs capping (or the response is not decodable: it passes as is)."""
+    try:
+        cls = load_response_schema(API_VERSIONS_KEY, version)
+        body = read_body(cls, frame, 4)
+    except Exception:
+        return None
+    entries = []
+    changed = False
+    for item in body.api_keys:
+        key = int(item.api_key)
+        known = kio_range(key) if key in ENDPOINT_APIS else None
+        if known is not None and int(item.max_version) > known[1]:
+            item = dataclasses.replace(item, max_version=type(item.max_version)(known[1]))
+            changed = True
+        entries.append(item)
+    if not changed:
+        return None
+    body = dataclasses.replace(body, api_keys=tuple(entries))
+    out = frame[:4] + write_body(cls, body)
+    return len(out).to_bytes(4, "big") + out

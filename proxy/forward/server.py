@@ -1,0 +1,210 @@
+"""The forwarding proxy's listeners: one for bootstrap, then one per upstream broker.
+
+Clients bootstrap at ``--listen``; each connection there goes to the first ``--upstream``
+address that accepts it. Whenever a response hands out an upstream broker address (see
+``proxy/forward/rewrite.py``), the proxy gives that address a listener of its own, on the
+listen host and the next port after ``--listen`` (a free port when ``--listen`` has port 0 or
+that port is taken), learns the node id that came with it, and hands out
+``advertise-host:port`` in its place. Mappings are never dropped: a broker that leaves keeps
+its port, and connections there are refused by the upstream (and so closed by the proxy).
+
+Partition faults (``partition broker=N for=MS ...``) are timed from the proxy's start: a timer
+per rule cancels the open connections to broker N of matching clients when the window opens,
+and while it is open a connection's next request closes it (``connection.py``).
+
+Later slices, designed for here: TLS toward clients wraps the accepted stream and toward the
+upstream the opened one (``proxy/tls_stream.py``) without touching the pumps; SASL frames
+already pass through unchanged (the v0 unframed handshake does not); the transaction view
+reads the REQUEST/RESPONSE pairs the writer task already has in hand.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import signal
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from proxy.fault_injection import FaultInjector, PartitionRule, injector_from_config
+from proxy.forward.connection import Live, forward_connection
+from proxy.forward.record import Recorder
+from proxy.forward.rewrite import Endpoint
+
+log = logging.getLogger("kafkad.proxy")
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyConfig:
+    upstreams: tuple[tuple[str, int], ...]
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 9092
+    advertise_host: str = ""  # "" means listen_host
+    fault_injection: str = ""  # a kafkad.fault.injection spec
+    record_dir: Path | None = None
+    connect_timeout_s: float = 10.0
+    upstream_timeout_s: float = 300.0
+    max_frame_bytes: int = 100 * 1024 * 1024
+
+    @property
+    def advertised(self) -> str:
+        return self.advertise_host or self.listen_host
+
+
+class ForwardProxy:
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self.faults: FaultInjector | None = injector_from_config(config.fault_injection)
+        self.bound: tuple[str, int] | None = None
+        self.local: dict[tuple[str, int], tuple[str, int]] = {}  # upstream -> handed out
+        self.nodes: dict[tuple[str, int], int] = {}  # upstream address -> node id
+        self.live: set[Live] = set()
+        self._hosts: set[bytes] = {h.encode() for h, _p in config.upstreams}
+        self._lock = trio.Lock()
+        self._nursery: trio.Nursery | None = None
+        self._started = 0.0
+        self._seq = 0
+        if config.record_dir is not None:
+            config.record_dir.mkdir(parents=True, exist_ok=True)
+
+    # -- what connections ask -----------------------------------------------------------
+
+    def describe(self, upstream: tuple[str, int]) -> str:
+        node = self.nodes.get(upstream)
+        where = f"{upstream[0]}:{upstream[1]}"
+        return where if node is None else f"broker {node} ({where})"
+
+    def known_hosts(self) -> Iterable[bytes]:
+        return self._hosts
+
+    def elapsed_ms(self) -> float:
+        return (trio.current_time() - self._started) * 1000
+
+    def partitioned(self, live: Live) -> bool:
+        if self.faults is None or not self.faults.spec.partitions:
+            return False
+        node = self.nodes.get(live.upstream)
+        return self.faults.partitioned(node, live.client_id, self.elapsed_ms())
+
+    async def local_addresses(
+        self, endpoints: Iterable[Endpoint]
+    ) -> dict[tuple[str, int], tuple[str, int]]:
+        """The address handed out for each upstream endpoint, opening listeners as needed."""
+        out = {}
+        for e in endpoints:
+            key = (e.host, e.port)
+            if e.node_id is not None:
+                self.nodes[key] = e.node_id
+            self._hosts.add(e.host.encode())
+            if key not in self.local:
+                async with self._lock:
+                    if key not in self.local:
+                        self.local[key] = await self._listen_for(key)
+            out[key] = self.local[key]
+        return out
+
+    async def _listen_for(self, upstream: tuple[str, int]) -> tuple[str, int]:
+        assert self._nursery is not None
+        cfg = self.config
+        port = cfg.listen_port + 1 + len(self.local) if cfg.listen_port else 0
+        try:
+            listeners = await trio.open_tcp_listeners(port, host=cfg.listen_host)
+        except OSError:
+            listeners = await trio.open_tcp_listeners(0, host=cfg.listen_host)
+        bound = listeners[0].socket.getsockname()[1]
+        handler = functools.partial(self._serve, targets=(upstream,))
+        self._nursery.start_soon(trio.serve_listeners, handler, listeners)
+        log.info("proxy: %s -> %s:%d", self.describe(upstream), cfg.advertised, bound)
+        return cfg.advertised, int(bound)
+
+    # -- running ------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[tuple[str, int]]) -> None:
+        cfg = self.config
+        self._started = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            listeners = await trio.open_tcp_listeners(cfg.listen_port, host=cfg.listen_host)
+            host, port = listeners[0].socket.getsockname()[:2]
+            self.bound = (str(host), int(port))
+            handler = functools.partial(self._serve, targets=cfg.upstreams)
+            nursery.start_soon(trio.serve_listeners, handler, listeners)
+            for rule in self.faults.spec.partitions if self.faults else ():
+                nursery.start_soon(self._partition_timer, rule)
+            task_status.started(self.bound)
+
+    async def _partition_timer(self, rule: PartitionRule) -> None:
+        await trio.sleep_until(self._started + rule.after_ms / 1000)
+        for live in list(self.live):
+            if self.partitioned(live) and self.nodes.get(live.upstream) == rule.broker:
+                live.scope.cancel()
+
+    async def _serve(self, client: trio.SocketStream, targets: tuple[tuple[str, int], ...]) -> None:
+        upstream, address = await self._connect(targets)
+        if upstream is None or address is None:
+            log.info("proxy: no upstream of %s accepted a connection", targets)
+            await client.aclose()
+            return
+        recorder = self._recorder(client, address)
+        with trio.CancelScope() as scope:
+            live = Live(address, scope)
+            self.live.add(live)
+            try:
+                await forward_connection(self, client, upstream, live, recorder)
+            finally:
+                self.live.discard(live)
+        if scope.cancelled_caught:  # a partition: make sure both sides see a close
+            await trio.aclose_forcefully(client)
+            await trio.aclose_forcefully(upstream)
+
+    async def _connect(
+        self, targets: tuple[tuple[str, int], ...]
+    ) -> tuple[trio.SocketStream | None, tuple[str, int] | None]:
+        for host, port in targets:
+            with trio.move_on_after(self.config.connect_timeout_s):
+                try:
+                    return await trio.open_tcp_stream(host, port), (host, port)
+                except OSError as exc:
+                    log.info("proxy: upstream %s:%d refused: %s", host, port, exc)
+        return None, None
+
+    def _recorder(self, client: trio.SocketStream, upstream: tuple[str, int]) -> Recorder | None:
+        if self.config.record_dir is None:
+            return None
+        self._seq += 1
+        try:
+            peer = "{}:{}".format(*client.socket.getpeername()[:2])
+            here = "{}:{}".format(*client.socket.getsockname()[:2])
+        except OSError:
+            peer = here = "?"
+        path = self.config.record_dir / f"{os.getpid()}-{self._seq:06d}.kdrec"
+        meta = {
+            "client": peer,
+            "listener": here,
+            "upstream": f"{upstream[0]}:{upstream[1]}",
+            "node_id": self.nodes.get(upstream),
+        }
+        try:
+            return Recorder(path, meta)
+        except OSError as exc:
+            log.error("proxy: cannot record to %s: %s", path, exc)
+            return None
+
+
+async def serve_until_signal(config: ProxyConfig) -> None:
+    proxy = ForwardProxy(config)
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(proxy.run)
+        ups = ",".join(f"{h}:{p}" for h, p in config.upstreams)
+        print(f"kafkad proxy ready listen={host}:{port} upstream={ups}", flush=True)
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                log.info("received %s", signal.Signals(signum).name)
+                break
+        nursery.cancel_scope.cancel()
+    sys.stdout.flush()
