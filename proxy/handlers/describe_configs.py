@@ -38,7 +38,7 @@ from proxy.config import BROKER_CONFIGS
 from proxy.context import RequestContext
 from proxy.registry import handler
 from proxy.tls import SENSITIVE_CONFIGS
-from storage.topic_config import TOPIC_CONFIGS, effective_configs
+from storage.topic_config import TOPIC_CONFIG_TYPES, TOPIC_CONFIGS, effective_configs
 from storage.topics import topic_name_error
 from wire.values import NO_THROTTLE
 
@@ -115,6 +115,7 @@ def _entry(
     source: int,
     synonyms: tuple[DescribeConfigsSynonym, ...],
     read_only: bool,
+    config_type: int | None = None,
 ) -> DescribeConfigsResourceResult:
     """One config; ``value`` None: a sensitive one (a password or key: never shown, Kafka's
     PASSWORD type)."""
@@ -125,7 +126,13 @@ def _entry(
         config_source=i8(source),
         is_sensitive=value is None,
         synonyms=synonyms,
-        config_type=i8(PASSWORD if value is None else _config_type(name, value)),
+        config_type=i8(
+            PASSWORD
+            if value is None
+            else config_type
+            if config_type is not None
+            else _config_type(name, value)
+        ),
         documentation=None,
     )
 
@@ -193,7 +200,8 @@ async def describe_configs(
                             syn.append(_synonym(name, value, DYNAMIC_TOPIC_CONFIG))
                         if broker_name is not None:
                             syn.extend(_broker_synonyms(broker_name, values))
-                    entries.append(_entry(name, value, source, tuple(syn), read_only=False))
+                    kind = TOPIC_CONFIG_TYPES[name]
+                    entries.append(_entry(name, value, source, tuple(syn), False, kind))
         elif res.resource_type == BROKER:
             if res.resource_name not in ("", str(broker.node_id)):
                 code, message = (
