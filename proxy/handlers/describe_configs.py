@@ -5,7 +5,8 @@ Resource types: TOPIC (2) lists every topic config with its effective value (sou
 DYNAMIC_TOPIC_CONFIG for an override, else STATIC_BROKER_CONFIG when the broker config it
 defaults from is set, else DEFAULT_CONFIG); an illegal topic name is INVALID_TOPIC_EXCEPTION,
 a missing topic UNKNOWN_TOPIC_OR_PARTITION. BROKER (4) lists the broker configs kafkad
-honours, for this node's id (or "" for the cluster default). Anything else is
+honours for this node's id; "" (the cluster default) lists, as Kafka's ConfigHelper, only the
+dynamic cluster-wide defaults: kafkad's broker configs are static, so none. Anything else is
 INVALID_REQUEST. Synonyms, as Kafka's ConfigHelper lists them: the topic override, then the
 broker config it defaults from (STATIC_BROKER_CONFIG if set), then that config's default.
 
@@ -209,7 +210,7 @@ async def describe_configs(
                     f"Unexpected broker id, expected {broker.node_id} or empty "
                     f"string, but received {res.resource_name}",
                 )
-            else:
+            elif res.resource_name:  # "": the dynamic cluster defaults, of which there are none
                 for name in sorted(BROKER_CONFIGS):
                     if wanted is not None and name not in wanted:
                         continue

@@ -194,3 +194,31 @@ async def test_every_kafka_topic_config_is_stored_and_shown_with_its_type() -> N
             ErrorCode.invalid_config,
             "Invalid value -2 for configuration retention.ms: Value must be at least -1",
         )
+
+
+async def test_the_cluster_default_broker_resource_lists_only_dynamic_defaults() -> None:
+    # Kafka's ConfigHelper: resource name "" answers the dynamic cluster-wide defaults
+    # (currentDynamicDefaultConfigs), which kafkad has none of; the node id answers them all
+    async with running_broker() as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)
+        resp = await c.request(
+            dc.DescribeConfigsRequest(
+                resources=tuple(
+                    dc.DescribeConfigsResource(
+                        resource_type=4, resource_name=name, configuration_keys=None
+                    )
+                    for name in ("", node)
+                ),
+                include_synonyms=True,
+                include_documentation=False,
+            )
+        )
+        default, own = resp.results
+        assert (default.error_code, default.resource_name, default.configs) == (
+            ErrorCode.none,
+            "",
+            (),
+        )
+        assert own.error_code == ErrorCode.none
+        names = {e.name for e in own.configs}
+        assert {"advertised.listeners", "log.retention.ms", "node.id"} <= names
