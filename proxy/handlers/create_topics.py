@@ -40,6 +40,7 @@ from kio.static.primitive import i8, i16, i32
 from proxy.acl.checks import allowed_names, cluster_allows
 from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
+from proxy.quotas.enforce import MutationQuota
 from proxy.registry import handler
 from storage.topic_config import effective_configs
 from storage.topics import TopicError
@@ -85,6 +86,7 @@ async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Create
         else allowed_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, single)
     )
     describable = allowed_names(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, single)
+    mutation = MutationQuota(ctx, strict_since=6)  # controller_mutation_rate (proxy/quotas/)
     results = []
     for t in req.topics:
         if counts[t.name] == 1 and t.name not in creatable:
@@ -124,9 +126,11 @@ async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Create
                 partitions = values["num.partitions"]
             if replication == -1:
                 replication = values["default.replication.factor"]
-            if req.validate_only:
+            if req.validate_only or mutation.enabled:
                 err = broker.topics.check_create(t.name, partitions, replication, configs, layout)
-            else:
+                if err is None and (refused := mutation.charge(partitions)) is not None:
+                    err = TopicError(*refused)  # KIP-599, charged even if validate_only
+            if err is None and not req.validate_only:
                 made = await broker.topics.create(t.name, partitions, configs, replication, layout)
                 if isinstance(made, TopicError):
                     err = made
@@ -174,4 +178,4 @@ async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Create
                 configs=described,
             )
         )
-    return CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=tuple(results))
+    return CreateTopicsResponse(throttle_time=mutation.throttle_time(), topics=tuple(results))

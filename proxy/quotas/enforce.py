@@ -33,12 +33,20 @@ from collections.abc import Callable
 from typing import Any
 
 import trio
+from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta
 
 from proxy.context import RequestContext
 from proxy.fetch_topics import replica_id
 from proxy.outcomes import NO_RESPONSE
-from proxy.quotas.model import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, Quotas
+from proxy.quotas.model import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    Quotas,
+)
+from proxy.quotas.mutation import THROTTLING_MESSAGE, MutationQuotaManager
 from proxy.quotas.request_time import TaskClock
 from proxy.quotas.throttle import QuotaManager, quota_keys
 from wire.codec import encode_response
@@ -61,6 +69,7 @@ class Throttles:
         self.fetch = QuotaManager(samples, window_s)
         # Kafka's ClientRequestQuotaManager: a throttle is at most one window
         self.request = QuotaManager(samples, window_s, max_throttle_ms=window_s * 1000)
+        self.mutation = MutationQuotaManager(samples, window_s)
         self.clock: TaskClock | None = None
         self.enabled = False
 
@@ -68,7 +77,10 @@ class Throttles:
         self.produce.set_quotas(quota_keys(quotas, PRODUCER_BYTE_RATE))
         self.fetch.set_quotas(quota_keys(quotas, CONSUMER_BYTE_RATE))
         self.request.set_quotas(quota_keys(quotas, REQUEST_PERCENTAGE))
-        self.enabled = self.produce.enabled or self.fetch.enabled or self.request.enabled
+        self.mutation.set_quotas(quota_keys(quotas, CONTROLLER_MUTATION_RATE))
+        self.enabled = any(
+            m.enabled for m in (self.produce, self.fetch, self.request, self.mutation)
+        )
         if self.request.enabled and self.clock is None:
             self.clock = TaskClock()
             trio.lowlevel.add_instrument(self.clock)
@@ -147,8 +159,10 @@ def settle(
         else:  # the rest of it, for the next request (Kafka: the network thread's time)
             rest = spent - ctx.request_time_charged
             throttles.request.record_no_throttle(user, client_id, rest, now)
-    else:
-        ms = throttles.request.record(user, client_id, spent, now)
+    else:  # (CreateTopics, CreatePartitions, DeleteTopics: their mutation throttle, if any)
+        throttle = getattr(answer, "throttle_time", None)
+        ms = round(throttle.total_seconds() * 1000) if throttle else 0
+        ms = max(ms, throttles.request.record(user, client_id, spent, now))
     if ms <= 0:
         return answer
     if mute is not None:
@@ -178,3 +192,33 @@ def charge_fetch(ctx: RequestContext, response: Any) -> i32Timedelta | None:
     if throttles.fetch.enabled:
         throttles.fetch.unrecord(user, client_id, size, now)
     return i32Timedelta.parse(datetime.timedelta(milliseconds=ms))
+
+
+class MutationQuota:
+    """One CreateTopics / CreatePartitions / DeleteTopics request's controller mutation quota
+    (``proxy/quotas/mutation.py``): strict from ``strict_since`` (the version)."""
+
+    def __init__(self, ctx: RequestContext, strict_since: int) -> None:
+        self._mutation = ctx.broker.throttles.mutation
+        self._user, self._client_id = _who(ctx)
+        self._strict = ctx.version >= strict_since
+
+    @property
+    def enabled(self) -> bool:
+        return self._mutation.enabled
+
+    def charge(self, partitions: int) -> tuple[ErrorCode, str] | None:
+        """THROTTLING_QUOTA_EXCEEDED if this mutation is refused, else None (charged)."""
+        if not self._mutation.enabled:
+            return None
+        ms = self._mutation.charge(self._user, self._client_id, partitions, self._strict, _now_ms())
+        return (ErrorCode.throttling_quota_exceeded, THROTTLING_MESSAGE) if ms < 0 else None
+
+    def throttle_time(self) -> i32Timedelta:
+        """The answer's throttle time (the dispatcher mutes the connection for it)."""
+        ms = (
+            self._mutation.throttle_ms(self._user, self._client_id, _now_ms())
+            if self._mutation.enabled
+            else 0
+        )
+        return i32Timedelta.parse(datetime.timedelta(milliseconds=min(ms, INT_MAX)))

@@ -44,7 +44,8 @@ A sensor no request was charged to for an hour is dropped (Kafka's
 ``InactiveSensorExpirationTimeSeconds``, checked every 30 s as its ``ExpireSensorTask``), so a
 broker that saw many client ids once does not keep them all.
 
-Not modelled: Kafka's metrics of these sensors, and ``controller_mutation_rate``.
+Not modelled: Kafka's metrics of these sensors. ``controller_mutation_rate`` has its own token
+buckets (``proxy/quotas/mutation.py``).
 """
 
 from __future__ import annotations
