@@ -155,3 +155,39 @@ def test_confluent_producer_is_throttled(bootstrap: str) -> None:
     finally:
         alter(admin, entity, [("producer_byte_rate", None)])
         admin.close()
+
+
+def test_confluent_producer_is_throttled_by_a_request_quota(bootstrap: str) -> None:
+    """request_percentage (Kafka's ClientRequestQuotaManager): a client id allowed a
+    vanishing share of the broker's time is throttled on its requests, for at most one window
+    (quota.window.size.seconds, 1 s), and librdkafka reports it (``throttle_cb``); its records
+    are still written."""
+    from confluent_kafka import Producer
+
+    from compat_tests.txn_support import create
+
+    topic = create(bootstrap, topic_name("quota-request"), 1)
+    client_id = topic_name("request-throttled")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    entity = [("client-id", client_id)]
+    throttles: list[float] = []
+    try:
+        assert alter(admin, entity, [("request_percentage", 1e-9)])[0][0] == NONE
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": client_id,
+                "throttle_cb": lambda event: throttles.append(event.throttle_time),
+            }
+        )
+        for _ in range(5):
+            producer.produce(topic, b"x", partition=0)
+            assert producer.flush(30) == 0
+        for _ in range(20):
+            if throttles:
+                break
+            producer.poll(0.5)
+        assert throttles and 0 < max(throttles) <= 1.0, throttles
+    finally:
+        alter(admin, entity, [("request_percentage", None)])
+        admin.close()

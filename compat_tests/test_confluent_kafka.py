@@ -219,3 +219,43 @@ def test_keyed_records_stay_on_their_partition(bootstrap: str, admin: AdminClien
     got = consume(bootstrap, [TopicPartition(topic, p, 0) for p in range(3)], len(recs))
     stored = {(g.partition(), g.offset()): g.value() for g in got}
     assert stored == {(m.partition(), m.offset()): r.value for r, m in zip(recs, msgs, strict=True)}
+
+
+def test_every_topic_config_through_the_admin_client(admin: AdminClient) -> None:
+    """incremental_alter_configs stores configs a single node only keeps (replication
+    throttles, tiered storage's local retention), describe_configs shows them with their
+    source, and a value out of Kafka's range is refused with Kafka's message."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    name = create_topic(admin, partitions=1)
+    resource = ConfigResource(
+        "topic",
+        name,
+        incremental_configs=[
+            ConfigEntry(
+                "leader.replication.throttled.replicas",
+                "0:1",
+                incremental_operation=AlterConfigOpType.SET,
+            ),
+            ConfigEntry("local.retention.ms", "1000", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
+    (done,) = admin.incremental_alter_configs([resource]).values()
+    done.result(TIMEOUT_S)
+    (described,) = admin.describe_configs([ConfigResource("topic", name)]).values()
+    configs = described.result(TIMEOUT_S)
+    assert configs["leader.replication.throttled.replicas"].value == "0:1"
+    assert configs["local.retention.ms"].value == "1000"
+    assert not configs["local.retention.ms"].is_default
+    assert configs["remote.storage.enable"].value == "false"
+    assert configs["remote.storage.enable"].is_default
+    bad = ConfigResource(
+        "topic",
+        name,
+        incremental_configs=[
+            ConfigEntry("retention.ms", "-2", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    (refused,) = admin.incremental_alter_configs([bad]).values()
+    with pytest.raises(KafkaException, match="Value must be at least -1"):
+        refused.result(TIMEOUT_S)

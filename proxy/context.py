@@ -24,6 +24,8 @@ class RequestContext:
     listener: str = ""  # the listener the request came in on ("": the first)
     principal: KafkaPrincipal = ANONYMOUS  # the connection's (proxy/principal.py), for ACLs
     session: SaslSession | None = None  # the connection's SASL state on a SASL listener
+    # the request time a Fetch already charged to the request quota (proxy/quotas/enforce.py)
+    request_time_charged: float | None = None
 
     @property
     def advertised(self) -> tuple[str, int]:

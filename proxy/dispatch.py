@@ -146,10 +146,12 @@ class Dispatcher:
         started = time.perf_counter()
         encoded: bytes | None = None
         throttles = self.broker.throttles
-        quota_bound = throttles.enabled and header.api_key in enforce.QUOTA_KEYS
+        quota_bound = throttles.enabled and header.api_key not in enforce.EXEMPT_KEYS
         try:
-            if quota_bound and header.api_key == FETCH_KEY:
-                req = enforce.limit_fetch(throttles, ctx, req)
+            if quota_bound:
+                enforce.start(throttles)
+                if header.api_key == FETCH_KEY:
+                    req = enforce.limit_fetch(throttles, ctx, req)
             answer = await handler.fn(ctx, req)
             if quota_bound:
                 answer = enforce.settle(throttles, ctx, len(frame), req, answer, mute)
@@ -180,6 +182,8 @@ class Dispatcher:
             )
             _no_error_reply_for_acks0(header, body, exc)
             response = _error_reply(handler, header, req, body, ErrorCode.unknown_server_error)
+        if quota_bound:
+            enforce.stop(throttles)  # (settle stopped it already unless the handler failed)
         self.record(header.api_key, header.api_version, time.perf_counter() - started, response)
         if fault is not None and fault.drop_after:
             raise CloseConnection(f"fault injection: dropped after api {header.api_key}")

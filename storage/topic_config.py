@@ -15,6 +15,7 @@ another codec (``storage/log_validator.py``), at the level ``compression.<codec>
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -24,18 +25,67 @@ from storage.api import LogConfig
 _LONG_MAX = str(2**63 - 1)
 
 
-def _int(v: str) -> int:
-    return int(v)
+_INT_MIN, _INT_MAX, _LONG_MIN, _LONG_MAX_N = -(2**31), 2**31 - 1, -(2**63), 2**63 - 1
+
+
+def _number(kind: str, low: int | None = None) -> Callable[[str], int]:
+    """Kafka's ConfigDef INT or LONG, with ``Range.atLeast(low)``: its messages."""
+    lo, hi = (_INT_MIN, _INT_MAX) if kind == "INT" else (_LONG_MIN, _LONG_MAX_N)
+
+    def parse(v: str) -> int:
+        try:
+            n = int(v.strip())
+        except ValueError:
+            raise ValueError(f"Not a number of type {kind}") from None
+        if not lo <= n <= hi:
+            raise ValueError(f"Not a number of type {kind}")
+        if low is not None and n < low:
+            raise ValueError(f"Value must be at least {low}")
+        return n
+
+    return parse
+
+
+def _int(low: int | None = None) -> Callable[[str], int]:
+    return _number("INT", low)
+
+
+def _long(low: int | None = None) -> Callable[[str], int]:
+    return _number("LONG", low)
 
 
 def _bool(v: str) -> bool:
-    if v.lower() not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return v.lower() == "true"
+    if v.strip().lower() not in ("true", "false"):
+        raise ValueError("Expected value to be either true or false")
+    return v.strip().lower() == "true"
 
 
-def _float(v: str) -> float:
-    return float(v)
+def _ratio(v: str) -> float:
+    """A DOUBLE between 0 and 1 (Kafka's ``Range.between(0, 1)``)."""
+    try:
+        n = float(v.strip())
+    except ValueError:
+        raise ValueError("Not a number of type DOUBLE") from None
+    if n < 0:
+        raise ValueError("Value must be at least 0")
+    if n > 1:
+        raise ValueError("Value must be no more than 1")
+    return n
+
+
+def _throttled_replicas(name: str) -> Callable[[str], str]:
+    """Kafka's ``ThrottledReplicaListValidator``: ``*`` or partitionId:brokerId pairs."""
+
+    def parse(v: str) -> str:
+        items = [x.strip() for x in v.split(",")]
+        if not (all(re.fullmatch(r"([0-9]+:[0-9]+)?", x) for x in items) or "".join(items) == "*"):
+            raise ValueError(
+                f"{name} must be the literal '*' or a list of replicas in the following "
+                "format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+            )
+        return v
+
+    return parse
 
 
 def _choice(*allowed: str) -> Callable[[str], str]:
@@ -109,31 +159,82 @@ TOPIC_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str | None, str]] = {
     "compression.gzip.level": (_level(1, 9, -1), "compression.gzip.level", "-1"),
     "compression.lz4.level": (_level(1, 17), "compression.lz4.level", "9"),
     "compression.zstd.level": (_level(-131072, 22), "compression.zstd.level", "3"),
-    "delete.retention.ms": (_int, "log.cleaner.delete.retention.ms", "86400000"),
-    "file.delete.delay.ms": (_int, "log.segment.delete.delay.ms", "60000"),
-    "flush.messages": (_int, "log.flush.interval.messages", _LONG_MAX),
-    "flush.ms": (_int, "log.flush.interval.ms", _LONG_MAX),
-    "index.interval.bytes": (_int, "log.index.interval.bytes", "4096"),
-    "max.compaction.lag.ms": (_int, "log.cleaner.max.compaction.lag.ms", _LONG_MAX),
-    "max.message.bytes": (_int, "message.max.bytes", "1048588"),
-    "message.timestamp.after.max.ms": (_int, None, "3600000"),
-    "message.timestamp.before.max.ms": (_int, None, _LONG_MAX),
+    "delete.retention.ms": (_long(0), "log.cleaner.delete.retention.ms", "86400000"),
+    "file.delete.delay.ms": (_long(0), "log.segment.delete.delay.ms", "60000"),
+    "flush.messages": (_long(1), "log.flush.interval.messages", _LONG_MAX),
+    "flush.ms": (_long(0), "log.flush.interval.ms", _LONG_MAX),
+    # replication throttles (KIP-73): stored and shown; a single node replicates nothing
+    "follower.replication.throttled.replicas": (
+        _throttled_replicas("follower.replication.throttled.replicas"),
+        None,
+        "",
+    ),
+    "index.interval.bytes": (_int(0), "log.index.interval.bytes", "4096"),
+    "leader.replication.throttled.replicas": (
+        _throttled_replicas("leader.replication.throttled.replicas"),
+        None,
+        "",
+    ),
+    # tiered storage (KIP-405): stored and shown; kafkad has no remote storage, so
+    # remote.storage.enable=true is refused as Kafka refuses it when the broker's
+    # remote.log.storage.system.enable is false (check_combination)
+    "local.retention.bytes": (_long(-2), None, "-2"),
+    "local.retention.ms": (_long(-2), None, "-2"),
+    "max.compaction.lag.ms": (_long(1), "log.cleaner.max.compaction.lag.ms", _LONG_MAX),
+    "max.message.bytes": (_int(0), "message.max.bytes", "1048588"),
+    # Kafka 4: down-conversion is gone and this is a no-op, kept for compatibility
+    "message.downconversion.enable": (_bool, None, "true"),
+    "message.timestamp.after.max.ms": (_long(0), None, "3600000"),
+    "message.timestamp.before.max.ms": (_long(0), None, _LONG_MAX),
     "message.timestamp.type": (
         _choice("CreateTime", "LogAppendTime"),
         "log.message.timestamp.type",
         "CreateTime",
     ),
-    "min.cleanable.dirty.ratio": (_float, "log.cleaner.min.cleanable.ratio", "0.5"),
-    "min.compaction.lag.ms": (_int, "log.cleaner.min.compaction.lag.ms", "0"),
-    "min.insync.replicas": (_int, "min.insync.replicas", "1"),
+    "min.cleanable.dirty.ratio": (_ratio, "log.cleaner.min.cleanable.ratio", "0.5"),
+    "min.compaction.lag.ms": (_long(0), "log.cleaner.min.compaction.lag.ms", "0"),
+    "min.insync.replicas": (_int(1), "min.insync.replicas", "1"),
     "preallocate": (_bool, None, "false"),
-    "retention.bytes": (_int, "log.retention.bytes", "-1"),
-    "retention.ms": (_int, "log.retention.ms", "604800000"),
-    "segment.bytes": (_int, "log.segment.bytes", "1073741824"),
-    "segment.index.bytes": (_int, "log.index.size.max.bytes", "10485760"),
-    "segment.jitter.ms": (_int, None, "0"),
-    "segment.ms": (_int, "log.roll.ms", "604800000"),
+    "remote.log.copy.disable": (_bool, None, "false"),
+    "remote.log.delete.on.disable": (_bool, None, "false"),
+    "remote.storage.enable": (_bool, None, "false"),
+    "retention.bytes": (_long(), "log.retention.bytes", "-1"),
+    "retention.ms": (_long(-1), "log.retention.ms", "604800000"),
+    "segment.bytes": (_int(14), "log.segment.bytes", "1073741824"),
+    "segment.index.bytes": (_int(4), "log.index.size.max.bytes", "10485760"),
+    "segment.jitter.ms": (_long(0), None, "0"),
+    "segment.ms": (_long(1), "log.roll.ms", "604800000"),
     "unclean.leader.election.enable": (_bool, None, "false"),
+}
+
+# Kafka's ConfigDef type of each topic config, as DescribeConfigs v3+ reports it
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
+TOPIC_CONFIG_TYPES: Mapping[str, int] = {
+    **{
+        name: LONG
+        for name, (parse, _, _) in TOPIC_CONFIGS.items()
+        if getattr(parse, "__qualname__", "").startswith("_number")
+    },
+    **{name: BOOLEAN for name, (parse, _, _) in TOPIC_CONFIGS.items() if parse is _bool},
+    "cleanup.policy": LIST,
+    "follower.replication.throttled.replicas": LIST,
+    "leader.replication.throttled.replicas": LIST,
+    "min.cleanable.dirty.ratio": DOUBLE,
+    "compression.type": STRING,
+    "message.timestamp.type": STRING,
+    **{
+        name: INT
+        for name in (
+            "compression.gzip.level",
+            "compression.lz4.level",
+            "compression.zstd.level",
+            "index.interval.bytes",
+            "max.message.bytes",
+            "min.insync.replicas",
+            "segment.bytes",
+            "segment.index.bytes",
+        )
+    },
 }
 
 _MIN_SEGMENT_BYTES = 1024 * 1024  # Kafka: segment.bytes >= 1 MiB (14 bytes is the log header)
@@ -153,20 +254,6 @@ def validate_overrides(overrides: Mapping[str, str | None]) -> str | None:
             return f"Invalid value {value} for configuration {name}: {exc}"
         if name == "segment.bytes" and parsed < _MIN_SEGMENT_BYTES:
             return f"Invalid value {value} for configuration segment.bytes: must be >= 1048576"
-        if name == "max.message.bytes" and parsed < 0:
-            return f"Invalid value {value} for configuration max.message.bytes"
-        if name == "min.cleanable.dirty.ratio" and not 0.0 <= parsed <= 1.0:
-            return f"Invalid value {value} for configuration {name}: Value must be between 0 and 1"
-        if name in ("delete.retention.ms", "min.compaction.lag.ms") and parsed < 0:
-            return f"Invalid value {value} for configuration {name}: Value must be at least 0"
-        if name == "max.compaction.lag.ms" and parsed < 1:
-            return f"Invalid value {value} for configuration {name}: Value must be at least 1"
-        if name == "flush.messages" and parsed < 1:
-            return f"Invalid value {value} for configuration {name}: Value must be at least 1"
-        if name == "flush.ms" and parsed < 0:
-            return f"Invalid value {value} for configuration {name}: Value must be at least 0"
-        if name == "segment.ms" and parsed < 1:
-            return f"Invalid value {value} for configuration {name}: Value must be at least 1"
     return None
 
 
@@ -189,6 +276,11 @@ def check_combination(overrides: Mapping[str, str], broker_values: Mapping[str, 
     """Checks across configs (Kafka's LogConfig.validateValues): None or an INVALID_CONFIG
     message."""
     eff = {k: v for k, (v, _) in effective_configs(overrides, broker_values).items()}
+    if eff["remote.storage.enable"].strip().lower() == "true":  # LogConfig.validate
+        return (
+            "Tiered Storage functionality is disabled in the broker. "
+            "Topic cannot be configured with remote log storage."
+        )
     if int(eff["min.compaction.lag.ms"]) > int(eff["max.compaction.lag.ms"]):
         return (
             "conflict topic config setting min.compaction.lag.ms "

@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from proxy.acl.checks import allowed_names
 from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
+from proxy.quotas.enforce import MutationQuota
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
 
@@ -46,6 +47,7 @@ async def create_partitions(
     counts = Counter(t.name for t in req.topics)
     single = [name for name, n in counts.items() if n == 1]
     alterable = allowed_names(ctx, AclOperation.ALTER, ResourceType.TOPIC, single)
+    mutation = MutationQuota(ctx, strict_since=3)  # controller_mutation_rate (proxy/quotas/)
     results = []
     for t in req.topics:
         code: ErrorCode
@@ -55,15 +57,15 @@ async def create_partitions(
         elif t.name not in alterable:
             code, message = ErrorCode.topic_authorization_failed, None
         else:
-            code, message = await _grow(ctx, t, req.validate_only)
+            code, message = await _grow(ctx, t, req.validate_only, mutation)
         results.append(
             CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
         )
-    return CreatePartitionsResponse(throttle_time=NO_THROTTLE, results=tuple(results))
+    return CreatePartitionsResponse(throttle_time=mutation.throttle_time(), results=tuple(results))
 
 
 async def _grow(
-    ctx: RequestContext, t: CreatePartitionsTopic, validate_only: bool
+    ctx: RequestContext, t: CreatePartitionsTopic, validate_only: bool, mutation: MutationQuota
 ) -> tuple[ErrorCode, str | None]:
     broker = ctx.broker
     topic = broker.topics.get(t.name)
@@ -85,6 +87,8 @@ async def _grow(
             ErrorCode.invalid_replica_assignment,
             f"Each new partition must be assigned to broker {broker.node_id}.",
         )
+    if (refused := mutation.charge(t.count - now)) is not None:  # KIP-599
+        return refused
     if not validate_only and (err := await broker.topics.add_partitions(t.name, t.count)):
         return err.code, err.message  # deleted or grown meanwhile
     return ErrorCode.none, None

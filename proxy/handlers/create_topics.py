@@ -44,6 +44,7 @@ from kio.static.primitive import i8, i16, i32
 from proxy.acl.checks import allowed_names, cluster_allows
 from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
+from proxy.quotas.enforce import MutationQuota
 from proxy.registry import handler
 from storage.api import CLUSTER_METADATA
 from storage.topic_config import effective_configs
@@ -90,6 +91,7 @@ async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Create
         else allowed_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, allowed)
     )
     describable = allowed_names(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, allowed)
+    mutation = MutationQuota(ctx, strict_since=6)  # controller_mutation_rate (proxy/quotas/)
     results = []
     refused = [  # answered after the others, as Kafka's ControllerApis does
         _failed(name, ErrorCode.invalid_request, "Duplicate topic name.")
@@ -133,9 +135,11 @@ async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Create
             partitions = values["num.partitions"]
         if replication == -1:
             replication = values["default.replication.factor"]
-        if req.validate_only:
+        if req.validate_only or mutation.enabled:
             err = broker.topics.check_create(t.name, partitions, replication, configs, layout)
-        else:
+            if err is None and (throttled := mutation.charge(partitions)) is not None:
+                err = TopicError(*throttled)  # KIP-599, charged even if validate_only
+        if err is None and not req.validate_only:
             made = await broker.topics.create(t.name, partitions, configs, replication, layout)
             if isinstance(made, TopicError):
                 err = made
@@ -183,4 +187,17 @@ async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Create
                 configs=described,
             )
         )
-    return CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=(*results, *refused))
+        if partitions == -1:
+            partitions = values["num.partitions"]
+        if replication == -1:
+            replication = values["default.replication.factor"]
+        if req.validate_only or mutation.enabled:
+            err = broker.topics.check_create(t.name, partitions, replication, configs, layout)
+            if err is None and (throttled := mutation.charge(partitions)) is not None:
+                err = TopicError(*throttled)  # KIP-599, charged even if validate_only
+        if err is None and not req.validate_only:
+            made = await broker.topics.create(t.name, partitions, configs, replication, layout)
+            if isinstance(made, TopicError):
+                err = made
+            else:
+                topic_id = made.topic_id

@@ -25,6 +25,7 @@ from kio.schema.types import TopicName
 from proxy.acl.checks import MESSAGES, allowed_names, cluster_allows
 from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
+from proxy.quotas.enforce import MutationQuota
 from proxy.registry import handler
 from wire.values import NO_THROTTLE, ZERO_UUID
 
@@ -153,11 +154,16 @@ async def delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> Delete
             )
         else:
             to_delete.append((name, ZERO_UUID if topic is None else topic.topic_id))
+    mutation = MutationQuota(ctx, strict_since=5)  # controller_mutation_rate (proxy/quotas/)
     for name, topic_id in to_delete:
+        topic = broker.topics.get(name)
+        if topic is not None and (throttled := mutation.charge(len(topic.partitions))):
+            results.append(_result(name, topic_id, *throttled))
+            continue
         err = await broker.topics.delete(name)
         if err is None:
             await broker.groups.on_topic_deleted(name)  # its committed offsets go too
             results.append(_result(name, topic_id, ErrorCode.none))
         else:
             results.append(_result(name, topic_id, err.code, err.message))
-    return DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=tuple(results))
+    return DeleteTopicsResponse(throttle_time=mutation.throttle_time(), responses=tuple(results))

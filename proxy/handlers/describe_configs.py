@@ -5,7 +5,8 @@ Resource types: TOPIC (2) lists every topic config with its effective value (sou
 DYNAMIC_TOPIC_CONFIG for an override, else STATIC_BROKER_CONFIG when the broker config it
 defaults from is set, else DEFAULT_CONFIG); an illegal topic name is INVALID_TOPIC_EXCEPTION,
 a missing topic UNKNOWN_TOPIC_OR_PARTITION. BROKER (4) lists the broker configs kafkad
-honours, for this node's id (or "" for the cluster default). Anything else is
+honours for this node's id; "" (the cluster default) lists, as Kafka's ConfigHelper, only the
+dynamic cluster-wide defaults: kafkad's broker configs are static, so none. Anything else is
 INVALID_REQUEST. Synonyms, as Kafka's ConfigHelper lists them: the topic override, then the
 broker config it defaults from (STATIC_BROKER_CONFIG if set), then that config's default.
 
@@ -38,7 +39,7 @@ from proxy.config import BROKER_CONFIGS
 from proxy.context import RequestContext
 from proxy.registry import handler
 from proxy.tls import SENSITIVE_CONFIGS
-from storage.topic_config import TOPIC_CONFIGS, effective_configs
+from storage.topic_config import TOPIC_CONFIG_TYPES, TOPIC_CONFIGS, effective_configs
 from storage.topics import topic_name_error
 from wire.values import NO_THROTTLE
 
@@ -115,6 +116,7 @@ def _entry(
     source: int,
     synonyms: tuple[DescribeConfigsSynonym, ...],
     read_only: bool,
+    config_type: int | None = None,
 ) -> DescribeConfigsResourceResult:
     """One config; ``value`` None: a sensitive one (a password or key: never shown, Kafka's
     PASSWORD type)."""
@@ -125,7 +127,13 @@ def _entry(
         config_source=i8(source),
         is_sensitive=value is None,
         synonyms=synonyms,
-        config_type=i8(PASSWORD if value is None else _config_type(name, value)),
+        config_type=i8(
+            PASSWORD
+            if value is None
+            else config_type
+            if config_type is not None
+            else _config_type(name, value)
+        ),
         documentation=None,
     )
 
@@ -193,7 +201,8 @@ async def describe_configs(
                             syn.append(_synonym(name, value, DYNAMIC_TOPIC_CONFIG))
                         if broker_name is not None:
                             syn.extend(_broker_synonyms(broker_name, values))
-                    entries.append(_entry(name, value, source, tuple(syn), read_only=False))
+                    kind = TOPIC_CONFIG_TYPES[name]
+                    entries.append(_entry(name, value, source, tuple(syn), False, kind))
         elif res.resource_type == BROKER:
             if res.resource_name not in ("", str(broker.node_id)):
                 code, message = (
@@ -201,7 +210,7 @@ async def describe_configs(
                     f"Unexpected broker id, expected {broker.node_id} or empty "
                     f"string, but received {res.resource_name}",
                 )
-            else:
+            elif res.resource_name:  # "": the dynamic cluster defaults, of which there are none
                 for name in sorted(BROKER_CONFIGS):
                     if wanted is not None and name not in wanted:
                         continue

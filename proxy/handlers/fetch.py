@@ -532,7 +532,8 @@ async def fetch(ctx: RequestContext, req: Any) -> FetchResponse:
     hinted = version >= LEADER_HINT_VERSION and any(s.error in LEADER_HINT_ERRORS for s in slots)
     node, m = broker.node_id, _shape(version)
     read: Answers = [(s.tp, s) for s in slots]
-    if broker.throttles.fetch.enabled and not follower:  # client quotas (proxy/quotas/)
+    quotas = broker.throttles
+    if (quotas.fetch.enabled or quotas.request.enabled) and not follower:  # proxy/quotas/
         endpoint = (node, *ctx.advertised) if hinted else None
         preview = [
             (tp, _partition_data(a, committed, hinted, version, m, node) if type(a) is _Slot else a)

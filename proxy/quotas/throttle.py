@@ -35,9 +35,17 @@ Fetch is answered empty and its bytes are taken back out of the sensor (Kafka's
 ``unrecordQuotaSensor``). A Fetch may ask for at most ``quota * (samples - 1) * window``
 bytes (``max_value_in_window``).
 
-Not modelled: Kafka's metrics of these sensors and their expiry after an hour idle (a sensor
-idle for ``samples * window`` holds only reset samples, so an old one changes no decision),
-``request_percentage`` (request-time quotas) and ``controller_mutation_rate``.
+The same manager serves ``request_percentage`` (Kafka's ``ClientRequestQuotaManager``): the
+value recorded is the time spent handling the request as a percentage of a second
+(``proxy/quotas/request_time.py``), and the throttle time is capped at one window
+(``max_throttle_ms``, Kafka's ``boundedThrottleTime``).
+
+A sensor no request was charged to for an hour is dropped (Kafka's
+``InactiveSensorExpirationTimeSeconds``, checked every 30 s as its ``ExpireSensorTask``), so a
+broker that saw many client ids once does not keep them all.
+
+Not modelled: Kafka's metrics of these sensors. ``controller_mutation_rate`` has its own token
+buckets (``proxy/quotas/mutation.py``).
 """
 
 from __future__ import annotations
@@ -133,15 +141,26 @@ def _java_long_to_int(x: int) -> int:
     return (x + 2**31) % 2**32 - 2**31
 
 
-class QuotaManager:
-    """One quota kind (produce or fetch bytes): the quotas and the sensors."""
+SENSOR_EXPIRY_MS: Final = 3600 * 1000  # Kafka's InactiveSensorExpirationTimeSeconds
+EXPIRY_CHECK_MS: Final = 30 * 1000  # Kafka's Metrics ExpireSensorTask period
 
-    def __init__(self, samples: int = 11, window_s: int = 1) -> None:
+
+class QuotaManager:
+    """One quota kind (produce or fetch bytes, request time): the quotas and the sensors.
+    ``max_throttle_ms``: the longest throttle (None: unbounded; the request quota's is one
+    window)."""
+
+    def __init__(
+        self, samples: int = 11, window_s: int = 1, max_throttle_ms: int | None = None
+    ) -> None:
         self.samples = samples
         self.window_ms = window_s * 1000
+        self.max_throttle_ms = max_throttle_ms
         self.types = NO_QUOTAS
         self.quotas: dict[QuotaKey, float] = {}
         self.sensors: dict[tuple[str, str], Rate] = {}
+        self._last_record: dict[tuple[str, str], int] = {}
+        self._next_expiry_ms: int | None = None
 
     @property
     def enabled(self) -> bool:
@@ -192,11 +211,24 @@ class QuotaManager:
                 return self.quotas[key]
         return None
 
-    def _sensor(self, tags: tuple[str, str]) -> Rate:
+    def _sensor(self, tags: tuple[str, str], now_ms: int) -> Rate:
+        if self._next_expiry_ms is None:
+            self._next_expiry_ms = now_ms + EXPIRY_CHECK_MS
+        elif now_ms >= self._next_expiry_ms:
+            self._next_expiry_ms = now_ms + EXPIRY_CHECK_MS
+            self.expire(now_ms)
+        self._last_record[tags] = now_ms
         rate = self.sensors.get(tags)
         if rate is None:
             rate = self.sensors[tags] = Rate(self.samples, self.window_ms)
         return rate
+
+    def expire(self, now_ms: int) -> None:
+        """Drop the sensors nothing was recorded to for ``SENSOR_EXPIRY_MS``."""
+        idle = [t for t, last in self._last_record.items() if now_ms - last > SENSOR_EXPIRY_MS]
+        for tags in idle:
+            del self._last_record[tags]
+            self.sensors.pop(tags, None)
 
     def record(self, user: str, client_id: str, value: float, now_ms: int) -> int:
         """Charge ``value``; the throttle time in ms (0: within the quota). Kafka's
@@ -206,17 +238,25 @@ class QuotaManager:
         if not self.enabled:
             return 0
         tags = self.metric_tags(user, client_id)
-        rate = self._sensor(tags)
+        rate = self._sensor(tags, now_ms)
         rate.record(value, now_ms)
         bound = self.limit(tags)
         measured = rate.measure(now_ms)
         if measured <= bound:
             return 0
         ms = _java_round((measured - bound) / bound * rate.window_size(now_ms))
+        if self.max_throttle_ms is not None:
+            ms = min(ms, self.max_throttle_ms)
         return max(_java_long_to_int(ms), 0)
 
+    def record_no_throttle(self, user: str, client_id: str, value: float, now_ms: int) -> None:
+        """Charge ``value`` without checking the quota (Kafka's ``recordNoThrottle``): it
+        counts towards the next request's throttle."""
+        if self.enabled:
+            self._sensor(self.metric_tags(user, client_id), now_ms).record(value, now_ms)
+
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
-        self._sensor(self.metric_tags(user, client_id)).record(-value, now_ms)
+        self._sensor(self.metric_tags(user, client_id), now_ms).record(-value, now_ms)
 
     def max_value_in_window(self, user: str, client_id: str) -> float:
         """The most a single Fetch may ask for (Kafka's ``getMaxValueInQuotaWindow``)."""

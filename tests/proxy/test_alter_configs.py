@@ -150,3 +150,75 @@ async def test_alter_configs_replaces_every_override() -> None:
             )
         )
         assert broker_res.responses[0].error_code == ErrorCode.invalid_request
+
+
+async def test_every_kafka_topic_config_is_stored_and_shown_with_its_type() -> None:
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "t", 1) == ErrorCode.none
+        r = await incremental(
+            c,
+            "t",
+            ("leader.replication.throttled.replicas", SET, "0:1"),
+            ("local.retention.ms", SET, "1000"),
+            ("message.downconversion.enable", SET, "false"),
+        )
+        assert r.error_code == ErrorCode.none
+        resp = await c.request(
+            dc.DescribeConfigsRequest(
+                resources=(
+                    dc.DescribeConfigsResource(
+                        resource_type=2, resource_name="t", configuration_keys=None
+                    ),
+                ),
+                include_synonyms=False,
+                include_documentation=True,
+            )
+        )
+        shown = {e.name: (e.value, e.config_source, e.config_type) for e in resp.results[0].configs}
+        LONG, LIST, BOOLEAN, INT = 5, 7, 1, 3
+        assert shown["leader.replication.throttled.replicas"] == ("0:1", 1, LIST)
+        assert shown["follower.replication.throttled.replicas"] == ("", 5, LIST)
+        assert shown["local.retention.ms"] == ("1000", 1, LONG)
+        assert shown["message.downconversion.enable"] == ("false", 1, BOOLEAN)
+        assert shown["remote.storage.enable"] == ("false", 5, BOOLEAN)
+        assert shown["max.message.bytes"][2] == INT
+        assert shown["segment.jitter.ms"][2] == LONG
+        r = await incremental(c, "t", ("remote.storage.enable", SET, "true"))
+        assert (r.error_code, r.error_message) == (
+            ErrorCode.invalid_config,
+            "Tiered Storage functionality is disabled in the broker. "
+            "Topic cannot be configured with remote log storage.",
+        )
+        r = await incremental(c, "t", ("retention.ms", SET, "-2"))
+        assert (r.error_code, r.error_message) == (
+            ErrorCode.invalid_config,
+            "Invalid value -2 for configuration retention.ms: Value must be at least -1",
+        )
+
+
+async def test_the_cluster_default_broker_resource_lists_only_dynamic_defaults() -> None:
+    # Kafka's ConfigHelper: resource name "" answers the dynamic cluster-wide defaults
+    # (currentDynamicDefaultConfigs), which kafkad has none of; the node id answers them all
+    async with running_broker() as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)
+        resp = await c.request(
+            dc.DescribeConfigsRequest(
+                resources=tuple(
+                    dc.DescribeConfigsResource(
+                        resource_type=4, resource_name=name, configuration_keys=None
+                    )
+                    for name in ("", node)
+                ),
+                include_synonyms=True,
+                include_documentation=False,
+            )
+        )
+        default, own = resp.results
+        assert (default.error_code, default.resource_name, default.configs) == (
+            ErrorCode.none,
+            "",
+            (),
+        )
+        assert own.error_code == ErrorCode.none
+        names = {e.name for e in own.configs}
+        assert {"advertised.listeners", "log.retention.ms", "node.id"} <= names

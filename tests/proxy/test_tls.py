@@ -394,7 +394,7 @@ async def test_describe_configs_never_shows_a_password_or_key() -> None:
             dc.DescribeConfigsRequest(
                 resources=(
                     dc.DescribeConfigsResource(
-                        resource_type=4, resource_name="", configuration_keys=None
+                        resource_type=4, resource_name="1", configuration_keys=None
                     ),
                 ),
                 include_synonyms=True,

@@ -237,7 +237,7 @@ async def test_describe_configs_shows_no_value_for_the_authorizer_settings() -> 
             describe_configs.DescribeConfigsRequest(
                 resources=(
                     describe_configs.DescribeConfigsResource(
-                        resource_type=i8(4), resource_name="", configuration_keys=None
+                        resource_type=i8(4), resource_name="1", configuration_keys=None
                     ),
                 ),
                 include_synonyms=False,
