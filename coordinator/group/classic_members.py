@@ -140,7 +140,7 @@ def join(
     )
     bump = set(updated.subscribed_topic_names) != set(member.subscribed_topic_names)
     g.update_member(updated)
-    metadata = hb.subscription_metadata(g.members, topics)
+    metadata = hb.subscription_metadata(g, topics)
     if metadata != g.subscription_metadata:
         g.subscription_metadata = metadata
         bump = True
@@ -266,6 +266,6 @@ def leave(
         removed = True
         out.append((m.member_id, E.none))
     if removed:
-        g.subscription_metadata = hb.subscription_metadata(g.members, topics)
+        g.subscription_metadata = hb.subscription_metadata(g, topics)
         g.group_epoch += 1
     return out

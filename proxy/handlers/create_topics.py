@@ -187,17 +187,4 @@ async def create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Create
                 configs=described,
             )
         )
-        if partitions == -1:
-            partitions = values["num.partitions"]
-        if replication == -1:
-            replication = values["default.replication.factor"]
-        if req.validate_only or mutation.enabled:
-            err = broker.topics.check_create(t.name, partitions, replication, configs, layout)
-            if err is None and (throttled := mutation.charge(partitions)) is not None:
-                err = TopicError(*throttled)  # KIP-599, charged even if validate_only
-        if err is None and not req.validate_only:
-            made = await broker.topics.create(t.name, partitions, configs, replication, layout)
-            if isinstance(made, TopicError):
-                err = made
-            else:
-                topic_id = made.topic_id
+    return CreateTopicsResponse(throttle_time=mutation.throttle_time(), topics=(*results, *refused))
