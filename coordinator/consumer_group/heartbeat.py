@@ -147,10 +147,15 @@ def validate_request(
     return None
 
 
+# what ``re.compile`` raises for a pattern it cannot compile: a syntax error, a repeat count
+# beyond its limit (``a{4294967296}``), a nesting deeper than the parser's recursion allows
+REGEX_ERRORS = (re.error, OverflowError, RecursionError)
+
+
 def _regex_error(regex: str) -> str | None:
     try:
         re.compile(regex)
-    except re.error as exc:
+    except REGEX_ERRORS as exc:
         return f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}."
     return None
 
@@ -161,7 +166,7 @@ def subscribed(m: ConsumerGroupMember, topics: Mapping[str, TopicInfo]) -> froze
     if m.subscribed_topic_regex:
         try:
             pattern = re.compile(m.subscribed_topic_regex)
-        except re.error:
+        except REGEX_ERRORS:
             pattern = None
         if pattern is not None:
             names.update(t for t in topics if pattern.fullmatch(t))

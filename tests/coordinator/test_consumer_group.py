@@ -344,12 +344,17 @@ def test_regex_subscription_and_new_topic() -> None:
     assert r.member_epoch == 2 and r.assignment == {T: frozenset({0, 1}), U: frozenset({0})}
 
 
-def test_invalid_regex() -> None:
+@pytest.mark.parametrize(
+    "regex",
+    ["t(", "a{4294967296}", "(" * 5000 + ")" * 5000],
+    ids=["re.error", "huge repeat (OverflowError)", "deep nesting (RecursionError)"],
+)
+def test_invalid_regex(regex: str) -> None:
     g = ConsumerGroup("g")
-    hb = Heartbeat("g", "a", 0, rebalance_timeout_ms=1, subscribed_topic_regex="t(", owned=())
+    hb = Heartbeat("g", "a", 0, rebalance_timeout_ms=1, subscribed_topic_regex=regex, owned=())
     r = heartbeat(g, hb, TOPICS, CFG, 0)
     assert r.error is E.invalid_regular_expression
-    assert r.message is not None and r.message.startswith("SubscribedTopicRegex `t(` is not")
+    assert r.message is not None and r.message.startswith(f"SubscribedTopicRegex `{regex}` is not")
     assert not g.members and g.group_epoch == 0
 
 
