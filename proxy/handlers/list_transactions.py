@@ -6,7 +6,8 @@ running longer than that many ms; -1 = off). v2 (KIP-1152): TransactionalIdPatte
 expression the whole transactional id must match (Java's ``Matcher.matches``, not ``find``:
 ``txn`` lists ``txn`` alone, ``txn.*`` every id starting with it); null or empty: no filter.
 A pattern that does not compile is INVALID_REGULAR_EXPRESSION with nothing listed.
-COORDINATOR_LOAD_IN_PROGRESS while the coordinator loads.
+COORDINATOR_LOAD_IN_PROGRESS while the coordinator loads, alone (no unknown state filters), and
+before the pattern is compiled (Kafka's ``TransactionStateManager.listTransactionStates``).
 
 Deviation: the pattern is Python's ``re``; Kafka compiles it with RE2/J, which refuses
 back-references and look-arounds that ``re`` accepts (as for KIP-848 topic regexes).
@@ -45,8 +46,12 @@ def _pattern(text: str | None) -> re.Pattern[str] | None:
 async def list_transactions(
     ctx: RequestContext, req: ListTransactionsRequest
 ) -> ListTransactionsResponse:
+    code, unknown, found = ctx.broker.txns.list_transactions(
+        req.state_filters, req.producer_id_filters, int(req.duration_filter)
+    )
     try:
-        pattern = _pattern(req.transactional_id_pattern)
+        # compiled once the coordinator is loaded, as Kafka's listTransactionStates
+        pattern = _pattern(req.transactional_id_pattern) if code is ErrorCode.none else None
     except (re.error, OverflowError, RecursionError):  # a bad one, a huge repeat, deep nesting
         return ListTransactionsResponse(
             throttle_time=NO_THROTTLE,
@@ -54,9 +59,6 @@ async def list_transactions(
             unknown_state_filters=(),
             transaction_states=(),
         )
-    code, unknown, found = ctx.broker.txns.list_transactions(
-        req.state_filters, req.producer_id_filters, int(req.duration_filter)
-    )
     return ListTransactionsResponse(
         throttle_time=NO_THROTTLE,
         error_code=code,
