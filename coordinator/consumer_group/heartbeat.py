@@ -26,17 +26,16 @@ Leaving (epoch -1) removes the member and bumps the group epoch; a static member
 rejoins. The session timeout fences a member that stops heartbeating; the rebalance timeout
 fences one that does not revoke within its rebalance timeout.
 
-Regular expressions: Kafka compiles them with RE2/J; here Python's ``re`` (full match against
-topic names, internal topics excluded). The common syntax is the same; RE2 refuses
-back-references and look-arounds that ``re`` accepts, and ``re`` lacks RE2's ``\\pN``-style
-classes beyond what Python supports. Kafka resolves regexes asynchronously and bumps the group
+Regular expressions: Kafka compiles them with RE2/J; here Python's ``re`` refusing what RE2/J
+has not (``coordinator/regex.py``: back-references, look-arounds, repeats above 1000, ...;
+full match against topic names, internal topics excluded); ``re`` still lacks RE2's
+``\\pN``-style classes. Kafka resolves regexes asynchronously and bumps the group
 epoch when they resolve; here they are resolved at each heartbeat.
 """
 
 from __future__ import annotations
 
 import base64
-import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -52,6 +51,7 @@ from coordinator.consumer_group.model import (
     TopicInfo,
 )
 from coordinator.consumer_group.reconcile import FencedMember, Owned, next_member
+from coordinator.regex import RegexError, compile_re2
 
 E = ErrorCode
 LEAVE = -1
@@ -147,15 +147,10 @@ def validate_request(
     return None
 
 
-# what ``re.compile`` raises for a pattern it cannot compile: a syntax error, a repeat count
-# beyond its limit (``a{4294967296}``), a nesting deeper than the parser's recursion allows
-REGEX_ERRORS = (re.error, OverflowError, RecursionError)
-
-
 def _regex_error(regex: str) -> str | None:
     try:
-        re.compile(regex)
-    except REGEX_ERRORS as exc:
+        compile_re2(regex)  # Kafka compiles it with RE2/J
+    except RegexError as exc:
         return f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}."
     return None
 
@@ -165,8 +160,8 @@ def subscribed(m: ConsumerGroupMember, topics: Mapping[str, TopicInfo]) -> froze
     names = set(m.subscribed_topic_names)
     if m.subscribed_topic_regex:
         try:
-            pattern = re.compile(m.subscribed_topic_regex)
-        except REGEX_ERRORS:
+            pattern = compile_re2(m.subscribed_topic_regex)
+        except RegexError:
             pattern = None
         if pattern is not None:
             names.update(t for t in topics if pattern.fullmatch(t))

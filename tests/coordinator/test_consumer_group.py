@@ -346,8 +346,15 @@ def test_regex_subscription_and_new_topic() -> None:
 
 @pytest.mark.parametrize(
     "regex",
-    ["t(", "a{4294967296}", "(" * 5000 + ")" * 5000],
-    ids=["re.error", "huge repeat (OverflowError)", "deep nesting (RecursionError)"],
+    ["t(", "a{4294967296}", "(" * 5000 + ")" * 5000, r"(t)\1", "t(?=x)", "t{1001}"],
+    ids=[
+        "re.error",
+        "huge repeat (OverflowError)",
+        "deep nesting (RecursionError)",
+        "back-reference (RE2/J has none)",
+        "look-ahead (RE2/J has none)",
+        "repeat above RE2's 1000",
+    ],
 )
 def test_invalid_regex(regex: str) -> None:
     g = ConsumerGroup("g")

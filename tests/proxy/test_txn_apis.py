@@ -369,7 +369,8 @@ async def test_list_transactions_v2_filters_on_a_whole_id_pattern() -> None:
             assert await listed(".*app") == ["app", "other-app"]
             assert await listed("app-[2-9]", state_filters=("Empty",)) == ["app-2"]
             assert await listed("app-.*", state_filters=("Ongoing",)) == []
-            for bad in ("app-(", "a{4294967296}", "(" * 2000 + ")" * 2000):
+            # what re cannot compile, and what it can but RE2/J (Kafka's dialect) cannot
+            for bad in ("app-(", "a{4294967296}", "(" * 2000 + ")" * 2000, r"(a)\1", "a{1001}"):
                 r = await c.request(
                     req(
                         "list_transactions",
