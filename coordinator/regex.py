@@ -15,6 +15,7 @@ Deviation: the other way round, syntax RE2/J accepts and ``re`` does not (``\\p{
 
 from __future__ import annotations
 
+import functools
 import re
 from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
@@ -38,8 +39,9 @@ class RegexError(ValueError):
     """A pattern RE2/J would not compile; the text says why."""
 
 
+@functools.lru_cache(maxsize=512)  # a member's regex is matched at each of its heartbeats
 def compile_re2(pattern: str) -> re.Pattern[str]:
-    """``pattern`` compiled, or RegexError."""
+    """``pattern`` compiled, or RegexError (not cached: refused again each time)."""
     try:
         parsed = sre_parse.parse(pattern)
         compiled = re.compile(pattern)
