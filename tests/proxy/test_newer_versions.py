@@ -718,3 +718,23 @@ async def test_metadata_answers_a_name_asked_twice_once() -> None:
                 )
             )
             assert sorted(t.name for t in resp.topics) == ["nowhere", "twice"], auto
+
+
+async def test_describe_topic_partitions_answers_a_name_asked_twice_once() -> None:
+    # Kafka's DescribeTopicPartitionsRequestHandler collects the names in a HashSet
+    from kio.schema.describe_topic_partitions.v0 import request as dtp
+
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "dup", 1) == ErrorCode.none
+        names = ("dup", "nope", "dup", "nope")
+        resp = await c.request(
+            dtp.DescribeTopicPartitionsRequest(
+                topics=tuple(dtp.TopicRequest(name=n) for n in names),
+                response_partition_limit=10,
+                cursor=None,
+            )
+        )
+        assert [(t.name, t.error_code) for t in resp.topics] == [
+            ("dup", ErrorCode.none),
+            ("nope", ErrorCode.unknown_topic_or_partition),
+        ]
