@@ -293,15 +293,18 @@ class ProducerStateManager:
         """Spec §4.10, partition-leader side. A TV0/TV1 marker may carry the entry's epoch; a
         marker that says it is TV2 (WriteTxnMarkers v2's ``transaction_version``) must carry a
         greater one, the coordinator having bumped it (Kafka's
-        ``ProducerAppendInfo.checkProducerEpoch``): an equal one is a late or repeated marker."""
+        ``ProducerAppendInfo.checkProducerEpoch``), except that an equal one with no transaction
+        open here is the retry of a marker already written, and written again (KAFKA-19999,
+        Kafka 4.2)."""
         entry = self.producers.get(producer_id)
         if entry is None:
             return ErrorCode.none
-        stale = (
-            epoch <= entry.producer_epoch
-            if transaction_version >= 2
-            else epoch < entry.producer_epoch
-        )
+        if transaction_version >= 2:
+            stale = epoch < entry.producer_epoch or (
+                epoch == entry.producer_epoch and entry.current_txn_first_offset != NO_OFFSET
+            )
+        else:
+            stale = epoch < entry.producer_epoch
         if stale:
             return ErrorCode.invalid_producer_epoch
         if coordinator_epoch < entry.coordinator_epoch:

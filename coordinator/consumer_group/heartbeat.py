@@ -28,7 +28,7 @@ fences one that does not revoke within its rebalance timeout.
 
 Regular expressions: resolved per group and stored as Kafka stores them, refreshed at most every
 10 s when the topics changed; Python's ``re`` standing for RE2/J, with RE2's refusals kept
-(``coordinator.consumer_group.regexes``).
+(``coordinator.consumer_group.regexes`` over ``coordinator/regex.py``).
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 
 from coordinator.consumer_group.model import ConsumerGroup, ResolvedRegex, TopicInfo
+from coordinator.regex import RegexError, compile_re2
 
 REFRESH_MIN_INTERVAL_MS = 10_000
 
@@ -102,7 +103,7 @@ def _re2_refusal(regex: str) -> str | None:
 def _compile(regex: str) -> re.Pattern[str]:
     with warnings.catch_warnings():  # "possible nested set" for "[[": RE2 reads it as re does
         warnings.simplefilter("ignore", FutureWarning)
-        return re.compile(regex)
+        return compile_re2(regex)
 
 
 def regex_error(regex: str) -> str | None:
@@ -111,7 +112,7 @@ def regex_error(regex: str) -> str | None:
     if message is None:
         try:
             _compile(regex)
-        except re.error as exc:
+        except RegexError as exc:
             message = str(exc)
     if message is None:
         return None
@@ -122,7 +123,7 @@ def matching(regex: str, topics: Iterable[str]) -> frozenset[str]:
     """The topic names ``regex`` fully matches (none if it does not compile)."""
     try:
         pattern = _compile(regex)
-    except re.error:
+    except RegexError:
         return frozenset()
     return frozenset(t for t in topics if pattern.fullmatch(t))
 

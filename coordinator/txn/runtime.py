@@ -535,6 +535,8 @@ class TxnCoordinator:
         """ListTransactions: (error, unknown state filters, matching ids). A duration filter
         < 0 is off; otherwise only transactions running longer than it (now - start >
         duration, as Kafka compares, so resting ids with start -1 always match)."""
+        if (err := self._status()) is not E.none:  # Kafka: the error alone, no filters echoed
+            return err, [], []
         names = list(state_filters)
         unknown: list[str] = []
         states: set[TxnState] = set()
@@ -544,8 +546,6 @@ class TxnCoordinator:
                 unknown.append(name)
             else:
                 states.add(state)
-        if (err := self._status()) is not E.none:
-            return err, unknown, []
         pids = set(producer_id_filters)
         now = self.now_ms()
         found = [

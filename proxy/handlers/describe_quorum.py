@@ -75,9 +75,10 @@ def _unknown_partitions(req: DescribeQuorumRequest) -> DescribeQuorumResponse:
                         partition_index=p.partition_index,
                         error_code=ErrorCode.unknown_topic_or_partition,
                         error_message=UNKNOWN_PARTITION,
-                        leader_id=BrokerId(-1),
-                        leader_epoch=i32(-1),
-                        high_watermark=i64(-1),
+                        # Kafka sets the code and message alone: the schema's defaults, 0
+                        leader_id=BrokerId(0),
+                        leader_epoch=i32(0),
+                        high_watermark=i64(0),
                         current_voters=(),
                         observers=(),
                     )

@@ -48,12 +48,9 @@ TOPIC_AUTHORIZATION_FAILED with high watermark, LSO and log start -1 and null ab
 transactions (``FetchResponse.partitionResponse``), and do not end a long poll; a fetch with
 no partition left to read is answered at once (Kafka sends no delayed fetch then).
 
-A topic whose ``compression.type`` is ``zstd`` answers Fetch below v10 (clients from before
-zstd) UNSUPPORTED_COMPRESSION_TYPE for its partitions, as Kafka's ``maybeConvertFetchedData``,
-which runs when the answer is built: the partitions are read and waited on as any (their bytes
-count towards ``min_bytes``, the quota charge and the session's cached state, as Kafka sizes
-them before conversion), and the refusal then replaces whatever the read gave, a read error or
-a refusal of authorization included (any partition this node holds).
+A topic whose ``compression.type`` is ``zstd`` is fetched at every version as any other:
+Kafka 4.0 dropped the refusal of Fetch below v10 (UNSUPPORTED_COMPRESSION_TYPE) along with
+down-conversion (KAFKA-18269, KIP-724/896), as the check never saw zstd set by producers.
 
 Isolation (spec §5.3): an isolation level other than 0 and 1 is answered with the error reply
 (UNKNOWN_SERVER_ERROR) once some partition is to be read, as Kafka's ``IsolationLevel.forId``
@@ -109,7 +106,6 @@ NO_SESSION = i32(0)
 
 READ_COMMITTED = 1
 ISOLATION_LEVELS = (0, READ_COMMITTED)  # Kafka's IsolationLevel.forId refuses any other
-ZSTD_FETCH_VERSION = 10  # the first Fetch version whose clients can read zstd (KIP-110)
 LEADER_HINT_VERSION = 16  # v16 answers these errors with the current leader (KIP-951)
 LEADER_HINT_ERRORS = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
 # errors answered with high watermark, LSO and log start -1 (Kafka's partitionResponse and
@@ -119,7 +115,6 @@ _NO_PARTITION_STATE = (
     ErrorCode.unknown_topic_or_partition,
     ErrorCode.offset_out_of_range,
     ErrorCode.unknown_topic_id,
-    ErrorCode.unsupported_compression_type,
     ErrorCode.inconsistent_topic_id,
     ErrorCode.not_leader_or_follower,
     ErrorCode.unknown_leader_epoch,
@@ -261,16 +256,6 @@ async def _read_all(slots: list[_Slot], max_bytes: int, committed: bool, followe
         remaining -= len(data)
         total += len(data)
     return total
-
-
-def _zstd_partition(ctx: RequestContext, tp: TopicIdPartition) -> bool:
-    """A partition this node holds (Kafka: has a log config for) of a zstd topic."""
-    topic = ctx.broker.topics.get(tp.name) if tp.name is not None else None
-    return (
-        topic is not None
-        and 0 <= tp.partition < len(topic.partitions)
-        and topic.settings["compression.type"] == "zstd"
-    )
 
 
 def _answer_now(slots: list[_Slot]) -> bool:
@@ -548,13 +533,6 @@ async def fetch(ctx: RequestContext, req: Any) -> FetchResponse:
         (tp, _partition_data(a, committed, hinted, version, m, node) if type(a) is _Slot else a)
         for tp, a in kept
     ]
-    if version < ZSTD_FETCH_VERSION:  # Kafka's maybeConvertFetchedData, on the answer
-        kept = [
-            (tp, _unknown(tp, ErrorCode.unsupported_compression_type, version))
-            if _zstd_partition(ctx, tp)
-            else (tp, a)
-            for tp, a in kept
-        ]
     fetched = broker.metrics.topics.fetched  # /metrics: bytes out per topic
     for s in slots:
         if s.data:

@@ -70,15 +70,16 @@ async def list_config_resources(
     wanted = set(req.resource_types) if req.resource_types else set(supported)
     if not wanted <= set(supported):
         return _refused(ErrorCode.unsupported_version)
+    # Kafka's order: groups, client metrics, broker loggers, brokers, topics
     found: list[ConfigResource] = []
+    if BROKER in wanted:
+        node = str(ctx.broker.node_id)
+        found.append(ConfigResource(resource_name=node, resource_type=i8(BROKER)))
     if TOPIC in wanted:
         found += [
             ConfigResource(resource_name=name, resource_type=i8(TOPIC))
             for name in ctx.broker.topics.names()
         ]
-    if BROKER in wanted:
-        node = str(ctx.broker.node_id)
-        found.append(ConfigResource(resource_name=node, resource_type=i8(BROKER)))
     return ListConfigResourcesResponse(
         throttle_time=NO_THROTTLE, error_code=ErrorCode.none, config_resources=tuple(found)
     )

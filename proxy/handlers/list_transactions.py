@@ -6,10 +6,11 @@ running longer than that many ms; -1 = off). v2 (KIP-1152): TransactionalIdPatte
 expression the whole transactional id must match (Java's ``Matcher.matches``, not ``find``:
 ``txn`` lists ``txn`` alone, ``txn.*`` every id starting with it); null or empty: no filter.
 A pattern that does not compile is INVALID_REGULAR_EXPRESSION with nothing listed.
-COORDINATOR_LOAD_IN_PROGRESS while the coordinator loads.
+COORDINATOR_LOAD_IN_PROGRESS while the coordinator loads, alone (no unknown state filters), and
+before the pattern is compiled (Kafka's ``TransactionStateManager.listTransactionStates``).
 
-Deviation: the pattern is Python's ``re``; Kafka compiles it with RE2/J, which refuses
-back-references and look-arounds that ``re`` accepts (as for KIP-848 topic regexes).
+The pattern is Kafka's dialect, RE2/J (``coordinator/regex.py``: ``re`` refusing what RE2/J
+has not, as for KIP-848 topic regexes).
 
 Only the transactional ids the principal may DESCRIBE are listed (Kafka's
 ``handleListTransactionsRequest``).
@@ -24,6 +25,7 @@ from kio.schema.list_transactions.v2.request import ListTransactionsRequest
 from kio.schema.list_transactions.v2.response import ListTransactionsResponse, TransactionState
 from kio.schema.types import ProducerId, TransactionalId
 
+from coordinator.regex import RegexError, compile_re2
 from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
@@ -31,9 +33,8 @@ from wire.values import NO_THROTTLE
 
 
 def _pattern(text: str | None) -> re.Pattern[str] | None:
-    """The compiled filter, None for no filter; raises ``re.error``, ``OverflowError`` or
-    ``RecursionError``."""
-    return re.compile(text) if text else None
+    """The compiled filter, None for no filter; raises RegexError."""
+    return compile_re2(text) if text else None
 
 
 @handler(
@@ -45,18 +46,19 @@ def _pattern(text: str | None) -> re.Pattern[str] | None:
 async def list_transactions(
     ctx: RequestContext, req: ListTransactionsRequest
 ) -> ListTransactionsResponse:
+    code, unknown, found = ctx.broker.txns.list_transactions(
+        req.state_filters, req.producer_id_filters, int(req.duration_filter)
+    )
     try:
-        pattern = _pattern(req.transactional_id_pattern)
-    except (re.error, OverflowError, RecursionError):  # a bad one, a huge repeat, deep nesting
+        # compiled once the coordinator is loaded, as Kafka's listTransactionStates
+        pattern = _pattern(req.transactional_id_pattern) if code is ErrorCode.none else None
+    except RegexError:
         return ListTransactionsResponse(
             throttle_time=NO_THROTTLE,
             error_code=ErrorCode.invalid_regular_expression,
             unknown_state_filters=(),
             transaction_states=(),
         )
-    code, unknown, found = ctx.broker.txns.list_transactions(
-        req.state_filters, req.producer_id_filters, int(req.duration_filter)
-    )
     return ListTransactionsResponse(
         throttle_time=NO_THROTTLE,
         error_code=code,

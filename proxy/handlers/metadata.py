@@ -19,7 +19,8 @@ same response: the answer Kafka gives on the retry. ``__consumer_offsets`` and
 
 v12+ by topic id (Kafka's ``handleTopicMetadataRequest``): once any entry carries a topic id,
 the ids alone are looked up, each once, and every name in the request is ignored (an unknown
-id is UNKNOWN_TOPIC_ID).
+id is UNKNOWN_TOPIC_ID). Asked by name, each name is answered once however often it is given
+(Kafka looks the names up as a set).
 
 Authorization (Kafka's ``handleTopicMetadataRequest``): a topic the principal may not
 DESCRIBE is left out of an all-topics answer; named, it is answered TOPIC_AUTHORIZATION_FAILED
@@ -190,6 +191,9 @@ async def metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataRespons
                 e.topic_id for e in requested if e.topic_id not in (None, ZERO_UUID)
             )
             requested = tuple(MetadataRequestTopic(topic_id=i, name=None) for i in ids)
+        else:
+            # Kafka looks the names up as a set: a name given twice is answered once
+            requested = tuple({e.name: e for e in requested}.values())
         out = []
         asked: list[str] = []
         for e in requested:

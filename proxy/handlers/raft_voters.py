@@ -14,8 +14,8 @@ adding (removing) voter because the kraft.version feature is 0".
 kafkad's quorum is static, this one node (DescribeQuorum), and its finalized features do not
 include ``kraft.version``: so every well-formed change is that UNSUPPORTED_VERSION, as a Kafka
 node formatted with a static quorum answers. Deviation: kafkad has no controller listener;
-the default listener is its first client listener, and the missing-endpoint message names it
-without Kafka's ``Endpoints`` formatting.
+the default listener is its first client listener (names compared in upper case, as Kafka's
+``ListenerName.normalised``).
 """
 
 from __future__ import annotations
@@ -89,10 +89,18 @@ async def add_raft_voter(ctx: RequestContext, req: AddRaftVoterRequest) -> AddRa
         return _add(ErrorCode.inconsistent_cluster_id, mismatch)
     if not _valid_voter(req.voter_id, req.voter_directory_id):
         return _add(ErrorCode.invalid_request, "Add voter request didn't include a valid voter")
-    default = ctx.broker.first_listener
-    if all(lst.name != default for lst in req.listeners):
+    default = ctx.broker.first_listener.upper()
+    # Kafka's Endpoints.fromAddVoterRequest: names normalised to upper case, the last of a name
+    # kept (a HashMap: Kafka's message lists several in hash order, kafkad in the request's)
+    endpoints = {lst.name.upper(): (lst.host, int(lst.port)) for lst in req.listeners}
+    if default not in endpoints:
+        shown = ", ".join(
+            f"ListenerName({name})={host}/<unresolved>:{port}"
+            for name, (host, port) in endpoints.items()
+        )
         message = (
-            f"Add voter request didn't include the endpoint for the default listener {default}"
+            f"Add voter request didn't include the endpoint (Endpoints(endpoints={{{shown}}})) "
+            f"for the default listener ListenerName({default})"
         )
         return _add(ErrorCode.invalid_request, message)
     return _add(ErrorCode.unsupported_version, _unsupported("adding"))

@@ -4,11 +4,11 @@ unregister``).
 
 Kafka's broker forwards it to the controller (``ControllerApis.handleUnregisterBroker``): ALTER
 on the cluster, else CLUSTER_AUTHORIZATION_FAILED; then ``ReplicationControlManager
-.unregisterBroker``: a broker id that is not registered is BROKER_ID_NOT_REGISTERED (the
-response carries the code only, no message, as Kafka's). The only registered broker of a single
-kafkad is this node: unregistering it is answered NONE and changes nothing (a live Kafka broker
-unregistered this way registers again at its next heartbeat; kafkad's node never stops being
-registered).
+.unregisterBroker``: a broker id that is not registered is BROKER_ID_NOT_REGISTERED with the
+exception's message (Kafka 4.1+ answers with ``getErrorResponse``, KAFKA-18859). The only
+registered broker of a single kafkad is this node: unregistering it is answered NONE and
+changes nothing (a live Kafka broker unregistered this way registers again at its next
+heartbeat; kafkad's node never stops being registered).
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ from proxy.registry import handler
 from wire.values import NO_THROTTLE
 
 
-def _answer(code: ErrorCode) -> UnregisterBrokerResponse:
-    return UnregisterBrokerResponse(throttle_time=NO_THROTTLE, error_code=code, error_message=None)
+def _answer(code: ErrorCode, message: str | None = None) -> UnregisterBrokerResponse:
+    return UnregisterBrokerResponse(
+        throttle_time=NO_THROTTLE, error_code=code, error_message=message
+    )
 
 
 def _error_reply(req: UnregisterBrokerRequest, code: ErrorCode) -> UnregisterBrokerResponse:
@@ -44,5 +46,6 @@ async def unregister_broker(
 ) -> UnregisterBrokerResponse:
     require_cluster(ctx, AclOperation.ALTER)
     if req.broker_id != ctx.broker.node_id:
-        return _answer(ErrorCode.broker_id_not_registered)
+        message = f"Broker ID {req.broker_id} is not currently registered"
+        return _answer(ErrorCode.broker_id_not_registered, message)
     return _answer(ErrorCode.none)

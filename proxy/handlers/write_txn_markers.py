@@ -14,7 +14,9 @@ is answered with its own error code:
 * UNKNOWN_TOPIC_OR_PARTITION: no such topic or partition;
 * INVALID_PRODUCER_EPOCH: the marker's epoch is below the producer's, or, for a marker whose
   v2 ``transaction_version`` is 2 or more (a TV2 coordinator's, written at the bumped epoch),
-  not above it (Kafka's ``ProducerAppendInfo.checkProducerEpoch``); v1 markers are TV0/TV1;
+  not above it while the producer has a transaction open on the partition (Kafka's
+  ``ProducerAppendInfo.checkProducerEpoch``; with none open, an equal epoch is the retry of a
+  marker already written, written again: KAFKA-19999, Kafka 4.2); v1 markers are TV0/TV1;
 * TRANSACTION_COORDINATOR_FENCED: the coordinator epoch is below the last marker's;
 * KAFKA_STORAGE_ERROR: the append failed.
 

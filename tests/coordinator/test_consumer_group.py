@@ -409,12 +409,24 @@ def test_regex_resolutions_are_stored_and_forgotten() -> None:
     assert records.replay_all(written + gone)["g"].resolved_regexes == {}
 
 
-def test_invalid_regex() -> None:
+@pytest.mark.parametrize(
+    "regex",
+    ["t(", "a{4294967296}", "(" * 5000 + ")" * 5000, r"(t)\1", "t(?=x)", "t{1001}"],
+    ids=[
+        "re.error",
+        "huge repeat (OverflowError)",
+        "deep nesting (RecursionError)",
+        "back-reference (RE2/J has none)",
+        "look-ahead (RE2/J has none)",
+        "repeat above RE2's 1000",
+    ],
+)
+def test_invalid_regex(regex: str) -> None:
     g = ConsumerGroup("g")
-    hb = Heartbeat("g", "a", 0, rebalance_timeout_ms=1, subscribed_topic_regex="t(", owned=())
+    hb = Heartbeat("g", "a", 0, rebalance_timeout_ms=1, subscribed_topic_regex=regex, owned=())
     r = heartbeat(g, hb, TOPICS, CFG, 0)
     assert r.error is E.invalid_regular_expression
-    assert r.message is not None and r.message.startswith("SubscribedTopicRegex `t(` is not")
+    assert r.message is not None and r.message.startswith(f"SubscribedTopicRegex `{regex}` is not")
     assert not g.members and g.group_epoch == 0
 
 

@@ -73,14 +73,22 @@ async def test_anything_but_the_metadata_partition_alone_is_unknown(topics: Any)
         resp = await c.request(quorum_request(2, *topics))
         assert (resp.error_code, resp.nodes) == (ErrorCode.none, ())
         got = {
-            (t.topic_name, p.partition_index): (p.error_code, p.error_message, p.current_voters)
+            (t.topic_name, p.partition_index): (
+                p.error_code,
+                p.error_message,
+                p.current_voters,
+                (p.leader_id, p.leader_epoch, p.high_watermark),
+            )
             for t in resp.topics
             for p in t.partitions
         }
+        # getPartitionLevelErrorResponse sets the code and message alone: the other fields keep
+        # the schema's defaults (no "default" given: 0)
         unknown = (
             ErrorCode.unknown_topic_or_partition,
             "This server does not host this topic-partition.",
             (),
+            (0, 0, 0),
         )
         assert got == {(name, p): unknown for name, parts in topics for p in parts}
 

@@ -698,3 +698,43 @@ async def test_share_group_state_is_an_internal_topic() -> None:
             )
         )
         assert [t.is_internal for t in described.topics] == [True]
+
+
+async def test_metadata_answers_a_name_asked_twice_once() -> None:
+    # Kafka's handleTopicMetadataRequest looks up metadataRequest.topics.asScala.toSet: a name
+    # given more than once (known, unknown, or auto-created) is answered once
+    from kio.schema.metadata.v12 import request as md12
+
+    async with running_broker() as (server, port), connect(port) as c:
+        assert server.broker is not None
+        assert await create(c, "twice", 1) == ErrorCode.none
+        for auto in (False, True):
+            names = ("twice", "nowhere", "twice", "nowhere", "twice")
+            resp = await c.request(
+                md12.MetadataRequest(
+                    topics=tuple(md12.MetadataRequestTopic(name=n, topic_id=None) for n in names),
+                    allow_auto_topic_creation=auto,
+                    include_topic_authorized_operations=False,
+                )
+            )
+            assert sorted(t.name for t in resp.topics) == ["nowhere", "twice"], auto
+
+
+async def test_describe_topic_partitions_answers_a_name_asked_twice_once() -> None:
+    # Kafka's DescribeTopicPartitionsRequestHandler collects the names in a HashSet
+    from kio.schema.describe_topic_partitions.v0 import request as dtp
+
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "dup", 1) == ErrorCode.none
+        names = ("dup", "nope", "dup", "nope")
+        resp = await c.request(
+            dtp.DescribeTopicPartitionsRequest(
+                topics=tuple(dtp.TopicRequest(name=n) for n in names),
+                response_partition_limit=10,
+                cursor=None,
+            )
+        )
+        assert [(t.name, t.error_code) for t in resp.topics] == [
+            ("dup", ErrorCode.none),
+            ("nope", ErrorCode.unknown_topic_or_partition),
+        ]

@@ -55,14 +55,21 @@ async def test_add_voter_checks_then_refuses_on_a_static_quorum(mod: Any) -> Non
         invalid = (E.invalid_request, "Add voter request didn't include a valid voter")
         assert await answer(add(mod, voter=-1)) == invalid
         assert await answer(add(mod, directory=None)) == invalid
-        code, _ = await answer(add(mod, listener="CONTROLLER"))
-        assert code == E.invalid_request
+        # Kafka's message, with its Endpoints and ListenerName formatting
+        assert await answer(add(mod, listener="CONTROLLER")) == (
+            E.invalid_request,
+            "Add voter request didn't include the endpoint (Endpoints(endpoints="
+            "{ListenerName(CONTROLLER)=localhost/<unresolved>:9093})) for the default listener "
+            "ListenerName(PLAINTEXT)",
+        )
         unsupported = (
             E.unsupported_version,
             "Cluster doesn't support adding voter because the kraft.version feature is 0",
         )
         assert await answer(add(mod, cluster=ours)) == unsupported
         assert await answer(add(mod)) == unsupported
+        # listener names are normalised to upper case (ListenerName.normalised)
+        assert await answer(add(mod, listener="plaintext")) == unsupported
 
 
 async def test_remove_voter_checks_then_refuses_on_a_static_quorum() -> None:

@@ -50,53 +50,6 @@ async def test_the_broker_s_compression_type_is_the_topics_default() -> None:
         assert header.compression == 1
 
 
-async def test_a_zstd_topic_refuses_fetches_from_before_zstd() -> None:
-    """Kafka's maybeConvertFetchedData: compression.type=zstd and Fetch below v10 ->
-    UNSUPPORTED_COMPRESSION_TYPE, high watermark -1, no records; v10+ reads it."""
-    from kio.schema.fetch.v9 import request as f9
-
-    async with running_broker() as (_, port), connect(port) as c:
-        assert await create(c, "zs", 1, **{"compression.type": "zstd"}) == ErrorCode.none
-        assert await create(c, "plain") == ErrorCode.none
-        for name in ("zs", "plain"):
-            await produce(c, name, batch([b"a"]))
-        new = (await c.request(fetch_request("zs", 0))).responses[0].partitions[0]
-        assert new.error_code == ErrorCode.none and new.high_watermark == 1
-        for name, code in (
-            ("zs", ErrorCode.unsupported_compression_type),
-            ("plain", ErrorCode.none),
-        ):
-            req = fetch_request(name, 0)
-            old = f9.FetchRequest(
-                replica_id=-1,
-                max_wait=req.max_wait,
-                min_bytes=req.min_bytes,
-                max_bytes=req.max_bytes,
-                isolation_level=0,
-                session_id=0,
-                session_epoch=-1,
-                topics=(
-                    f9.FetchTopic(
-                        topic=name,
-                        partitions=(
-                            f9.FetchPartition(
-                                partition=0,
-                                current_leader_epoch=-1,
-                                fetch_offset=0,
-                                log_start_offset=-1,
-                                partition_max_bytes=1 << 20,
-                            ),
-                        ),
-                    ),
-                ),
-                forgotten_topics_data=(),
-            )
-            part = (await c.request(old)).responses[0].partitions[0]
-            assert part.error_code == code, name
-            if code is ErrorCode.unsupported_compression_type:
-                assert part.high_watermark == -1 and not part.records
-
-
 async def _stored_size(c: RawClient, name: str, configs: dict[str, str]) -> int:
     assert await create(c, name, 1, **configs) == ErrorCode.none
     values = [(b"compressible %d " % i) * 40 for i in range(50)]
@@ -179,10 +132,10 @@ def _fetch_v9(wait_ms: int, *parts: tuple[str, int]) -> Any:
     )
 
 
-async def test_an_old_fetch_of_a_zstd_topic_is_read_first_then_refused() -> None:
-    """Kafka reads (and long-polls) as for any fetch and refuses the zstd topic's partitions
-    only when it builds the answer (maybeConvertFetchedData in createResponse): the refusal
-    does not end the long poll, and it replaces whatever the read gave, a read error too."""
+async def test_an_old_fetch_of_a_zstd_topic_is_served_as_any_other() -> None:
+    """Kafka 4.0 dropped the refusal of Fetch below v10 on a compression.type=zstd topic
+    (KAFKA-18269, KIP-724/896: no down-conversion, no UNSUPPORTED_COMPRESSION_TYPE on the fetch
+    path): the partition is read, long-polled and erred as any other."""
     async with running_broker() as (_, port), connect(port) as reader, connect(port) as writer:
         assert await create(writer, "zs", 1, **{"compression.type": "zstd"}) == ErrorCode.none
         assert await create(writer, "plain") == ErrorCode.none
@@ -196,22 +149,20 @@ async def test_an_old_fetch_of_a_zstd_topic_is_read_first_then_refused() -> None
                 n.start_soon(poll)
                 await trio.testing.wait_all_tasks_blocked()
                 assert got == []  # still waiting: nothing to read anywhere
-                await produce(writer, "plain", batch([b"wake"]))
+                await produce(writer, "zs", batch([b"wake"]))
         by_name = {t.topic: t.partitions[0] for t in got[0].responses}
-        assert by_name["zs"].error_code == ErrorCode.unsupported_compression_type
-        assert by_name["plain"].error_code == ErrorCode.none and len(by_name["plain"].records) > 0
-        # a read error (offset out of range) is answered as the refusal too
+        zs = by_name["zs"]
+        assert (zs.error_code, zs.high_watermark) == (ErrorCode.none, 1)
+        [(_, header)] = list(iter_batches(zs.records))
+        assert header.compression == CODEC["zstd"]
+        assert [r.value for r in decode_batch_records(zs.records)] == [b"wake"]
+        # a read error is that error
         resp = await reader.request(_fetch_v9(0, ("zs", 5)))
         part = resp.responses[0].partitions[0]
-        assert (part.error_code, part.high_watermark) == (
-            ErrorCode.unsupported_compression_type,
-            -1,
-        )
+        assert part.error_code == ErrorCode.offset_out_of_range
 
 
-async def test_an_old_fetch_refused_authorization_on_a_zstd_topic_is_answered_the_codec() -> None:
-    # maybeConvertFetchedData runs on every partition of the answer whose log this node has,
-    # TOPIC_AUTHORIZATION_FAILED ones included
+async def test_an_old_fetch_of_a_zstd_topic_refused_authorization_says_so() -> None:
     from tests.proxy.acl.harness import secured
 
     async with secured() as (c, grants, _):
@@ -220,6 +171,6 @@ async def test_an_old_fetch_refused_authorization_on_a_zstd_topic_is_answered_th
         resp = await c.request(_fetch_v9(0, ("zs", 0), ("missing", 0)))
         got = {t.topic: t.partitions[0].error_code for t in resp.responses}
         assert got == {
-            "zs": ErrorCode.unsupported_compression_type,
+            "zs": ErrorCode.topic_authorization_failed,
             "missing": ErrorCode.topic_authorization_failed,
         }

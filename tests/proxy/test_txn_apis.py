@@ -369,7 +369,8 @@ async def test_list_transactions_v2_filters_on_a_whole_id_pattern() -> None:
             assert await listed(".*app") == ["app", "other-app"]
             assert await listed("app-[2-9]", state_filters=("Empty",)) == ["app-2"]
             assert await listed("app-.*", state_filters=("Ongoing",)) == []
-            for bad in ("app-(", "a{4294967296}", "(" * 2000 + ")" * 2000):
+            # what re cannot compile, and what it can but RE2/J (Kafka's dialect) cannot
+            for bad in ("app-(", "a{4294967296}", "(" * 2000 + ")" * 2000, r"(a)\1", "a{1001}"):
                 r = await c.request(
                     req(
                         "list_transactions",
@@ -384,6 +385,31 @@ async def test_list_transactions_v2_filters_on_a_whole_id_pattern() -> None:
                     (),
                     (),
                 )
+
+
+async def test_list_transactions_while_loading_answers_only_the_load() -> None:
+    # Kafka's TransactionStateManager.listTransactionStates: COORDINATOR_LOAD_IN_PROGRESS comes
+    # first, alone (no unknown state filters), before the pattern is even compiled
+    with trio.fail_after(10):
+        async with running_broker() as (server, port), connect(port) as c:
+            assert server.broker is not None
+            await init(c, "app")
+            server.broker.txns.loaded = trio.Event()  # as while the coordinator loads
+            for pattern in (None, "app", "app-("):
+                r = await c.request(
+                    req(
+                        "list_transactions",
+                        2,
+                        "ListTransactionsRequest",
+                        state_filters=("Nonsense",),
+                        transactional_id_pattern=pattern,
+                    )
+                )
+                assert (r.error_code, r.unknown_state_filters, r.transaction_states) == (
+                    E.coordinator_load_in_progress,
+                    (),
+                    (),
+                ), pattern
 
 
 async def test_state_survives_a_restart(tmp_path: Path) -> None:

@@ -13,9 +13,13 @@ from tests.proxy.harness import connect, running_broker
 
 async def test_only_this_node_is_registered() -> None:
     async with running_broker(**{"node.id": "4"}) as (_, port), connect(port) as c:
-        for broker_id, code in ((4, ErrorCode.none), (5, ErrorCode.broker_id_not_registered)):
+        # the refusal carries the exception's message (KAFKA-18859: getErrorResponse, 4.1+)
+        for broker_id, code, message in (
+            (4, ErrorCode.none, None),
+            (5, ErrorCode.broker_id_not_registered, "Broker ID 5 is not currently registered"),
+        ):
             resp = await c.request(ub.UnregisterBrokerRequest(broker_id=broker_id))
-            assert (resp.error_code, resp.error_message) == (code, None)
+            assert (resp.error_code, resp.error_message) == (code, message)
         # still the cluster's broker
         resp = await c.request(ub.UnregisterBrokerRequest(broker_id=4))
         assert resp.error_code == ErrorCode.none

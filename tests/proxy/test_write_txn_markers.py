@@ -143,7 +143,14 @@ async def test_v2_a_tv2_marker_needs_an_epoch_above_the_producers() -> None:
             assert await write2(marker_v2(P1, 4, False, 2, a=[0])) == [(P1, "a", 0, E.none)]
             rc = await fetch(c, "a", 0, committed=True)
             assert (rc.high_watermark, rc.last_stable_offset) == (2, 2)
-            # the producer's epoch is now 4: the same TV2 marker again is refused
+            # the producer's epoch is now 4 and nothing is open: the same TV2 marker again is a
+            # retry of one already written and is written again (Kafka 4.2, KAFKA-19999)
+            assert await write2(marker_v2(P1, 4, False, 2, a=[0])) == [(P1, "a", 0, E.none)]
+            rc = await fetch(c, "a", 0, committed=True)
+            assert (rc.high_watermark, rc.last_stable_offset) == (3, 3)
+            # ... but not while a transaction at that epoch is open
+            v.add(P1, 4, TopicPartition("a", 0))
+            assert (await produce(c, "a", tbatch(P1, 0, epoch=4))).base_offset == 3
             assert await write2(marker_v2(P1, 4, False, 2, a=[0])) == [
                 (P1, "a", 0, E.invalid_producer_epoch)
             ]
