@@ -110,16 +110,19 @@ def profiled_phase(
     acks: str,
     args: argparse.Namespace,
     label: str,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """run_phase, under `py-spy record` of kafkad when --profile is on."""
-    overrides = args.producer_set if kind == "produce" else args.consumer_set
+    """run_phase, under `py-spy record` of kafkad when --profile is on; ``overrides`` replace
+    the --producer-set/--consumer-set settings (the txn phases pass their own)."""
+    if overrides is None:
+        overrides = args.producer_set if kind == "produce" else args.consumer_set
     if kind == "produce" and acks == IDEMPOTENT:
         acks = "all"
         overrides = {**overrides, "enable.idempotence": True}
     profiler = None
     if args.profile and broker.name == "kafkad" and broker.pid is not None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        slug = label.replace(" ", "-").replace("=", "")
+        slug = label.replace(" ", "-").replace("=", "").replace("/", "-per-")
         out = RESULTS_DIR / f"profile-{stamp}-kafkad-{size}B-{slug}.txt"
         profiler = ProfileRecorder(args.py_spy, broker.pid, out)
     try:
@@ -162,7 +165,7 @@ def bench_broker_size(broker: Broker, size: int, args: argparse.Namespace) -> li
     if not broker.alive():
         raise RuntimeError(f"{broker.name} died during consume; see {broker.log_path}")
     if args.transactions:
-        rows.extend(txn_phases(broker, size, args, topics))
+        rows.extend(txn_phases(broker, size, args, topics, profiled_phase))
     if args.latency:
         rows.append(latency_phase(broker, size, args))
         topics[LATENCY_PHASE] = rows[-1]["topic"]
