@@ -27,9 +27,9 @@ lookups and the markers on the fetch path), until every partition's position rea
 With ``--latency`` a last phase, ``latency acks=all``, has one producer send one record at a
 time (``linger.ms=0``, acks=all, the next record only once the last one was acknowledged) and
 reports the round trip's p50/p99; the txn phases report their commit latency (begin to commit
-acknowledged) p50/p99 and broker CPU per transaction. Small transactions are limited by the
-broker, not the clients' timers, with ``--producer-set linger.ms=0`` and ``--clients`` as many
-as the partitions.
+acknowledged) p50/p99 and broker CPU per transaction. The txn phases' producers run at
+``linger.ms=0``, so small transactions are limited by the broker, not the clients' timers, with
+``--clients`` as many as the partitions.
 
 Over TLS: ``--bootstrap`` an SSL listener and ``--client-config FILE`` (librdkafka settings
 for every client, e.g. the ``librdkafka.properties`` that ``kafkad certs DIR`` writes).
