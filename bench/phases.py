@@ -8,9 +8,11 @@ import argparse
 import multiprocessing as mp
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from bench.brokers import Broker
+from bench.profiling import print_profile
 from bench.report import print_row
 from bench.workers import (
     CLIENT_EXTRA,
@@ -64,7 +66,9 @@ def run_phase(
                 {
                     "enable.idempotence": True,
                     "acks": "all",
-                    "linger.ms": 1,
+                    # sent at once: small transactions are then limited by the broker,
+                    # not by the clients' linger timers
+                    "linger.ms": 0,
                     "transaction.timeout.ms": txn_timeout,
                 }
             )
@@ -152,10 +156,15 @@ def run_phase(
 
 
 def txn_phases(
-    broker: Broker, size: int, args: argparse.Namespace, topics: dict[str, str]
+    broker: Broker,
+    size: int,
+    args: argparse.Namespace,
+    topics: dict[str, str],
+    profiled: Callable[..., dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """The --transactions phases: one transactional produce phase per --txn-sizes entry,
-    then a read_committed consume of the topic the largest transactions wrote."""
+    then a read_committed consume of the topic the largest transactions wrote. ``profiled``
+    (throughput.profiled_phase) runs the txn produce phases under --profile."""
     rows: list[dict[str, Any]] = []
     plans = split_partitions(args.partitions, args.clients, args.txn_records)
     last: tuple[str, dict[int, int]] | None = None
@@ -163,9 +172,13 @@ def txn_phases(
         phase = f"txn {per_txn}/txn"
         topic = topics[phase] = create_topic(broker.bootstrap, args.partitions)
         overrides = {**args.producer_set, "bench.records.per.txn": per_txn}
-        res = run_phase(broker, "txn", topic, plans, size, "all", args.phase_timeout, overrides)
+        if profiled is not None:
+            res = profiled(broker, "txn", topic, plans, size, "all", args, phase, overrides)
+        else:
+            res = run_phase(broker, "txn", topic, plans, size, "all", args.phase_timeout, overrides)
         rows.append({"broker": broker.name, "size": size, "phase": phase, **res})
         print_row(rows[-1])
+        print_profile(rows[-1])
         if "failed" not in res:
             last = (topic, res["per_partition"])
         if not broker.alive():

@@ -27,9 +27,9 @@ lookups and the markers on the fetch path), until every partition's position rea
 With ``--latency`` a last phase, ``latency acks=all``, has one producer send one record at a
 time (``linger.ms=0``, acks=all, the next record only once the last one was acknowledged) and
 reports the round trip's p50/p99; the txn phases report their commit latency (begin to commit
-acknowledged) p50/p99 and broker CPU per transaction. Small transactions are limited by the
-broker, not the clients' timers, with ``--producer-set linger.ms=0`` and ``--clients`` as many
-as the partitions.
+acknowledged) p50/p99 and broker CPU per transaction. The txn phases' producers run at
+``linger.ms=0``, so small transactions are limited by the broker, not the clients' timers, with
+``--clients`` as many as the partitions.
 
 Over TLS: ``--bootstrap`` an SSL listener and ``--client-config FILE`` (librdkafka settings
 for every client, e.g. the ``librdkafka.properties`` that ``kafkad certs DIR`` writes).
@@ -110,16 +110,19 @@ def profiled_phase(
     acks: str,
     args: argparse.Namespace,
     label: str,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """run_phase, under `py-spy record` of kafkad when --profile is on."""
-    overrides = args.producer_set if kind == "produce" else args.consumer_set
+    """run_phase, under `py-spy record` of kafkad when --profile is on; ``overrides`` replace
+    the --producer-set/--consumer-set settings (the txn phases pass their own)."""
+    if overrides is None:
+        overrides = args.producer_set if kind == "produce" else args.consumer_set
     if kind == "produce" and acks == IDEMPOTENT:
         acks = "all"
         overrides = {**overrides, "enable.idempotence": True}
     profiler = None
     if args.profile and broker.name == "kafkad" and broker.pid is not None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        slug = label.replace(" ", "-").replace("=", "")
+        slug = label.replace(" ", "-").replace("=", "").replace("/", "-per-")
         out = RESULTS_DIR / f"profile-{stamp}-kafkad-{size}B-{slug}.txt"
         profiler = ProfileRecorder(args.py_spy, broker.pid, out)
     try:
@@ -162,7 +165,7 @@ def bench_broker_size(broker: Broker, size: int, args: argparse.Namespace) -> li
     if not broker.alive():
         raise RuntimeError(f"{broker.name} died during consume; see {broker.log_path}")
     if args.transactions:
-        rows.extend(txn_phases(broker, size, args, topics))
+        rows.extend(txn_phases(broker, size, args, topics, profiled_phase))
     if args.latency:
         rows.append(latency_phase(broker, size, args))
         topics[LATENCY_PHASE] = rows[-1]["topic"]

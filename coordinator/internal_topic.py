@@ -33,7 +33,7 @@ from storage.api import (
     StorageError,
 )
 from wire.batch import BatchHeader, iter_batches
-from wire.records import Record, build_batch, read_batch_header
+from wire.records import Record, build_batch, build_one_record_batch, read_batch_header
 
 __all__ = ["CONSUMER_OFFSETS", "TRANSACTION_STATE", "InternalTopic", "read_batches"]
 
@@ -93,10 +93,14 @@ class InternalTopic:
         """Append ``records`` as one batch to ``key``'s partition; returns its base offset.
         Raises StorageError."""
         p = await self.partition_for(key)
-        batch = build_batch(
-            [Record(i, 0, k, v) for i, (k, v) in enumerate(records)], base_timestamp=now_ms
-        )
-        appended = await p.append(batch, read_batch_header(batch), now_ms)
+        if len(records) == 1:  # the coordinators' usual write: the one-record fast path
+            batch, header = build_one_record_batch(*records[0], now_ms)
+        else:
+            batch = build_batch(
+                [Record(i, 0, k, v) for i, (k, v) in enumerate(records)], base_timestamp=now_ms
+            )
+            header = read_batch_header(batch)
+        appended = await p.append(batch, header, now_ms)
         if isinstance(appended, ErrorCode):  # only producer-id batches are refused; ours has none
             raise StorageError(f"append to {p.tp} refused: {appended.name}")
         return appended[0]

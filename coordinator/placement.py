@@ -5,11 +5,13 @@ id on ``__transaction_state`` and a group id on ``__consumer_offsets`` are place
 
 from __future__ import annotations
 
+import functools
 import struct
 
 __all__ = ["java_string_hash", "partition_for"]
 
 
+@functools.lru_cache(maxsize=65536)  # transactional ids and group ids recur on every request
 def java_string_hash(s: str) -> int:
     """Java's ``String.hashCode``: over UTF-16 code units (a lone surrogate is one unit, as a
     Java string may hold one), wrapping at 32 bits (signed)."""

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import trio
 from kio.schema.errors import ErrorCode
 
+from proxy.conn_io import WriteTimedOut, connection_io
 from proxy.dispatch import Dispatcher
 from proxy.outcomes import CloseConnection
 from proxy.principal import ANONYMOUS, KafkaPrincipal
@@ -39,8 +41,6 @@ from wire.errors import FramingError, ProtocolError
 from wire.framing import FrameDecoder, Want
 
 log = logging.getLogger("kafkad.connection")
-
-READ_SIZE = 256 * 1024
 
 
 @dataclass
@@ -65,23 +65,6 @@ class Connection:
         self.sasl: SaslSession | None = None
         self.busy = False
         self.scope = trio.CancelScope()
-
-
-class _WriteTimedOut(Exception):
-    """A reply could not be written within ``write_s``: part of a frame may be out."""
-
-
-async def _send(stream: trio.abc.Stream, replies: list[bytes], write_s: float) -> None:
-    """Send and clear ``replies`` in one write; raises _WriteTimedOut."""
-    if not replies:
-        return
-    data = b"".join(replies)
-    replies.clear()
-    with trio.CancelScope(shield=True) as scope:
-        scope.deadline = trio.current_time() + write_s
-        await stream.send_all(data)
-    if scope.cancelled_caught:
-        raise _WriteTimedOut
 
 
 async def _after_sasl(conn: Connection, send_ready: Callable[[], Awaitable[None]]) -> None:
@@ -113,6 +96,7 @@ async def serve_connection(
 ) -> None:
     decoder = FrameDecoder(cfg.max_frame_bytes)
     stream = conn.stream
+    io = connection_io(stream)
     log.debug("connection opened peer=%s", conn.peer)
     reason = "closed by peer"
     replies: list[bytes] = []
@@ -122,7 +106,11 @@ async def serve_connection(
         muted_until.append(trio.current_time() + ms / 1000)
 
     async def send_ready() -> None:
-        await _send(stream, replies, cfg.write_s)
+        """Send and clear ``replies`` in one write; raises WriteTimedOut."""
+        if replies:
+            data = replies[0] if len(replies) == 1 else b"".join(replies)
+            replies.clear()
+            await io.send(data, cfg.write_s)
 
     async def next_frame() -> bytes | Want:
         session = conn.sasl
@@ -147,6 +135,7 @@ async def serve_connection(
                 # whether or not its handshake is done.
                 conn.stream, conn.principal = await accept_tls(stream, tls, cfg.idle_s)
                 stream = conn.stream
+                io = connection_io(stream)
                 log.debug("TLS connection peer=%s principal=%s", conn.peer, conn.principal)
             while True:
                 frame = await next_frame()
@@ -156,12 +145,14 @@ async def serve_connection(
                     if stopping.is_set():
                         reason = "broker shutting down"
                         break
-                    with trio.move_on_after(cfg.idle_s) as idle:
-                        data = await stream.receive_some(READ_SIZE)
-                    if idle.cancelled_caught:
-                        reason = "idle timeout"
+                    # connections.max.idle.ms on the connection's own scope: no scope per read
+                    reason = "idle timeout"  # if the deadline ends the wait
+                    conn.scope.deadline = trio.current_time() + cfg.idle_s
+                    await io.receive(decoder)
+                    conn.scope.deadline = math.inf
+                    if conn.scope.cancel_called:  # timed out as the bytes came: close anyway
                         break
-                    decoder.feed(data)
+                    reason = "closed by peer"
                     continue
                 conn.busy = True
                 try:
@@ -217,7 +208,7 @@ async def serve_connection(
         except HandshakeFailed as exc:
             reason = str(exc)
             log.info("closing connection peer=%s listener=%s: %s", conn.peer, conn.listener, exc)
-        except _WriteTimedOut:
+        except WriteTimedOut:
             reason = "write timed out"
         except (CloseConnection, ProtocolError) as exc:
             # the requests before this one are answered (Kafka would have answered them)
@@ -227,9 +218,9 @@ async def serve_connection(
             else:
                 reason = f"closed by handler: {exc}"
             if replies:
-                lost = (trio.BrokenResourceError, trio.ClosedResourceError)
-                with trio.move_on_after(cfg.write_s), contextlib.suppress(*lost):
-                    await stream.send_all(b"".join(replies))
+                lost = (trio.BrokenResourceError, trio.ClosedResourceError, WriteTimedOut)
+                with contextlib.suppress(*lost):
+                    await send_ready()
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             reason = f"connection lost: {exc!r}"
         except Exception:  # a bug outside any handler: it costs this connection, not the broker

@@ -37,6 +37,7 @@ from wire.batch import (
     BATCH_HEADER_SIZE,
     CRC_START,
     LOG_OVERHEAD,
+    BatchHeader,
     RecordBatchError,
     read_batch_header,
 )
@@ -209,6 +210,56 @@ def build_batch(
     return before_crc + after_crc
 
 
+def build_one_record_batch(
+    key: bytes | None,
+    value: bytes | None,
+    timestamp: int,
+    *,
+    base_offset: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    attributes: int = 0,
+    partition_leader_epoch: int = -1,
+) -> tuple[bytes, BatchHeader]:
+    """An uncompressed batch of one record (offset and timestamp delta 0, no headers, base
+    sequence -1) and its header: what ``build_batch`` makes of that record, byte for byte,
+    without the general path's per-record objects or a re-parse of the header. The broker's
+    own appends (``__transaction_state``, ``__consumer_offsets``, markers) are such batches."""
+    record = bytearray(b"\x00\x00\x00")  # attributes, timestamp delta 0, offset delta 0
+    _write_bytes(record, key)
+    _write_bytes(record, value)
+    record.append(0)  # no headers
+    body = bytearray()
+    write_varint(body, len(record))
+    body += record
+    after_crc = _HEADER_AFTER_CRC.pack(
+        attributes, 0, timestamp, timestamp, producer_id, producer_epoch, -1, 1
+    )
+    after_crc += body
+    batch_length = len(after_crc) + CRC_START - LOG_OVERHEAD
+    crc = crc32c.crc32c(after_crc)
+    batch = (
+        _HEADER_BEFORE_CRC.pack(base_offset, batch_length, partition_leader_epoch, 2, crc)
+        + after_crc
+    )
+    header = BatchHeader(
+        base_offset,
+        batch_length,
+        partition_leader_epoch,
+        2,
+        crc,
+        attributes,
+        0,
+        timestamp,
+        timestamp,
+        producer_id,
+        producer_epoch,
+        -1,
+        1,
+    )
+    return batch, header
+
+
 def compress_records(records: Sequence[Record], codec: int) -> bytes:
     return compress(codec, b"".join(encode_record(r) for r in records))
 
@@ -254,16 +305,17 @@ def build_control_batch(
         key=_CONTROL_KEY.pack(0, kind),
         value=_CONTROL_VALUE.pack(0, coordinator_epoch),
     )
-    return build_batch(
-        [record],
+    batch, _ = build_one_record_batch(
+        record.key,
+        record.value,
+        timestamp,
         base_offset=base_offset,
-        base_timestamp=timestamp,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
-        transactional=True,
-        control=True,
+        attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL,
         partition_leader_epoch=partition_leader_epoch,
     )
+    return batch
 
 
 def parse_control_record_type(key: bytes | None) -> int:

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from wire.errors import ErrorCode
 from wire.records import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
     BATCH_HEADER_SIZE,
     CRC_START,
     ControlRecordType,
@@ -21,6 +23,7 @@ from wire.records import (
     ValidatedBatch,
     build_batch,
     build_control_batch,
+    build_one_record_batch,
     crc_ok,
     decode_batch_records,
     decompress,
@@ -379,3 +382,36 @@ def test_control_record_key_parsing() -> None:
 def test_read_end_txn_marker_refuses_data_batches() -> None:
     with pytest.raises(RecordBatchError):
         read_end_txn_marker(build_batch(sample(1), base_timestamp=TS))
+
+
+@pytest.mark.parametrize("key", [None, b"", b"k", b"\x00\x00\x00\x09bench-txn", b"x" * 70_000])
+@pytest.mark.parametrize("value", [None, b"", b"v" * 63, b"v" * 64, b"v" * 20_000])
+def test_one_record_batch_is_build_batch_byte_for_byte(
+    key: bytes | None, value: bytes | None
+) -> None:
+    plain = build_batch([Record(0, 0, key, value)], base_timestamp=1_700_000_000_123)
+    fast, header = build_one_record_batch(key, value, 1_700_000_000_123)
+    assert fast == plain
+    assert header == read_batch_header(plain)
+    marker = build_batch(
+        [Record(0, 0, key, value)],
+        base_timestamp=-1,
+        base_offset=77,
+        producer_id=2**40,
+        producer_epoch=7,
+        transactional=True,
+        control=True,
+        partition_leader_epoch=3,
+    )
+    fast, header = build_one_record_batch(
+        key,
+        value,
+        -1,
+        base_offset=77,
+        producer_id=2**40,
+        producer_epoch=7,
+        attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL,
+        partition_leader_epoch=3,
+    )
+    assert fast == marker
+    assert header == read_batch_header(marker)
