@@ -155,11 +155,11 @@ class GroupCoordinatorBase:
                 self.offsets.replay(k, v, offset)
             elif isinstance(k, GroupMetadataKey):
                 if value is None:
-                    # the group's record only: its committed offsets have their own tombstones
+                    # the group's record only (Kafka's replay of a group tombstone): its
+                    # committed and pending transactional offsets have their own tombstones
                     # (DeleteGroups writes them first), and a group converted to a consumer
-                    # group (online upgrade, or an Empty group replaced) keeps its offsets
+                    # group (online upgrade, or an Empty group replaced) keeps both
                     self.groups.pop(k.group, None)
-                    self.offsets.forget_pending(k.group)
                 else:
                     gv = decode_group_metadata_value(value)
                     g = group_from_value(k.group, gv, self.config, self.now_ms())

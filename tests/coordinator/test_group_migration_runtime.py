@@ -254,3 +254,40 @@ async def test_a_failed_classic_join_write_changes_nothing(
     assert (await coord.join("g", jreq("k"))).error is E.coordinator_not_available
     assert (g.group_epoch, dict(g.members), dict(g.target)) == before
     assert "k" not in g.session_deadlines and "k" not in g.sync_deadlines
+
+
+async def test_pending_transactional_offsets_survive_the_upgrade_and_a_restart(
+    topics: TopicManager, autojump_clock: Any
+) -> None:
+    """A classic member's TxnOffsetCommit is pending when a consumer-protocol member upgrades
+    the group; the transaction then commits. The group's tombstone (written by the upgrade)
+    does not drop the pending offsets at load, as it does not live (Kafka's group tombstone
+    leaves the offsets alone; DeleteGroups tombstones the pending offsets themselves)."""
+    from coordinator.group.offsets import CommitRequest
+    from storage.api import TopicPartition
+
+    coord = coordinator(topics)
+    await coord.load()
+    tp = TopicPartition("t", 0)
+
+    def verified(*_: Any) -> ErrorCode:
+        return E.none
+
+    async with trio.open_nursery() as n:
+        n.start_soon(coord.run)
+        gens: dict[str, int] = {}
+        await classic_member(coord, n, gens)
+        [(mid, gen)] = gens.items()
+        got = await coord.txn_commit_offsets(
+            "tx", "g", 7, 0, mid, None, gen, [CommitRequest(tp, 5, -1, None)], verified
+        )
+        assert got == {tp: E.none}
+        assert (await coord.consumer_heartbeat(cjoin("c"), 1)).error is E.none
+        p = await coord._offsets_partition("g")
+        assert not isinstance(await coord.write_txn_marker(p, 7, 0, True, 0), ErrorCode)
+        assert [f.offset for f in coord.offsets.fetch("g", None)] == [5]
+        n.cancel_scope.cancel()
+    again = coordinator(topics)
+    await again.load()
+    assert "g" in again.consumer_groups
+    assert [f.offset for f in again.offsets.fetch("g", None)] == [5]
