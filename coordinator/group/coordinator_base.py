@@ -64,6 +64,12 @@ class GroupSummary:
     group_type: str = "classic"  # or "consumer" (KIP-848)
 
 
+class GroupReplaced(StorageError):
+    """A classic group's record was not written: the group is no longer the one its id
+    names (converted to a consumer group, or deleted, while the write waited for the lock);
+    its record after the conversion's would revive it at the next load."""
+
+
 class GroupCoordinatorBase:
     def __init__(
         self,
@@ -237,6 +243,8 @@ class GroupCoordinatorBase:
         if value_bytes is None:
             value_bytes = encode_group_metadata_value(group_value(g, self.wall_ms()))
         async with self._write_lock:
+            if self.groups.get(g.group_id) is not g:
+                raise GroupReplaced(f"group {g.group_id} was replaced")
             await self._append(g.group_id, [(key, value_bytes)])
 
     # -- parked requests ------------------------------------------------------------------------
@@ -250,6 +258,8 @@ class GroupCoordinatorBase:
             g.persist_requested = False
             try:
                 await self._write_group(g)
+            except GroupReplaced:
+                log.info("group %s: replaced; its old record not written", g.group_id)
             except StorageError as exc:
                 log.error("group %s: writing its metadata failed: %s", g.group_id, exc)
         outbox, g.outbox = g.outbox, []

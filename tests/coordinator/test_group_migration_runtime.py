@@ -291,3 +291,90 @@ async def test_pending_transactional_offsets_survive_the_upgrade_and_a_restart(
     await again.load()
     assert "g" in again.consumer_groups
     assert [f.offset for f in again.offsets.fetch("g", None)] == [5]
+
+
+async def test_a_classic_sync_during_the_upgrade_write_does_not_revive_the_classic_group(
+    topics: TopicManager, autojump_clock: Any
+) -> None:
+    """The leader's SyncGroup reaches the classic group while the upgrade's records are being
+    written: it must not write the classic group's record after its tombstone (the group
+    would be both classic and consumer at the next load)."""
+    coord = coordinator(topics)
+    await coord.load()
+    real = coord._append
+
+    async def slow(group_id: str, records: Any) -> int:
+        if any(v is None for _, v in records):  # the upgrade: the classic group's tombstone
+            await trio.sleep(1)
+        return await real(group_id, records)
+
+    coord._append = slow  # type: ignore[method-assign]
+    async with trio.open_nursery() as n:
+        n.start_soon(coord.run)
+        member_id = (await coord.join("g", jreq())).member_id
+        j = await coord.join("g", jreq(member_id))
+        assert j.error is E.none and j.leader == member_id
+        results: dict[str, Any] = {}
+
+        async def upgrade() -> None:
+            results["hb"] = await coord.consumer_heartbeat(cjoin("c"), 1)
+
+        n.start_soon(upgrade)
+        await trio.sleep(0.5)  # the upgrade's write is in flight
+        plan = {member_id: encode_assignment({"t": range(6)}, 1)}
+        s = await coord.sync("g", member_id, None, j.generation, "consumer", "range", plan)
+        await trio.sleep(2)
+        assert results["hb"].error is E.none
+        assert "g" not in coord.groups and "c" in coord.consumer_groups["g"].members
+        assert s.error is E.rebalance_in_progress  # rejoin, in the consumer group
+        assert member_id in coord.consumer_groups["g"].members
+        n.cancel_scope.cancel()
+    again = coordinator(topics)
+    await again.load()
+    assert "g" in again.consumer_groups and "g" not in again.groups
+
+
+async def test_a_classic_join_during_the_downgrade_write_joins_the_classic_group(
+    topics: TopicManager, autojump_clock: Any
+) -> None:
+    """A classic JoinGroup waits for the write lock while the downgrade's records are being
+    written: it must join the classic group the consumer group became, not write member
+    records of the consumer group after its tombstones (both groups at the next load)."""
+    coord = coordinator(topics)
+    await coord.load()
+    real = coord._append
+    slow_writes = False
+
+    async def slow(group_id: str, records: Any) -> int:
+        if slow_writes:
+            await trio.sleep(1)
+        return await real(group_id, records)
+
+    coord._append = slow  # type: ignore[method-assign]
+    async with trio.open_nursery() as n:
+        n.start_soon(coord.run)
+        assert (await coord.consumer_heartbeat(cjoin("c"), 1)).error is E.none
+        assert (await coord.join("g", jreq("k"))).error is E.none
+        slow_writes = True
+        joined: list[Any] = []
+
+        async def leave() -> None:
+            await coord.consumer_heartbeat(Heartbeat("g", "c", -1), 1)
+
+        async def new_member() -> None:
+            req = JoinRequest("", None, "c", "/h", 6000, 3000, "consumer", PROTOCOLS, False)
+            joined.append(await coord.join("g", req))
+
+        n.start_soon(leave)
+        await trio.sleep(0.5)  # the downgrade's write is in flight
+        n.start_soon(new_member)
+        await trio.sleep(0.1)
+        k = await coord.join("g", jreq("k"))  # "k" rejoins the rebalancing classic group
+        await trio.sleep(0.01)
+        assert "g" not in coord.consumer_groups
+        assert joined and (joined[0].error, joined[0].generation) == (E.none, k.generation)
+        assert set(coord.groups["g"].members) == {"k", joined[0].member_id}
+        n.cancel_scope.cancel()
+    again = coordinator(topics)
+    await again.load()
+    assert "g" in again.groups and "g" not in again.consumer_groups
