@@ -34,7 +34,7 @@ resolution and then bumps the epoch.
 
 A member using the classic protocol (online migration, coordinator/group/migration.py) has
 its ClassicMemberMetadata (session timeout, JoinGroup protocols) in the member record's tagged
-field 0, as Kafka writes it.
+field 0, as Kafka writes it: a nullable struct, so preceded by a presence varint (KIP-893).
 """
 
 from __future__ import annotations
@@ -192,7 +192,8 @@ def member_value(m: ConsumerGroupMember) -> bytes:
             c.out += _uvarint(len(metadata) + 1) + metadata
             c.tags()
         c.tags()
-        w.out += _uvarint(1) + _uvarint(0) + _uvarint(len(c.out)) + c.out
+        # a nullable struct as a tagged field: size + 1, a presence varint (1), the struct
+        w.out += _uvarint(1) + _uvarint(0) + _uvarint(len(c.out) + 1) + _uvarint(1) + c.out
     return bytes(w.out)
 
 
@@ -375,6 +376,8 @@ class _R:
                 self.take(size)
                 continue
             c = _R(self.take(size))
+            if c.uvarint() <= 0:  # a null struct (Kafka's presence varint)
+                continue
             timeout = c.i32()
             protocols = []
             for _ in range(max(c.array(), 0)):

@@ -170,6 +170,8 @@ class ConsumerGroupApi(OffsetsApi):
             if g.next_deadline() > now_ms:
                 continue
             async with self._write_lock:
+                if self.consumer_groups.get(g.group_id) is not g:
+                    continue  # downgraded or replaced while this waited for the lock
                 due = next(
                     (
                         mid
@@ -199,12 +201,12 @@ class ConsumerGroupApi(OffsetsApi):
 
     async def drop_empty_consumer_group(self, group_id: str) -> None:
         """A classic JoinGroup takes over an Empty consumer group's id: tombstone it first."""
-        g = self.consumer_groups.get(group_id)
-        if g is None or g.members:
-            return
         async with self._write_lock:
+            g = self.consumer_groups.get(group_id)
+            if g is None or g.members:  # a member joined while this waited for the lock
+                return
             await self._append(group_id, cg_records.changes(g, None))
-        self.consumer_groups.pop(group_id, None)
+            self.consumer_groups.pop(group_id, None)
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroup | tuple[ErrorCode, str]:
         if (err := self._status()) is not E.none:
@@ -310,9 +312,12 @@ class ConsumerGroupApi(OffsetsApi):
         self._wake.set()
         return result
 
-    async def classic_join_consumer(self, g: ConsumerGroup, req: JoinRequest) -> JoinResult:
+    async def classic_join_consumer(self, g: ConsumerGroup, req: JoinRequest) -> JoinResult | None:
+        """None: ``g`` was downgraded while this waited for the lock (a classic group now)."""
         topics = self.topic_view()
         async with self._write_lock:
+            if self.consumer_groups.get(g.group_id) is not g:
+                return None
             replaced = g.static_members.get(req.group_instance_id or "")
             if (
                 replaced is not None
@@ -369,9 +374,12 @@ class ConsumerGroupApi(OffsetsApi):
 
     async def classic_leave_consumer(
         self, g: ConsumerGroup, members: list[tuple[str, str | None]]
-    ) -> list[ErrorCode] | ErrorCode:
+    ) -> list[ErrorCode] | ErrorCode | None:
+        """None: ``g`` was downgraded while this waited for the lock (a classic group now)."""
         topics = self.topic_view()
         async with self._write_lock:
+            if self.consumer_groups.get(g.group_id) is not g:
+                return None
             result = await self._classic_change(
                 g, lambda: classic_members.leave(g, members, topics)
             )

@@ -64,6 +64,12 @@ class GroupSummary:
     group_type: str = "classic"  # or "consumer" (KIP-848)
 
 
+class GroupReplaced(StorageError):
+    """A classic group's record was not written: the group is no longer the one its id
+    names (converted to a consumer group, or deleted, while the write waited for the lock);
+    its record after the conversion's would revive it at the next load."""
+
+
 class GroupCoordinatorBase:
     def __init__(
         self,
@@ -155,11 +161,11 @@ class GroupCoordinatorBase:
                 self.offsets.replay(k, v, offset)
             elif isinstance(k, GroupMetadataKey):
                 if value is None:
-                    # the group's record only: its committed offsets have their own tombstones
+                    # the group's record only (Kafka's replay of a group tombstone): its
+                    # committed and pending transactional offsets have their own tombstones
                     # (DeleteGroups writes them first), and a group converted to a consumer
-                    # group (online upgrade, or an Empty group replaced) keeps its offsets
+                    # group (online upgrade, or an Empty group replaced) keeps both
                     self.groups.pop(k.group, None)
-                    self.offsets.forget_pending(k.group)
                 else:
                     gv = decode_group_metadata_value(value)
                     g = group_from_value(k.group, gv, self.config, self.now_ms())
@@ -244,6 +250,8 @@ class GroupCoordinatorBase:
         if value_bytes is None:
             value_bytes = encode_group_metadata_value(group_value(g, self.wall_ms()))
         async with self._write_lock:
+            if self.groups.get(g.group_id) is not g:
+                raise GroupReplaced(f"group {g.group_id} was replaced")
             await self._append(g.group_id, [(key, value_bytes)])
 
     # -- parked requests ------------------------------------------------------------------------
@@ -257,6 +265,8 @@ class GroupCoordinatorBase:
             g.persist_requested = False
             try:
                 await self._write_group(g)
+            except GroupReplaced:
+                log.info("group %s: replaced; its old record not written", g.group_id)
             except StorageError as exc:
                 log.error("group %s: writing its metadata failed: %s", g.group_id, exc)
         outbox, g.outbox = g.outbox, []

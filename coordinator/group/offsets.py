@@ -18,7 +18,8 @@ Transactions (issue 5, spec §4.9, §5.5, §5.6), hooks only:
   records them, ``complete_txn(producer_id, commit)`` materialises (only where the pending
   record is newer than the committed one: a later plain commit wins) or drops them.
 * ``fetch(..., require_stable=True)`` answers UNSTABLE_OFFSET_COMMIT for partitions with
-  pending offsets; tombstones and group deletion drop matching pending entries.
+  pending offsets; offset tombstones (OffsetDelete, DeleteGroups) drop matching pending
+  entries; a group's own tombstone leaves its offsets alone.
 TxnOffsetCommit (``GroupCoordinator.txn_commit_offsets``) and the markers the transaction
 coordinator writes through ``Broker.write_txn_marker`` drive them live; the replay of the
 offsets topic drives them at load (transactional batches -> pending, markers -> complete).
@@ -174,8 +175,14 @@ class OffsetsStore:
                 group.pop(tp, None)
                 if not group:
                     del self.committed[key.group]
-            for by_group in self.pending.values():
-                by_group.get(key.group, {}).pop(tp, None)
+            for producer_id, by_group in list(self.pending.items()):
+                pending = by_group.get(key.group)
+                if pending is not None:
+                    pending.pop(tp, None)
+                    if not pending:  # the group has no pending offsets left (Kafka's remove)
+                        del by_group[key.group]
+                if not by_group:
+                    del self.pending[producer_id]
             return
         self.committed.setdefault(key.group, {})[tp] = OffsetAndMetadata(
             value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, offset
@@ -211,10 +218,6 @@ class OffsetsStore:
                 if current is None or current.record_offset < om.record_offset:
                     have[tp] = om
         return list(done)
-
-    def forget_pending(self, group: str) -> None:
-        for by_group in self.pending.values():
-            by_group.pop(group, None)
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -51,7 +51,7 @@ from coordinator.group.classic import (
     SyncResult,
 )
 from coordinator.group.consumer_api import ConsumerGroupApi
-from coordinator.group.coordinator_base import GroupSummary
+from coordinator.group.coordinator_base import GroupReplaced, GroupSummary
 from coordinator.group.group_record import assignment_value
 from coordinator.group.records import (
     encode_group_metadata_value,
@@ -109,11 +109,17 @@ class GroupCoordinator(ConsumerGroupApi):
             return JoinResult(E.invalid_session_timeout, req.member_id)  # creates no group
         if (cg := self.consumer_groups.get(group_id)) is not None and not cg.dead:
             if cg.members:  # a classic member inside a consumer group (classic_members.py)
-                return await self.classic_join_consumer(cg, req)
-            try:  # an Empty consumer group becomes classic
-                await self.drop_empty_consumer_group(group_id)
-            except StorageError:
-                return JoinResult(E.coordinator_not_available, req.member_id)
+                inside = await self.classic_join_consumer(cg, req)
+                if inside is not None:
+                    return inside
+                # downgraded meanwhile: the classic group it became
+            else:
+                try:  # an Empty consumer group becomes classic
+                    await self.drop_empty_consumer_group(group_id)
+                except StorageError:
+                    return JoinResult(E.coordinator_not_available, req.member_id)
+                if self.consumer_groups.get(group_id) is not None:  # a member joined it
+                    return await self.join(group_id, req)
         g = self.groups.get(group_id)
         if g is None or g.state is GroupState.DEAD:
             if req.member_id:
@@ -130,7 +136,7 @@ class GroupCoordinator(ConsumerGroupApi):
                 log.warning(
                     "group %s: persisting a static member's rejoin failed: %s", group_id, exc
                 )
-                answer = g.revert_static_rejoin(rejoin, STORAGE_FAILURE, self.now_ms())
+                answer = g.revert_static_rejoin(rejoin, _write_failure(exc), self.now_ms())
             else:
                 answer = rejoin.answer
             await self._after(g)
@@ -184,7 +190,7 @@ class GroupCoordinator(ConsumerGroupApi):
                 await self._write_group(g, value)
             except StorageError as exc:
                 log.error("group %s: writing the assignment failed: %s", group_id, exc)
-                g.fail_assignment(gen, STORAGE_FAILURE, self.now_ms())
+                g.fail_assignment(gen, _write_failure(exc), self.now_ms())
             else:
                 g.complete_assignment(gen, assignments, self.now_ms())
         await self._after(g)
@@ -219,8 +225,12 @@ class GroupCoordinator(ConsumerGroupApi):
             return err
         if not group_id:
             return E.invalid_group_id
+        members = list(members)
         if (cg := self.classic_consumer_group(group_id)) is not None:
-            return await self.classic_leave_consumer(cg, list(members))
+            left = await self.classic_leave_consumer(cg, members)
+            if left is not None:
+                return left
+            # downgraded meanwhile: leave the classic group it became
         g = self.groups.get(group_id)
         if g is None:
             return E.unknown_member_id
@@ -228,6 +238,13 @@ class GroupCoordinator(ConsumerGroupApi):
         log.debug("group %s: leave -> %s", group_id, [c.name for c in codes])
         await self._after(g)
         return codes
+
+
+def _write_failure(exc: StorageError) -> ErrorCode:
+    """The code for members whose classic group's record could not be written: a group
+    converted to a consumer group meanwhile is rejoined there (Kafka answers the requests
+    parked at the conversion REBALANCE_IN_PROGRESS)."""
+    return E.rebalance_in_progress if isinstance(exc, GroupReplaced) else STORAGE_FAILURE
 
 
 def _brief(outcome: object) -> str:

@@ -379,3 +379,27 @@ def test_a_consumer_member_takes_over_a_classic_static_members_instance() -> Non
     )
     assert r.error is E.none and set(g.members) == {"n"}
     assert g.members["n"].classic is None and dict(r.assignment or {}) == dict(k.assigned)
+
+
+def test_classic_member_metadata_is_a_nullable_tagged_struct_as_kafka_writes_it() -> None:
+    """ConsumerGroupMemberMetadataValue's tagged field 0 is a nullable struct: Kafka's
+    generated code writes its size + 1, then a presence varint (1), then the struct (and
+    reads a null when that varint is 0), so a record is readable by Kafka's tools."""
+    from coordinator.consumer_group.model import ClassicMemberMetadata, ConsumerGroupMember
+
+    classic = ClassicMemberMetadata(45000, (("range", b"\x00\x01"),))
+    m = ConsumerGroupMember("m", classic=classic)
+    struct = (
+        (45000).to_bytes(4, "big")
+        + b"\x02"  # one protocol (compact array)
+        + b"\x06range"
+        + b"\x03\x00\x01"  # compact bytes
+        + b"\x00"  # the protocol's tagged fields
+        + b"\x00"  # the struct's tagged fields
+    )
+    tagged = b"\x01" + b"\x00" + bytes([len(struct) + 1]) + b"\x01" + struct
+    value = records.member_value(m)
+    assert value.endswith(tagged)
+    assert value[: -len(tagged)] + b"\x00" == records.member_value(ConsumerGroupMember("m"))
+    replayed = records.replay_all([(records.key(records.MEMBER, "g", "m"), value)])
+    assert replayed["g"].members["m"].classic == classic

@@ -254,3 +254,127 @@ async def test_a_failed_classic_join_write_changes_nothing(
     assert (await coord.join("g", jreq("k"))).error is E.coordinator_not_available
     assert (g.group_epoch, dict(g.members), dict(g.target)) == before
     assert "k" not in g.session_deadlines and "k" not in g.sync_deadlines
+
+
+async def test_pending_transactional_offsets_survive_the_upgrade_and_a_restart(
+    topics: TopicManager, autojump_clock: Any
+) -> None:
+    """A classic member's TxnOffsetCommit is pending when a consumer-protocol member upgrades
+    the group; the transaction then commits. The group's tombstone (written by the upgrade)
+    does not drop the pending offsets at load, as it does not live (Kafka's group tombstone
+    leaves the offsets alone; DeleteGroups tombstones the pending offsets themselves)."""
+    from coordinator.group.offsets import CommitRequest
+    from storage.api import TopicPartition
+
+    coord = coordinator(topics)
+    await coord.load()
+    tp = TopicPartition("t", 0)
+
+    def verified(*_: Any) -> ErrorCode:
+        return E.none
+
+    async with trio.open_nursery() as n:
+        n.start_soon(coord.run)
+        gens: dict[str, int] = {}
+        await classic_member(coord, n, gens)
+        [(mid, gen)] = gens.items()
+        got = await coord.txn_commit_offsets(
+            "tx", "g", 7, 0, mid, None, gen, [CommitRequest(tp, 5, -1, None)], verified
+        )
+        assert got == {tp: E.none}
+        assert (await coord.consumer_heartbeat(cjoin("c"), 1)).error is E.none
+        p = await coord._offsets_partition("g")
+        assert not isinstance(await coord.write_txn_marker(p, 7, 0, True, 0), ErrorCode)
+        assert [f.offset for f in coord.offsets.fetch("g", None)] == [5]
+        n.cancel_scope.cancel()
+    again = coordinator(topics)
+    await again.load()
+    assert "g" in again.consumer_groups
+    assert [f.offset for f in again.offsets.fetch("g", None)] == [5]
+
+
+async def test_a_classic_sync_during_the_upgrade_write_does_not_revive_the_classic_group(
+    topics: TopicManager, autojump_clock: Any
+) -> None:
+    """The leader's SyncGroup reaches the classic group while the upgrade's records are being
+    written: it must not write the classic group's record after its tombstone (the group
+    would be both classic and consumer at the next load)."""
+    coord = coordinator(topics)
+    await coord.load()
+    real = coord._append
+
+    async def slow(group_id: str, records: Any) -> int:
+        if any(v is None for _, v in records):  # the upgrade: the classic group's tombstone
+            await trio.sleep(1)
+        return await real(group_id, records)
+
+    coord._append = slow  # type: ignore[method-assign]
+    async with trio.open_nursery() as n:
+        n.start_soon(coord.run)
+        member_id = (await coord.join("g", jreq())).member_id
+        j = await coord.join("g", jreq(member_id))
+        assert j.error is E.none and j.leader == member_id
+        results: dict[str, Any] = {}
+
+        async def upgrade() -> None:
+            results["hb"] = await coord.consumer_heartbeat(cjoin("c"), 1)
+
+        n.start_soon(upgrade)
+        await trio.sleep(0.5)  # the upgrade's write is in flight
+        plan = {member_id: encode_assignment({"t": range(6)}, 1)}
+        s = await coord.sync("g", member_id, None, j.generation, "consumer", "range", plan)
+        await trio.sleep(2)
+        assert results["hb"].error is E.none
+        assert "g" not in coord.groups and "c" in coord.consumer_groups["g"].members
+        assert s.error is E.rebalance_in_progress  # rejoin, in the consumer group
+        assert member_id in coord.consumer_groups["g"].members
+        n.cancel_scope.cancel()
+    again = coordinator(topics)
+    await again.load()
+    assert "g" in again.consumer_groups and "g" not in again.groups
+
+
+async def test_a_classic_join_during_the_downgrade_write_joins_the_classic_group(
+    topics: TopicManager, autojump_clock: Any
+) -> None:
+    """A classic JoinGroup waits for the write lock while the downgrade's records are being
+    written: it must join the classic group the consumer group became, not write member
+    records of the consumer group after its tombstones (both groups at the next load)."""
+    coord = coordinator(topics)
+    await coord.load()
+    real = coord._append
+    slow_writes = False
+
+    async def slow(group_id: str, records: Any) -> int:
+        if slow_writes:
+            await trio.sleep(1)
+        return await real(group_id, records)
+
+    coord._append = slow  # type: ignore[method-assign]
+    async with trio.open_nursery() as n:
+        n.start_soon(coord.run)
+        assert (await coord.consumer_heartbeat(cjoin("c"), 1)).error is E.none
+        assert (await coord.join("g", jreq("k"))).error is E.none
+        slow_writes = True
+        joined: list[Any] = []
+
+        async def leave() -> None:
+            await coord.consumer_heartbeat(Heartbeat("g", "c", -1), 1)
+
+        async def new_member() -> None:
+            req = JoinRequest("", None, "c", "/h", 6000, 3000, "consumer", PROTOCOLS, False)
+            joined.append(await coord.join("g", req))
+
+        n.start_soon(leave)
+        await trio.sleep(0.5)  # the downgrade's write is in flight
+        n.start_soon(new_member)
+        await trio.sleep(0.1)
+        k = await coord.join("g", jreq("k"))  # "k" rejoins the rebalancing classic group
+        await trio.sleep(0.01)
+        assert "g" not in coord.consumer_groups
+        assert joined and (joined[0].error, joined[0].generation) == (E.none, k.generation)
+        assert set(coord.groups["g"].members) == {"k", joined[0].member_id}
+        n.cancel_scope.cancel()
+    again = coordinator(topics)
+    await again.load()
+    assert "g" in again.groups and "g" not in again.consumer_groups
