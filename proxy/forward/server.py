@@ -38,6 +38,8 @@ from proxy.forward.rewrite import Endpoint
 
 log = logging.getLogger("kafkad.proxy")
 
+REWRITE_CACHE = 256  # rewritten response bodies kept
+
 
 @dataclass(frozen=True, slots=True)
 class ProxyConfig:
@@ -64,6 +66,8 @@ class ForwardProxy:
         self.local: dict[tuple[str, int], tuple[str, int]] = {}  # upstream -> handed out
         self.nodes: dict[tuple[str, int], int] = {}  # upstream address -> node id
         self.live: set[Live] = set()
+        # (api key, version, upstream body) -> rewritten body, None for "as is" (connection.py)
+        self.rewritten: dict[tuple[int, int, bytes], bytes | None] = {}
         self._hosts: set[bytes] = {h.encode() for h, _p in config.upstreams}
         self._lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
@@ -81,6 +85,11 @@ class ForwardProxy:
 
     def known_hosts(self) -> Iterable[bytes]:
         return self._hosts
+
+    def remember_rewrite(self, key: tuple[int, int, bytes], body: bytes | None) -> None:
+        if len(self.rewritten) >= REWRITE_CACHE:  # answers change rarely; start over
+            self.rewritten.clear()
+        self.rewritten[key] = body
 
     def elapsed_ms(self) -> float:
         return (trio.current_time() - self._started) * 1000
