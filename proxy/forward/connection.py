@@ -18,6 +18,13 @@ injected errors) go to the client in one write. A pipelining client's burst of 6
 costs two writes, not 128; a lone request is written as soon as it is read. Both sockets have
 TCP_NODELAY (trio sets it on every TCP ``SocketStream``), so no write waits for an ACK.
 
+SASL passes through: a SaslHandshake/SaslAuthenticate is a request like any other. After a
+successful SaslHandshake v0 the client sends its tokens unframed (size-prefixed, no request
+header) and the upstream answers each with one such token; the proxy forwards as many as the
+mechanism has client tokens (PLAIN and OAUTHBEARER one, SCRAM two; an OAUTHBEARER error
+challenge one more) and then reads requests again. GSSAPI's rounds cannot be counted from
+outside, so a v0 handshake for it closes the connection (clients use v1 when offered).
+
 An acks=0 Produce queues no slot (no response comes), as Kafka. A ``drop_after`` fault
 forwards the request, waits for its response and then closes the client connection without
 passing it on: the write happened upstream, the client never hears. A ``delay`` holds the
@@ -46,6 +53,7 @@ from proxy.forward.frames import (
     correlation_id,
     error_answer,
     produce_acks,
+    sasl_v0_mechanism,
 )
 from proxy.forward.record import Kind, Recorder
 from wire.errors import ProtocolError
@@ -73,6 +81,7 @@ class Slot:
     local: bytes | None = None  # the proxy's own answer (size prefix included)
     drop_after: bool = False
     wait_s: float = 0.0  # a longer wait the request may rightly need (a JoinGroup's rebalance)
+    sasl_v0: str | None = None  # a SaslHandshake v0's mechanism: raw tokens follow its success
 
 
 @dataclass(slots=True)
@@ -95,13 +104,14 @@ class Live:
 
 async def forward_connection(
     proxy: ForwardProxy,
-    client: trio.SocketStream,
+    client: trio.abc.Stream,
     upstream: trio.abc.Stream,
     live: Live,
     recorder: Recorder | None,
+    peer: str,
 ) -> None:
     """Pump one connection until either side ends it; both streams are closed on return."""
-    state = _Conn(proxy, client, upstream, live, recorder)
+    state = _Conn(proxy, client, upstream, live, recorder, peer)
     send, receive = trio.open_memory_channel[list[Slot]](MAX_IN_FLIGHT)
     answers_in, answers_out = trio.open_memory_channel[list[bytes]](0)
     try:
@@ -133,10 +143,11 @@ class _Conn:
     def __init__(
         self,
         proxy: ForwardProxy,
-        client: trio.SocketStream,
+        client: trio.abc.Stream,
         upstream: trio.abc.Stream,
         live: Live,
         recorder: Recorder | None,
+        peer: str,
     ) -> None:
         self.proxy = proxy
         self.client = client
@@ -147,11 +158,9 @@ class _Conn:
         self.nursery: trio.Nursery | None = None
         self.owed = 0  # requests forwarded and not yet answered
         self.upstream_ended = False
-        try:
-            host, port = client.socket.getpeername()[:2]
-            self.peer = f"{host}:{port}"
-        except OSError:
-            self.peer = "?"
+        self.peer = peer
+        self.raw_tokens = 0  # unframed SASL tokens (SaslHandshake v0) the client is to send
+        self.raw_mechanism = ""
 
     def _note(self, text: str) -> None:
         log.info("proxy %s: %s", self.peer, text)
@@ -182,6 +191,14 @@ class _Conn:
     async def _request(
         self, frame: bytes, batch: _Batch, slots: trio.MemorySendChannel[list[Slot]]
     ) -> None:
+        if self.raw_tokens > 0:  # an unframed SASL token: no header, one raw token back
+            self.raw_tokens -= 1
+            self._note(f"SASL {self.raw_mechanism} token, unframed ({len(frame)} bytes)")
+            batch.upstream += len(frame).to_bytes(4, "big")
+            batch.upstream += frame
+            batch.owed += 1
+            batch.slots.append(Slot(RAW_SASL, 0, 0))
+            return
         faults = self.proxy.faults
         header, header_end = read_fixed_header(frame)
         self.live.client_id = header.client_id
@@ -222,6 +239,7 @@ class _Conn:
                 header.correlation_id,
                 drop_after=fault.drop_after,
                 wait_s=answer_wait_s(frame, header),
+                sasl_v0=sasl_v0_mechanism(frame, header, header_end),
             )
         )
 
@@ -297,6 +315,11 @@ class _Conn:
     async def _answer(self, slot: Slot, frame: bytes, out: bytearray) -> None:
         """Check the upstream's answer for ``slot`` and add what the client gets to ``out``."""
         self.owed -= 1
+        if slot.api_key == RAW_SASL:
+            self._raw_answer(frame, out)
+            return
+        if slot.sasl_v0 is not None:
+            self._sasl_v0_answered(slot.sasl_v0, frame)
         got = correlation_id(frame)
         if got != slot.correlation_id:
             raise Close(f"upstream answered correlation id {got}, {slot.correlation_id} owed")
@@ -316,6 +339,28 @@ class _Conn:
         if self.upstream_ended and self.owed == 0:
             await self._send_client(out)
             raise Close("upstream closed the connection")
+
+    def _sasl_v0_answered(self, mechanism: str, frame: bytes) -> None:
+        """A SaslHandshake v0 answer: on success the client's next frames are raw tokens, as
+        many as the mechanism has rounds (``RAW_ROUNDS``). A mechanism whose rounds the proxy
+        cannot count closes the connection: it could not tell where the tokens end."""
+        if len(frame) < 6 or int.from_bytes(frame[4:6], "big", signed=True) != 0:
+            return
+        rounds = RAW_ROUNDS.get(mechanism)
+        if rounds is None:
+            raise Close(
+                f"SaslHandshake v0 with {mechanism}: kafkad proxy follows unframed tokens only "
+                f"for {', '.join(RAW_ROUNDS)} (clients on SaslHandshake v1 pass through)"
+            )
+        self.raw_tokens, self.raw_mechanism = rounds, mechanism
+
+    def _raw_answer(self, frame: bytes, out: bytearray) -> None:
+        """The upstream's raw token for the client's raw token (no correlation id)."""
+        self._note(f"SASL {self.raw_mechanism} server token, unframed ({len(frame)} bytes)")
+        if self.raw_mechanism == OAUTHBEARER and frame:
+            self.raw_tokens += 1  # an error challenge: the client answers it with one more
+        out += len(frame).to_bytes(4, "big")
+        out += frame
 
     async def _next_responses(
         self, answers: trio.MemoryReceiveChannel[list[bytes]], wait_s: float, out: bytearray
@@ -368,6 +413,10 @@ class _Conn:
 
 
 MISSING = object()
+RAW_SASL = -1  # the api key of a slot for an unframed SASL token
+OAUTHBEARER = "OAUTHBEARER"
+# client tokens of each mechanism after SaslHandshake v0, as Kafka's SaslServers take them
+RAW_ROUNDS = {"PLAIN": 1, "SCRAM-SHA-256": 2, "SCRAM-SHA-512": 2, OAUTHBEARER: 1}
 
 
 CLOSING = (Close, ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError)

@@ -12,9 +12,9 @@ Partition faults (``partition broker=N for=MS ...``) are timed from the proxy's 
 per rule cancels the open connections to broker N of matching clients when the window opens,
 and while it is open a connection's next request closes it (``connection.py``).
 
-Later slices, designed for here: TLS toward clients wraps the accepted stream and toward the
-upstream the opened one (``proxy/tls_stream.py``) without touching the pumps; SASL frames
-already pass through unchanged (the v0 unframed handshake does not); the transaction view
+TLS (``proxy/forward/security.py``): toward clients the accepted stream is wrapped (the
+handshake under ``connect_timeout_s``), toward the upstream the opened one, before the pumps
+start; a failed handshake closes that connection only. Later slices: the transaction view
 reads the REQUEST/RESPONSE pairs the writer task already has in hand.
 """
 
@@ -24,6 +24,7 @@ import functools
 import logging
 import os
 import signal
+import ssl
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ from proxy.fault_injection import FaultInjector, PartitionRule, injector_from_co
 from proxy.forward.connection import Live, forward_connection
 from proxy.forward.record import Recorder
 from proxy.forward.rewrite import Endpoint
+from proxy.tls import HandshakeFailed, TlsSettings, accept_tls
+from proxy.tls_stream import TlsStream
 
 log = logging.getLogger("kafkad.proxy")
 
@@ -52,6 +55,8 @@ class ProxyConfig:
     connect_timeout_s: float = 10.0
     upstream_timeout_s: float = 300.0
     max_frame_bytes: int = 100 * 1024 * 1024
+    client_tls: TlsSettings | None = None  # TLS toward clients (proxy/forward/security.py)
+    upstream_tls: ssl.SSLContext | None = None  # TLS toward the upstream
 
     @property
     def advertised(self) -> str:
@@ -153,18 +158,29 @@ class ForwardProxy:
             if self.partitioned(live) and self.nodes.get(live.upstream) == rule.broker:
                 live.scope.cancel()
 
-    async def _serve(self, client: trio.SocketStream, targets: tuple[tuple[str, int], ...]) -> None:
+    async def _serve(self, raw: trio.SocketStream, targets: tuple[tuple[str, int], ...]) -> None:
+        peer, here = _names(raw)
+        client: trio.abc.Stream = raw
+        if self.config.client_tls is not None:
+            try:
+                client, _principal = await accept_tls(
+                    raw, self.config.client_tls, self.config.connect_timeout_s
+                )
+            except HandshakeFailed as exc:
+                log.info("proxy connection %s: %s", peer, exc)
+                await trio.aclose_forcefully(raw)
+                return
         upstream, address = await self._connect(targets)
         if upstream is None or address is None:
             log.info("proxy: no upstream of %s accepted a connection", targets)
-            await client.aclose()
+            await trio.aclose_forcefully(client)
             return
-        recorder = self._recorder(client, address)
+        recorder = self._recorder(peer, here, address)
         with trio.CancelScope() as scope:
             live = Live(address, scope)
             self.live.add(live)
             try:
-                await forward_connection(self, client, upstream, live, recorder)
+                await forward_connection(self, client, upstream, live, recorder, peer)
             finally:
                 self.live.discard(live)
         if scope.cancelled_caught:  # a partition: make sure both sides see a close
@@ -173,24 +189,30 @@ class ForwardProxy:
 
     async def _connect(
         self, targets: tuple[tuple[str, int], ...]
-    ) -> tuple[trio.SocketStream | None, tuple[str, int] | None]:
+    ) -> tuple[trio.abc.Stream | None, tuple[str, int] | None]:
+        tls = self.config.upstream_tls
         for host, port in targets:
             with trio.move_on_after(self.config.connect_timeout_s):
                 try:
-                    return await trio.open_tcp_stream(host, port), (host, port)
+                    stream = await trio.open_tcp_stream(host, port)
                 except OSError as exc:
                     log.info("proxy: upstream %s:%d refused: %s", host, port, exc)
+                    continue
+                if tls is None:
+                    return stream, (host, port)
+                wrapped = TlsStream(stream, tls, server_side=False, server_hostname=host)
+                try:
+                    await wrapped.do_handshake()
+                    return wrapped, (host, port)
+                except trio.BrokenResourceError as exc:
+                    log.warning("proxy: TLS to upstream %s:%d failed: %s", host, port, exc)
+                    await trio.aclose_forcefully(stream)
         return None, None
 
-    def _recorder(self, client: trio.SocketStream, upstream: tuple[str, int]) -> Recorder | None:
+    def _recorder(self, peer: str, here: str, upstream: tuple[str, int]) -> Recorder | None:
         if self.config.record_dir is None:
             return None
         self._seq += 1
-        try:
-            peer = "{}:{}".format(*client.socket.getpeername()[:2])
-            here = "{}:{}".format(*client.socket.getsockname()[:2])
-        except OSError:
-            peer = here = "?"
         path = self.config.record_dir / f"{os.getpid()}-{self._seq:06d}.kdrec"
         meta = {
             "client": peer,
@@ -203,6 +225,16 @@ class ForwardProxy:
         except OSError as exc:
             log.error("proxy: cannot record to %s: %s", path, exc)
             return None
+
+
+def _names(client: trio.SocketStream) -> tuple[str, str]:
+    """The client's address and the listener's, as ``host:port``."""
+    try:
+        peer = "{}:{}".format(*client.socket.getpeername()[:2])
+        here = "{}:{}".format(*client.socket.getsockname()[:2])
+    except OSError:
+        return "?", "?"
+    return peer, here
 
 
 async def serve_until_signal(config: ProxyConfig) -> None:
