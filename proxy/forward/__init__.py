@@ -22,6 +22,7 @@ TLS toward clients and toward the upstream (``security.py``); SASL passes throug
 SaslHandshake v0's unframed tokens included (``connection.py``). Writes are batched per read,
 never delayed (``bench/proxy_latency.py`` measures what the proxy adds).
 
-Not yet (later slices of issue 22): the observed-transaction view and metrics, the
-1,000-connection load test.
+The transaction view (``txn_view.py``): transactional ids, producer ids and epochs, commits,
+aborts, fencing and latency as seen in the traffic, served with ``--http`` as a page, JSON and
+Prometheus metrics (``http.py``), labelled as observed traffic, not broker state.
 """

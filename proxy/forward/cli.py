@@ -3,7 +3,7 @@
 kafkad proxy --upstream HOST:PORT[,HOST:PORT...] [--listen HOST:PORT] [--advertise HOST]
              [--set kafkad.fault.injection=SPEC] [--record DIR]
              [--tls --set ssl.NAME=VALUE...] [--upstream-tls --set upstream.ssl.NAME=VALUE...]
-             [--upstream-timeout S] [--connect-timeout S] [--log-level LEVEL]
+             [--upstream-timeout S] [--connect-timeout S] [--http HOST:PORT] [--log-level LEVEL]
 kafkad replay FILE...
 """
 
@@ -78,6 +78,11 @@ def add_parsers(
     )
     p.add_argument("--connect-timeout", type=float, default=10.0, metavar="S")
     p.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve the observed transaction view (/, /transactions.json) and /metrics",
+    )
+    p.add_argument(
         "--log-level",
         type=str.upper,
         choices=levels,
@@ -102,6 +107,7 @@ def run_proxy(args: argparse.Namespace) -> int:
             if a.strip()
         )
         host, port = split_host_port(args.listen, "--listen", lowest_port=0)
+        http = split_host_port(args.http, "--http", lowest_port=0) if args.http else None
         settings: dict[str, str] = {}
         for item in args.set:
             name, eq, value = item.partition("=")
@@ -144,6 +150,7 @@ def run_proxy(args: argparse.Namespace) -> int:
         upstream_timeout_s=args.upstream_timeout,
         client_tls=client_tls,
         upstream_tls=upstream_tls,
+        http=http,
     )
     try:
         trio.run(serve_until_signal, config)

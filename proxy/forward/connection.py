@@ -56,6 +56,7 @@ from proxy.forward.frames import (
     sasl_v0_mechanism,
 )
 from proxy.forward.record import Kind, Recorder
+from proxy.forward.txn_view import TXN_APIS
 from wire.errors import ProtocolError
 from wire.framing import FrameDecoder, Want
 from wire.headers import API_VERSIONS_KEY, read_fixed_header
@@ -82,6 +83,8 @@ class Slot:
     drop_after: bool = False
     wait_s: float = 0.0  # a longer wait the request may rightly need (a JoinGroup's rebalance)
     sasl_v0: str | None = None  # a SaslHandshake v0's mechanism: raw tokens follow its success
+    request: bytes | None = None  # kept for the transaction view (proxy/forward/txn_view.py)
+    sent_at: float = 0.0  # trio time the request was forwarded (txn view latency)
 
 
 @dataclass(slots=True)
@@ -240,6 +243,8 @@ class _Conn:
                 drop_after=fault.drop_after,
                 wait_s=answer_wait_s(frame, header),
                 sasl_v0=sasl_v0_mechanism(frame, header, header_end),
+                request=frame if header.api_key in TXN_APIS else None,
+                sent_at=trio.current_time(),
             )
         )
 
@@ -320,6 +325,9 @@ class _Conn:
             return
         if slot.sasl_v0 is not None:
             self._sasl_v0_answered(slot.sasl_v0, frame)
+        if slot.request is not None:
+            latency_ms = (trio.current_time() - slot.sent_at) * 1000
+            self.proxy.txns.observe(slot.api_key, slot.api_version, slot.request, frame, latency_ms)
         got = correlation_id(frame)
         if got != slot.correlation_id:
             raise Close(f"upstream answered correlation id {got}, {slot.correlation_id} owed")

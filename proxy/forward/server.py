@@ -14,8 +14,9 @@ and while it is open a connection's next request closes it (``connection.py``).
 
 TLS (``proxy/forward/security.py``): toward clients the accepted stream is wrapped (the
 handshake under ``connect_timeout_s``), toward the upstream the opened one, before the pumps
-start; a failed handshake closes that connection only. Later slices: the transaction view
-reads the REQUEST/RESPONSE pairs the writer task already has in hand.
+start; a failed handshake closes that connection only. The transaction view
+(``txn_view.py``) is fed by the writer task, which has each transactional request and its
+answer in hand; ``--http`` serves it (``http.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from proxy.fault_injection import FaultInjector, PartitionRule, injector_from_co
 from proxy.forward.connection import Live, forward_connection
 from proxy.forward.record import Recorder
 from proxy.forward.rewrite import Endpoint
+from proxy.forward.txn_view import TxnObserver
 from proxy.tls import HandshakeFailed, TlsSettings, accept_tls
 from proxy.tls_stream import TlsStream
 
@@ -57,6 +59,7 @@ class ProxyConfig:
     max_frame_bytes: int = 100 * 1024 * 1024
     client_tls: TlsSettings | None = None  # TLS toward clients (proxy/forward/security.py)
     upstream_tls: ssl.SSLContext | None = None  # TLS toward the upstream
+    http: tuple[str, int] | None = None  # the observed transaction view (proxy/forward/http.py)
 
     @property
     def advertised(self) -> str:
@@ -71,12 +74,14 @@ class ForwardProxy:
         self.local: dict[tuple[str, int], tuple[str, int]] = {}  # upstream -> handed out
         self.nodes: dict[tuple[str, int], int] = {}  # upstream address -> node id
         self.live: set[Live] = set()
+        self.txns = TxnObserver()  # the transaction view (proxy/forward/txn_view.py)
         # (api key, version, upstream body) -> rewritten body, None for "as is" (connection.py)
         self.rewritten: dict[tuple[int, int, bytes], bytes | None] = {}
         self._hosts: set[bytes] = {h.encode() for h, _p in config.upstreams}
         self._lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self._started = 0.0
+        self.http_url = ""
         self._seq = 0
         if config.record_dir is not None:
             config.record_dir.mkdir(parents=True, exist_ok=True)
@@ -150,6 +155,10 @@ class ForwardProxy:
             nursery.start_soon(trio.serve_listeners, handler, listeners)
             for rule in self.faults.spec.partitions if self.faults else ():
                 nursery.start_soon(self._partition_timer, rule)
+            if cfg.http is not None:
+                from proxy.forward.http import serve_http
+
+                self.http_url = await nursery.start(serve_http, *cfg.http, self.txns)
             task_status.started(self.bound)
 
     async def _partition_timer(self, rule: PartitionRule) -> None:
@@ -242,7 +251,8 @@ async def serve_until_signal(config: ProxyConfig) -> None:
     async with trio.open_nursery() as nursery:
         host, port = await nursery.start(proxy.run)
         ups = ",".join(f"{h}:{p}" for h, p in config.upstreams)
-        print(f"kafkad proxy ready listen={host}:{port} upstream={ups}", flush=True)
+        http = f" http={proxy.http_url}" if proxy.http_url else ""
+        print(f"kafkad proxy ready listen={host}:{port} upstream={ups}{http}", flush=True)
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for signum in signals:
                 log.info("received %s", signal.Signals(signum).name)
