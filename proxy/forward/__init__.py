@@ -24,5 +24,7 @@ never delayed (``bench/proxy_latency.py`` measures what the proxy adds).
 
 The transaction view (``txn_view.py``): transactional ids, producer ids and epochs, commits,
 aborts, fencing and latency as seen in the traffic, served with ``--http`` as a page, JSON and
-Prometheus metrics (``http.py``), labelled as observed traffic, not broker state.
+Prometheus metrics (``http.py``), labelled as observed traffic, not broker state. Load: the
+proxy raises its open-files limit (``server.raise_open_files``) and holds 1,000 client
+connections (``compat_tests/test_proxy_load.py``, with the workload checker under faults).
 """

@@ -246,7 +246,24 @@ def _names(client: trio.SocketStream) -> tuple[str, str]:
     return peer, here
 
 
+def raise_open_files() -> int:
+    """Raise the soft limit of open files to the hard one: every client connection costs the
+    proxy two descriptors (the client's and its upstream's). Returns the limit now."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft == resource.RLIM_INFINITY or soft < hard:
+        want = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("proxy: cannot raise the open files limit from %d: %s", soft, exc)
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
 async def serve_until_signal(config: ProxyConfig) -> None:
+    limit = raise_open_files()
+    log.info("proxy: up to %d open files (two per client connection)", limit)
     proxy = ForwardProxy(config)
     async with trio.open_nursery() as nursery:
         host, port = await nursery.start(proxy.run)
