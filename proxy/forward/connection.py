@@ -206,7 +206,11 @@ class _Conn:
         header, header_end = read_fixed_header(frame)
         self.live.client_id = header.client_id
         if self.rec is not None:
-            self.rec.add(Kind.REQUEST, frame)
+            if header.api_key == SASL_AUTHENTICATE_KEY:  # a password (PLAIN) stays off disk
+                self.rec.add(Kind.REQUEST, frame[:header_end])
+                self.rec.note("SaslAuthenticate: auth_bytes not recorded")
+            else:
+                self.rec.add(Kind.REQUEST, frame)
         if self.proxy.partitioned(self.live):
             raise Close(f"partitioned from {self.proxy.describe(self.live.upstream)}")
         fault = faults.decide(header.api_key, header.client_id) if faults else NO_FAULT
@@ -422,6 +426,7 @@ class _Conn:
 
 MISSING = object()
 RAW_SASL = -1  # the api key of a slot for an unframed SASL token
+SASL_AUTHENTICATE_KEY = 36
 OAUTHBEARER = "OAUTHBEARER"
 # client tokens of each mechanism after SaslHandshake v0, as Kafka's SaslServers take them
 RAW_ROUNDS = {"PLAIN": 1, "SCRAM-SHA-256": 2, "SCRAM-SHA-512": 2, OAUTHBEARER: 1}

@@ -85,7 +85,10 @@ async def test_sasl_over_tls_on_both_legs_v1_and_v0(tmp_path: Path) -> None:
         async with (
             sasl_ssl_broker(certs) as upstream,
             running_proxy(
-                upstream, client_tls=client_facing(tls), upstream_tls=upstream_context(tls)
+                upstream,
+                client_tls=client_facing(tls),
+                upstream_tls=upstream_context(tls),
+                record_dir=tmp_path / "rec",
             ) as (_proxy, port),
         ):
             c = await tls_client(port, certs)  # SaslHandshake v1 + SaslAuthenticate
@@ -110,6 +113,12 @@ async def test_sasl_over_tls_on_both_legs_v1_and_v0(tmp_path: Path) -> None:
             await c.send_raw(len(token).to_bytes(4, "big") + token)
             assert await closed(c)
             await c.aclose()
+    recordings = list((tmp_path / "rec").iterdir())
+    assert len(recordings) == 3
+    for path in recordings:  # passwords stay off disk: SaslAuthenticate and raw tokens
+        data = path.read_bytes()
+        assert b"alice-secret" not in data and b"\0alice\0wrong" not in data
+    assert any(b"auth_bytes not recorded" in p.read_bytes() for p in recordings)
 
 
 async def test_an_upstream_whose_certificate_is_not_trusted_closes_the_client(
