@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,7 +31,9 @@ from compat_tests.conftest import REPO, BrokerProcess, module_broker
 from compat_tests.txn_support import create, read_all, values
 
 pytestmark = pytest.mark.timeout(120)
-READY = re.compile(r"^kafkad proxy ready listen=(?P<host>\S+):(?P<port>\d+) upstream=\S+$")
+READY = re.compile(
+    r"^kafkad proxy ready listen=(?P<host>\S+):(?P<port>\d+) upstream=\S+( http=(?P<http>\S+))?$"
+)
 START_TIMEOUT_S = 20
 
 
@@ -66,6 +69,7 @@ class ProxyProcess:
             raise AssertionError(f"proxy did not start: {line!r}\n{self.log_path.read_text()}")
         self.started = time.monotonic()
         self.bootstrap = f"{match['host']}:{match['port']}"
+        self.http = match["http"] or ""  # the observed transaction view, with --http
 
     def stop(self) -> int | None:
         if self.proc.poll() is None:
@@ -100,7 +104,7 @@ def upstream(broker: object, bootstrap: str) -> str:
 
 @pytest.fixture(scope="module")
 def proxy(upstream: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
-    p = ProxyProcess(upstream, tmp_path_factory.mktemp("proxy"))
+    p = ProxyProcess(upstream, tmp_path_factory.mktemp("proxy"), "", "--http", "127.0.0.1:0")
     yield p
     assert p.stop() == 0, p.log_path.read_text()[-5000:]
 
@@ -152,7 +156,8 @@ def test_kafka_python_produce_consume_and_a_group(proxy: ProxyProcess, upstream:
 def test_confluent_transaction_and_read_committed(proxy: ProxyProcess) -> None:
     bs = proxy.bootstrap
     topic = create(bs, topic_name("pxt"), 1)
-    p = Producer({"bootstrap.servers": bs, "transactional.id": topic_name("tid")})
+    tid = topic_name("tid")
+    p = Producer({"bootstrap.servers": bs, "transactional.id": tid})
     p.init_transactions(30)
     for n, commit in ((1, True), (2, False), (3, True)):
         p.begin_transaction()
@@ -163,6 +168,14 @@ def test_confluent_transaction_and_read_committed(proxy: ProxyProcess) -> None:
             p.flush(10)
             p.abort_transaction(30)
     assert values(read_all(bs, [(topic, 0)], "read_committed")) == [b"txn1", b"txn3"]
+    # the transaction view saw it all go by (observed traffic, not broker state)
+    with urllib.request.urlopen(proxy.http + "transactions.json", timeout=10) as page:
+        view = json.load(page)
+    (seen,) = [t for t in view["transactional_ids"] if t["transactional_id"] == tid]
+    assert (seen["commits"], seen["aborts"], seen["state"]) == (2, 1, "committed")
+    assert seen["producer_id"] >= 0 and seen["last_end_txn_ms"] is not None
+    with urllib.request.urlopen(proxy.http + "metrics", timeout=10) as page:
+        assert "kafkad_proxy_observed_end_txn_total" in page.read().decode()
 
 
 def test_aiokafka_produce_and_consume(proxy: ProxyProcess) -> None:

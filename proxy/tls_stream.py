@@ -1,4 +1,5 @@
-"""A server-side TLS stream over ``ssl.MemoryBIO`` that hands out everything decrypted so far.
+"""A TLS stream over ``ssl.MemoryBIO`` that hands out everything decrypted so far (server
+side; client side for ``kafkad proxy`` toward a TLS upstream).
 
 Why not ``trio.SSLStream``: its ``receive_some`` returns one TLS record per call (OpenSSL's
 ``SSL_read`` stops at a record boundary), with a scheduler checkpoint and a cancel scope around
@@ -30,11 +31,25 @@ _CLOSE_NOTIFY_S = 1.0  # at most this long to write close_notify at close
 
 
 class TlsStream(trio.abc.Stream):
-    def __init__(self, transport: trio.abc.Stream, context: ssl.SSLContext) -> None:
+    def __init__(
+        self,
+        transport: trio.abc.Stream,
+        context: ssl.SSLContext,
+        *,
+        server_side: bool = True,
+        server_hostname: str | None = None,
+    ) -> None:
+        """``server_side=False`` (``kafkad proxy`` toward a TLS upstream) makes it a client
+        that checks ``server_hostname`` if the context says so."""
         self.transport_stream = transport
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
-        self._tls = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self._tls = context.wrap_bio(
+            self._incoming,
+            self._outgoing,
+            server_side=server_side,
+            server_hostname=None if server_side else server_hostname,
+        )
         self._send_lock = trio.StrictFIFOLock()
         self._eof = False
 

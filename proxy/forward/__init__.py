@@ -18,7 +18,13 @@ with its own correlation id; an upstream that closes, refuses, or stays silent p
 ``upstream_timeout_s`` while owing an answer closes the client connection (never a hang);
 a malformed frame from either side closes that connection only.
 
-Not yet (later slices of issue 22): TLS toward clients and upstream, SASL v0's unframed
-tokens (framed SASL passes through), the observed-transaction view and metrics, the
-1,000-connection load test and the latency bench.
+TLS toward clients and toward the upstream (``security.py``); SASL passes through unchanged,
+SaslHandshake v0's unframed tokens included (``connection.py``). Writes are batched per read,
+never delayed (``bench/proxy_latency.py`` measures what the proxy adds).
+
+The transaction view (``txn_view.py``): transactional ids, producer ids and epochs, commits,
+aborts, fencing and latency as seen in the traffic, served with ``--http`` as a page, JSON and
+Prometheus metrics (``http.py``), labelled as observed traffic, not broker state. Load: the
+proxy raises its open-files limit (``server.raise_open_files``) and holds 1,000 client
+connections (``compat_tests/test_proxy_load.py``, with the workload checker under faults).
 """

@@ -2,7 +2,8 @@
 
 kafkad proxy --upstream HOST:PORT[,HOST:PORT...] [--listen HOST:PORT] [--advertise HOST]
              [--set kafkad.fault.injection=SPEC] [--record DIR]
-             [--upstream-timeout S] [--connect-timeout S] [--log-level LEVEL]
+             [--tls --set ssl.NAME=VALUE...] [--upstream-tls --set upstream.ssl.NAME=VALUE...]
+             [--upstream-timeout S] [--connect-timeout S] [--http HOST:PORT] [--log-level LEVEL]
 kafkad replay FILE...
 """
 
@@ -16,11 +17,15 @@ from pathlib import Path
 
 from proxy.config import ConfigError, split_host_port
 
-PROXY_SETTINGS = ("kafkad.fault.injection",)
+FAULTS = "kafkad.fault.injection"
+TLS_SETTINGS_HELP = "ssl.* (toward clients, with --tls), upstream.ssl.* (with --upstream-tls)"
 PROXY_EXAMPLES = """\
 examples:
   kafkad proxy --upstream kafka-1:9092,kafka-2:9092 --listen 127.0.0.1:19092
   kafkad proxy --upstream localhost:9092 --listen 127.0.0.1:0 --record ./recordings
+  kafkad proxy --upstream kafka-1:9093 --tls --set ssl.keystore.type=PEM \
+      --set ssl.keystore.location=proxy.pem --upstream-tls \
+      --set upstream.ssl.truststore.location=ca.crt
   kafkad proxy --upstream localhost:9092 --set "kafkad.fault.injection=seed=3; \\
       produce[my-app]:error=not_leader_or_follower@0.2; partition broker=1 for=5000 after=10000"
 
@@ -51,7 +56,17 @@ def add_parsers(
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help=f"one of {', '.join(PROXY_SETTINGS)}",
+        help=f"{FAULTS}, or TLS: {TLS_SETTINGS_HELP}",
+    )
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        help="TLS toward clients (SSL / SASL_SSL), with Kafka's ssl.* settings",
+    )
+    p.add_argument(
+        "--upstream-tls",
+        action="store_true",
+        help="TLS toward the upstream, with upstream.ssl.truststore.location etc.",
     )
     p.add_argument("--record", metavar="DIR", help="write every connection's frames to DIR")
     p.add_argument(
@@ -62,6 +77,11 @@ def add_parsers(
         help="close a connection whose upstream owes an answer this long (default %(default)s)",
     )
     p.add_argument("--connect-timeout", type=float, default=10.0, metavar="S")
+    p.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve the observed transaction view (/, /transactions.json) and /metrics",
+    )
     p.add_argument(
         "--log-level",
         type=str.upper,
@@ -76,7 +96,9 @@ def run_proxy(args: argparse.Namespace) -> int:
     import trio
 
     from proxy.fault_injection import parse_spec
+    from proxy.forward.security import SETTINGS, client_facing, upstream_context
     from proxy.forward.server import ProxyConfig, serve_until_signal
+    from proxy.tls import TlsConfigError
 
     try:
         upstreams = tuple(
@@ -85,15 +107,25 @@ def run_proxy(args: argparse.Namespace) -> int:
             if a.strip()
         )
         host, port = split_host_port(args.listen, "--listen", lowest_port=0)
+        http = split_host_port(args.http, "--http", lowest_port=0) if args.http else None
         settings: dict[str, str] = {}
         for item in args.set:
             name, eq, value = item.partition("=")
-            if not eq or name.strip() not in PROXY_SETTINGS:
-                raise ConfigError(f"--set {item!r}: kafkad proxy takes {', '.join(PROXY_SETTINGS)}")
+            if not eq or (name.strip() != FAULTS and name.strip() not in SETTINGS):
+                raise ConfigError(
+                    f"--set {item!r}: kafkad proxy takes {FAULTS} and {TLS_SETTINGS_HELP}"
+                )
             settings[name.strip()] = value.strip()
-        faults = settings.get("kafkad.fault.injection", "")
+        faults = settings.get(FAULTS, "")
         parse_spec(faults)
-    except (ConfigError, ValueError) as exc:
+        for name in settings:
+            upstream_side = name.startswith("upstream.")
+            if name != FAULTS and not (args.upstream_tls if upstream_side else args.tls):
+                flag = "--upstream-tls" if upstream_side else "--tls"
+                raise ConfigError(f"--set {name}: only with {flag}")
+        client_tls = client_facing(settings) if args.tls else None
+        upstream_tls = upstream_context(settings) if args.upstream_tls else None
+    except (ConfigError, ValueError, TlsConfigError) as exc:
         print(f"kafkad: {exc}", file=sys.stderr)
         return 2
     if not upstreams:
@@ -116,6 +148,9 @@ def run_proxy(args: argparse.Namespace) -> int:
         record_dir=Path(args.record) if args.record else None,
         connect_timeout_s=args.connect_timeout,
         upstream_timeout_s=args.upstream_timeout,
+        client_tls=client_tls,
+        upstream_tls=upstream_tls,
+        http=http,
     )
     try:
         trio.run(serve_until_signal, config)

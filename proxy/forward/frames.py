@@ -101,6 +101,20 @@ def produce_acks(frame: bytes, header: RequestHeader, header_end: int) -> int:
 
 
 JOIN_GROUP_KEY = 11
+SASL_HANDSHAKE_KEY = 17
+
+
+def sasl_v0_mechanism(frame: bytes, header: RequestHeader, header_end: int) -> str | None:
+    """The mechanism of a SaslHandshake v0 request (a string after the header); None for any
+    other request or one that does not parse (the upstream answers that)."""
+    if header.api_key != SASL_HANDSHAKE_KEY or header.api_version != 0:
+        return None
+    if header_end + 2 > len(frame):
+        return None
+    (length,) = _I16.unpack_from(frame, header_end)
+    if length < 0 or header_end + 2 + length > len(frame):
+        return None
+    return frame[header_end + 2 : header_end + 2 + length].decode("utf-8", "replace")
 
 
 def answer_wait_s(frame: bytes, header: RequestHeader) -> float:

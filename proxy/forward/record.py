@@ -16,9 +16,11 @@ upstream sent it; REWRITTEN, what the client got in place of the RESPONSE just b
 client got instead of forwarding; NOTE, UTF-8 text: a fault applied, why the connection closed.
 
 Frames are written whole and unchanged, so a recording holds the exact bytes both sides
-exchanged (record batches included). Each entry is one unbuffered write, so a file can be
-replayed while its connection is open and a proxy killed mid-write loses at most the entry
-it was writing: ``read`` stops at the first incomplete one. The golden request frames of
+exchanged (record batches included), with one exception: a SaslAuthenticate request is
+written as its header only, followed by a NOTE, and SaslHandshake v0's unframed tokens only as
+NOTEs of their size (a PLAIN token is a password). Each entry is one unbuffered write, so a
+file can be replayed while its connection is open and a proxy killed mid-write loses at most
+the entry it was writing: ``read`` stops at the first incomplete one. The golden request frames of
 ``tests/wire/frames`` are cut from recordings (``compat_tests/capture.py``).
 """
 

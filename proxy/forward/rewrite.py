@@ -19,10 +19,12 @@ StreamsGroupDescribe/Heartbeat also carry host/port pairs, but they are the appl
 own endpoints (KIP-1071), not brokers: they pass unchanged. The controller APIs (Vote,
 BeginQuorumEpoch, ...) are not client traffic.
 
-Fetch responses are big and carry records, so one is decoded only when its bytes contain a
-host name the proxy has seen an upstream broker advertise (``might_carry_endpoints``): a
-Fetch response with node endpoints names a broker, and brokers are learnt from Metadata
-first. kio keeps the record batches as bytes, so a rewritten Fetch carries them unchanged.
+Fetch responses are big and carry records, and Produce responses are many, so one is decoded
+only when its bytes contain a host name the proxy has seen an upstream broker advertise
+(``might_carry_endpoints``): node endpoints name a broker, and brokers are learnt from
+Metadata first (a leader on a host no Metadata has named yet passes unrewritten; the
+client's next Metadata names it). kio keeps the record batches as bytes, so a rewritten
+Fetch carries them unchanged.
 
 The node id of each endpoint comes from the nearest enclosing ``node_id``/``broker_id``
 (Metadata's brokers, DescribeCluster's, DescribeQuorum's nodes, KIP-951's endpoints). An
@@ -47,6 +49,7 @@ from proxy.forward.frames import kio_range, read_body, response_body_start, writ
 from wire.errors import DecodeError
 from wire.headers import API_VERSIONS_KEY, response_header
 
+PRODUCE_KEY = 0
 FETCH_KEY = 1
 # api key -> first version whose response carries broker endpoints
 ENDPOINT_APIS: Mapping[int, int] = {0: 10, 1: 16, 3: 0, 10: 0, 55: 2, 60: 0, 78: 1, 79: 1}
@@ -66,8 +69,9 @@ def carries_endpoints(api_key: int, version: int) -> bool:
 
 
 def might_carry_endpoints(api_key: int, frame: bytes, hosts: Iterable[bytes]) -> bool:
-    """Cheap test before decoding: Fetch only if a known broker host occurs in its bytes."""
-    if api_key != FETCH_KEY:
+    """Cheap test before decoding: Produce and Fetch only if a known broker host occurs in
+    their bytes (their ``node_endpoints`` name brokers already learnt from Metadata)."""
+    if api_key not in (PRODUCE_KEY, FETCH_KEY):
         return True
     return any(h in frame for h in hosts)
 

@@ -12,10 +12,11 @@ Partition faults (``partition broker=N for=MS ...``) are timed from the proxy's 
 per rule cancels the open connections to broker N of matching clients when the window opens,
 and while it is open a connection's next request closes it (``connection.py``).
 
-Later slices, designed for here: TLS toward clients wraps the accepted stream and toward the
-upstream the opened one (``proxy/tls_stream.py``) without touching the pumps; SASL frames
-already pass through unchanged (the v0 unframed handshake does not); the transaction view
-reads the REQUEST/RESPONSE pairs the writer task already has in hand.
+TLS (``proxy/forward/security.py``): toward clients the accepted stream is wrapped (the
+handshake under ``connect_timeout_s``), toward the upstream the opened one, before the pumps
+start; a failed handshake closes that connection only. The transaction view
+(``txn_view.py``) is fed by the writer task, which has each transactional request and its
+answer in hand; ``--http`` serves it (``http.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import functools
 import logging
 import os
 import signal
+import ssl
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,8 +37,13 @@ from proxy.fault_injection import FaultInjector, PartitionRule, injector_from_co
 from proxy.forward.connection import Live, forward_connection
 from proxy.forward.record import Recorder
 from proxy.forward.rewrite import Endpoint
+from proxy.forward.txn_view import TxnObserver
+from proxy.tls import HandshakeFailed, TlsSettings, accept_tls
+from proxy.tls_stream import TlsStream
 
 log = logging.getLogger("kafkad.proxy")
+
+REWRITE_CACHE = 256  # rewritten response bodies kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +57,9 @@ class ProxyConfig:
     connect_timeout_s: float = 10.0
     upstream_timeout_s: float = 300.0
     max_frame_bytes: int = 100 * 1024 * 1024
+    client_tls: TlsSettings | None = None  # TLS toward clients (proxy/forward/security.py)
+    upstream_tls: ssl.SSLContext | None = None  # TLS toward the upstream
+    http: tuple[str, int] | None = None  # the observed transaction view (proxy/forward/http.py)
 
     @property
     def advertised(self) -> str:
@@ -64,10 +74,14 @@ class ForwardProxy:
         self.local: dict[tuple[str, int], tuple[str, int]] = {}  # upstream -> handed out
         self.nodes: dict[tuple[str, int], int] = {}  # upstream address -> node id
         self.live: set[Live] = set()
+        self.txns = TxnObserver()  # the transaction view (proxy/forward/txn_view.py)
+        # (api key, version, upstream body) -> rewritten body, None for "as is" (connection.py)
+        self.rewritten: dict[tuple[int, int, bytes], bytes | None] = {}
         self._hosts: set[bytes] = {h.encode() for h, _p in config.upstreams}
         self._lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self._started = 0.0
+        self.http_url = ""
         self._seq = 0
         if config.record_dir is not None:
             config.record_dir.mkdir(parents=True, exist_ok=True)
@@ -81,6 +95,11 @@ class ForwardProxy:
 
     def known_hosts(self) -> Iterable[bytes]:
         return self._hosts
+
+    def remember_rewrite(self, key: tuple[int, int, bytes], body: bytes | None) -> None:
+        if len(self.rewritten) >= REWRITE_CACHE:  # answers change rarely; start over
+            self.rewritten.clear()
+        self.rewritten[key] = body
 
     def elapsed_ms(self) -> float:
         return (trio.current_time() - self._started) * 1000
@@ -136,6 +155,10 @@ class ForwardProxy:
             nursery.start_soon(trio.serve_listeners, handler, listeners)
             for rule in self.faults.spec.partitions if self.faults else ():
                 nursery.start_soon(self._partition_timer, rule)
+            if cfg.http is not None:
+                from proxy.forward.http import serve_http
+
+                self.http_url = await nursery.start(serve_http, *cfg.http, self.txns)
             task_status.started(self.bound)
 
     async def _partition_timer(self, rule: PartitionRule) -> None:
@@ -144,18 +167,29 @@ class ForwardProxy:
             if self.partitioned(live) and self.nodes.get(live.upstream) == rule.broker:
                 live.scope.cancel()
 
-    async def _serve(self, client: trio.SocketStream, targets: tuple[tuple[str, int], ...]) -> None:
+    async def _serve(self, raw: trio.SocketStream, targets: tuple[tuple[str, int], ...]) -> None:
+        peer, here = _names(raw)
+        client: trio.abc.Stream = raw
+        if self.config.client_tls is not None:
+            try:
+                client, _principal = await accept_tls(
+                    raw, self.config.client_tls, self.config.connect_timeout_s
+                )
+            except HandshakeFailed as exc:
+                log.info("proxy connection %s: %s", peer, exc)
+                await trio.aclose_forcefully(raw)
+                return
         upstream, address = await self._connect(targets)
         if upstream is None or address is None:
             log.info("proxy: no upstream of %s accepted a connection", targets)
-            await client.aclose()
+            await trio.aclose_forcefully(client)
             return
-        recorder = self._recorder(client, address)
+        recorder = self._recorder(peer, here, address)
         with trio.CancelScope() as scope:
             live = Live(address, scope)
             self.live.add(live)
             try:
-                await forward_connection(self, client, upstream, live, recorder)
+                await forward_connection(self, client, upstream, live, recorder, peer)
             finally:
                 self.live.discard(live)
         if scope.cancelled_caught:  # a partition: make sure both sides see a close
@@ -164,24 +198,30 @@ class ForwardProxy:
 
     async def _connect(
         self, targets: tuple[tuple[str, int], ...]
-    ) -> tuple[trio.SocketStream | None, tuple[str, int] | None]:
+    ) -> tuple[trio.abc.Stream | None, tuple[str, int] | None]:
+        tls = self.config.upstream_tls
         for host, port in targets:
             with trio.move_on_after(self.config.connect_timeout_s):
                 try:
-                    return await trio.open_tcp_stream(host, port), (host, port)
+                    stream = await trio.open_tcp_stream(host, port)
                 except OSError as exc:
                     log.info("proxy: upstream %s:%d refused: %s", host, port, exc)
+                    continue
+                if tls is None:
+                    return stream, (host, port)
+                wrapped = TlsStream(stream, tls, server_side=False, server_hostname=host)
+                try:
+                    await wrapped.do_handshake()
+                    return wrapped, (host, port)
+                except trio.BrokenResourceError as exc:
+                    log.warning("proxy: TLS to upstream %s:%d failed: %s", host, port, exc)
+                    await trio.aclose_forcefully(stream)
         return None, None
 
-    def _recorder(self, client: trio.SocketStream, upstream: tuple[str, int]) -> Recorder | None:
+    def _recorder(self, peer: str, here: str, upstream: tuple[str, int]) -> Recorder | None:
         if self.config.record_dir is None:
             return None
         self._seq += 1
-        try:
-            peer = "{}:{}".format(*client.socket.getpeername()[:2])
-            here = "{}:{}".format(*client.socket.getsockname()[:2])
-        except OSError:
-            peer = here = "?"
         path = self.config.record_dir / f"{os.getpid()}-{self._seq:06d}.kdrec"
         meta = {
             "client": peer,
@@ -196,12 +236,40 @@ class ForwardProxy:
             return None
 
 
+def _names(client: trio.SocketStream) -> tuple[str, str]:
+    """The client's address and the listener's, as ``host:port``."""
+    try:
+        peer = "{}:{}".format(*client.socket.getpeername()[:2])
+        here = "{}:{}".format(*client.socket.getsockname()[:2])
+    except OSError:
+        return "?", "?"
+    return peer, here
+
+
+def raise_open_files() -> int:
+    """Raise the soft limit of open files to the hard one: every client connection costs the
+    proxy two descriptors (the client's and its upstream's). Returns the limit now."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft == resource.RLIM_INFINITY or soft < hard:
+        want = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("proxy: cannot raise the open files limit from %d: %s", soft, exc)
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
 async def serve_until_signal(config: ProxyConfig) -> None:
+    limit = raise_open_files()
+    log.info("proxy: up to %d open files (two per client connection)", limit)
     proxy = ForwardProxy(config)
     async with trio.open_nursery() as nursery:
         host, port = await nursery.start(proxy.run)
         ups = ",".join(f"{h}:{p}" for h, p in config.upstreams)
-        print(f"kafkad proxy ready listen={host}:{port} upstream={ups}", flush=True)
+        http = f" http={proxy.http_url}" if proxy.http_url else ""
+        print(f"kafkad proxy ready listen={host}:{port} upstream={ups}{http}", flush=True)
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for signum in signals:
                 log.info("received %s", signal.Signals(signum).name)

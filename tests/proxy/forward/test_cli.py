@@ -24,6 +24,16 @@ from wire.headers import peek_header
         (["--upstream", "127.0.0.1:9092", "--listen", "0.0.0.0:0"], "--advertise"),
         (["--upstream", "h:1", "--set", "kafkad.fault.injection=produce:explode"], "action"),
         (["--upstream", "h:1", "--set", "num.partitions=3"], "kafkad.fault.injection"),
+        (["--upstream", "h:1", "--set", "ssl.keystore.location=k.pem"], "only with --tls"),
+        (
+            ["--upstream", "h:1", "--set", "upstream.ssl.truststore.location=ca"],
+            "only with --upstream-tls",
+        ),
+        (["--upstream", "h:1", "--tls"], "no keystore"),
+        (
+            ["--upstream", "h:1", "--upstream-tls", "--set", "upstream.ssl.truststore.location=/x"],
+            "no such file",
+        ),
     ],
 )
 def test_bad_proxy_command_lines(
