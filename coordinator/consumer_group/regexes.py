@@ -32,9 +32,11 @@ quantifiers, anchors, ``(?i)``, ``(?:)``, ``(?P<name>)``) means the same. What R
 refused here too with INVALID_REGULAR_EXPRESSION even though ``re`` would take it:
 back-references (``\\1``, ``(?P=name)``), look-arounds (``(?=``, ``(?!``, ``(?<=``, ``(?<!``),
 atomic groups ``(?>``, possessive quantifiers (``*+``, ``++``, ``?+``, ``}+``), conditionals
-``(?(``, and ``\\Z``. Differences left: RE2/J's ``(?<name>`` named groups, ``\\z``,
-``\\pN`` style classes and ``[[:alpha:]]`` POSIX classes are refused here (not Python syntax,
-or read differently by it) though Kafka accepts them; ``\\d``, ``\\w``, ``\\s`` follow
+``(?(``, ``\\Z`` and repeat counts over 1000 (``a{1001}``). A regex Python's parser gives up
+on (a repeat count over sys.maxsize, parentheses nested thousands deep) is refused the same way.
+Differences left: RE2/J's ``(?<name>`` named groups, ``\\z``, ``\\pN`` style classes and
+``[[:alpha:]]`` POSIX classes are refused here (not Python syntax, or read differently by it)
+though Kafka accepts them; ``\\d``, ``\\w``, ``\\s`` follow
 Python's Unicode rules where RE2's are ASCII-only (a topic name is ASCII letters, digits,
 ``.``, ``_`` and ``-``, so this changes no match).
 """
@@ -49,6 +51,8 @@ from collections.abc import Iterable, Mapping
 from coordinator.consumer_group.model import ConsumerGroup, ResolvedRegex, TopicInfo
 
 REFRESH_MIN_INTERVAL_MS = 10_000
+MAX_REPEAT = 1000  # RE2/J's parser refuses a larger repeat count (ERR_INVALID_REPEAT_SIZE)
+_REPEAT = re.compile(r"\{([0-9]+)(,([0-9]*))?\}")
 
 # RE2 refusals Python's re accepts, found outside character classes by _re2_refusal
 _GROUP_OPENERS = {
@@ -95,6 +99,10 @@ def _re2_refusal(regex: str) -> str | None:
                 return f"{what} is not supported"
         if c in "*+?}" and i + 1 < n and regex[i + 1] == "+":
             return "possessive quantifiers are not supported"
+        if c == "{" and (rep := _REPEAT.match(regex, i)) is not None:
+            low, high = int(rep[1]), rep[3]
+            if low > MAX_REPEAT or (high and int(high) > MAX_REPEAT):
+                return f"invalid repeat count: `{rep[0]}`"
         i += 1
     return None
 
@@ -105,14 +113,20 @@ def _compile(regex: str) -> re.Pattern[str]:
         return re.compile(regex)
 
 
+# what compiling a member's regex may raise: re.error, and OverflowError (a repeat count over
+# sys.maxsize, "the repetition number is too large") or RecursionError (parentheses nested
+# deeper than the parser's recursion allows), which are as much the regex's fault
+_COMPILE_ERRORS = (re.error, OverflowError, RecursionError)
+
+
 def regex_error(regex: str) -> str | None:
     """The INVALID_REGULAR_EXPRESSION message for ``regex``, or None when it compiles."""
     message = _re2_refusal(regex)
     if message is None:
         try:
             _compile(regex)
-        except re.error as exc:
-            message = str(exc)
+        except _COMPILE_ERRORS as exc:
+            message = str(exc) or type(exc).__name__
     if message is None:
         return None
     return f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {message}."
@@ -122,7 +136,7 @@ def matching(regex: str, topics: Iterable[str]) -> frozenset[str]:
     """The topic names ``regex`` fully matches (none if it does not compile)."""
     try:
         pattern = _compile(regex)
-    except re.error:
+    except _COMPILE_ERRORS:
         return frozenset()
     return frozenset(t for t in topics if pattern.fullmatch(t))
 

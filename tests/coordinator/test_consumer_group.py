@@ -598,3 +598,28 @@ def test_range_orders_static_members_by_instance_id_first() -> None:
         "a": {T: frozenset({2, 3})},
         "0": {T: frozenset({4, 5})},
     }
+
+
+def test_regexes_python_cannot_compile_are_refused_not_raised() -> None:
+    """A repeat count too large for Python (OverflowError) or a nesting too deep for its parser
+    (RecursionError) is INVALID_REGULAR_EXPRESSION, and the heartbeat answers it."""
+    from coordinator.consumer_group.regexes import regex_error
+
+    for refused in ("a{4294967296}", "a{1,99999999999999999999}", "(" * 5000 + "a" + ")" * 5000):
+        message = regex_error(refused)
+        assert message is not None and "is not a valid regular expression" in message
+        g = ConsumerGroup("g")
+        hb = Heartbeat("g", "a", 0, rebalance_timeout_ms=1, subscribed_topic_regex=refused)
+        r = heartbeat(g, replace(hb, owned=()), TOPICS, CFG, 0)
+        assert r.error is E.invalid_regular_expression and not g.members
+
+
+def test_repeat_counts_over_1000_are_refused_as_re2_does() -> None:
+    """RE2/J's parser refuses a repeat count above 1000 (ERR_INVALID_REPEAT_SIZE)."""
+    from coordinator.consumer_group.regexes import regex_error
+
+    for ok in ("a{1000}", "a{0,1000}", "a{1000,}", "[{]1001}", r"a\{1001}"):
+        assert regex_error(ok) is None, ok
+    for refused in ("a{1001}", "a{2,1001}", "a{1001,}", "(ab){5000}"):
+        message = regex_error(refused)
+        assert message is not None and "invalid repeat count" in message, (refused, message)

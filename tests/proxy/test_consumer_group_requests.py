@@ -4,6 +4,7 @@ raw requests against an in-process broker: each error path with Kafka's code and
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.consumer_group_describe.v0 import request as cgd0
@@ -352,3 +353,18 @@ async def test_describe_answers_authorized_operations_when_asked() -> None:
         # no authorizer: every GROUP operation (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
         # ALTER_CONFIGS)
         assert d.groups[0].authorized_operations == sum(1 << op for op in (3, 6, 8, 10, 11))
+
+
+async def test_a_regex_python_cannot_compile_is_invalid_and_the_member_goes_on() -> None:
+    """A regex whose repeat count overflows Python's parser (or nests too deep for it) is
+    answered INVALID_REGULAR_EXPRESSION like any other bad regex; the connection and the
+    group stay usable."""
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "t", 1) is E.none
+        for bad in ("t{4294967296}", "(" * 5000 + "t" + ")" * 5000):
+            req = join("g", "m1", subscribed_topic_regex=bad)
+            r = await c.request(replace(req, subscribed_topic_names=None))
+            assert r.error_code is E.invalid_regular_expression, r
+            assert r.error_message.startswith("SubscribedTopicRegex `")
+        ok = await c.request(join("g", "m1", subscribed_topic_regex="t.*"))
+        assert ok.error_code is E.none and ok.member_epoch == 1
