@@ -196,6 +196,8 @@ def update(
     wanted = used(g)
     for regex in [r for r in g.resolved_regexes if r not in wanted]:
         del g.resolved_regexes[regex]
+    if not wanted:  # nothing to resolve: spare every heartbeat the O(topics) digest
+        return False
     current = version(topics)
     due = g.regex_version != current and now_ms >= g.regex_refreshed_at + REFRESH_MIN_INTERVAL_MS
     if not (wanted - g.resolved_regexes.keys()) and not (due and g.resolved_regexes):

@@ -657,3 +657,17 @@ def test_re2_syntax_python_lacks_is_taken() -> None:
     ):
         assert regex_error(rx) is None, rx
         assert matching(rx, topics) == found, rx
+
+
+def test_a_group_without_regexes_skips_the_digest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The topics' digest (regexes.version, O(topics)) is only for groups with regexes: a
+    heartbeat of a group subscribed by names does not compute it."""
+    from coordinator.consumer_group import regexes
+
+    def digest(topics: object) -> int:
+        raise AssertionError("digested the topics")
+
+    monkeypatch.setattr(regexes, "version", digest)
+    g = ConsumerGroup("g")
+    assert heartbeat(g, join("a"), TOPICS, CFG, 0).error is E.none
+    assert heartbeat(g, beat("a", 1, g.members["a"].assigned), TOPICS, CFG, 20_000).error is E.none
