@@ -27,8 +27,8 @@ rejoins. The session timeout fences a member that stops heartbeating; the rebala
 fences one that does not revoke within its rebalance timeout.
 
 Regular expressions: resolved per group and stored as Kafka stores them, refreshed at most every
-10 s when the topics changed; Python's ``re`` standing for RE2/J, with RE2's refusals kept
-(``coordinator.consumer_group.regexes`` over ``coordinator/regex.py``).
+10 s when the topics changed; RE2 (google-re2) standing for RE2/J
+(``coordinator.consumer_group.regexes``).
 """
 
 from __future__ import annotations
@@ -81,6 +81,9 @@ class Heartbeat:
     owned: Owned = None
     client_id: str = ""
     client_host: str = ""
+    # whether the member may DESCRIBE a topic (None: no authorizer); a regex resolved at this
+    # heartbeat keeps only those (Kafka's filterTopicDescribeAuthorizedTopics)
+    describable: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,7 +324,8 @@ def heartbeat(
         or updated.subscribed_topic_regex != member.subscribed_topic_regex
     )
     g.update_member(updated)
-    if regexes.update(g, topics, now_ms, now_ms if wall_ms is None else wall_ms):
+    wall = now_ms if wall_ms is None else wall_ms
+    if regexes.update(g, topics, now_ms, wall, hb.describable):
         bump = True
     metadata = _metadata(g, topics)
     if metadata != g.subscription_metadata:

@@ -9,8 +9,10 @@ Kafka answers an API it does not advertise). Every error carries Kafka's message
 
 Authorization (KafkaApis.handleConsumerGroupHeartbeat): READ on the group, else
 GROUP_AUTHORIZATION_FAILED; DESCRIBE on every subscribed topic name, else
-TOPIC_AUTHORIZATION_FAILED. (Kafka 4.1 also leaves the topics a regex matches but the member may
-not describe out of its subscription; not done here.)
+TOPIC_AUTHORIZATION_FAILED. A regex resolved at a member's heartbeat keeps only the topics that
+member may DESCRIBE (Kafka 4.x's filterTopicDescribeAuthorizedTopics); as in Kafka, the
+resolution is the group's, made with the context of the member whose heartbeat resolved it, and
+an ACL change is seen at the next refresh (regexes.py: once the topics changed).
 """
 
 from __future__ import annotations
@@ -94,6 +96,11 @@ async def consumer_group_heartbeat(
         owned=owned,  # type: ignore[arg-type]
         client_id=ctx.header.client_id or "",
         client_host=ctx.client_host,
+        describable=(
+            None
+            if ctx.broker.authorizer is None
+            else lambda t: ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, t)
+        ),
     )
     r = await groups.consumer_heartbeat(hb, ctx.version)
     return ConsumerGroupHeartbeatResponse(

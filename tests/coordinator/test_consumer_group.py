@@ -357,7 +357,8 @@ def test_regex_subscription_and_new_topic() -> None:
 def test_regexes_are_refused_where_re2_refuses_them() -> None:
     from coordinator.consumer_group.regexes import regex_error
 
-    for ok in ("t.*", "(?i)orders-[0-9]+", "a|b", "(?P<n>x)y", r"[\1]", "x{2}", "[(?=]", "[[a]"):
+    oks = ("t.*", "(?i)orders-[0-9]+", "a|b", "(?P<n>x)y", "x{2}", "[(?=]", "[[a]", "[[:alpha:]]")
+    for ok in oks:
         assert regex_error(ok) is None, ok
     for refused, why in (
         (r"(a)\1", "back-references"),
@@ -371,9 +372,9 @@ def test_regexes_are_refused_where_re2_refuses_them() -> None:
         ("a{2}+", "possessive"),
         ("(a)?(?(1)b|c)", "conditional"),
         (r"a\Z", r"\Z"),
-        ("t(", "missing ), unterminated subpattern"),
-        ("[[:alpha:]]+", "POSIX classes"),
-        ("(?<n>a)", "unknown extension"),
+        ("t(", "missing closing )"),
+        ("t)", "unexpected )"),
+        (r"[\1]", "invalid escape sequence"),
     ):
         message = regex_error(refused)
         assert message is not None and why in message, (refused, message)
@@ -610,3 +611,75 @@ def test_range_orders_static_members_by_instance_id_first() -> None:
         "a": {T: frozenset({2, 3})},
         "0": {T: frozenset({4, 5})},
     }
+
+
+def test_regexes_past_python_limits_are_answered_not_raised() -> None:
+    """A repeat count over sys.maxsize (Python's parser raises OverflowError) is
+    INVALID_REGULAR_EXPRESSION; parentheses nested 5000 deep (Python's parser raises
+    RecursionError) are a regex like another. The heartbeat answers both."""
+    from coordinator.consumer_group.regexes import regex_error
+
+    deep = "(" * 5000 + "t" + ")" * 5000
+    for regex, error in (
+        ("a{4294967296}", E.invalid_regular_expression),
+        ("a{1,99999999999999999999}", E.invalid_regular_expression),
+        (deep, E.none),
+    ):
+        assert (regex_error(regex) is None) is (error is E.none)
+        g = ConsumerGroup("g")
+        hb = Heartbeat("g", "a", 0, rebalance_timeout_ms=1, subscribed_topic_regex=regex)
+        r = heartbeat(g, replace(hb, owned=()), TOPICS, CFG, 0)
+        assert r.error is error and len(g.members) == (error is E.none)
+
+
+def test_repeat_counts_over_1000_are_refused_as_re2_does() -> None:
+    """RE2/J's parser refuses a repeat count above 1000 (ERR_INVALID_REPEAT_SIZE)."""
+    from coordinator.consumer_group.regexes import regex_error
+
+    for ok in ("a{1000}", "a{0,1000}", "a{1000,}", "[{]1001}", r"a\{1001}"):
+        assert regex_error(ok) is None, ok
+    for refused in ("a{1001}", "a{2,1001}", "a{1001,}", "(ab){5000}"):
+        message = regex_error(refused)
+        assert message is not None and "invalid repeat count" in message, (refused, message)
+
+
+def test_regex_matching_takes_linear_time_as_re2() -> None:
+    """Kafka matches with RE2/J, in time linear in the topic name: ``(a+)+b`` against a long
+    run of ``a`` is answered at once (a backtracking engine would take ages, the broker's one
+    event loop with it)."""
+    import time
+
+    from coordinator.consumer_group.regexes import matching
+
+    start = time.monotonic()
+    assert matching("(a+)+b", ["a" * 27, "a" * 200 + "b"]) == {"a" * 200 + "b"}
+    assert time.monotonic() - start < 1
+
+
+def test_re2_syntax_python_lacks_is_taken() -> None:
+    """RE2's own syntax, which Kafka accepts, matches as in Kafka."""
+    from coordinator.consumer_group.regexes import matching, regex_error
+
+    topics = ["orders", "Orders2", "x_1", "end"]
+    for rx, found in (
+        ("(?<n>ord)ers", {"orders"}),
+        ("[[:alpha:]]+", {"orders", "end"}),
+        (r"\pL+", {"orders", "end"}),
+        (r"end\z|x_\d", {"end", "x_1"}),
+    ):
+        assert regex_error(rx) is None, rx
+        assert matching(rx, topics) == found, rx
+
+
+def test_a_group_without_regexes_skips_the_digest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The topics' digest (regexes.version, O(topics)) is only for groups with regexes: a
+    heartbeat of a group subscribed by names does not compute it."""
+    from coordinator.consumer_group import regexes
+
+    def digest(topics: object) -> int:
+        raise AssertionError("digested the topics")
+
+    monkeypatch.setattr(regexes, "version", digest)
+    g = ConsumerGroup("g")
+    assert heartbeat(g, join("a"), TOPICS, CFG, 0).error is E.none
+    assert heartbeat(g, beat("a", 1, g.members["a"].assigned), TOPICS, CFG, 20_000).error is E.none

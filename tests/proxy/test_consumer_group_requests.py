@@ -4,6 +4,7 @@ raw requests against an in-process broker: each error path with Kafka's code and
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.consumer_group_describe.v0 import request as cgd0
@@ -456,3 +457,47 @@ async def test_classic_members_inside_a_consumer_group() -> None:
             ("m1", E.unknown_member_id),
             (k, E.none),
         ]
+
+
+async def test_a_regex_python_cannot_compile_is_answered_and_the_member_goes_on() -> None:
+    """A regex whose repeat count overflows Python's parser is answered
+    INVALID_REGULAR_EXPRESSION like any other bad regex, one nested deeper than Python's parser
+    recurses is resolved; the connection and the group stay usable."""
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "t", 1) is E.none
+        req = join("g", "m1", subscribed_topic_regex="t{4294967296}")
+        r = await c.request(replace(req, subscribed_topic_names=None))
+        assert r.error_code is E.invalid_regular_expression, r
+        assert r.error_message == (
+            "SubscribedTopicRegex `t{4294967296}` is not a valid regular expression: "
+            "invalid repeat count."
+        )
+        req = join("g", "m1", subscribed_topic_regex="(" * 5000 + "t" + ")" * 5000)
+        ok = await c.request(replace(req, subscribed_topic_names=None))
+        assert ok.error_code is E.none and ok.member_epoch == 1
+        [assigned] = ok.assignment.topic_partitions
+        assert assigned.partitions == (0,)
+
+
+async def test_a_regex_resolves_to_the_topics_the_member_may_describe() -> None:
+    """Kafka 4.x (GroupMetadataManager.filterTopicDescribeAuthorizedTopics) leaves out of a
+    regex's resolution the topics the heartbeating member may not DESCRIBE."""
+    from proxy.acl.model import AclOperation as Op
+    from proxy.acl.model import ResourceType as Res
+
+    async with running_broker() as (server, port), connect(port) as c:
+        assert await create(c, "t-open", 1) is E.none
+        assert await create(c, "t-secret", 1) is E.none
+        assert server.broker is not None
+        server.broker.authorizer = _Deny((Op.DESCRIBE, Res.TOPIC, "t-secret"))
+        req = join("g", "m1", subscribed_topic_regex="t-.*")
+        r = await c.request(replace(req, subscribed_topic_names=None))
+        assert r.error_code is E.none
+        ids = {t.topic_id for t in r.assignment.topic_partitions}
+        d = await c.request(
+            cgd.ConsumerGroupDescribeRequest(group_ids=("g",), include_authorized_operations=False)
+        )
+        assert d.groups[0].error_code is E.none  # else a topic it may not describe is in it
+        [member] = d.groups[0].members
+        names = {t.topic_name for t in member.assignment.topic_partitions}
+        assert names == {"t-open"} and len(ids) == 1
