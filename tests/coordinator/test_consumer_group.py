@@ -412,11 +412,10 @@ def test_regex_resolutions_are_stored_and_forgotten() -> None:
 
 @pytest.mark.parametrize(
     "regex",
-    ["t(", "a{4294967296}", "(" * 5000 + ")" * 5000, r"(t)\1", "t(?=x)", "t{1001}"],
+    ["t(", "a{4294967296}", r"(t)\1", "t(?=x)", "t{1001}"],
     ids=[
         "re.error",
         "huge repeat (OverflowError)",
-        "deep nesting (RecursionError)",
         "back-reference (RE2/J has none)",
         "look-ahead (RE2/J has none)",
         "repeat above RE2's 1000",
