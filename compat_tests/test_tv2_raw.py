@@ -1,7 +1,8 @@
 """Transaction version 2 over the wire as Java 4.x's producer drives it, through kafkad's
 raw-protocol producer (``kafkad/client/txn_producer.py``): repeated transactions with the epoch
 bumped at each commit and abort, consume-transform-produce offsets by TxnOffsetCommit v5, the
-late writer of a finished transaction and the fenced old instance refused, and a classic
+late writer of a finished transaction and the fenced old instance refused (their stale
+epoch abortable, the old instance's abort fenced, as Java's producer sees them), and a classic
 transaction on the same partition at the same time. Skipped while the broker offers no EndTxn
 v5 or its ``transaction.version`` is finalized below 2."""
 
@@ -15,7 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 from compat_tests._support import topic_name, wait_for
 from compat_tests.test_transactions_crash import lso_reaches_hw
 from compat_tests.txn_support import create, read_all
-from kafkad.client.txn_producer import TxnFenced, TxnProducer
+from kafkad.client.txn_producer import TxnAbortable, TxnFenced, TxnProducer
 from kafkad.client.txn_transport import SocketTransport
 
 
@@ -73,8 +74,9 @@ def test_the_late_writer_and_the_old_instance_are_fenced(
     p.commit()
     p.begin()  # a batch of the finished transaction arrives late (its epoch, a new sequence)
     p.producer_epoch, p._sequences = finished_epoch, {(topic, 0): 1}
-    with pytest.raises(TxnFenced):
+    with pytest.raises(TxnAbortable) as late:  # as Java's: InvalidProducerEpochException
         p.send(topic, 0, [b"late"])
+    assert late.value.code == 47  # INVALID_PRODUCER_EPOCH
 
     a = TxnProducer(transport, tid)
     a.init_transactions()
@@ -82,8 +84,11 @@ def test_the_late_writer_and_the_old_instance_are_fenced(
     a.send(topic, 0, [b"open"])
     b = TxnProducer(transport, tid)
     b.init_transactions()  # fences a and aborts its open transaction
-    with pytest.raises(TxnFenced):
+    with pytest.raises(TxnAbortable) as zombie:  # the stale epoch: abortable, as in Java
         a.send(topic, 0, [b"zombie"])
+    assert zombie.value.code == 47
+    with pytest.raises(TxnFenced):  # its abort is told PRODUCER_FENCED: fatal
+        a.abort()
     b.begin()
     b.send(topic, 0, [b"new"])
     b.commit()
