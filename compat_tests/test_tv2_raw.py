@@ -9,11 +9,13 @@ v5 or its ``transaction.version`` is finalized below 2."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from compat_tests._support import topic_name, wait_for
+from compat_tests.conftest import _LIVE, _spawn
 from compat_tests.test_transactions_crash import lso_reaches_hw
 from compat_tests.txn_support import create, read_all
 from kafkad.client.txn_producer import TxnAbortable, TxnFenced, TxnProducer
@@ -115,3 +117,22 @@ def test_classic_and_tv2_transactions_on_one_partition(
     wait_for(lambda: lso_reaches_hw(bootstrap, [(topic, 0)]), 30, "the LSO to reach the HW")
     got = committed_values(bootstrap, topic)
     assert got == [b"tv2.0", b"tv2.0.b", b"classic.1", b"tv2.2", b"tv2.2.b"]
+
+
+def test_the_workload_worker_picks_the_flow_as_java_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``tv2`` workload worker is Java 4.x's producer: at a finalized ``transaction.version``
+    below 2 it runs the classic flow, whatever API versions the broker offers."""
+    from compat_tests.workload.worker import RawTxn
+
+    monkeypatch.setenv("KAFKAD_FEATURE", "transaction.version=1")
+    broker = _spawn(tmp_path, "tv1")
+    try:
+        cfg = {"bootstrap": broker.bootstrap, "tid": topic_name("tid"), "client": "tv2"}
+        worker = RawTxn(cfg | {"txn_timeout_ms": 10_000})
+        worker.t.close()
+        assert worker.p.tv2 is False
+    finally:
+        broker.stop()
+        _LIVE.remove(broker)
