@@ -1,21 +1,24 @@
 """Transaction version 2 over the wire as Java 4.x's producer drives it, through kafkad's
 raw-protocol producer (``kafkad/client/txn_producer.py``): repeated transactions with the epoch
 bumped at each commit and abort, consume-transform-produce offsets by TxnOffsetCommit v5, the
-late writer of a finished transaction and the fenced old instance refused, and a classic
+late writer of a finished transaction and the fenced old instance refused (their stale
+epoch abortable, the old instance's abort fenced, as Java's producer sees them), and a classic
 transaction on the same partition at the same time. Skipped while the broker offers no EndTxn
 v5 or its ``transaction.version`` is finalized below 2."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from compat_tests._support import topic_name, wait_for
+from compat_tests.conftest import _LIVE, _spawn
 from compat_tests.test_transactions_crash import lso_reaches_hw
 from compat_tests.txn_support import create, read_all
-from kafkad.client.txn_producer import TxnFenced, TxnProducer
+from kafkad.client.txn_producer import TxnAbortable, TxnFenced, TxnProducer
 from kafkad.client.txn_transport import SocketTransport
 
 
@@ -73,8 +76,9 @@ def test_the_late_writer_and_the_old_instance_are_fenced(
     p.commit()
     p.begin()  # a batch of the finished transaction arrives late (its epoch, a new sequence)
     p.producer_epoch, p._sequences = finished_epoch, {(topic, 0): 1}
-    with pytest.raises(TxnFenced):
+    with pytest.raises(TxnAbortable) as late:  # as Java's: InvalidProducerEpochException
         p.send(topic, 0, [b"late"])
+    assert late.value.code == 47  # INVALID_PRODUCER_EPOCH
 
     a = TxnProducer(transport, tid)
     a.init_transactions()
@@ -82,8 +86,11 @@ def test_the_late_writer_and_the_old_instance_are_fenced(
     a.send(topic, 0, [b"open"])
     b = TxnProducer(transport, tid)
     b.init_transactions()  # fences a and aborts its open transaction
-    with pytest.raises(TxnFenced):
+    with pytest.raises(TxnAbortable) as zombie:  # the stale epoch: abortable, as in Java
         a.send(topic, 0, [b"zombie"])
+    assert zombie.value.code == 47
+    with pytest.raises(TxnFenced):  # its abort is told PRODUCER_FENCED: fatal
+        a.abort()
     b.begin()
     b.send(topic, 0, [b"new"])
     b.commit()
@@ -110,3 +117,22 @@ def test_classic_and_tv2_transactions_on_one_partition(
     wait_for(lambda: lso_reaches_hw(bootstrap, [(topic, 0)]), 30, "the LSO to reach the HW")
     got = committed_values(bootstrap, topic)
     assert got == [b"tv2.0", b"tv2.0.b", b"classic.1", b"tv2.2", b"tv2.2.b"]
+
+
+def test_the_workload_worker_picks_the_flow_as_java_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``tv2`` workload worker is Java 4.x's producer: at a finalized ``transaction.version``
+    below 2 it runs the classic flow, whatever API versions the broker offers."""
+    from compat_tests.workload.worker import RawTxn
+
+    monkeypatch.setenv("KAFKAD_FEATURE", "transaction.version=1")
+    broker = _spawn(tmp_path, "tv1")
+    try:
+        cfg = {"bootstrap": broker.bootstrap, "tid": topic_name("tid"), "client": "tv2"}
+        worker = RawTxn(cfg | {"txn_timeout_ms": 10_000})
+        worker.t.close()
+        assert worker.p.tv2 is False
+    finally:
+        broker.stop()
+        _LIVE.remove(broker)

@@ -182,10 +182,11 @@ class RawTxn:
         from kafkad.client.txn_transport import SocketTransport
 
         self.t = SocketTransport(cfg["bootstrap"], timeout_s=10.0, client_id=cfg["tid"])
+        # as Java 4.x's producer: the TV2 flow only at a finalized transaction.version >= 2
         self.p = TxnProducer(
             self.t,
             cfg["tid"],
-            tv2=cfg["client"] == "tv2",
+            tv2=cfg["client"] == "tv2" and self.t.why_no_tv2() is None,
             transaction_timeout_ms=cfg["txn_timeout_ms"],
             op_timeout_s=OP_TIMEOUT_S,
         )

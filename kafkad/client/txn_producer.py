@@ -14,9 +14,10 @@ Both start with FindCoordinator and InitProducerId v5 (producer id and epoch -1:
 instance, which fences an older one of the same transactional id and aborts its open
 transaction). Every answer is classified by ``txn_rules.step_for``: retriable codes and lost
 connections are retried (a lost connection on FindCoordinator's target asks it again) until
-``op_timeout_s``; an abortable error raises ``TxnAbortable`` and leaves the transaction to
-``abort()``; fencing raises ``TxnFenced`` and every later call raises it again, as Java's
-fatal state does. A transaction that sent nothing ends without EndTxn (Java's
+``op_timeout_s`` (then a Produce is abortable, as a batch past Java's delivery timeout, and any
+other request raises ``TxnTimeout``); an abortable error raises ``TxnAbortable`` and leaves
+the transaction to ``abort()``; fencing raises ``TxnFenced`` and every later call raises it
+again, as Java's fatal state does. A transaction that sent nothing ends without EndTxn (Java's
 ``transactionStarted``). Deliberate simplification: one request at a time, each ``send`` is
 one batch to one partition, and a retried Produce resends the same batch (same sequence).
 """
@@ -37,6 +38,7 @@ __all__ = ["TxnAbortable", "TxnError", "TxnFatal", "TxnFenced", "TxnProducer", "
 
 GROUP, TRANSACTION = 0, 1
 PRODUCE, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, INIT_PID, TXN_OFFSET_COMMIT = 0, 24, 25, 26, 22, 28
+TRANSACTION_ABORTABLE = 120
 # api key -> version, per flow
 TV2_VERSIONS = {INIT_PID: 5, PRODUCE: 12, TXN_OFFSET_COMMIT: 5, END_TXN: 5}
 CLASSIC_VERSIONS = {
@@ -201,7 +203,15 @@ class TxnProducer:
         if self.started:
             data = {"transactional_id": self.tid, "producer_id": self.producer_id}
             data |= {"producer_epoch": self.producer_epoch, "committed": commit}
-            resp = self._coordinated(END_TXN, data)
+            try:
+                resp = self._coordinated(END_TXN, data)
+            except TxnAbortable as exc:
+                if commit or exc.code != TRANSACTION_ABORTABLE:
+                    raise
+                # Java's EndTxnHandler: aborting again would loop; fatal
+                self._error = TxnFatal(f"failed to abort: {exc}", exc.code)
+                self.state = State.FATAL_ERROR
+                raise self._error from exc
             if self.tv2 and int(resp.producer_id) >= 0:  # v5: the bumped id and epoch
                 self._new_epoch(int(resp.producer_id), int(resp.producer_epoch))
         self.state = State.READY
@@ -272,6 +282,12 @@ class TxnProducer:
                 if step is Step.RECOORDINATE or code in (5, 6):  # leader moved
                     forget()
                 if self._clock() >= deadline:
+                    if api_key == PRODUCE and self.state is State.IN_TRANSACTION:
+                        # Java 4.x: a batch past its delivery timeout fails the transaction
+                        # with an abortable error (maybeTransitionToErrorState)
+                        self._error = TxnAbortable(f"{what}, retried until timed out", code)
+                        self.state = State.ABORTABLE_ERROR
+                        raise self._error
                     raise TxnTimeout(f"{what}, retried for {self.op_timeout_s:g} s", code)
                 self._sleep(self.backoff_s)
                 continue

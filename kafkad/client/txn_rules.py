@@ -53,7 +53,7 @@ _TABLES: dict[int, Mapping[ErrorCode, Step]] = {
         **_FENCING,
         E.topic_authorization_failed: Step.ABORTABLE,
         E.unknown_producer_id: Step.ABORTABLE,
-        E.invalid_producer_id_mapping: Step.ABORTABLE,
+        E.invalid_producer_id_mapping: Step.FATAL,
         E.transaction_abortable: Step.ABORTABLE,
         E.operation_not_attempted: Step.RETRY,
         E.invalid_txn_state: Step.FATAL,
@@ -65,7 +65,8 @@ _TABLES: dict[int, Mapping[ErrorCode, Step]] = {
         **_FENCING,
         E.group_authorization_failed: Step.ABORTABLE,
         E.unknown_producer_id: Step.ABORTABLE,
-        E.invalid_producer_id_mapping: Step.ABORTABLE,
+        E.invalid_producer_id_mapping: Step.FATAL,
+        E.invalid_txn_state: Step.FATAL,
         E.transaction_abortable: Step.ABORTABLE,
     },
     # TxnOffsetCommitHandler (REQUEST_TIMED_OUT also looks the group coordinator up again)
@@ -85,18 +86,24 @@ _TABLES: dict[int, Mapping[ErrorCode, Step]] = {
         **_FENCING,
         E.invalid_txn_state: Step.FATAL,
         E.unknown_producer_id: Step.ABORTABLE,
-        E.invalid_producer_id_mapping: Step.ABORTABLE,
-        E.transaction_abortable: Step.ABORTABLE,
+        E.invalid_producer_id_mapping: Step.FATAL,
+        E.transaction_abortable: Step.ABORTABLE,  # FATAL when aborting (txn_producer._end)
     },
-    # Produce, transactional (Sender.canRetry, TransactionManager.handleFailedBatch); a batch
-    # error that is neither retriable nor fencing makes the transaction abortable
+    # Produce, transactional (Sender.canRetry, TransactionManager.maybeTransitionToErrorState):
+    # fatal only for PRODUCER_FENCED, cluster/transactional-id authorization, an unsupported
+    # version and INVALID_PRODUCER_ID_MAPPING; any other batch error (INVALID_PRODUCER_EPOCH
+    # too: since 2.7 the broker's stale-epoch answer, KIP-588; INVALID_TXN_STATE; a retriable
+    # error past the delivery timeout) makes the transaction abortable
     0: {
-        **_FENCING,
+        E.producer_fenced: Step.FENCED,
         E.duplicate_sequence_number: Step.DONE,
+        E.invalid_producer_epoch: Step.ABORTABLE,
+        E.invalid_txn_state: Step.ABORTABLE,
         E.transaction_abortable: Step.ABORTABLE,
         E.out_of_order_sequence_number: Step.ABORTABLE,
         E.unknown_producer_id: Step.ABORTABLE,
-        E.invalid_txn_state: Step.FATAL,
+        E.invalid_producer_id_mapping: Step.FATAL,
+        E.unsupported_version: Step.FATAL,
         E.transactional_id_authorization_failed: Step.FATAL,
         E.cluster_authorization_failed: Step.FATAL,
     },

@@ -13,6 +13,7 @@ from kafkad.client.build import build, response_class
 from kafkad.client.txn_producer import (
     State,
     TxnAbortable,
+    TxnFatal,
     TxnFenced,
     TxnProducer,
     TxnTimeout,
@@ -201,14 +202,64 @@ def test_retriable_answers_and_lost_connections_are_retried() -> None:
     assert t.forgotten >= 2
 
 
+def test_stale_epoch_produce_is_abortable_and_the_abort_is_fenced() -> None:
+    """Java (KIP-588): a Produce answered INVALID_PRODUCER_EPOCH (what the broker tells a stale
+    epoch since 2.7) fails the batch with InvalidProducerEpochException, an abortable error;
+    the abort's EndTxn is then told PRODUCER_FENCED, which is fatal."""
+    p, t = producer(
+        [
+            ("produce", produce_reply(E.invalid_producer_epoch)),
+            ("end", pid_reply(-1, -1, E.producer_fenced)),
+        ]
+    )
+    p.begin()
+    with pytest.raises(TxnAbortable):
+        p.send("t", 0, [b"late"])
+    assert p.state is State.ABORTABLE_ERROR
+    with pytest.raises(TxnFenced):
+        p.abort()
+    with pytest.raises(TxnFenced):
+        p.begin()
+    assert t.names() == ["init", "produce", "end"]
+
+
 def test_fenced_produce_is_fatal_and_stays_so() -> None:
-    p, t = producer([("produce", produce_reply(E.invalid_producer_epoch))])
+    p, t = producer([("produce", produce_reply(E.producer_fenced))])
     p.begin()
     with pytest.raises(TxnFenced):
         p.send("t", 0, [b"late"])
     with pytest.raises(TxnFenced):
         p.abort()
     assert t.names() == ["init", "produce"]
+
+
+def test_transaction_abortable_while_aborting_is_fatal() -> None:
+    """Java's EndTxnHandler: TRANSACTION_ABORTABLE in answer to an abort is fatal (aborting
+    again would loop)."""
+    p, _ = producer(
+        [("produce", produce_reply()), ("end", pid_reply(-1, -1, E.transaction_abortable))]
+    )
+    p.begin()
+    p.send("t", 0, [b"a"])
+    with pytest.raises(TxnFatal):
+        p.abort()
+    assert p.state is State.FATAL_ERROR
+    with pytest.raises(TxnFatal):
+        p.begin()
+
+
+def test_produce_retried_past_the_timeout_is_abortable() -> None:
+    """Java 4.x: a batch that exhausted its retries (delivery timeout) fails with a retriable
+    error, which ``maybeTransitionToErrorState`` turns into an abortable one."""
+    now = [0.0]
+    t = Recorded([("produce", produce_reply(E.not_enough_replicas))] * 3)
+    p = TxnProducer(t, "tid", op_timeout_s=1.0, sleep=lambda s: now.__setitem__(0, now[0] + 0.5))
+    p._clock = lambda: now[0]
+    p.producer_id, p.producer_epoch, p.state = 7, 0, State.READY
+    p.begin()
+    with pytest.raises(TxnAbortable):
+        p.send("t", 0, [b"a"])
+    assert p.state is State.ABORTABLE_ERROR
 
 
 def test_fenced_end_txn() -> None:
@@ -267,6 +318,16 @@ def test_retries_end_when_the_operation_time_runs_out() -> None:
         (24, E.operation_not_attempted, Step.RETRY),
         (22, E.concurrent_transactions, Step.RETRY),
         (22, E.producer_fenced, Step.FENCED),
+        # Java 4.x: maybeTransitionToErrorState, and the handlers' INVALID_PRODUCER_ID_MAPPING
+        (0, E.invalid_producer_epoch, Step.ABORTABLE),
+        (0, E.invalid_txn_state, Step.ABORTABLE),
+        (0, E.producer_fenced, Step.FENCED),
+        (0, E.invalid_producer_id_mapping, Step.FATAL),
+        (0, E.unsupported_version, Step.FATAL),
+        (24, E.invalid_producer_id_mapping, Step.FATAL),
+        (25, E.invalid_producer_id_mapping, Step.FATAL),
+        (25, E.invalid_txn_state, Step.FATAL),
+        (26, E.invalid_producer_id_mapping, Step.FATAL),
     ],
 )
 def test_steps_follow_the_java_handlers(api: int, code: E, step: Step) -> None:
