@@ -44,9 +44,11 @@ own add for a Produce v12 / TxnOffsetCommit v5), else 0; it is recorded in the t
 * EndTxn TV2 (``END_TXN_V2``): every commit and abort bumps the epoch, so "same epoch" no
   longer means "retry". A retry is the epoch one below the current one (``retry_on_bump``), or
   (previous producer id, 32766) after an overflow moved the id to (next id, 0)
-  (``retry_on_overflow``). Order: unknown/other producer id (unless an overflow retry) ->
-  INVALID_PRODUCER_ID_MAPPING; pending -> CONCURRENT_TRANSACTIONS (checked before the epoch,
-  KAFKA-18464, so an empty abort racing a completion is not self-fenced); the epoch not valid
+  (``retry_on_overflow``). Order: unknown id -> INVALID_PRODUCER_ID_MAPPING; pending ->
+  CONCURRENT_TRANSACTIONS (checked before the producer id, as Kafka 4.x does, so a producer
+  moved to a new id by an overflow is told to retry while the old id's markers are written, and
+  before the epoch, KAFKA-18464, so an empty abort racing a completion is not self-fenced);
+  other producer id (unless an overflow retry) -> INVALID_PRODUCER_ID_MAPPING; the epoch not valid
   for the state -> PRODUCER_FENCED; then the table. The answer carries the producer id and
   epoch the client continues with (``end_txn_reply_ids``).
 * InitProducerId / the timeout abort on an Ongoing transaction fence it with the coordinator's
@@ -459,10 +461,12 @@ def _end_txn_v2(
         valid_epoch = retry_on_bump or retry_on_overflow or producer_epoch == meta.producer_epoch
     else:
         valid_epoch = producer_epoch == meta.producer_epoch
+    if meta.pending:
+        # Before the producer id (Kafka 4.x): a producer continuing as (next id, 0) after an
+        # overflow may end its next transaction while the old id's markers are being written.
+        return E.concurrent_transactions
     if meta.producer_id != producer_id and not retry_on_overflow:
         return E.invalid_producer_id_mapping
-    if meta.pending:
-        return E.concurrent_transactions
     if not valid_epoch:
         return E.producer_fenced
     is_retry = retry_on_bump or retry_on_overflow

@@ -14,10 +14,11 @@ stores or advertises the level.
 The protocol of a transaction is chosen from its client's request versions, as Kafka chooses
 it: ``TV2_FROM`` gives the first version of each request type that speaks TV2 (Kafka's
 ``AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation``, the
-``ADD_PARTITION`` operation from Produce v12 and TxnOffsetCommit v5, and EndTxn v5's epoch
-bump). ApiVersions lists these versions at every level, as Kafka 4.x does: a Java client uses
-them only while it sees the feature finalized at 2 (``TransactionManager``), and stops at the
-version before otherwise.
+``ADD_PARTITION`` operation from Produce v12 and TxnOffsetCommit v5, EndTxn v5's epoch
+bump, and ``TransactionVersion.transactionVersionForAddPartitionsToTxn``: every add of the
+broker-only AddPartitionsToTxn v4+). ApiVersions lists these versions at every level, as
+Kafka 4.x does: a Java client uses them only while it sees the feature finalized at 2
+(``TransactionManager``), and stops at the version before otherwise.
 
 The stored level lives in ``proxy/features.py``; UpdateFeatures is
 ``proxy/handlers/update_features.py``.
@@ -108,7 +109,7 @@ def _invalid(feature: str, new: int, reason: str) -> tuple[ErrorCode, str]:
 TV2_FROM: Final = MappingProxyType(
     {
         0: 12,  # Produce: the first transactional batch adds the partition
-        24: 5,  # AddPartitionsToTxn: the broker's add on a TV2 producer's behalf
+        24: 4,  # AddPartitionsToTxn: a broker's add (transactionVersionForAddPartitionsToTxn)
         26: 5,  # EndTxn: epoch bump, producer id and epoch in the response
         28: 5,  # TxnOffsetCommit: the offsets partition added implicitly
     }

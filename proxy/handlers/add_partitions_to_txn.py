@@ -4,10 +4,11 @@
 v0: one transaction (id, producer id, epoch, topics with partitions); one error code per
 partition. v1: same (throttling). v2: may answer PRODUCER_FENCED (older versions get
 INVALID_PRODUCER_EPOCH, ``wire/errors.py``). v3: flexible. v4 (KIP-890 part 1): the batched
-broker-to-coordinator form, several transactions, each with VerifyOnly; a top-level error code.
-v5: may answer TRANSACTION_ABORTABLE, and an add (not a verify) is a TV2 one (KIP-890 part 2:
-a leader adding a partition on a Produce v12 producer's behalf; Kafka's
-``TransactionVersion.transactionVersionForAddPartitionsToTxn``). kafkad's own partitions call
+broker-to-coordinator form, several transactions, each with VerifyOnly; a top-level error code;
+an add (not a verify) is a TV2 one from v4 on (KIP-890 part 2: a leader adding a partition on
+a Produce v12 producer's behalf; Kafka's
+``TransactionVersion.transactionVersionForAddPartitionsToTxn`` takes every version above 3).
+v5: may answer TRANSACTION_ABORTABLE. kafkad's own partitions call
 the coordinator in process (``proxy/txn_implicit_add.py``); v4-5 are served for what Kafka
 serves them to (another broker, a tool).
 

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 from kio.schema.add_partitions_to_txn.v3 import request as apt3
+from kio.schema.add_partitions_to_txn.v4 import request as apt4
+from kio.schema.add_partitions_to_txn.v5 import request as apt5
 from kio.schema.end_txn.v4 import request as end4
 from kio.schema.end_txn.v5 import request as end5
 from kio.schema.errors import ErrorCode
@@ -331,3 +333,39 @@ async def test_produce_v13_names_topics_by_id(features: dict[str, int]) -> None:
         )
         assert await end(c, "tx", pid, epoch, True) == (E.none, pid, epoch + 1)
         assert len(delivered(await fetch(c, "in", 0, committed=True))) == 1
+
+
+@pytest.mark.parametrize("v", [4, 5])
+async def test_a_brokers_add_is_a_tv2_add_from_v4(features: dict[str, int], v: int) -> None:
+    """AddPartitionsToTxn v4+ comes from brokers; an add (not VerifyOnly) records client
+    transaction version 2 from v4 on (Kafka's transactionVersionForAddPartitionsToTxn: a
+    version above 3), so the EndTxn v5 that follows ends it as a TV2 transaction."""
+    m: Any = apt4 if v == 4 else apt5
+    async with running_broker(features=features) as (server, port), connect(port) as c:
+        assert await create(c, "in") is E.none
+        _, pid, epoch = await init(c, "tx")
+
+        async def add(verify_only: bool) -> E:
+            r = await c.request(
+                m.AddPartitionsToTxnRequest(
+                    transactions=(
+                        m.AddPartitionsToTxnTransaction(
+                            transactional_id="tx",
+                            producer_id=pid,
+                            producer_epoch=epoch,
+                            verify_only=verify_only,
+                            topics=(m.AddPartitionsToTxnTopic(name="in", partitions=(0,)),),
+                        ),
+                    )
+                )
+            )
+            assert r.error_code is E.none
+            part = r.results_by_transaction[0].topic_results[0].results_by_partition[0]
+            code: E = part.partition_error_code
+            return code
+
+        assert await add(True) is not E.none  # not in the transaction yet
+        assert await add(False) is E.none
+        assert server.broker.txns.cache["tx"].client_transaction_version == 2
+        assert await add(True) is E.none
+        assert await end(c, "tx", pid, epoch, True) == (E.none, pid, epoch + 1)

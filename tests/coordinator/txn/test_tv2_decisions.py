@@ -303,6 +303,10 @@ def test_new_id_after_an_overflow_waits_for_the_completion_instead_of_failing() 
     new_id, epoch = decisions.end_txn_reply_ids(c.cache["tx"], outcome)
     c.run(outcome)  # PrepareAbort durable, CompleteAbort pending
     assert c.add("tx", new_id, epoch, ("t", 0), tv=TV2) is E.concurrent_transactions
+    # so must its EndTxn (an empty abort): Kafka's TV2 EndTxn checks the pending transition
+    # before the producer id, for this very case
+    for commit in (True, False):
+        assert c.end("tx", new_id, epoch, commit, tv=TV2) is E.concurrent_transactions
     c.finish_markers("tx")
     assert c.run(c.add("tx", new_id, epoch, ("t", 0), tv=TV2)) is E.none
 
