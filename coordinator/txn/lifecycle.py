@@ -78,6 +78,9 @@ class Markers:
     producer_epoch: int
     commit: bool
     partitions: frozenset[TP]
+    # WriteTxnMarkers v2's TransactionVersion: a TV2 marker must carry an epoch above the
+    # producer's at the partition (KAFKA-19446), a classic one at least the producer's
+    transaction_version: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +102,7 @@ def begin_completion(meta: TxnMetadata, now_ms: int) -> Completion:
         meta.producer_epoch,
         meta.state is S.PREPARE_COMMIT,
         meta.partitions,
+        meta.client_transaction_version,
     )
     return Completion(markers, meta.prepare_complete(now_ms))
 

@@ -60,7 +60,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Protocol
 
 import trio
 from kio.schema.errors import ErrorCode
@@ -88,8 +88,22 @@ log = logging.getLogger("kafkad.txn")
 E = ErrorCode
 S = TxnState
 
-MarkerWriter: TypeAlias = Callable[[TopicPartition, int, int, bool, int], Awaitable[ErrorCode]]
-"""``Broker.write_txn_marker(tp, producer_id, producer_epoch, commit, coordinator_epoch)``."""
+
+class MarkerWriter(Protocol):
+    """``Broker.write_txn_marker(tp, producer_id, producer_epoch, commit, coordinator_epoch,
+    transaction_version=...)``."""
+
+    def __call__(
+        self,
+        tp: TopicPartition,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        *,
+        transaction_version: int = 0,
+    ) -> Awaitable[ErrorCode]: ...
+
 
 COORDINATOR_EPOCH: Final = 0
 RETRY_MIN_S: Final = 0.05
@@ -314,6 +328,7 @@ class TxnCoordinator:
                 markers.producer_epoch,
                 markers.commit,
                 COORDINATOR_EPOCH,
+                transaction_version=markers.transaction_version,
             )
         except StorageError:
             return E.kafka_storage_error

@@ -51,14 +51,23 @@ class FakeMarkers:
 
     def __init__(self, script: dict[TP, list[ErrorCode]] | None = None, block: bool = False):
         self.calls: list[tuple[TP, int, int, bool, int]] = []
+        self.versions: list[int] = []  # the transaction version each marker said
         self.script = script or {}
         self.block = block
 
     async def __call__(
-        self, tp: TopicPartition, pid: int, epoch: int, commit: bool, coordinator_epoch: int
+        self,
+        tp: TopicPartition,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        *,
+        transaction_version: int = 0,
     ) -> ErrorCode:
         key = (tp.topic, tp.partition)
         self.calls.append((key, pid, epoch, commit, coordinator_epoch))
+        self.versions.append(transaction_version)
         if self.block:
             await trio.sleep_forever()
         codes = self.script.get(key)
@@ -200,7 +209,9 @@ async def test_markers_that_are_not_retried(
 async def test_writer_exception_is_retried(store: Store, autojump_clock) -> None:
     calls = 0
 
-    async def flaky(tp: TopicPartition, pid: int, epoch: int, commit: bool, ce: int) -> ErrorCode:
+    async def flaky(
+        tp: TopicPartition, pid: int, epoch: int, commit: bool, ce: int, **_: int
+    ) -> ErrorCode:
         nonlocal calls
         calls += 1
         if calls == 1:

@@ -63,6 +63,22 @@ async def test_tv2_transactions_bump_and_answer_the_new_epoch(mem: Store, autoju
         assert coord.cache["tx"].client_transaction_version == 0
 
 
+async def test_markers_say_the_transaction_version(mem: Store, autojump_clock) -> None:
+    """WriteTxnMarkers v2's ``TransactionVersion``: the partition refuses a TV2 marker at or
+    below the producer's epoch (KAFKA-19446), so the coordinator must say which kind it writes."""
+    markers = FakeMarkers()
+    async with coordinator(mem, markers) as coord:
+        pid, epoch = await init(coord)
+        await coord.add_partitions("tx", pid, epoch, [T0], TV2)
+        await coord.end_transaction("tx", pid, epoch, True, TV2)
+        await coord.settle("tx", math.inf)
+        assert markers.versions == [TV2]
+        await coord.add_partitions("tx", pid, epoch + 1, [T0])
+        assert await coord.end_txn("tx", pid, epoch + 1, True) is E.none
+        await coord.settle("tx", math.inf)
+        assert markers.versions == [TV2, 0]
+
+
 async def test_kill_between_tv2_prepare_and_complete(mem: Store, autojump_clock) -> None:
     async with coordinator(mem, FakeMarkers(block=True)) as coord:
         pid, epoch = await init(coord)
