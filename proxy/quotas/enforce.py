@@ -202,6 +202,8 @@ class MutationQuota:
         self._mutation = ctx.broker.throttles.mutation
         self._user, self._client_id = _who(ctx)
         self._strict = ctx.version >= strict_since
+        self._last_throttle_ms = 0  # Kafka's AbstractControllerMutationQuota
+        self._last_recorded_ms = 0
 
     @property
     def enabled(self) -> bool:
@@ -211,14 +213,18 @@ class MutationQuota:
         """THROTTLING_QUOTA_EXCEEDED if this mutation is refused, else None (charged)."""
         if not self._mutation.enabled:
             return None
-        ms = self._mutation.charge(self._user, self._client_id, partitions, self._strict, _now_ms())
-        return (ErrorCode.throttling_quota_exceeded, THROTTLING_MESSAGE) if ms < 0 else None
+        now = _now_ms()
+        refused, ms = self._mutation.charge(
+            self._user, self._client_id, partitions, self._strict, now
+        )
+        if ms > 0:
+            self._last_throttle_ms, self._last_recorded_ms = ms, now
+        return (ErrorCode.throttling_quota_exceeded, THROTTLING_MESSAGE) if refused else None
 
     def throttle_time(self) -> i32Timedelta:
-        """The answer's throttle time (the dispatcher mutes the connection for it)."""
-        ms = (
-            self._mutation.throttle_ms(self._user, self._client_id, _now_ms())
-            if self._mutation.enabled
-            else 0
-        )
+        """The answer's throttle time (the dispatcher mutes the connection for it): the last
+        one set, less the time since (Kafka's ``throttleTime``)."""
+        ms = 0
+        if self._last_throttle_ms:
+            ms = max(0, self._last_throttle_ms - (_now_ms() - self._last_recorded_ms))
         return i32Timedelta.parse(datetime.timedelta(milliseconds=min(ms, INT_MAX)))
