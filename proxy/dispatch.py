@@ -176,8 +176,9 @@ class Dispatcher:
             )
             _no_error_reply_for_acks0(header, body, exc)
             response = _error_reply(handler, header, req, body, ErrorCode.unknown_server_error)
-        if quota_bound:
-            enforce.stop(throttles)  # (settle stopped it already unless the handler failed)
+        finally:  # (settle stopped it already unless the handler failed, closed or was cancelled)
+            if quota_bound:
+                enforce.stop(throttles)
         self.record(header.api_key, header.api_version, time.perf_counter() - started, response)
         if fault is not None and fault.drop_after:
             raise CloseConnection(f"fault injection: dropped after api {header.api_key}")

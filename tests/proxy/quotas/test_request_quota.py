@@ -119,3 +119,21 @@ async def test_a_request_quota_for_another_client_throttles_nothing(autojump_clo
             assert (await c.request(API_VERSIONS)).throttle_time == datetime.timedelta(0)
         resp = await c.request(fetch_request("t"))
         assert len(resp.responses) == 1 and resp.throttle_time == datetime.timedelta(0)
+
+
+async def test_a_request_that_closes_the_connection_leaves_no_task_behind() -> None:
+    # the task clock follows the request's task until settle/stop; a handler closing the
+    # connection (here an acks=0 Produce with a bad batch) must not leave it followed
+    from tests.proxy.harness import encode_request
+    from tests.proxy.test_produce_records import NOW, build_batch, malformed, records
+    from tests.proxy.test_produce_records import two_partitions as batches
+
+    async with running_broker() as (server, port), connect(port) as c:
+        assert await create(c, "t", 2) == ErrorCode.none
+        await set_quota(c, "request_percentage", 1e9)  # installs the task clock
+        good = build_batch(records(1), base_timestamp=NOW)
+        await c.send_raw(encode_request(batches(malformed("magic 3"), good, acks=0), 9))
+        with trio.fail_after(10):
+            assert await c.read_frame() is None
+        clock = server.broker.throttles.clock
+        assert clock is not None and clock._spent == {}
