@@ -172,6 +172,29 @@ def settle(
     return dataclasses.replace(answer, throttle_time=datetime.timedelta(milliseconds=ms))
 
 
+def settle_error(
+    throttles: Throttles,
+    ctx: RequestContext,
+    req: Any,
+    response: Any,
+    mute: Callable[[int], None] | None,
+) -> Any:
+    """An error answer to the whole request (Kafka's ``sendErrorResponseMaybeThrottle``): the
+    request's time is charged to the request quota and a throttle mutes the connection and is
+    in the answer (no bytes are charged: nothing was produced or fetched)."""
+    spent = stop(throttles)
+    if int(ctx.header.api_key) == FETCH_KEY and _from_follower(req):
+        return response
+    ms = throttles.request.record(*_who(ctx), spent, _now_ms())
+    if ms <= 0:
+        return response
+    if mute is not None:
+        mute(ms)
+    if response is NO_RESPONSE or not hasattr(response, "throttle_time"):
+        return response
+    return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=ms))
+
+
 def charge_fetch(ctx: RequestContext, response: Any) -> i32Timedelta | None:
     """Called by the Fetch handler with the answer it would give, before its fetch session
     remembers anything: charge its size and the request's time so far; the longer throttle
