@@ -168,10 +168,14 @@ class Dispatcher:
             log.debug("api %d v%d refused: %s", header.api_key, header.api_version, exc)
             _no_error_reply_for_acks0(header, body, exc)
             response = _error_reply(handler, header, req, body, exc.code)
+            if quota_bound:
+                response = enforce.settle_error(throttles, ctx, req, response, mute)
         except StorageError as exc:  # e.g. a read from a log that went offline
             log.error("api %d v%d: storage error: %s", header.api_key, header.api_version, exc)
             _no_error_reply_for_acks0(header, body, exc)
             response = _error_reply(handler, header, req, body, ErrorCode.kafka_storage_error)
+            if quota_bound:
+                response = enforce.settle_error(throttles, ctx, req, response, mute)
         except Exception as exc:
             log.exception(
                 "handler for api %d v%d failed (client %s, corr %d)",
@@ -182,8 +186,11 @@ class Dispatcher:
             )
             _no_error_reply_for_acks0(header, body, exc)
             response = _error_reply(handler, header, req, body, ErrorCode.unknown_server_error)
-        if quota_bound:
-            enforce.stop(throttles)  # (settle stopped it already unless the handler failed)
+            if quota_bound:
+                response = enforce.settle_error(throttles, ctx, req, response, mute)
+        finally:  # (settle stopped it already unless the handler failed, closed or was cancelled)
+            if quota_bound:
+                enforce.stop(throttles)
         self.record(header.api_key, header.api_version, time.perf_counter() - started, response)
         if fault is not None and fault.drop_after:
             raise CloseConnection(f"fault injection: dropped after api {header.api_key}")

@@ -28,6 +28,11 @@ _LONG_MAX = str(2**63 - 1)
 _INT_MIN, _INT_MAX, _LONG_MIN, _LONG_MAX_N = -(2**31), 2**31 - 1, -(2**63), 2**63 - 1
 
 
+class WholeMessage(ValueError):
+    """A ``ConfigException(message)`` of Kafka's: the message is all of it, not wrapped as
+    "Invalid value V for configuration N: ..."."""
+
+
 def _number(kind: str, low: int | None = None) -> Callable[[str], int]:
     """Kafka's ConfigDef INT or LONG, with ``Range.atLeast(low)``: its messages."""
     lo, hi = (_INT_MIN, _INT_MAX) if kind == "INT" else (_LONG_MIN, _LONG_MAX_N)
@@ -73,13 +78,21 @@ def _ratio(v: str) -> float:
     return n
 
 
+def _list(v: str) -> list[str]:
+    """ConfigDef's LIST parse: empty, or split at commas with any whitespace around them."""
+    trimmed = v.strip()
+    return re.split(r"\s*,\s*", trimmed) if trimmed else []
+
+
 def _throttled_replicas(name: str) -> Callable[[str], str]:
-    """Kafka's ``ThrottledReplicaListValidator``: ``*`` or partitionId:brokerId pairs."""
+    """Kafka's ``ThrottledReplicaListValidator``: ``*`` or partitionId:brokerId pairs (its
+    message shows the parsed list, as Java prints it)."""
 
     def parse(v: str) -> str:
-        items = [x.strip() for x in v.split(",")]
+        items = _list(v)
         if not (all(re.fullmatch(r"([0-9]+:[0-9]+)?", x) for x in items) or "".join(items) == "*"):
-            raise ValueError(
+            raise WholeMessage(
+                f"Invalid value [{', '.join(items)}] for configuration {name}: "
                 f"{name} must be the literal '*' or a list of replicas in the following "
                 "format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
             )
@@ -90,8 +103,8 @@ def _throttled_replicas(name: str) -> Callable[[str], str]:
 
 def _choice(*allowed: str) -> Callable[[str], str]:
     def parse(v: str) -> str:
-        if v not in allowed:
-            raise ValueError(f"expected one of {', '.join(allowed)}")
+        if v not in allowed:  # Kafka's ValidString
+            raise ValueError(f"String must be one of: {', '.join(allowed)}")
         return v
 
     return parse
@@ -101,7 +114,7 @@ def _level(low: int, high: int, default: int | None = None) -> Callable[[str], i
     """A compression level in [low, high] (gzip: or its default, -1), with Kafka's messages."""
 
     def parse(v: str) -> int:
-        level = int(v)
+        level = _int()(v)  # ConfigDef's INT parse, then the validator
         if default is not None:
             if level > high or (level < low and level != default):
                 raise ValueError(f"Value must be between {low} and {high} or equal to {default}")
@@ -115,10 +128,21 @@ def _level(low: int, high: int, default: int | None = None) -> Callable[[str], i
 
 
 def _policy(v: str) -> str:
-    items = [x.strip() for x in v.split(",")]
-    if not items or any(x not in ("compact", "delete") for x in items):
-        raise ValueError("expected a list of compact and delete")
-    return ",".join(sorted(set(items)))
+    """Kafka 4.2's ``ValidList.in("compact", "delete")``: empty allowed (neither compacted nor
+    deleted by retention), no duplicates, no empty items."""
+    items = _list(v)
+    name = "cleanup.policy"
+    if len(set(items)) != len(items):
+        raise WholeMessage(f"Configuration '{name}' values must not be duplicated.")
+    for x in items:
+        if not x:
+            raise WholeMessage(f"Configuration '{name}' values must not be empty.")
+        if x not in ("compact", "delete"):
+            raise WholeMessage(
+                f"Invalid value {x} for configuration {name}: "
+                "String must be one of: compact, delete"
+            )
+    return ",".join(sorted(items))
 
 
 # compression.type -> the codec batches are stored with (None: the producer's own)
@@ -182,8 +206,6 @@ TOPIC_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str | None, str]] = {
     "local.retention.ms": (_long(-2), None, "-2"),
     "max.compaction.lag.ms": (_long(1), "log.cleaner.max.compaction.lag.ms", _LONG_MAX),
     "max.message.bytes": (_int(0), "message.max.bytes", "1048588"),
-    # Kafka 4: down-conversion is gone and this is a no-op, kept for compatibility
-    "message.downconversion.enable": (_bool, None, "true"),
     "message.timestamp.after.max.ms": (_long(0), None, "3600000"),
     "message.timestamp.before.max.ms": (_long(0), None, _LONG_MAX),
     "message.timestamp.type": (
@@ -200,7 +222,7 @@ TOPIC_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str | None, str]] = {
     "remote.storage.enable": (_bool, None, "false"),
     "retention.bytes": (_long(), "log.retention.bytes", "-1"),
     "retention.ms": (_long(-1), "log.retention.ms", "604800000"),
-    "segment.bytes": (_int(14), "log.segment.bytes", "1073741824"),
+    "segment.bytes": (_int(1024 * 1024), "log.segment.bytes", "1073741824"),
     "segment.index.bytes": (_int(4), "log.index.size.max.bytes", "10485760"),
     "segment.jitter.ms": (_long(0), None, "0"),
     "segment.ms": (_long(1), "log.roll.ms", "604800000"),
@@ -237,8 +259,6 @@ TOPIC_CONFIG_TYPES: Mapping[str, int] = {
     },
 }
 
-_MIN_SEGMENT_BYTES = 1024 * 1024  # Kafka: segment.bytes >= 1 MiB (14 bytes is the log header)
-
 
 def validate_overrides(overrides: Mapping[str, str | None]) -> str | None:
     """None if every override names a known topic config with a valid value, else a message
@@ -249,11 +269,11 @@ def validate_overrides(overrides: Mapping[str, str | None]) -> str | None:
         if value is None:
             return f"Null value not supported for topic config: {name}"
         try:
-            parsed = TOPIC_CONFIGS[name][0](value)
+            TOPIC_CONFIGS[name][0](value)
+        except WholeMessage as exc:
+            return str(exc)
         except ValueError as exc:
             return f"Invalid value {value} for configuration {name}: {exc}"
-        if name == "segment.bytes" and parsed < _MIN_SEGMENT_BYTES:
-            return f"Invalid value {value} for configuration segment.bytes: must be >= 1048576"
     return None
 
 
@@ -328,7 +348,7 @@ def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig
 
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-LIST_CONFIGS = frozenset({"cleanup.policy"})
+LIST_CONFIGS = frozenset(name for name, kind in TOPIC_CONFIG_TYPES.items() if kind == LIST)
 
 
 def incremental_overrides(
@@ -360,16 +380,14 @@ def incremental_overrides(
         if op == SET:
             out[name] = value
             continue
-        if name not in LIST_CONFIGS:
-            kind = "append" if op == APPEND else "subtract"
-            return "invalid_config", f"Config value {kind} is not allowed for config key: {name}"
+        if name not in LIST_CONFIGS:  # the KRaft controller's ConfigurationControlManager
+            kind = "APPEND" if op == APPEND else "SUBTRACT"
+            return "invalid_config", f"Can't {kind} to key {name} because its type is not LIST."
         items = [x for x in effective[name][0].split(",") if x]
         given = [x.strip() for x in value.split(",") if x.strip()]
         if op == APPEND:
             items += [x for x in given if x not in items]
-        else:
+        else:  # (Kafka 4.2 allows an empty list config: cleanup.policy "" or no replicas)
             items = [x for x in items if x not in given]
-        if not items:
-            return "invalid_config", f"Invalid value {value} for configuration {name}"
         out[name] = ",".join(items)
     return out

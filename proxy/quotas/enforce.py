@@ -172,6 +172,29 @@ def settle(
     return dataclasses.replace(answer, throttle_time=datetime.timedelta(milliseconds=ms))
 
 
+def settle_error(
+    throttles: Throttles,
+    ctx: RequestContext,
+    req: Any,
+    response: Any,
+    mute: Callable[[int], None] | None,
+) -> Any:
+    """An error answer to the whole request (Kafka's ``sendErrorResponseMaybeThrottle``): the
+    request's time is charged to the request quota and a throttle mutes the connection and is
+    in the answer (no bytes are charged: nothing was produced or fetched)."""
+    spent = stop(throttles)
+    if int(ctx.header.api_key) == FETCH_KEY and _from_follower(req):
+        return response
+    ms = throttles.request.record(*_who(ctx), spent, _now_ms())
+    if ms <= 0:
+        return response
+    if mute is not None:
+        mute(ms)
+    if response is NO_RESPONSE or not hasattr(response, "throttle_time"):
+        return response
+    return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=ms))
+
+
 def charge_fetch(ctx: RequestContext, response: Any) -> i32Timedelta | None:
     """Called by the Fetch handler with the answer it would give, before its fetch session
     remembers anything: charge its size and the request's time so far; the longer throttle
@@ -202,6 +225,8 @@ class MutationQuota:
         self._mutation = ctx.broker.throttles.mutation
         self._user, self._client_id = _who(ctx)
         self._strict = ctx.version >= strict_since
+        self._last_throttle_ms = 0  # Kafka's AbstractControllerMutationQuota
+        self._last_recorded_ms = 0
 
     @property
     def enabled(self) -> bool:
@@ -211,14 +236,18 @@ class MutationQuota:
         """THROTTLING_QUOTA_EXCEEDED if this mutation is refused, else None (charged)."""
         if not self._mutation.enabled:
             return None
-        ms = self._mutation.charge(self._user, self._client_id, partitions, self._strict, _now_ms())
-        return (ErrorCode.throttling_quota_exceeded, THROTTLING_MESSAGE) if ms < 0 else None
+        now = _now_ms()
+        refused, ms = self._mutation.charge(
+            self._user, self._client_id, partitions, self._strict, now
+        )
+        if ms > 0:
+            self._last_throttle_ms, self._last_recorded_ms = ms, now
+        return (ErrorCode.throttling_quota_exceeded, THROTTLING_MESSAGE) if refused else None
 
     def throttle_time(self) -> i32Timedelta:
-        """The answer's throttle time (the dispatcher mutes the connection for it)."""
-        ms = (
-            self._mutation.throttle_ms(self._user, self._client_id, _now_ms())
-            if self._mutation.enabled
-            else 0
-        )
+        """The answer's throttle time (the dispatcher mutes the connection for it): the last
+        one set, less the time since (Kafka's ``throttleTime``)."""
+        ms = 0
+        if self._last_throttle_ms:
+            ms = max(0, self._last_throttle_ms - (_now_ms() - self._last_recorded_ms))
         return i32Timedelta.parse(datetime.timedelta(milliseconds=min(ms, INT_MAX)))

@@ -25,7 +25,6 @@ KAFKA_4_2_TOPIC_CONFIGS = {
     "local.retention.ms": "-2",
     "max.compaction.lag.ms": str(2**63 - 1),
     "max.message.bytes": "1048588",
-    "message.downconversion.enable": "true",
     "message.timestamp.after.max.ms": "3600000",
     "message.timestamp.before.max.ms": str(2**63 - 1),
     "message.timestamp.type": "CreateTime",
@@ -59,7 +58,6 @@ def test_every_kafka_topic_config_is_known_with_its_default() -> None:
         ("follower.replication.throttled.replicas", "*"),
         ("local.retention.ms", "-2"),
         ("local.retention.bytes", "1000"),
-        ("message.downconversion.enable", "false"),
         ("remote.log.copy.disable", "true"),
         ("remote.log.delete.on.disable", "TRUE"),
         ("remote.storage.enable", "false"),
@@ -91,13 +89,6 @@ def test_valid_values(name: str, value: str) -> None:
         ("local.retention.bytes", "-3", "Value must be at least -2"),
         ("min.cleanable.dirty.ratio", "x", "Not a number of type DOUBLE"),
         ("preallocate", "yes", "Expected value to be either true or false"),
-        (
-            "leader.replication.throttled.replicas",
-            "0:x",
-            "leader.replication.throttled.replicas must be the literal '*' or a list of "
-            "replicas in the following format: [partitionId]:[brokerId],[partitionId]:"
-            "[brokerId],...",
-        ),
     ],
 )
 def test_invalid_values_with_kafkas_messages(name: str, value: str, why: str) -> None:
@@ -108,4 +99,103 @@ def test_remote_storage_needs_tiered_storage_which_kafkad_has_not() -> None:
     assert check_combination({"remote.storage.enable": "true"}, {}) == (
         "Tiered Storage functionality is disabled in the broker. "
         "Topic cannot be configured with remote log storage."
+    )
+
+
+def test_message_downconversion_enable_is_gone_in_kafka_4() -> None:
+    # Kafka 4.2's LogConfig no longer defines it (only TopicConfig's deprecated constant)
+    assert "message.downconversion.enable" not in TOPIC_CONFIGS
+    assert validate({"message.downconversion.enable": "true"}) == (
+        "Unknown topic config name: message.downconversion.enable"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        # Kafka 4.2: segment.bytes is atLeast(1024 * 1024)
+        (
+            "segment.bytes",
+            "100",
+            "Invalid value 100 for configuration segment.bytes: Value must be at least 1048576",
+        ),
+        # the INT parse comes before the level validator
+        (
+            "compression.gzip.level",
+            "x",
+            "Invalid value x for configuration compression.gzip.level: Not a number of type INT",
+        ),
+        (
+            "compression.zstd.level",
+            "1.5",
+            "Invalid value 1.5 for configuration compression.zstd.level: Not a number of type INT",
+        ),
+        # ValidString
+        (
+            "compression.type",
+            "brotli",
+            "Invalid value brotli for configuration "
+            "compression.type: String must be one of: uncompressed, zstd, lz4, snappy, gzip, "
+            "producer",
+        ),
+        (
+            "message.timestamp.type",
+            "Now",
+            "Invalid value Now for configuration "
+            "message.timestamp.type: String must be one of: CreateTime, LogAppendTime",
+        ),
+        # ValidList.in(compact, delete): each item, duplicates, empty items
+        (
+            "cleanup.policy",
+            "compact, shrink",
+            "Invalid value shrink for configuration "
+            "cleanup.policy: String must be one of: compact, delete",
+        ),
+        (
+            "cleanup.policy",
+            "delete,delete",
+            "Configuration 'cleanup.policy' values must not be duplicated.",
+        ),
+        ("cleanup.policy", "delete,", "Configuration 'cleanup.policy' values must not be empty."),
+        # ThrottledReplicaListValidator: the value shown is the parsed list
+        (
+            "leader.replication.throttled.replicas",
+            "0:1, 1:x",
+            "Invalid value [0:1, 1:x] for "
+            "configuration leader.replication.throttled.replicas: leader.replication.throttled."
+            "replicas must be the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],...",
+        ),
+    ],
+)
+def test_kafka_4_2_messages(name: str, value: str, message: str) -> None:
+    assert validate({name: value}) == message
+
+
+def test_an_empty_cleanup_policy_is_valid_in_kafka_4_2() -> None:
+    # ValidList.in allows an empty list: neither compacted nor deleted by retention
+    assert validate({"cleanup.policy": ""}) is None
+    assert validate({"cleanup.policy": " "}) is None
+
+
+def test_incremental_append_and_subtract_work_on_every_list_config() -> None:
+    from storage.topic_config import APPEND, SUBTRACT, incremental_overrides
+
+    got = incremental_overrides(
+        {}, [("leader.replication.throttled.replicas", APPEND, "0:1,1:1")], {}
+    )
+    assert got == {"leader.replication.throttled.replicas": "0:1,1:1"}
+    got = incremental_overrides(
+        {"follower.replication.throttled.replicas": "0:1,1:1"},
+        [("follower.replication.throttled.replicas", SUBTRACT, "0:1")],
+        {},
+    )
+    assert got == {"follower.replication.throttled.replicas": "1:1"}
+    # Kafka 4.2 allows an empty cleanup.policy, so subtracting its last item is fine
+    got = incremental_overrides({}, [("cleanup.policy", SUBTRACT, "delete")], {})
+    assert got == {"cleanup.policy": ""}
+    # the KRaft controller's message (ConfigurationControlManager)
+    assert incremental_overrides({}, [("retention.ms", APPEND, "1")], {}) == (
+        "invalid_config",
+        "Can't APPEND to key retention.ms because its type is not LIST.",
     )

@@ -22,16 +22,19 @@ S = datetime.timedelta(seconds=1)
 
 
 def test_the_bucket_starts_full_and_refuses_only_once_below_zero() -> None:
+    # Kafka's Strict/PermissiveControllerMutationQuota: (refused, throttle ms)
     m = MutationQuotaManager(samples=11, window_s=1)
-    assert m.charge("u", "c", 100, strict=True, now_ms=0) == 0  # no quota: unlimited
+    assert m.charge("u", "c", 100, strict=True, now_ms=0) == (False, 0)  # no quota
     m.set_quotas({(None, "c"): 2.0})  # 2 partitions/s, burst 22
-    assert m.charge("", "c", 20, strict=True, now_ms=0) == 0  # 2 tokens left
-    assert m.charge("", "c", 10, strict=True, now_ms=0) == 4000  # -8: 4 s to refill
-    assert m.charge("", "c", 1, strict=True, now_ms=1000) == -1  # -6: refused, not charged
-    assert m.throttle_ms("", "c", 1000) == 3000
-    assert m.charge("", "c", 1, strict=False, now_ms=1000) == 3500  # permissive: charged
-    # back to 0 at 4.5 s: accepted, and 1 short again
-    assert m.charge("", "c", 1, strict=True, now_ms=4500) == 500
+    assert m.charge("", "c", 20, strict=True, now_ms=0) == (False, 0)  # 2 tokens left
+    # strict: accepted while the bucket is not below zero, and no throttle for it (Kafka's
+    # checkQuotas comes before the record, which does not check)
+    assert m.charge("", "c", 10, strict=True, now_ms=0) == (False, 0)  # -8
+    assert m.charge("", "c", 1, strict=True, now_ms=1000) == (True, 3000)  # -6: refused
+    assert m.charge("", "c", 1, strict=False, now_ms=1000) == (False, 3500)  # permissive
+    # back to 0 at 4.5 s: accepted, 1 short again, but strict: no throttle
+    assert m.charge("", "c", 1, strict=True, now_ms=4500) == (False, 0)
+    assert m.charge("", "c", 1, strict=False, now_ms=4500) == (False, 1000)
 
 
 def create_request(module: Any, *topics: tuple[str, int]) -> Any:
@@ -75,7 +78,19 @@ async def test_create_topics_v6_plus_is_refused_once_the_quota_is_exhausted(
             )
         )
         assert resp.results[0].error_code == ErrorCode.none  # the bucket was back at 0
+        # strict and nothing refused: no throttle though the bucket is now 10 short (Kafka
+        # sets a strict quota's throttle time only when it refuses)
+        assert resp.throttle_time == datetime.timedelta(0)
+        start = trio.current_time()
+        resp = await c.request(
+            dt.DeleteTopicsRequest(
+                topics=(dt.DeleteTopicState(name="a", topic_id=None),), timeout=S
+            )
+        )
+        assert resp.responses[0].error_code == ErrorCode.throttling_quota_exceeded
         assert resp.throttle_time == 10 * S
+        await c.request(API_VERSIONS)
+        assert trio.current_time() - start >= 10  # muted for it
         resp = await c.request(
             dt.DeleteTopicsRequest(
                 topics=(dt.DeleteTopicState(name="a", topic_id=None),), timeout=S

@@ -119,3 +119,47 @@ async def test_a_request_quota_for_another_client_throttles_nothing(autojump_clo
             assert (await c.request(API_VERSIONS)).throttle_time == datetime.timedelta(0)
         resp = await c.request(fetch_request("t"))
         assert len(resp.responses) == 1 and resp.throttle_time == datetime.timedelta(0)
+
+
+async def test_a_request_that_closes_the_connection_leaves_no_task_behind() -> None:
+    # the task clock follows the request's task until settle/stop; a handler closing the
+    # connection (here an acks=0 Produce with a bad batch) must not leave it followed
+    from tests.proxy.harness import encode_request
+    from tests.proxy.test_produce_records import NOW, build_batch, malformed, records
+    from tests.proxy.test_produce_records import two_partitions as batches
+
+    async with running_broker() as (server, port), connect(port) as c:
+        assert await create(c, "t", 2) == ErrorCode.none
+        await set_quota(c, "request_percentage", 1e9)  # installs the task clock
+        good = build_batch(records(1), base_timestamp=NOW)
+        await c.send_raw(encode_request(batches(malformed("magic 3"), good, acks=0), 9))
+        with trio.fail_after(10):
+            assert await c.read_frame() is None
+        clock = server.broker.throttles.clock
+        assert clock is not None and clock._spent == {}
+
+
+async def test_an_error_answer_is_charged_and_throttled_too(autojump_clock: Any) -> None:
+    # Kafka's sendErrorResponseMaybeThrottle: a request refused as a whole still counts
+    from kio.schema.sync_group.v5 import request as sg
+    from kio.schema.types import GroupId
+    from kio.static.primitive import i32
+
+    async with running_broker() as (_, port), connect(port) as c:
+        await set_quota(c, "request_percentage", 1e-9)
+        start = trio.current_time()
+        resp = await c.request(
+            sg.SyncGroupRequest(
+                group_id=GroupId("g"),
+                generation_id=i32(1),
+                member_id="m",
+                group_instance_id=None,
+                protocol_type=None,  # refused as a whole (INCONSISTENT_GROUP_PROTOCOL)
+                protocol_name=None,
+                assignments=(),
+            )
+        )
+        assert resp.error_code == ErrorCode.inconsistent_group_protocol
+        assert resp.throttle_time == datetime.timedelta(seconds=1)
+        await c.request(API_VERSIONS)
+        assert trio.current_time() - start >= 1  # muted meanwhile
