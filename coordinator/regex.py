@@ -1,69 +1,140 @@
-"""Regular expressions in Kafka's dialect, RE2/J (``com.google.re2j.Pattern``), as Kafka compiles
-a ConsumerGroupHeartbeat's SubscribedTopicRegex (KIP-848) and a ListTransactions v2
-TransactionalIdPattern (KIP-1152).
+"""Regular expressions in Kafka's dialect, RE2/J (``com.google.re2j.Pattern``, re2j 1.8), as
+Kafka compiles a ConsumerGroupHeartbeat's SubscribedTopicRegex (KIP-848) and a ListTransactions
+v2 TransactionalIdPattern (KIP-1152); the one place for the dialect.
 
-kafkad matches with Python's ``re`` and refuses, as RE2/J does, what ``re`` would accept but
-RE2 has no such thing for: back-references (``\\1``, ``(?P=name)``), look-around assertions,
-conditionals, atomic groups and possessive repeats, a repeat count above 1000, and the flags
-RE2 lacks (``(?x)``, ``(?a)``, ``(?L)``). What ``re`` cannot compile is refused too, a repeat
-count beyond its own limit (OverflowError) or a nesting deeper than its parser recurses
-(RecursionError) included.
+kafkad compiles and matches with RE2 (google-re2, the C++ library RE2/J is a port of): matching
+takes time linear in the text, as RE2/J's does, so no pattern makes the broker's one event loop
+backtrack for ages (Python's ``re`` would, on ``(a+)+b`` against a long run of ``a``). RE2's
+syntax Python lacks (``(?<name>``, ``\\z``, ``\\pL``, ``[[:alpha:]]``) is taken, as Kafka takes
+it; parentheses nest as deep as one likes (neither RE2/J nor RE2 limits it).
 
-Deviation: the other way round, syntax RE2/J accepts and ``re`` does not (``\\p{L}``, ``\\z``,
-``(?<name>...)``) is refused; the refusal's text is ``re``'s or kafkad's, not RE2/J's.
+Refused, as RE2/J refuses them: back-references (``\\1``, ``(?P=name)``), look-arounds (``(?=``,
+``(?!``, ``(?<=``, ``(?<!``), atomic groups ``(?>``, possessive quantifiers (``*+``, ``++``,
+``?+``, ``}+``), conditionals ``(?(``, ``\\Z``, a repeat count over 1000 (however large: RE2
+would read ``a{4294967296}`` as a literal), a capture name used twice (RE2 takes it) and every
+syntax error RE2 finds. The first ones are checked on the text first (``_refusal``), in
+kafkad's words; RE2's errors are answered in RE2/J's (``PatternSyntaxException``'s description).
+
+Deviation: RE2 also refuses nested repeats whose counts multiply past 1000 (``(a{1000}){2}``),
+which RE2/J 1.8 takes.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from re import _constants as sre  # type: ignore[attr-defined]
-from re import _parser as sre_parse  # type: ignore[attr-defined]
-from typing import Any
 
-MAX_REPEAT_COUNT = 1000  # RE2's limit on {n,m}
-_UNSUPPORTED = {
-    sre.GROUPREF: "back-references are not supported",
-    sre.GROUPREF_IGNORE: "back-references are not supported",
-    sre.GROUPREF_EXISTS: "conditionals are not supported",
-    sre.ASSERT: "look-around assertions are not supported",
-    sre.ASSERT_NOT: "look-around assertions are not supported",
-    sre.ATOMIC_GROUP: "atomic groups are not supported",
-    sre.POSSESSIVE_REPEAT: "possessive repeats are not supported",
+import re2
+
+MAX_REPEAT_COUNT = 1000  # RE2/J's parser refuses a larger repeat count (ERR_INVALID_REPEAT_SIZE)
+_REPEAT = re.compile(r"\{([0-9]+)(,([0-9]*))?\}")
+_NAMED = re.compile(r"\(\?P?<([^>=!]*)>")
+
+# what RE2/J refuses and Python's re accepts, found outside character classes by _refusal
+_GROUP_OPENERS = {
+    "(?=": "look-ahead",
+    "(?!": "negative look-ahead",
+    "(?<=": "look-behind",
+    "(?<!": "negative look-behind",
+    "(?>": "atomic group",
+    "(?P=": "back-reference",
+    "(?(": "conditional",
 }
-_REPEATS = (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT)
-_FLAGS = sre.SRE_FLAG_VERBOSE | sre.SRE_FLAG_ASCII | sre.SRE_FLAG_LOCALE
+
+# RE2's error texts that RE2/J (Go's regexp/syntax words) says otherwise
+_RE2J_WORDS = {
+    "missing ]": "missing closing ]",
+    "missing )": "missing closing )",
+    "missing (": "unexpected )",
+    "trailing \\": "trailing backslash at end of expression",
+    "no argument for repetition operator": "missing argument to repetition operator",
+    "invalid repetition size": "invalid repeat count",
+    "bad repetition operator": "invalid nested repetition operator",
+    "invalid perl operator": "invalid or unsupported Perl syntax",
+    "invalid named capture group": "invalid named capture",
+}
 
 
 class RegexError(ValueError):
-    """A pattern RE2/J would not compile; the text says why."""
+    """A pattern RE2/J would not compile; the text says why, in RE2/J's words where RE2 found
+    it."""
 
 
-@functools.lru_cache(maxsize=512)  # a member's regex is matched at each of its heartbeats
-def compile_re2(pattern: str) -> re.Pattern[str]:
-    """``pattern`` compiled, or RegexError (not cached: refused again each time)."""
+def _refusal(pattern: str) -> str | None:
+    """What RE2/J refuses in ``pattern`` that RE2 or Python's ``re`` accepts, or None."""
+    i, n, in_class, names = 0, len(pattern), False, set()
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            if not in_class and nxt in "123456789":
+                return "back-references are not supported"
+            if not in_class and nxt == "Z":
+                return "\\Z is not supported"
+            i += 2
+            continue
+        if in_class:
+            if c == "[" and pattern.startswith("[:", i):  # a POSIX class, [:alpha:]
+                close = pattern.find(":]", i + 2)
+                i = i + 2 if close < 0 else close + 2
+                continue
+            if c == "]":
+                in_class = False
+            i += 1
+            continue
+        if c == "[":
+            in_class = True
+            i += 1
+            if i < n and pattern[i] == "^":
+                i += 1
+            if i < n and pattern[i] == "]":  # a leading ] is a literal
+                i += 1
+            continue
+        for opener, what in _GROUP_OPENERS.items():
+            if pattern.startswith(opener, i):
+                return f"{what} is not supported"
+        if c == "(" and (named := _NAMED.match(pattern, i)) is not None:
+            if named[1] in names:
+                return "duplicate capture group name"
+            names.add(named[1])
+        if c in "*+?}" and i + 1 < n and pattern[i + 1] == "+":
+            return "possessive quantifiers are not supported"
+        if c == "{" and (rep := _REPEAT.match(pattern, i)) is not None:
+            low, high = int(rep[1]), rep[3]
+            if low > MAX_REPEAT_COUNT or (high and int(high) > MAX_REPEAT_COUNT):
+                return "invalid repeat count"
+        i += 1
+    return None
+
+
+def _options() -> re2.Options:
+    options = re2.Options()
+    options.log_errors = False  # a client's bad pattern is its answer, not a broker log line
+    return options
+
+
+_OPTIONS = _options()
+
+
+def _description(exc: re2.error) -> str:
+    """RE2's error without the fragment it quotes ("invalid escape sequence: \\1"), in
+    RE2/J's words, as its ``PatternSyntaxException.getDescription()`` gives them."""
+    text = exc.args[0] if exc.args else ""
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    code = str(text).split(": ", 1)[0] or "invalid regular expression"
+    return _RE2J_WORDS.get(code, code)
+
+
+@functools.lru_cache(maxsize=512)  # a member's regex is compiled at each of its heartbeats
+def compile_re2(pattern: str) -> re2._Regexp:
+    """``pattern`` compiled by RE2 (Perl syntax, as RE2/J's ``Pattern.compile``), or
+    RegexError (not cached: refused again each time). Match a whole name with ``fullmatch``,
+    as Kafka's ``Matcher.matches``."""
+    message = _refusal(pattern)
+    if message is not None:
+        raise RegexError(message)
     try:
-        parsed = sre_parse.parse(pattern)
-        compiled = re.compile(pattern)
-    except (re.error, OverflowError, RecursionError) as exc:
-        raise RegexError(str(exc)) from None
-    if parsed.state.flags & _FLAGS:
-        raise RegexError("this flag is not supported")
-    stack: list[Any] = [parsed]
-    while stack:  # no recursion: the tree is as deep as the pattern nests
-        for op, av in stack.pop():
-            if op in _UNSUPPORTED:
-                raise RegexError(_UNSUPPORTED[op])
-            if op in _REPEATS:
-                low, high, sub = av
-                if low > MAX_REPEAT_COUNT or (high != sre.MAXREPEAT and high > MAX_REPEAT_COUNT):
-                    raise RegexError(f"repeat count above {MAX_REPEAT_COUNT}")
-                stack.append(sub)
-            elif op == sre.SUBPATTERN:
-                _, add_flags, _, sub = av
-                if add_flags & _FLAGS:
-                    raise RegexError("this flag is not supported")
-                stack.append(sub)
-            elif op == sre.BRANCH:
-                stack.extend(av[1])
-    return compiled
+        return re2.compile(pattern, _OPTIONS)
+    except re2.error as exc:
+        raise RegexError(_description(exc)) from None
