@@ -1,0 +1,218 @@
+"""Dynamic broker configs (Kafka's ``DynamicBrokerConfig``): the broker configs Kafka lets
+IncrementalAlterConfigs/AlterConfigs change at runtime, per broker (resource name the node id)
+or cluster-wide (resource name ""), kept durably and applied at once.
+
+Layers, highest precedence first (Kafka's synonym order): DYNAMIC_BROKER_CONFIG (this node's),
+DYNAMIC_DEFAULT_BROKER_CONFIG (the cluster default), STATIC_BROKER_CONFIG (server.properties,
+the environment, ``--set``), DEFAULT_CONFIG. The effective values are written into the broker's
+one values mapping (``BrokerConfig.values``), which every reader looks up at use time; the log
+defaults of topics without overrides are re-applied to their open partitions.
+
+Which configs are dynamic: Kafka's ``AllDynamicConfigs`` that kafkad has (``DYNAMIC``): the log
+defaults (Kafka's ``DynamicLogConfig``: every broker synonym of a topic config), the log
+cleaner's (``LogCleaner.ReconfigurableConfigs``) and ``producer.id.expiration.ms``. Kafka's
+listener and security configs (listeners, ssl.*, sasl.*) are dynamic per broker in Kafka but
+are not in kafkad: a change to one is refused INVALID_REQUEST ("Cannot update these configs
+dynamically"), as Kafka refuses its read-only configs. Names Kafka does not know are accepted
+and stored, as Kafka stores them (no ConfigDef checks them), but change nothing.
+
+On-disk format: the metadata blob ``broker-configs``, JSON
+``{"version": 1, "configs": {"": {"log.retention.ms": "1000"}, "1": {...}}}``; replaced
+atomically and fsynced (``Store.write_metadata``) before the change is applied or answered.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import Any, Protocol
+
+import trio
+
+BLOB = "broker-configs"
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
+
+# Kafka's AllDynamicConfigs, restricted to the configs kafkad has and applies.
+DYNAMIC = frozenset(
+    {
+        # DynamicLogConfig.ReconfigurableConfigs: the broker synonyms of topic configs
+        "log.segment.bytes",
+        "log.roll.ms",
+        "log.retention.ms",
+        "log.retention.bytes",
+        "log.index.interval.bytes",
+        "log.index.size.max.bytes",
+        "log.segment.delete.delay.ms",
+        "log.cleanup.policy",
+        "log.cleaner.delete.retention.ms",
+        "log.cleaner.min.cleanable.ratio",
+        "log.cleaner.min.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
+        "log.flush.interval.messages",
+        "log.flush.interval.ms",
+        "log.message.timestamp.type",
+        "compression.type",
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.zstd.level",
+        "min.insync.replicas",
+        "message.max.bytes",
+        # LogCleaner.ReconfigurableConfigs
+        "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.max.bytes.per.second",
+        "log.cleaner.backoff.ms",
+        # DynamicProducerStateManagerConfig
+        "producer.id.expiration.ms",
+    }
+)
+
+# Kafka's alternates of one broker config (DynamicBrokerConfig.brokerConfigSynonyms), and the
+# defaults Kafka's ConfigDef gives them (the ms forms have none).
+ALTERNATES: Mapping[str, tuple[str, ...]] = {
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
+KAFKA_DEFAULTS: Mapping[str, str | None] = {
+    "log.retention.ms": None,
+    "log.retention.minutes": None,
+    "log.retention.hours": "168",
+    "log.roll.ms": None,
+    "log.roll.hours": "168",
+    "log.flush.interval.ms": None,
+    "log.flush.scheduler.interval.ms": str(2**63 - 1),
+}
+
+
+class MetadataStore(Protocol):
+    async def read_metadata(self, name: str) -> bytes | None: ...
+
+    async def write_metadata(self, name: str, data: bytes) -> None: ...
+
+
+Configs = dict[str, dict[str, str]]  # resource name ("" or the node id) -> name -> value
+
+
+def encode(configs: Configs) -> bytes:
+    return json.dumps({"version": 1, "configs": configs}, sort_keys=True).encode()
+
+
+def decode(data: bytes) -> Configs:
+    doc = json.loads(data)
+    if doc.get("version") != 1:
+        raise ValueError(f"{BLOB}: unknown version {doc.get('version')!r}")
+    return {str(k): {str(n): str(v) for n, v in m.items()} for k, m in doc["configs"].items()}
+
+
+class DynamicBrokerConfigs:
+    """The dynamic layers over the static values; ``values`` (the broker's shared mapping) is
+    kept equal to the effective values. ``parsers``: each config's parser (its ConfigDef)."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        node_id: int,
+        values: MutableMapping[str, Any],
+        parsers: Mapping[str, Callable[[str], Any]],
+        defaults: Mapping[str, str],
+    ) -> None:
+        self._store = store
+        self.node = str(node_id)
+        self.values = values
+        self.static = dict(values)  # as the broker started, before any dynamic layer
+        self._parsers = parsers
+        self._defaults = defaults
+        self._configs: Configs = {}
+        self.lock = trio.Lock()  # held across a read-decide-write
+        self.listeners: list[Callable[[], None]] = []  # told after each applied change
+
+    def layer(self, resource: str) -> Mapping[str, str]:
+        """The dynamic configs of ``resource`` ("" the cluster default, else the node id)."""
+        return self._configs.get(resource, {})
+
+    async def load(self) -> None:
+        data = await self._store.read_metadata(BLOB)
+        self._configs = decode(data) if data else {}
+        self._apply()
+
+    async def replace(self, resource: str, configs: Mapping[str, str]) -> None:
+        """Make ``configs`` the dynamic configs of ``resource``: durable first, then applied."""
+        new = {**self._configs, resource: dict(configs)}
+        if not configs:
+            del new[resource]
+        await self._store.write_metadata(BLOB, encode(new))
+        self._configs = new
+        self._apply()
+
+    def parse(self, name: str, value: str) -> Any:
+        return self._parsers[name](value.strip())
+
+    def _apply(self) -> None:
+        mine, cluster = self.layer(self.node), self.layer("")
+        for name in DYNAMIC:
+            raw = mine.get(name, cluster.get(name))
+            self.values[name] = self.static[name] if raw is None else self.parse(name, raw)
+        for listener in self.listeners:
+            listener()
+
+    def source(self, name: str) -> int:
+        if name in self.layer(self.node):
+            return DYNAMIC_BROKER_CONFIG
+        if name in self.layer(""):
+            return DYNAMIC_DEFAULT_BROKER_CONFIG
+        return self.static_source(name)
+
+    def static_source(self, name: str) -> int:
+        """STATIC_BROKER_CONFIG if the static value differs from kafkad's default."""
+        set_ = render(self.static[name]) != self._defaults[name]
+        return STATIC_BROKER_CONFIG if set_ else DEFAULT_CONFIG
+
+    def synonyms(self, name: str, *, per_broker: bool) -> list[tuple[str, str, int]]:
+        """Kafka's ConfigHelper.configSynonyms: (name, value, source) for each alternate name
+        in each layer, highest precedence first, from the first entry of ``name`` itself; for
+        the cluster default only the DYNAMIC_DEFAULT_BROKER_CONFIG ones."""
+        names = ALTERNATES.get(name, (name,))
+        out: list[tuple[str, str, int]] = []
+        for source, layer in (
+            (DYNAMIC_BROKER_CONFIG, self.layer(self.node)),
+            (DYNAMIC_DEFAULT_BROKER_CONFIG, self.layer("")),
+        ):
+            out += [(n, layer[n], source) for n in names if n in layer]
+        for n in names:
+            if n == name and self.static_source(name) == STATIC_BROKER_CONFIG:
+                out.append((n, render(self.static[n]), STATIC_BROKER_CONFIG))
+        for n in names:
+            default = KAFKA_DEFAULTS[n] if n in KAFKA_DEFAULTS else self._defaults.get(n)
+            if default is not None:
+                out.append((n, default, DEFAULT_CONFIG))
+        while out and out[0][0] != name:
+            out.pop(0)
+        if not per_broker:
+            out = [s for s in out if s[2] == DYNAMIC_DEFAULT_BROKER_CONFIG]
+        return out
+
+
+def refusal(
+    dyn: DynamicBrokerConfigs, known: Callable[[str], bool], configs: Mapping[str, str]
+) -> str | None:
+    """Kafka's ``DynamicBrokerConfig.validateConfigs`` of a resource's new dynamic configs (all
+    of them, not only the changed ones): the message of its INVALID_REQUEST, or None. ``known``:
+    whether kafkad knows a config name (names it does not know are stored unchecked, as Kafka)."""
+    fixed = [n for n in configs if n not in DYNAMIC and (known(n) or n in KAFKA_DEFAULTS)]
+    if fixed:
+        return f"Cannot update these configs dynamically: Set({', '.join(fixed)})"
+    for name, value in configs.items():
+        if name not in DYNAMIC:
+            continue
+        try:
+            dyn.parse(name, value)
+        except ValueError as exc:
+            return f"Invalid value {value} for configuration {name}: {exc}"
+    return None
+
+
+def render(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
