@@ -24,11 +24,13 @@ atomically and fsynced (``Store.write_metadata``) before the change is applied o
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, Protocol
 
 import trio
 
+log = logging.getLogger("kafkad.config")
 BLOB = "broker-configs"
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
@@ -152,7 +154,11 @@ class DynamicBrokerConfigs:
         mine, cluster = self.layer(self.node), self.layer("")
         for name in DYNAMIC:
             raw = mine.get(name, cluster.get(name))
-            self.values[name] = self.static[name] if raw is None else self.parse(name, raw)
+            try:
+                self.values[name] = self.static[name] if raw is None else self.parse(name, raw)
+            except ValueError as exc:  # stored by an older kafkad: ignored, as Kafka does
+                log.warning("dynamic broker config %s=%s ignored: %s", name, raw, exc)
+                self.values[name] = self.static[name]
         for listener in self.listeners:
             listener()
 
@@ -165,6 +171,8 @@ class DynamicBrokerConfigs:
 
     def static_source(self, name: str) -> int:
         """STATIC_BROKER_CONFIG if the static value differs from kafkad's default."""
+        if name not in self.static or name not in self._defaults:
+            return DEFAULT_CONFIG  # a name only stored dynamically
         set_ = render(self.static[name]) != self._defaults[name]
         return STATIC_BROKER_CONFIG if set_ else DEFAULT_CONFIG
 

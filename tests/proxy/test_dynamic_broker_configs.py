@@ -161,6 +161,16 @@ async def test_read_only_unknown_and_invalid_changes_are_refused_as_kafka() -> N
             None,
         )
         assert await describe(c, 4, "") == {}
+        # a name Kafka does not define is stored unchecked, as Kafka; shown as sensitive
+        assert await alter(c, node, ("custom.thing", SET, "x")) == (ErrorCode.none, None)
+        e = (await describe(c, 4, node))["custom.thing"]
+        assert (e.value, e.is_sensitive, e.config_source, e.read_only) == (
+            None,
+            True,
+            DYNAMIC_BROKER,
+            True,
+        )
+        assert await alter(c, node, ("custom.thing", DELETE, None)) == (ErrorCode.none, None)
         # a list config: APPEND and SUBTRACT from Kafka's default
         assert await alter(c, "", ("log.cleanup.policy", APPEND, "compact")) == (
             ErrorCode.none,
