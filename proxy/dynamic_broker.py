@@ -13,7 +13,8 @@ defaults (Kafka's ``DynamicLogConfig``: every broker synonym of a topic config),
 cleaner's (``LogCleaner.ReconfigurableConfigs``) and ``producer.id.expiration.ms``. Kafka's
 listener and security configs (listeners, ssl.*, sasl.*) are dynamic per broker in Kafka but
 are not in kafkad: a change to one is refused INVALID_REQUEST ("Cannot update these configs
-dynamically"), as Kafka refuses its read-only configs. Names Kafka does not know are accepted
+dynamically"), as Kafka refuses its read-only configs; the keystore/truststore ones without a
+listener prefix get Kafka's own refusal ("... only per-listener using the listener prefix"). Names Kafka does not know are accepted
 and stored, as Kafka stores them (no ConfigDef checks them), but change nothing.
 
 On-disk format: the metadata blob ``broker-configs``, JSON
@@ -66,6 +67,23 @@ DYNAMIC = frozenset(
         "log.cleaner.backoff.ms",
         # DynamicProducerStateManagerConfig
         "producer.id.expiration.ms",
+    }
+)
+
+# Kafka's DynamicSecurityConfigs (SslConfigs.RECONFIGURABLE_CONFIGS): dynamic only with a
+# listener prefix (listener.name.<name>.ssl.keystore.location), which kafkad does not support.
+SECURITY = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.truststore.certificates",
     }
 )
 
@@ -207,9 +225,16 @@ def refusal(
     """Kafka's ``DynamicBrokerConfig.validateConfigs`` of a resource's new dynamic configs (all
     of them, not only the changed ones): the message of its INVALID_REQUEST, or None. ``known``:
     whether kafkad knows a config name (names it does not know are stored unchecked, as Kafka)."""
-    fixed = [n for n in configs if n not in DYNAMIC and (known(n) or n in KAFKA_DEFAULTS)]
+    fixed = [
+        n for n in configs if n not in DYNAMIC | SECURITY and (known(n) or n in KAFKA_DEFAULTS)
+    ]
     if fixed:
         return f"Cannot update these configs dynamically: Set({', '.join(fixed)})"
+    if security := [n for n in configs if n in SECURITY]:
+        return (
+            "These security configs can be dynamically updated only per-listener using the "
+            f"listener prefix: Set({', '.join(security)})"
+        )
     for name, value in configs.items():
         if name not in DYNAMIC:
             continue

@@ -135,6 +135,11 @@ async def test_read_only_unknown_and_invalid_changes_are_refused_as_kafka() -> N
             ErrorCode.invalid_request,
             "Cannot update these configs dynamically: Set(log.retention.hours)",
         )
+        assert await alter(c, node, ("ssl.keystore.location", SET, "/k.jks")) == (
+            ErrorCode.invalid_request,
+            "These security configs can be dynamically updated only per-listener using the "
+            "listener prefix: Set(ssl.keystore.location)",
+        )
         code, message = await alter(c, "", ("log.segment.bytes", SET, "1"))
         assert code == ErrorCode.invalid_request
         assert message is not None and message.startswith(
