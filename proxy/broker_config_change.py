@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from proxy.broker_config_types import LIST, UNKNOWN, config_type
 from proxy.config import BROKER_CONFIGS
 from proxy.dynamic_broker import DynamicBrokerConfigs, refusal
+from proxy.kafka_properties import IGNORED, KRAFT, MUST_BE_ONE
 from proxy.tls import per_listener_base
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -23,8 +24,33 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 Refusal = tuple[ErrorCode, str]
 
 
+# Kafka's own broker configs that kafkad reads from a server.properties but does not have:
+# not dynamic in Kafka (``DynamicConfig.Broker.nonDynamicProps``), so a change is refused, not
+# stored as a name Kafka does not know. Kafka's thread pool sizes (DynamicThreadPool,
+# num.network.threads) are dynamic; zookeeper.connect is no Kafka 4 config.
+_KAFKA_STATIC = (
+    (
+        IGNORED
+        - {
+            "num.network.threads",
+            "num.io.threads",
+            "num.replica.fetchers",
+            "num.recovery.threads.per.data.dir",
+            "background.threads",
+        }
+    )
+    | (KRAFT - {"zookeeper.connect"})
+    | MUST_BE_ONE
+)
+
+
 def _known(name: str) -> bool:
     return name in BROKER_CONFIGS or per_listener_base(name) is not None
+
+
+def _read_only_if_not_dynamic(name: str) -> bool:
+    """A name Kafka's KafkaConfig defines, as far as kafkad knows."""
+    return _known(name) or name in _KAFKA_STATIC
 
 
 def _basic(names: Sequence[str], nulls: Sequence[str]) -> Refusal | None:
@@ -89,6 +115,6 @@ def legacy(
 
 
 def _checked(dyn: DynamicBrokerConfigs, props: dict[str, str]) -> dict[str, str] | Refusal:
-    if (message := refusal(dyn, _known, props)) is not None:
+    if (message := refusal(dyn, _read_only_if_not_dynamic, props)) is not None:
         return ErrorCode.invalid_request, message
     return props

@@ -14,8 +14,10 @@ cleaner's (``LogCleaner.ReconfigurableConfigs``) and ``producer.id.expiration.ms
 listener and security configs (listeners, ssl.*, sasl.*) are dynamic per broker in Kafka but
 are not in kafkad: a change to one is refused INVALID_REQUEST ("Cannot update these configs
 dynamically"), as Kafka refuses its read-only configs; the keystore/truststore ones without a
-listener prefix get Kafka's own refusal ("... only per-listener using the listener prefix"). Names Kafka does not know are accepted
-and stored, as Kafka stores them (no ConfigDef checks them), but change nothing.
+listener prefix get Kafka's own refusal ("... only per-listener using the listener prefix").
+Kafka's static configs kafkad only reads from a server.properties (process.roles, log.dirs...)
+are refused the same way. Names Kafka does not know are accepted and stored, as Kafka stores
+them (no ConfigDef checks them), but change nothing.
 
 On-disk format: the metadata blob ``broker-configs``, JSON
 ``{"version": 1, "configs": {"": {"log.retention.ms": "1000"}, "1": {...}}}``; replaced

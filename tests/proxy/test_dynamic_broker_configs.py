@@ -131,6 +131,12 @@ async def test_read_only_unknown_and_invalid_changes_are_refused_as_kafka() -> N
             ErrorCode.invalid_request,
             "Cannot update these configs dynamically: Set(auto.create.topics.enable)",
         )
+        # Kafka configs kafkad only reads from server.properties: not dynamic in Kafka either
+        for name, value in (("process.roles", "broker"), ("socket.send.buffer.bytes", "1")):
+            assert await alter(c, node, (name, SET, value)) == (
+                ErrorCode.invalid_request,
+                f"Cannot update these configs dynamically: Set({name})",
+            )
         assert await alter(c, "", ("log.retention.hours", SET, "1")) == (
             ErrorCode.invalid_request,
             "Cannot update these configs dynamically: Set(log.retention.hours)",
