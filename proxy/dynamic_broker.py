@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, Protocol
 
 import trio
+
+from proxy.broker_config_types import BOOLEAN, DOUBLE, INT, LONG, SHORT, config_type
 
 log = logging.getLogger("kafkad.config")
 BLOB = "broker-configs"
@@ -243,8 +246,50 @@ def refusal(
         try:
             dyn.parse(name, value)
         except ValueError as exc:
-            return f"Invalid value {value} for configuration {name}: {exc}"
+            return kafka_value_error(name, value, str(exc))
     return None
+
+
+_TYPE_NAMES = {INT: "INT", SHORT: "SHORT", LONG: "LONG", DOUBLE: "DOUBLE"}
+_BITS = {INT: 32, SHORT: 16, LONG: 64}
+
+
+def kafka_value_error(name: str, value: str, problem: str) -> str:
+    """The message of Kafka's ``ConfigException`` for a value kafkad's parser refused
+    (``problem``: its reason), in ConfigDef's words: the type's ("Not a number of type LONG"),
+    ``Range`` ("Value must be at least 1"), ``ValidString``/``ValidList`` ("String must be one
+    of: ...")."""
+    kind, v = config_type(name), value.strip()
+
+    def invalid(shown: str, why: str) -> str:
+        return f"Invalid value {shown} for configuration {name}: {why}"
+
+    try:
+        number = float(v) if kind == DOUBLE else int(v) if kind in _BITS else None
+        if kind in _BITS and not -(2 ** (_BITS[kind] - 1)) <= int(v) < 2 ** (_BITS[kind] - 1):
+            raise ValueError  # outside the Java type: Java's parse fails
+    except ValueError:
+        return invalid(value, f"Not a number of type {_TYPE_NAMES[kind]}")
+    if kind == BOOLEAN and v.lower() not in ("true", "false"):
+        return invalid(value, "Expected value to be either true or false")
+    if number is not None and (
+        m := re.fullmatch(r"must be (?:at least (\S+)|between (\S+) and (\S+))", problem)
+    ):
+        low, high = (m[1], None) if m[1] else (m[2], m[3])
+        too_low = number < float(low)
+        why = f"Value must be at least {low}" if too_low else f"Value must be no more than {high}"
+        return invalid(str(number), why)
+    if name == "log.cleanup.policy":
+        items = [x.strip() for x in v.split(",")] if v else []
+        if bad := [x for x in items if x not in ("compact", "delete")]:
+            if "" in bad:
+                return f"Configuration '{name}' values must not be empty."
+            return invalid(bad[0], "String must be one of: compact, delete")
+    if m := re.fullmatch(r"expected one of (.*)", problem):
+        return invalid(v, f"String must be one of: {m[1]}")
+    if name == "log.message.timestamp.type":
+        return invalid(v, "String must be one of: CreateTime, LogAppendTime")
+    return invalid(value, problem)
 
 
 def render(value: Any) -> str:

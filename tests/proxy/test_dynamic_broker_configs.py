@@ -151,6 +151,27 @@ async def test_read_only_unknown_and_invalid_changes_are_refused_as_kafka() -> N
         assert message is not None and message.startswith(
             "Invalid value 1 for configuration log.segment.bytes"
         )
+        # Kafka's ConfigDef words for a bad value
+        for name, value, why in (
+            ("log.retention.ms", "abc", "Not a number of type LONG"),
+            ("message.max.bytes", "3000000000", "Not a number of type INT"),
+            ("min.insync.replicas", "0", "Value must be at least 1"),
+            (
+                "compression.type",
+                "foo",
+                "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer",
+            ),
+            ("log.message.timestamp.type", "x", "String must be one of: CreateTime, LogAppendTime"),
+        ):
+            assert await alter(c, "", (name, SET, value)) == (
+                ErrorCode.invalid_request,
+                f"Invalid value {value} for configuration {name}: {why}",
+            )
+        assert await alter(c, "", ("log.cleanup.policy", SET, "compact,foo")) == (
+            ErrorCode.invalid_request,
+            "Invalid value foo for configuration log.cleanup.policy: String must be one of: "
+            "compact, delete",
+        )
         assert await alter(c, "", ("message.max.bytes", APPEND, "1")) == (
             ErrorCode.invalid_config,
             "Config value append is not allowed for config key: message.max.bytes",
