@@ -101,20 +101,23 @@ def incremental(
                     if v in items:
                         items.remove(v)
             props[name] = ",".join(items)
-    return _checked(dyn, props)
+    return _checked(dyn, resource, props)
 
 
 def legacy(
-    dyn: DynamicBrokerConfigs, configs: Sequence[tuple[str, str | None]]
+    dyn: DynamicBrokerConfigs, resource: str, configs: Sequence[tuple[str, str | None]]
 ) -> dict[str, str] | Refusal:
     """AlterConfigs: the listed configs become the resource's whole dynamic set."""
     nulls = [n for n, v in configs if v is None]
     if (bad := _basic([n for n, _ in configs], nulls)) is not None:
         return bad
-    return _checked(dyn, {n: v for n, v in configs if v is not None})
+    return _checked(dyn, resource, {n: v for n, v in configs if v is not None})
 
 
-def _checked(dyn: DynamicBrokerConfigs, props: dict[str, str]) -> dict[str, str] | Refusal:
-    if (message := refusal(dyn, _read_only_if_not_dynamic, props)) is not None:
+def _checked(
+    dyn: DynamicBrokerConfigs, resource: str, props: dict[str, str]
+) -> dict[str, str] | Refusal:
+    known = _read_only_if_not_dynamic
+    if (message := refusal(dyn, known, props, per_broker=resource != "")) is not None:
         return ErrorCode.invalid_request, message
     return props

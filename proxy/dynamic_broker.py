@@ -225,13 +225,21 @@ class DynamicBrokerConfigs:
 
 
 def refusal(
-    dyn: DynamicBrokerConfigs, known: Callable[[str], bool], configs: Mapping[str, str]
+    dyn: DynamicBrokerConfigs,
+    known: Callable[[str], bool],
+    configs: Mapping[str, str],
+    *,
+    per_broker: bool = True,
 ) -> str | None:
     """Kafka's ``DynamicBrokerConfig.validateConfigs`` of a resource's new dynamic configs (all
     of them, not only the changed ones): the message of its INVALID_REQUEST, or None. ``known``:
     whether kafkad knows a config name (names it does not know are stored unchecked, as Kafka)."""
+    # the cluster default: Kafka's per-broker configs are refused after the other checks
+    later = [] if per_broker else [n for n in configs if _per_broker_only(n)]
     fixed = [
-        n for n in configs if n not in DYNAMIC | SECURITY and (known(n) or n in KAFKA_DEFAULTS)
+        n
+        for n in configs
+        if n not in DYNAMIC | SECURITY and (known(n) or n in KAFKA_DEFAULTS) and n not in later
     ]
     if fixed:
         return f"Cannot update these configs dynamically: Set({', '.join(fixed)})"
@@ -247,7 +255,53 @@ def refusal(
             dyn.parse(name, value)
         except ValueError as exc:
             return kafka_value_error(name, value, str(exc))
+    if later:
+        return (
+            "Cannot update these configs at default cluster level, broker id must be "
+            f"specified: Set({', '.join(later)})"
+        )
     return None
+
+
+# Kafka's DynamicBrokerConfig.PerBrokerConfigs: DynamicListenerConfig's (and the security ones)
+# but the cluster-level listener configs; a listener-prefixed config of any but those.
+_CLUSTER_LEVEL_LISTENER = frozenset(
+    {"max.connections", "max.connection.creation.rate", "num.network.threads"}
+)
+_PER_BROKER = SECURITY | {
+    "listeners",
+    "listener.security.protocol.map",
+    "principal.builder.class",
+    "ssl.protocol",
+    "ssl.provider",
+    "ssl.cipher.suites",
+    "ssl.enabled.protocols",
+    "ssl.keymanager.algorithm",
+    "ssl.trustmanager.algorithm",
+    "ssl.endpoint.identification.algorithm",
+    "ssl.secure.random.implementation",
+    "ssl.client.auth",
+    "ssl.engine.factory.class",
+    "sasl.mechanism.inter.broker.protocol",
+    "sasl.jaas.config",
+    "sasl.enabled.mechanisms",
+    "sasl.kerberos.service.name",
+    "sasl.kerberos.kinit.cmd",
+    "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.kerberos.ticket.renew.jitter",
+    "sasl.kerberos.min.time.before.relogin",
+    "sasl.kerberos.principal.to.local.rules",
+    "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter",
+    "sasl.login.refresh.min.period.seconds",
+    "sasl.login.refresh.buffer.seconds",
+}
+
+
+def _per_broker_only(name: str) -> bool:
+    if m := re.fullmatch(r"listener\.name\.[^.]*\.(.*)", name):
+        return m[1] not in _CLUSTER_LEVEL_LISTENER
+    return name in _PER_BROKER
 
 
 _TYPE_NAMES = {INT: "INT", SHORT: "SHORT", LONG: "LONG", DOUBLE: "DOUBLE"}

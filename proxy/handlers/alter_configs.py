@@ -68,13 +68,15 @@ async def alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterC
     broker = ctx.broker
 
     def check_broker(res: AlterConfigsResource) -> tuple[ErrorCode, str] | None:
-        new = legacy(broker.dynamic, [(c.name, c.value) for c in res.configs])
+        new = legacy(broker.dynamic, res.resource_name, [(c.name, c.value) for c in res.configs])
         return new if isinstance(new, tuple) else None
 
     async def alter(res: AlterConfigsResource) -> tuple[ErrorCode, str | None]:
         if res.resource_type == BROKER:
             async with broker.dynamic.lock:
-                new = legacy(broker.dynamic, [(c.name, c.value) for c in res.configs])
+                new = legacy(
+                    broker.dynamic, res.resource_name, [(c.name, c.value) for c in res.configs]
+                )
                 if isinstance(new, tuple):
                     return new
                 if not req.validate_only:

@@ -151,6 +151,17 @@ async def test_read_only_unknown_and_invalid_changes_are_refused_as_kafka() -> N
         assert message is not None and message.startswith(
             "Invalid value 1 for configuration log.segment.bytes"
         )
+        # Kafka's per-broker configs (kafkad cannot change them) at the cluster default
+        for name in ("listeners", "listener.name.plaintext.ssl.keystore.location"):
+            assert await alter(c, "", (name, SET, "x")) == (
+                ErrorCode.invalid_request,
+                "Cannot update these configs at default cluster level, broker id must be "
+                f"specified: Set({name})",
+            )
+        assert await alter(c, node, ("listeners", SET, "x")) == (
+            ErrorCode.invalid_request,
+            "Cannot update these configs dynamically: Set(listeners)",
+        )
         # Kafka's ConfigDef words for a bad value
         for name, value, why in (
             ("log.retention.ms", "abc", "Not a number of type LONG"),
