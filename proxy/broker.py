@@ -28,9 +28,10 @@ from coordinator.txn.runtime import TxnConfig, TxnCoordinator
 from proxy.acl.model import Authorizer
 from proxy.acl.settings import authorizer_from_values
 from proxy.acl.store import AclStore
-from proxy.config import BrokerConfig
+from proxy.config import BROKER_CONFIGS, BrokerConfig
 from proxy.delegation.store import TokenStore
 from proxy.delegation.tokens import Token, TokenSettings, sweep
+from proxy.dynamic_broker import DynamicBrokerConfigs
 from proxy.fault_injection import CRASH_EXIT_CODE, injector_from_config
 from proxy.features import FeatureStore
 from proxy.fetch_session import FetchSessionCache
@@ -91,6 +92,16 @@ class Broker:
         self.node_id: int = config.get("node.id")
         self.cluster_id = load_cluster_id(config.data_dir, self.node_id)
         self.topics = TopicManager(store, config.log_config(), config.values or {})
+        # dynamic broker configs (proxy/dynamic_broker.py): applied into config.values
+        assert isinstance(config.values, dict)
+        self.dynamic = DynamicBrokerConfigs(
+            store,
+            self.node_id,
+            config.values,
+            {n: parser for n, (parser, _) in BROKER_CONFIGS.items()},
+            {n: default for n, (_, default) in BROKER_CONFIGS.items()},
+        )
+        self.dynamic.listeners.append(self._dynamic_changed)
         # Listener name -> the address advertised on it; a port-0 listener without an
         # advertised entry gets its bound port once the server binds it (``bind_port``).
         self.advertised: dict[str, tuple[str, int]] = {
@@ -239,7 +250,17 @@ class Broker:
         await self.tokens.load()
         await self.acls.load()
         await self.quotas.load()
+        await self.dynamic.load()  # before the topics open: their log defaults
         await self.topics.load()
+
+    def _dynamic_changed(self) -> None:
+        """Dynamic broker configs changed: the topics' log defaults and the cleaner's limits
+        follow at once (the rest read ``config.values`` when they use it)."""
+        self.topics.set_log_defaults(self.config.log_config())
+        self.cleaner.configure(
+            self.config.get("log.cleaner.dedupe.buffer.size"),
+            self.config.get("log.cleaner.io.max.bytes.per.second"),
+        )
 
     async def close(self) -> None:
         """Clean shutdown, after the last request: snapshot every partition's producer state
@@ -262,9 +283,8 @@ class Broker:
         """The log cleaner (``storage/cleaner/runner.py``): every ``log.cleaner.backoff.ms``,
         one pass over each compacted partition worth cleaning. A pass that fails with a
         storage error is logged and retried at the next round."""
-        interval = self.config.get("log.cleaner.backoff.ms") / 1000
-        while True:
-            await trio.sleep(interval)
+        while True:  # the interval read each round: a dynamic config
+            await trio.sleep(self.config.get("log.cleaner.backoff.ms") / 1000)
             for p, plan in self.cleaner.plans(self.topics, self.now_ms()):
                 if p.deleted:
                     continue

@@ -360,6 +360,19 @@ class TopicManager:
                 p.update_config(cfg, self._log_append_time(meta))
             return None
 
+    def set_log_defaults(self, log_defaults: LogConfig) -> None:
+        """New broker-wide log defaults (dynamic broker configs): every open partition's
+        config is recomputed (its topic's overrides over them) and applied at once."""
+        self.log_defaults = log_defaults
+        for topic in self._topics.values():
+            meta = topic.meta
+            topic.settings = {
+                k: v for k, (v, _) in effective_configs(meta.configs, self.broker_values).items()
+            }
+            cfg = self._log_config(meta)
+            for p in topic.partitions:
+                p.update_config(cfg, self._log_append_time(meta))
+
     async def take_snapshots(self) -> None:
         """Producer-state snapshots of every partition (clean shutdown)."""
         for topic in list(self._topics.values()):

@@ -7,8 +7,10 @@ CreateTopics validates them, then persisted and applied to the open partitions a
 INVALID_REQUEST; an unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; an unknown config name, a null
 or bad value -> INVALID_CONFIG. ``validate_only`` checks and changes nothing.
 
-BROKER (4) resources: kafkad's broker configs are static: INVALID_REQUEST ("Cannot update
-these configs dynamically"). Other resource types -> INVALID_REQUEST.
+BROKER (4) resources ("" or this node's id): the configs listed become the resource's whole
+set of dynamic broker configs (``proxy/dynamic_broker.py``), checked as Kafka's
+ConfigAdminManager checks them (``proxy/broker_config_change.py``), stored and applied at
+once. Other resource types -> INVALID_REQUEST.
 
 Authorization after the broker's own checks (duplicates, broker configs), as Kafka's
 controller does (``authorizeAlterResource``): ALTER_CONFIGS on the topic, else
@@ -27,7 +29,8 @@ from kio.schema.errors import ErrorCode
 
 from proxy.acl.checks import config_refusal
 from proxy.acl.model import AclOperation
-from proxy.config_resources import answer_each_resource
+from proxy.broker_config_change import legacy
+from proxy.config_resources import BROKER, answer_each_resource
 from proxy.context import RequestContext
 from proxy.registry import handler
 from wire.values import NO_THROTTLE
@@ -64,7 +67,21 @@ BROKER_LOGGER = 8
 async def alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
     broker = ctx.broker
 
+    def check_broker(res: AlterConfigsResource) -> tuple[ErrorCode, str] | None:
+        new = legacy(broker.dynamic, res.resource_name, [(c.name, c.value) for c in res.configs])
+        return new if isinstance(new, tuple) else None
+
     async def alter(res: AlterConfigsResource) -> tuple[ErrorCode, str | None]:
+        if res.resource_type == BROKER:
+            async with broker.dynamic.lock:
+                new = legacy(
+                    broker.dynamic, res.resource_name, [(c.name, c.value) for c in res.configs]
+                )
+                if isinstance(new, tuple):
+                    return new
+                if not req.validate_only:
+                    await broker.dynamic.replace(res.resource_name, new)
+            return ErrorCode.none, None
         given: dict[str, str | None] = {c.name: c.value for c in res.configs}
         if (err := broker.topics.check_alter(res.resource_name, given)) is not None:
             return err.code, err.message
@@ -79,5 +96,7 @@ async def alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterC
             return None
         return config_refusal(ctx, AclOperation.ALTER_CONFIGS, config_type, name)
 
-    responses = await answer_each_resource(broker, req.resources, alter, _answer, authorize)
+    responses = await answer_each_resource(
+        broker, req.resources, alter, _answer, authorize, check_broker
+    )
     return AlterConfigsResponse(throttle_time=NO_THROTTLE, responses=responses)

@@ -1,17 +1,21 @@
 """DescribeConfigs (key 32), v1-4. v1: config source and synonyms. v3: config type and
 documentation. v4: flexible.
 
-Resource types: TOPIC (2) lists every topic config with its effective value (source
-DYNAMIC_TOPIC_CONFIG for an override, else STATIC_BROKER_CONFIG when the broker config it
-defaults from is set, else DEFAULT_CONFIG); an illegal topic name is INVALID_TOPIC_EXCEPTION,
-a missing topic UNKNOWN_TOPIC_OR_PARTITION. BROKER (4) lists the broker configs kafkad
-honours for this node's id; "" (the cluster default) lists, as Kafka's ConfigHelper, only the
-dynamic cluster-wide defaults: kafkad's broker configs are static, so none. Anything else is
-INVALID_REQUEST. Synonyms, as Kafka's ConfigHelper lists them: the topic override, then the
-broker config it defaults from (STATIC_BROKER_CONFIG if set), then that config's default.
+Resource types: TOPIC (2) lists every topic config with its effective value; an illegal topic
+name is INVALID_TOPIC_EXCEPTION, a missing topic UNKNOWN_TOPIC_OR_PARTITION. BROKER (4) lists,
+for this node's id, every broker config kafkad has (and any stored dynamically) with its
+effective value, Kafka's type, documentation (v3+), read_only unless dynamic
+(``proxy/dynamic_broker.py``), sensitive (no value) for a password or a config Kafka does not
+define (``proxy/broker_config_types.py``); "" (the cluster default) lists, as Kafka's
+ConfigHelper, only the dynamic cluster-wide defaults. Anything else is INVALID_REQUEST.
+Synonyms and source, as Kafka's ConfigHelper: the topic override (for a topic), then the broker
+config's alternates (log.retention.ms/minutes/hours, ...) in each layer, DYNAMIC_BROKER_CONFIG,
+DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, from the config's own
+first entry; the source is the first synonym's, else DEFAULT_CONFIG.
 
-Deviation: a broker config counts as set (STATIC_BROKER_CONFIG) when its value differs from
-its default; Kafka also reports one set explicitly to its default value as static.
+Deviations: a broker config counts as set (STATIC_BROKER_CONFIG) when its value differs from
+its default; Kafka also reports one set explicitly to its default value as static. A broker
+config whose Kafka default is null (log.retention.ms) shows its effective value, not null.
 
 Authorization (Kafka's ``ConfigHelper.handleDescribeConfigsRequest``): DESCRIBE_CONFIGS on the
 topic for a topic, on the cluster for a broker; a refused resource is answered, after the
@@ -35,58 +39,18 @@ from kio.static.primitive import i8
 
 from proxy.acl.checks import MESSAGES, config_refusal
 from proxy.acl.model import AclOperation
+from proxy.broker_config_types import config_type, documentation, sensitive
 from proxy.config import BROKER_CONFIGS
 from proxy.context import RequestContext
+from proxy.dynamic_broker import DYNAMIC, DynamicBrokerConfigs, render
 from proxy.registry import handler
-from proxy.tls import SENSITIVE_CONFIGS
 from storage.topic_config import TOPIC_CONFIG_TYPES, TOPIC_CONFIGS, effective_configs
 from storage.topics import topic_name_error
 from wire.values import NO_THROTTLE
 
 TOPIC, BROKER = 2, 4
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
-BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, PASSWORD = 1, 2, 3, 5, 6, 7, 9
-
-_INT_CONFIGS = {
-    "index.interval.bytes",
-    "max.message.bytes",
-    "min.insync.replicas",
-    "segment.bytes",
-    "segment.index.bytes",
-    "node.id",
-    "num.partitions",
-    "default.replication.factor",
-    "offsets.topic.num.partitions",
-    "transaction.state.log.num.partitions",
-    "socket.request.max.bytes",
-    "message.max.bytes",
-    "log.segment.bytes",
-    "log.index.interval.bytes",
-    "log.index.size.max.bytes",
-    "group.initial.rebalance.delay.ms",
-    "compression.gzip.level",
-    "compression.lz4.level",
-    "compression.zstd.level",
-}
-
-
-def _config_type(name: str, value: str) -> int:
-    if name == "cleanup.policy":
-        return LIST
-    if value in ("true", "false", "True", "False"):
-        return BOOLEAN
-    if name in _INT_CONFIGS:
-        return INT
-    try:
-        int(value)
-        return LONG
-    except ValueError:
-        pass
-    try:
-        float(value)
-        return DOUBLE
-    except ValueError:
-        return STRING
+DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
+PASSWORD = 9
 
 
 def _result(
@@ -116,7 +80,7 @@ def _entry(
     source: int,
     synonyms: tuple[DescribeConfigsSynonym, ...],
     read_only: bool,
-    config_type: int | None = None,
+    kind: int,
 ) -> DescribeConfigsResourceResult:
     """One config; ``value`` None: a sensitive one (a password or key: never shown, Kafka's
     PASSWORD type)."""
@@ -127,13 +91,7 @@ def _entry(
         config_source=i8(source),
         is_sensitive=value is None,
         synonyms=synonyms,
-        config_type=i8(
-            PASSWORD
-            if value is None
-            else config_type
-            if config_type is not None
-            else _config_type(name, value)
-        ),
+        config_type=i8(PASSWORD if value is None else kind),
         documentation=None,
     )
 
@@ -184,25 +142,16 @@ async def describe_configs(
                     if wanted is not None and name not in wanted:
                         continue
                     broker_name = TOPIC_CONFIGS[name][1]
-                    static = (
-                        broker_name is not None
-                        and _broker_source(broker_name, values) != DEFAULT_CONFIG
-                    )
-                    source = (
-                        DYNAMIC_TOPIC_CONFIG
-                        if override
-                        else STATIC_BROKER_CONFIG
-                        if static
-                        else DEFAULT_CONFIG
-                    )
-                    syn = []
-                    if synonyms_wanted:
-                        if override:
-                            syn.append(_synonym(name, value, DYNAMIC_TOPIC_CONFIG))
-                        if broker_name is not None:
-                            syn.extend(_broker_synonyms(broker_name, values))
+                    all_syn = [_synonym(name, value, DYNAMIC_TOPIC_CONFIG)] if override else []
+                    if broker_name is not None:
+                        all_syn += [
+                            _synonym(n, v, src)
+                            for n, v, src in broker.dynamic.synonyms(broker_name, per_broker=True)
+                        ]
+                    source = all_syn[0].source if all_syn else DEFAULT_CONFIG
+                    syn = tuple(all_syn) if synonyms_wanted else ()
                     kind = TOPIC_CONFIG_TYPES[name]
-                    entries.append(_entry(name, value, source, tuple(syn), False, kind))
+                    entries.append(_entry(name, value, source, syn, False, kind))
         elif res.resource_type == BROKER:
             if res.resource_name not in ("", str(broker.node_id)):
                 code, message = (
@@ -210,15 +159,15 @@ async def describe_configs(
                     f"Unexpected broker id, expected {broker.node_id} or empty "
                     f"string, but received {res.resource_name}",
                 )
-            elif res.resource_name:  # "": the dynamic cluster defaults, of which there are none
-                for name in sorted(BROKER_CONFIGS):
-                    if wanted is not None and name not in wanted:
-                        continue
-                    sensitive = name in SENSITIVE_CONFIGS  # as Kafka: no value, ever
-                    shown = None if sensitive else _render(values[name])
-                    source = _broker_source(name, values)
-                    own = (_synonym(name, shown, source),) if synonyms_wanted else ()
-                    entries.append(_entry(name, shown, source, own, read_only=True))
+            else:
+                entries = broker_entries(
+                    broker.dynamic,
+                    values,
+                    res.resource_name,
+                    wanted,
+                    synonyms=synonyms_wanted,
+                    docs=req.include_documentation,
+                )
         else:
             code, message = (
                 ErrorCode.invalid_request,
@@ -228,23 +177,46 @@ async def describe_configs(
     return DescribeConfigsResponse(throttle_time=NO_THROTTLE, results=tuple(results + refused))
 
 
-def _broker_source(name: str, values: Mapping[str, Any]) -> int:
-    """STATIC_BROKER_CONFIG if broker config ``name`` is set (differs from its default)."""
-    return (
-        STATIC_BROKER_CONFIG if _render(values[name]) != BROKER_CONFIGS[name][1] else DEFAULT_CONFIG
-    )
-
-
-def _broker_synonyms(name: str, values: Mapping[str, Any]) -> list[DescribeConfigsSynonym]:
-    """A topic config's broker synonyms: the set value (if set), then the default."""
+def broker_entries(
+    dynamic: DynamicBrokerConfigs,
+    values: Mapping[str, Any],
+    resource: str,
+    wanted: set[str] | None,
+    *,
+    synonyms: bool,
+    docs: bool,
+) -> list[DescribeConfigsResourceResult]:
+    """Kafka's ConfigHelper for a BROKER resource: for the node id every config (kafkad's and
+    any stored dynamically) with its effective value; for "" (the cluster default) only the
+    dynamic cluster-wide ones. Source: the first synonym's (Kafka's order), else DEFAULT."""
+    per_broker = resource != ""
+    if per_broker:
+        names = set(BROKER_CONFIGS) | set(dynamic.layer("")) | set(dynamic.layer(resource))
+    else:
+        names = set(dynamic.layer(""))
     out = []
-    if _broker_source(name, values) == STATIC_BROKER_CONFIG:
-        out.append(_synonym(name, _render(values[name]), STATIC_BROKER_CONFIG))
-    out.append(_synonym(name, BROKER_CONFIGS[name][1], DEFAULT_CONFIG))
+    for name in sorted(names):
+        if wanted is not None and name not in wanted:
+            continue
+        hidden = sensitive(name)  # as Kafka: a password or an unknown config, never shown
+        if name in values and per_broker:
+            raw: str | None = render(values[name])
+        else:
+            raw = dynamic.layer(resource).get(name, dynamic.layer("").get(name))
+        all_syn = [
+            _synonym(n, None if hidden else v, src)
+            for n, v, src in dynamic.synonyms(name, per_broker=per_broker)
+        ]
+        out.append(
+            DescribeConfigsResourceResult(
+                name=name,
+                value=None if hidden else raw,
+                read_only=name not in DYNAMIC,
+                config_source=i8(all_syn[0].source if all_syn else DEFAULT_CONFIG),
+                is_sensitive=hidden,
+                synonyms=tuple(all_syn) if synonyms else (),
+                config_type=i8(config_type(name)),
+                documentation=documentation(name) if docs else None,
+            )
+        )
     return out
-
-
-def _render(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)

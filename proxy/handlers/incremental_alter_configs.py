@@ -9,8 +9,11 @@ order: duplicate resources in one request -> INVALID_REQUEST; a duplicate config
 unknown operation -> INVALID_REQUEST; an unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; an unknown
 config name or a bad value -> INVALID_CONFIG. ``validate_only`` checks and changes nothing.
 
-BROKER (4) resources: kafkad's broker configs are static, so any change is INVALID_REQUEST
-("Cannot update these configs dynamically"), as Kafka answers for read-only broker configs.
+BROKER (4) resources, "" (the cluster default) or this node's id: the dynamic broker configs
+(``proxy/dynamic_broker.py``), changed as Kafka's ConfigAdminManager checks them
+(``proxy/broker_config_change.py``: a read-only config is INVALID_REQUEST "Cannot update these
+configs dynamically: Set(...)"), stored durably and applied at once; another node id is
+INVALID_REQUEST "Unexpected broker id, expected N, but received M".
 Other resource types (BROKER_LOGGER, CLIENT_METRICS, GROUP) -> INVALID_REQUEST.
 
 Authorization after the broker's own checks (duplicates, broker configs), as Kafka's
@@ -36,7 +39,8 @@ from kio.schema.incremental_alter_configs.v1.response import (
 
 from proxy.acl.checks import config_refusal
 from proxy.acl.model import AclOperation
-from proxy.config_resources import answer_each_resource
+from proxy.broker_config_change import incremental
+from proxy.config_resources import BROKER, answer_each_resource
 from proxy.context import RequestContext
 from proxy.registry import handler
 from storage.topic_config import incremental_overrides
@@ -92,8 +96,23 @@ async def incremental_alter_configs(
     broker = ctx.broker
     values = broker.config.values or {}
 
+    def broker_ops(res: AlterConfigsResource) -> list[tuple[str, int, str | None]]:
+        return [(c.name, int(c.config_operation), c.value) for c in res.configs]
+
+    def check_broker(res: AlterConfigsResource) -> tuple[ErrorCode, str] | None:
+        new = incremental(broker.dynamic, res.resource_name, broker_ops(res))
+        return new if isinstance(new, tuple) else None
+
     async def alter(res: AlterConfigsResource) -> tuple[ErrorCode, str | None]:
         ops = [(c.name, int(c.config_operation), c.value) for c in res.configs]
+        if res.resource_type == BROKER:
+            async with broker.dynamic.lock:  # read-decide-write: no change lost
+                new = incremental(broker.dynamic, res.resource_name, ops)
+                if isinstance(new, tuple):
+                    return new
+                if not req.validate_only:
+                    await broker.dynamic.replace(res.resource_name, new)
+            return ErrorCode.none, None
         topic = broker.topics.get(res.resource_name)
         assert topic is not None  # refuse_resource answered for unknown topics
         change = _change(broker.topics, res.resource_name, ops, values)
@@ -108,5 +127,7 @@ async def incremental_alter_configs(
     def authorize(config_type: int, name: str) -> ErrorCode | None:
         return config_refusal(ctx, AclOperation.ALTER_CONFIGS, config_type, name)
 
-    responses = await answer_each_resource(broker, req.resources, alter, _answer, authorize)
+    responses = await answer_each_resource(
+        broker, req.resources, alter, _answer, authorize, check_broker
+    )
     return IncrementalAlterConfigsResponse(throttle_time=NO_THROTTLE, responses=responses)

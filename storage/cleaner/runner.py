@@ -196,12 +196,16 @@ class LogCleaner:
     """Checkpoints (first dirty offset per partition) and the choice of what to clean."""
 
     def __init__(self, *, dedupe_buffer_size: int, io_max_bytes_per_second: float) -> None:
-        self.max_map_entries = max(1, dedupe_buffer_size // KEY_MAP_ENTRY_BYTES)
-        self.io_rate = io_max_bytes_per_second
+        self.configure(dedupe_buffer_size, io_max_bytes_per_second)
         self.checkpoints: dict[TopicPartition, int] = {}
         self.uncleanable: set[TopicPartition] = set()  # a pass failed unexpectedly (Kafka's)
         # The last pass over each partition and when it ran (read by the web console)
         self.last_passes: dict[TopicPartition, tuple[PassResult, int]] = {}
+
+    def configure(self, dedupe_buffer_size: int, io_max_bytes_per_second: float) -> None:
+        """The key map's size and the I/O limit of the passes that start from now on."""
+        self.max_map_entries = max(1, dedupe_buffer_size // KEY_MAP_ENTRY_BYTES)
+        self.io_rate = io_max_bytes_per_second
 
     def plans(self, topics: TopicManager, now_ms: int) -> list[tuple[Partition, CleanPlan]]:
         """The compacted partitions worth cleaning now, dirtiest first."""

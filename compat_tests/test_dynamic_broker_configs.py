@@ -1,0 +1,71 @@
+"""Dynamic broker configs through confluent-kafka's AdminClient (issue 15 point 6):
+incremental_alter_configs on the BROKER resource (the node id: librdkafka refuses an empty
+resource name, so the cluster default "" is covered by tests/proxy/test_dynamic_broker_configs.py),
+describe_configs showing the source and read-only flags, Kafka's refusal of a read-only config, and
+the values kept across a kill -9 and restart."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+)
+
+from compat_tests._support import EXTERNAL
+from compat_tests.conftest import BrokerProcess
+
+pytestmark = pytest.mark.timeout(120)
+TIMEOUT_S = 30
+
+
+def _alter(admin: AdminClient, name: str, *entries: ConfigEntry) -> None:
+    (future,) = admin.incremental_alter_configs(
+        [ConfigResource("broker", name, incremental_configs=list(entries))]
+    ).values()
+    future.result(TIMEOUT_S)
+
+
+def _describe(admin: AdminClient, name: str) -> dict[str, ConfigEntry]:
+    (future,) = admin.describe_configs([ConfigResource("broker", name)]).values()
+    return future.result(TIMEOUT_S)
+
+
+def _node_id(admin: AdminClient) -> str:
+    return str(admin.list_topics(timeout=TIMEOUT_S).brokers.popitem()[0])
+
+
+@pytest.mark.skipif(EXTERNAL, reason="kills the broker")
+def test_broker_configs_altered_described_and_kept(own_broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": own_broker.bootstrap})
+    node = _node_id(admin)
+    _alter(
+        admin,
+        node,
+        ConfigEntry("log.retention.ms", "5000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("log.retention.bytes", "12345", incremental_operation=AlterConfigOpType.SET),
+    )
+    own = _describe(admin, node)
+    assert own["log.retention.ms"].value == "5000"
+    assert own["log.retention.bytes"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert not own["log.retention.bytes"].is_read_only
+    assert own["auto.create.topics.enable"].is_read_only
+    with pytest.raises(KafkaException, match="Cannot update these configs dynamically"):
+        _alter(
+            admin,
+            node,
+            ConfigEntry(
+                "auto.create.topics.enable", "false", incremental_operation=AlterConfigOpType.SET
+            ),
+        )
+    own_broker.kill9()
+    own_broker.restart()
+    admin = AdminClient({"bootstrap.servers": own_broker.bootstrap})
+    own = _describe(admin, node)
+    assert own["log.retention.ms"].value == "5000"
+    assert own["log.retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert own["log.retention.bytes"].value == "12345"

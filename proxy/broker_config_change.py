@@ -1,0 +1,123 @@
+"""The new dynamic configs of a BROKER resource from an IncrementalAlterConfigs or an
+AlterConfigs request, checked as Kafka's ``ConfigAdminManager.preprocess`` checks them, in its
+order: duplicate config names and null values (INVALID_REQUEST), unknown operations
+(INVALID_REQUEST), APPEND/SUBTRACT on a config that is not a list (INVALID_CONFIG), then
+``DynamicBrokerConfig.validateConfigs`` over the resource's whole new set (INVALID_REQUEST:
+"Cannot update these configs dynamically: Set(...)" for a config Kafka or kafkad has that is
+not dynamic, "Invalid value ..." for a bad value)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from kio.schema.errors import ErrorCode
+
+from proxy.broker_config_types import LIST, UNKNOWN, config_type
+from proxy.config import BROKER_CONFIGS
+from proxy.dynamic_broker import DynamicBrokerConfigs, refusal
+from proxy.kafka_properties import IGNORED, KRAFT, MUST_BE_ONE
+from proxy.tls import per_listener_base
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+Refusal = tuple[ErrorCode, str]
+
+
+# Kafka's own broker configs that kafkad reads from a server.properties but does not have:
+# not dynamic in Kafka (``DynamicConfig.Broker.nonDynamicProps``), so a change is refused, not
+# stored as a name Kafka does not know. Kafka's thread pool sizes (DynamicThreadPool,
+# num.network.threads) are dynamic; zookeeper.connect is no Kafka 4 config.
+_KAFKA_STATIC = (
+    (
+        IGNORED
+        - {
+            "num.network.threads",
+            "num.io.threads",
+            "num.replica.fetchers",
+            "num.recovery.threads.per.data.dir",
+            "background.threads",
+        }
+    )
+    | (KRAFT - {"zookeeper.connect"})
+    | MUST_BE_ONE
+)
+
+
+def _known(name: str) -> bool:
+    return name in BROKER_CONFIGS or per_listener_base(name) is not None
+
+
+def _read_only_if_not_dynamic(name: str) -> bool:
+    """A name Kafka's KafkaConfig defines, as far as kafkad knows."""
+    return _known(name) or name in _KAFKA_STATIC
+
+
+def _basic(names: Sequence[str], nulls: Sequence[str]) -> Refusal | None:
+    if any(n > 1 for n in Counter(names).values()):
+        return ErrorCode.invalid_request, "Error due to duplicate config keys"
+    if nulls:
+        return ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls)
+    return None
+
+
+def incremental(
+    dyn: DynamicBrokerConfigs, resource: str, ops: Sequence[tuple[str, int, str | None]]
+) -> dict[str, str] | Refusal:
+    """The resource's dynamic configs after ``ops`` (name, operation, value), or the refusal."""
+    nulls = [n for n, op, v in ops if op != DELETE and v is None]
+    if (bad := _basic([n for n, _, _ in ops], nulls)) is not None:
+        return bad
+    for _, op, _ in ops:
+        if op not in (SET, DELETE, APPEND, SUBTRACT):
+            return ErrorCode.invalid_request, f"Unknown operations type {op}"
+    props = dict(dyn.layer(resource))
+    for name, op, value in ops:
+        if op == SET:
+            assert value is not None
+            props[name] = value
+        elif op == DELETE:
+            props.pop(name, None)
+        else:
+            assert value is not None
+            kind = config_type(name)
+            if kind == UNKNOWN and not _known(name):
+                return ErrorCode.invalid_config, f"Unknown config name: {name}"
+            if kind != LIST:
+                verb = "append" if op == APPEND else "subtract"
+                return (
+                    ErrorCode.invalid_config,
+                    f"Config value {verb} is not allowed for config key: {name}",
+                )
+            old = props.get(name)
+            if old is None:
+                old = BROKER_CONFIGS[name][1] if name in BROKER_CONFIGS else ""
+            items = old.split(",") if op == SUBTRACT or old else []
+            given = value.split(",")
+            if op == APPEND:
+                items += [v for v in given if v not in items]
+            else:
+                for v in given:  # Scala's List.diff: one occurrence per given value
+                    if v in items:
+                        items.remove(v)
+            props[name] = ",".join(items)
+    return _checked(dyn, resource, props)
+
+
+def legacy(
+    dyn: DynamicBrokerConfigs, resource: str, configs: Sequence[tuple[str, str | None]]
+) -> dict[str, str] | Refusal:
+    """AlterConfigs: the listed configs become the resource's whole dynamic set."""
+    nulls = [n for n, v in configs if v is None]
+    if (bad := _basic([n for n, _ in configs], nulls)) is not None:
+        return bad
+    return _checked(dyn, resource, {n: v for n, v in configs if v is not None})
+
+
+def _checked(
+    dyn: DynamicBrokerConfigs, resource: str, props: dict[str, str]
+) -> dict[str, str] | Refusal:
+    known = _read_only_if_not_dynamic
+    if (message := refusal(dyn, known, props, per_broker=resource != "")) is not None:
+        return ErrorCode.invalid_request, message
+    return props

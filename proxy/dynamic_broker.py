@@ -1,0 +1,352 @@
+"""Dynamic broker configs (Kafka's ``DynamicBrokerConfig``): the broker configs Kafka lets
+IncrementalAlterConfigs/AlterConfigs change at runtime, per broker (resource name the node id)
+or cluster-wide (resource name ""), kept durably and applied at once.
+
+Layers, highest precedence first (Kafka's synonym order): DYNAMIC_BROKER_CONFIG (this node's),
+DYNAMIC_DEFAULT_BROKER_CONFIG (the cluster default), STATIC_BROKER_CONFIG (server.properties,
+the environment, ``--set``), DEFAULT_CONFIG. The effective values are written into the broker's
+one values mapping (``BrokerConfig.values``), which every reader looks up at use time; the log
+defaults of topics without overrides are re-applied to their open partitions.
+
+Which configs are dynamic: Kafka's ``AllDynamicConfigs`` that kafkad has (``DYNAMIC``): the log
+defaults (Kafka's ``DynamicLogConfig``: every broker synonym of a topic config), the log
+cleaner's (``LogCleaner.ReconfigurableConfigs``) and ``producer.id.expiration.ms``. Kafka's
+listener and security configs (listeners, ssl.*, sasl.*) are dynamic per broker in Kafka but
+are not in kafkad: a change to one is refused INVALID_REQUEST ("Cannot update these configs
+dynamically"), as Kafka refuses its read-only configs; the keystore/truststore ones without a
+listener prefix get Kafka's own refusal ("... only per-listener using the listener prefix").
+Kafka's static configs kafkad only reads from a server.properties (process.roles, log.dirs...)
+are refused the same way. Names Kafka does not know are accepted and stored, as Kafka stores
+them (no ConfigDef checks them), but change nothing.
+
+On-disk format: the metadata blob ``broker-configs``, JSON
+``{"version": 1, "configs": {"": {"log.retention.ms": "1000"}, "1": {...}}}``; replaced
+atomically and fsynced (``Store.write_metadata``) before the change is applied or answered.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import Any, Protocol
+
+import trio
+
+from proxy.broker_config_types import BOOLEAN, DOUBLE, INT, LONG, SHORT, config_type
+
+log = logging.getLogger("kafkad.config")
+BLOB = "broker-configs"
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
+
+# Kafka's AllDynamicConfigs, restricted to the configs kafkad has and applies.
+DYNAMIC = frozenset(
+    {
+        # DynamicLogConfig.ReconfigurableConfigs: the broker synonyms of topic configs
+        "log.segment.bytes",
+        "log.roll.ms",
+        "log.retention.ms",
+        "log.retention.bytes",
+        "log.index.interval.bytes",
+        "log.index.size.max.bytes",
+        "log.segment.delete.delay.ms",
+        "log.cleanup.policy",
+        "log.cleaner.delete.retention.ms",
+        "log.cleaner.min.cleanable.ratio",
+        "log.cleaner.min.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
+        "log.flush.interval.messages",
+        "log.flush.interval.ms",
+        "log.message.timestamp.type",
+        "compression.type",
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.zstd.level",
+        "min.insync.replicas",
+        "message.max.bytes",
+        # LogCleaner.ReconfigurableConfigs
+        "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.max.bytes.per.second",
+        "log.cleaner.backoff.ms",
+        # DynamicProducerStateManagerConfig
+        "producer.id.expiration.ms",
+    }
+)
+
+# Kafka's DynamicSecurityConfigs (SslConfigs.RECONFIGURABLE_CONFIGS): dynamic only with a
+# listener prefix (listener.name.<name>.ssl.keystore.location), which kafkad does not support.
+SECURITY = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.truststore.certificates",
+    }
+)
+
+# Kafka's alternates of one broker config (DynamicBrokerConfig.brokerConfigSynonyms), and the
+# defaults Kafka's ConfigDef gives them (the ms forms have none).
+ALTERNATES: Mapping[str, tuple[str, ...]] = {
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
+KAFKA_DEFAULTS: Mapping[str, str | None] = {
+    "log.retention.ms": None,
+    "log.retention.minutes": None,
+    "log.retention.hours": "168",
+    "log.roll.ms": None,
+    "log.roll.hours": "168",
+    "log.flush.interval.ms": None,
+    "log.flush.scheduler.interval.ms": str(2**63 - 1),
+}
+
+
+class MetadataStore(Protocol):
+    async def read_metadata(self, name: str) -> bytes | None: ...
+
+    async def write_metadata(self, name: str, data: bytes) -> None: ...
+
+
+Configs = dict[str, dict[str, str]]  # resource name ("" or the node id) -> name -> value
+
+
+def encode(configs: Configs) -> bytes:
+    return json.dumps({"version": 1, "configs": configs}, sort_keys=True).encode()
+
+
+def decode(data: bytes) -> Configs:
+    doc = json.loads(data)
+    if doc.get("version") != 1:
+        raise ValueError(f"{BLOB}: unknown version {doc.get('version')!r}")
+    return {str(k): {str(n): str(v) for n, v in m.items()} for k, m in doc["configs"].items()}
+
+
+class DynamicBrokerConfigs:
+    """The dynamic layers over the static values; ``values`` (the broker's shared mapping) is
+    kept equal to the effective values. ``parsers``: each config's parser (its ConfigDef)."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        node_id: int,
+        values: MutableMapping[str, Any],
+        parsers: Mapping[str, Callable[[str], Any]],
+        defaults: Mapping[str, str],
+    ) -> None:
+        self._store = store
+        self.node = str(node_id)
+        self.values = values
+        self.static = dict(values)  # as the broker started, before any dynamic layer
+        self._parsers = parsers
+        self._defaults = defaults
+        self._configs: Configs = {}
+        self.lock = trio.Lock()  # held across a read-decide-write
+        self.listeners: list[Callable[[], None]] = []  # told after each applied change
+
+    def layer(self, resource: str) -> Mapping[str, str]:
+        """The dynamic configs of ``resource`` ("" the cluster default, else the node id)."""
+        return self._configs.get(resource, {})
+
+    async def load(self) -> None:
+        data = await self._store.read_metadata(BLOB)
+        self._configs = decode(data) if data else {}
+        self._apply()
+
+    async def replace(self, resource: str, configs: Mapping[str, str]) -> None:
+        """Make ``configs`` the dynamic configs of ``resource``: durable first, then applied."""
+        new = {**self._configs, resource: dict(configs)}
+        if not configs:
+            del new[resource]
+        await self._store.write_metadata(BLOB, encode(new))
+        self._configs = new
+        self._apply()
+
+    def parse(self, name: str, value: str) -> Any:
+        return self._parsers[name](value.strip())
+
+    def _apply(self) -> None:
+        mine, cluster = self.layer(self.node), self.layer("")
+        for name in DYNAMIC:
+            raw = mine.get(name, cluster.get(name))
+            try:
+                self.values[name] = self.static[name] if raw is None else self.parse(name, raw)
+            except ValueError as exc:  # stored by an older kafkad: ignored, as Kafka does
+                log.warning("dynamic broker config %s=%s ignored: %s", name, raw, exc)
+                self.values[name] = self.static[name]
+        for listener in self.listeners:
+            listener()
+
+    def source(self, name: str) -> int:
+        if name in self.layer(self.node):
+            return DYNAMIC_BROKER_CONFIG
+        if name in self.layer(""):
+            return DYNAMIC_DEFAULT_BROKER_CONFIG
+        return self.static_source(name)
+
+    def static_source(self, name: str) -> int:
+        """STATIC_BROKER_CONFIG if the static value differs from kafkad's default."""
+        if name not in self.static or name not in self._defaults:
+            return DEFAULT_CONFIG  # a name only stored dynamically
+        set_ = render(self.static[name]) != self._defaults[name]
+        return STATIC_BROKER_CONFIG if set_ else DEFAULT_CONFIG
+
+    def synonyms(self, name: str, *, per_broker: bool) -> list[tuple[str, str, int]]:
+        """Kafka's ConfigHelper.configSynonyms: (name, value, source) for each alternate name
+        in each layer, highest precedence first, from the first entry of ``name`` itself; for
+        the cluster default only the DYNAMIC_DEFAULT_BROKER_CONFIG ones."""
+        names = ALTERNATES.get(name, (name,))
+        out: list[tuple[str, str, int]] = []
+        for source, layer in (
+            (DYNAMIC_BROKER_CONFIG, self.layer(self.node)),
+            (DYNAMIC_DEFAULT_BROKER_CONFIG, self.layer("")),
+        ):
+            out += [(n, layer[n], source) for n in names if n in layer]
+        for n in names:
+            if n == name and self.static_source(name) == STATIC_BROKER_CONFIG:
+                out.append((n, render(self.static[n]), STATIC_BROKER_CONFIG))
+        for n in names:
+            default = KAFKA_DEFAULTS[n] if n in KAFKA_DEFAULTS else self._defaults.get(n)
+            if default is not None:
+                out.append((n, default, DEFAULT_CONFIG))
+        while out and out[0][0] != name:
+            out.pop(0)
+        if not per_broker:
+            out = [s for s in out if s[2] == DYNAMIC_DEFAULT_BROKER_CONFIG]
+        return out
+
+
+def refusal(
+    dyn: DynamicBrokerConfigs,
+    known: Callable[[str], bool],
+    configs: Mapping[str, str],
+    *,
+    per_broker: bool = True,
+) -> str | None:
+    """Kafka's ``DynamicBrokerConfig.validateConfigs`` of a resource's new dynamic configs (all
+    of them, not only the changed ones): the message of its INVALID_REQUEST, or None. ``known``:
+    whether kafkad knows a config name (names it does not know are stored unchecked, as Kafka)."""
+    # the cluster default: Kafka's per-broker configs are refused after the other checks
+    later = [] if per_broker else [n for n in configs if _per_broker_only(n)]
+    fixed = [
+        n
+        for n in configs
+        if n not in DYNAMIC | SECURITY and (known(n) or n in KAFKA_DEFAULTS) and n not in later
+    ]
+    if fixed:
+        return f"Cannot update these configs dynamically: Set({', '.join(fixed)})"
+    if security := [n for n in configs if n in SECURITY]:
+        return (
+            "These security configs can be dynamically updated only per-listener using the "
+            f"listener prefix: Set({', '.join(security)})"
+        )
+    for name, value in configs.items():
+        if name not in DYNAMIC:
+            continue
+        try:
+            dyn.parse(name, value)
+        except ValueError as exc:
+            return kafka_value_error(name, value, str(exc))
+    if later:
+        return (
+            "Cannot update these configs at default cluster level, broker id must be "
+            f"specified: Set({', '.join(later)})"
+        )
+    return None
+
+
+# Kafka's DynamicBrokerConfig.PerBrokerConfigs: DynamicListenerConfig's (and the security ones)
+# but the cluster-level listener configs; a listener-prefixed config of any but those.
+_CLUSTER_LEVEL_LISTENER = frozenset(
+    {"max.connections", "max.connection.creation.rate", "num.network.threads"}
+)
+_PER_BROKER = SECURITY | {
+    "listeners",
+    "listener.security.protocol.map",
+    "principal.builder.class",
+    "ssl.protocol",
+    "ssl.provider",
+    "ssl.cipher.suites",
+    "ssl.enabled.protocols",
+    "ssl.keymanager.algorithm",
+    "ssl.trustmanager.algorithm",
+    "ssl.endpoint.identification.algorithm",
+    "ssl.secure.random.implementation",
+    "ssl.client.auth",
+    "ssl.engine.factory.class",
+    "sasl.mechanism.inter.broker.protocol",
+    "sasl.jaas.config",
+    "sasl.enabled.mechanisms",
+    "sasl.kerberos.service.name",
+    "sasl.kerberos.kinit.cmd",
+    "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.kerberos.ticket.renew.jitter",
+    "sasl.kerberos.min.time.before.relogin",
+    "sasl.kerberos.principal.to.local.rules",
+    "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter",
+    "sasl.login.refresh.min.period.seconds",
+    "sasl.login.refresh.buffer.seconds",
+}
+
+
+def _per_broker_only(name: str) -> bool:
+    if m := re.fullmatch(r"listener\.name\.[^.]*\.(.*)", name):
+        return m[1] not in _CLUSTER_LEVEL_LISTENER
+    return name in _PER_BROKER
+
+
+_TYPE_NAMES = {INT: "INT", SHORT: "SHORT", LONG: "LONG", DOUBLE: "DOUBLE"}
+_BITS = {INT: 32, SHORT: 16, LONG: 64}
+
+
+def kafka_value_error(name: str, value: str, problem: str) -> str:
+    """The message of Kafka's ``ConfigException`` for a value kafkad's parser refused
+    (``problem``: its reason), in ConfigDef's words: the type's ("Not a number of type LONG"),
+    ``Range`` ("Value must be at least 1"), ``ValidString``/``ValidList`` ("String must be one
+    of: ...")."""
+    kind, v = config_type(name), value.strip()
+
+    def invalid(shown: str, why: str) -> str:
+        return f"Invalid value {shown} for configuration {name}: {why}"
+
+    try:
+        number = float(v) if kind == DOUBLE else int(v) if kind in _BITS else None
+        if kind in _BITS and not -(2 ** (_BITS[kind] - 1)) <= int(v) < 2 ** (_BITS[kind] - 1):
+            raise ValueError  # outside the Java type: Java's parse fails
+    except ValueError:
+        return invalid(value, f"Not a number of type {_TYPE_NAMES[kind]}")
+    if kind == BOOLEAN and v.lower() not in ("true", "false"):
+        return invalid(value, "Expected value to be either true or false")
+    if number is not None and (
+        m := re.fullmatch(r"must be (?:at least (\S+)|between (\S+) and (\S+))", problem)
+    ):
+        low, high = (m[1], None) if m[1] else (m[2], m[3])
+        too_low = number < float(low)
+        why = f"Value must be at least {low}" if too_low else f"Value must be no more than {high}"
+        return invalid(str(number), why)
+    if name == "log.cleanup.policy":
+        items = [x.strip() for x in v.split(",")] if v else []
+        if bad := [x for x in items if x not in ("compact", "delete")]:
+            if "" in bad:
+                return f"Configuration '{name}' values must not be empty."
+            return invalid(bad[0], "String must be one of: compact, delete")
+    if m := re.fullmatch(r"expected one of (.*)", problem):
+        return invalid(v, f"String must be one of: {m[1]}")
+    if name == "log.message.timestamp.type":
+        return invalid(v, "String must be one of: CreateTime, LogAppendTime")
+    return invalid(value, problem)
+
+
+def render(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
