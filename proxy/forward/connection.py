@@ -206,9 +206,10 @@ class _Conn:
         header, header_end = read_fixed_header(frame)
         self.live.client_id = header.client_id
         if self.rec is not None:
-            if header.api_key == SASL_AUTHENTICATE_KEY:  # a password (PLAIN) stays off disk
+            secret = SECRET_REQUESTS.get(header.api_key)
+            if secret is not None:  # a password or a token's HMAC stays off disk
                 self.rec.add(Kind.REQUEST, frame[:header_end])
-                self.rec.note("SaslAuthenticate: auth_bytes not recorded")
+                self.rec.note(f"{secret} not recorded")
             else:
                 self.rec.add(Kind.REQUEST, frame)
         if self.proxy.partitioned(self.live):
@@ -336,7 +337,12 @@ class _Conn:
         if got != slot.correlation_id:
             raise Close(f"upstream answered correlation id {got}, {slot.correlation_id} owed")
         if self.rec is not None:
-            self.rec.add(Kind.RESPONSE, frame)
+            secret = SECRET_RESPONSES.get(slot.api_key)
+            if secret is None:
+                self.rec.add(Kind.RESPONSE, frame)
+            else:  # a delegation token's HMAC: its correlation id only
+                self.rec.add(Kind.RESPONSE, frame[:4])
+                self.rec.note(f"{secret} not recorded")
         if slot.drop_after:
             await self._send_client(out)  # the answers before it were owed and arrived
             raise Close(f"fault injection: dropped after api {slot.api_key} was answered")
@@ -426,7 +432,16 @@ class _Conn:
 
 MISSING = object()
 RAW_SASL = -1  # the api key of a slot for an unframed SASL token
-SASL_AUTHENTICATE_KEY = 36
+# Credentials a recording leaves out (the entry keeps the header): a SASL token (PLAIN's
+# password), a SCRAM salted password (enough to log in as the user) and a delegation token's
+# HMAC (the password of token authentication), as Kafka's request log redacts them.
+SECRET_REQUESTS = {
+    36: "SaslAuthenticate: auth_bytes",
+    39: "RenewDelegationToken: hmac",
+    40: "ExpireDelegationToken: hmac",
+    51: "AlterUserScramCredentials: salts and salted passwords",
+}
+SECRET_RESPONSES = {38: "CreateDelegationToken: hmac", 41: "DescribeDelegationToken: hmacs"}
 OAUTHBEARER = "OAUTHBEARER"
 # client tokens of each mechanism after SaslHandshake v0, as Kafka's SaslServers take them
 RAW_ROUNDS = {"PLAIN": 1, "SCRAM-SHA-256": 2, "SCRAM-SHA-512": 2, OAUTHBEARER: 1}
