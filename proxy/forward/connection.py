@@ -433,9 +433,12 @@ class _Conn:
 MISSING = object()
 RAW_SASL = -1  # the api key of a slot for an unframed SASL token
 # Credentials a recording leaves out (the entry keeps the header): a SASL token (PLAIN's
-# password), a SCRAM salted password (enough to log in as the user) and a delegation token's
-# HMAC (the password of token authentication), as Kafka's request log redacts them.
+# password), a SCRAM salted password (enough to log in as the user), a delegation token's
+# HMAC (the password of token authentication) and config values (a broker config may be a
+# password: Kafka's request log hides those of AlterConfigs and IncrementalAlterConfigs).
 SECRET_REQUESTS = {
+    33: "AlterConfigs: config values",
+    44: "IncrementalAlterConfigs: config values",
     36: "SaslAuthenticate: auth_bytes",
     39: "RenewDelegationToken: hmac",
     40: "ExpireDelegationToken: hmac",

@@ -198,3 +198,57 @@ async def test_scram_credentials_and_delegation_token_hmacs_stay_off_disk(tmp_pa
     data = path.read_bytes()
     assert secret not in data
     assert data.count(b"not recorded") == len(requests)
+
+
+async def test_config_values_of_alter_configs_stay_off_disk(tmp_path: Path) -> None:
+    """A broker config may be a password (``sasl.jaas.config``, ``ssl.keystore.password``),
+    which Kafka's request log hides: AlterConfigs and IncrementalAlterConfigs are recorded as
+    their header and a note."""
+    from kio.schema.alter_configs.v2 import request as alter
+    from kio.schema.incremental_alter_configs.v1 import request as incremental
+
+    secret = "listener-keystore-secret"
+    key = "listener.name.sasl_ssl.ssl.keystore.password"
+
+    async def answers(stream: trio.SocketStream) -> None:
+        while True:  # an empty answer of any version: correlation id, throttle, no resources
+            frame = await _read_request(stream)
+            body = frame[4:8] + b"\x00" * 8
+            await stream.send_all(struct.pack(">i", len(body)) + body)
+
+    requests = [
+        incremental.IncrementalAlterConfigsRequest(
+            resources=(
+                incremental.AlterConfigsResource(
+                    resource_type=4,
+                    resource_name="1",
+                    configs=(
+                        incremental.AlterableConfig(name=key, config_operation=0, value=secret),
+                    ),
+                ),
+            ),
+            validate_only=False,
+        ),
+        alter.AlterConfigsRequest(
+            resources=(
+                alter.AlterConfigsResource(
+                    resource_type=4,
+                    resource_name="1",
+                    configs=(alter.AlterableConfig(name=key, value=secret),),
+                ),
+            ),
+            validate_only=False,
+        ),
+    ]
+    async with trio.open_nursery() as nursery:
+        up = await _fake_upstream(nursery, answers)
+        async with running_proxy(up, record_dir=tmp_path) as (_p, port), connect(port) as c:
+            for cid, request in enumerate(requests, 1):
+                await c.send_raw(raw(request, cid))
+                with trio.fail_after(LIMIT_S):
+                    assert await c.read_frame()
+        nursery.cancel_scope.cancel()
+    (path,) = list(tmp_path.glob("*.kdrec"))  # noqa: ASYNC240  (the proxy has stopped)
+    data = path.read_bytes()
+    assert secret.encode() not in data
+    assert data.count(b"config values not recorded") == len(requests)
