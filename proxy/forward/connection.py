@@ -25,10 +25,12 @@ mechanism has client tokens (PLAIN and OAUTHBEARER one, SCRAM two; an OAUTHBEARE
 challenge one more) and then reads requests again. GSSAPI's rounds cannot be counted from
 outside, so a v0 handshake for it closes the connection (clients use v1 when offered).
 
-An acks=0 Produce queues no slot (no response comes), as Kafka. A ``drop_after`` fault
-forwards the request, waits for its response and then closes the client connection without
-passing it on: the write happened upstream, the client never hears. A ``delay`` holds the
-request (and every later one, as kafkad's own dispatcher does) before it is forwarded.
+An acks=0 Produce queues no slot (no response comes), as Kafka; an answer the upstream
+sends all the same (more answers than requests forwarded) closes the connection at once. A
+``drop_after`` fault forwards the request, waits for its response and then closes the client
+connection without passing it on: the write happened upstream, the client never hears. A
+``delay`` holds the request (and every later one, as kafkad's own dispatcher does) before it
+is forwarded.
 
 Every way out closes both sockets: the client or the upstream closing, an upstream silent
 for ``upstream_timeout_s`` while a response is owed, a frame that cannot be read (either
@@ -160,6 +162,7 @@ class _Conn:
         self.close_reason = ""
         self.nursery: trio.Nursery | None = None
         self.owed = 0  # requests forwarded and not yet answered
+        self.forwarded = 0  # requests forwarded in all (each owes one answer)
         self.upstream_ended = False
         self.peer = peer
         self.raw_tokens = 0  # unframed SASL tokens (SaslHandshake v0) the client is to send
@@ -257,6 +260,7 @@ class _Conn:
         """Send the batch's requests upstream in one write, then its slots to the writer."""
         if batch.upstream:
             self.owed += batch.owed
+            self.forwarded += batch.owed
             batch.owed = 0
             with trio.move_on_after(self.proxy.config.upstream_timeout_s) as scope:
                 await self.upstream.send_all(batch.upstream)
@@ -274,10 +278,14 @@ class _Conn:
         on those that arrived and closes at the first one missing."""
         decoder = FrameDecoder(self.proxy.config.max_frame_bytes)
         frames: list[bytes] = []
+        received = 0
         async with answers:
             while True:
                 frame = decoder.next_frame()
                 if isinstance(frame, bytes):
+                    received += 1
+                    if received > self.forwarded:  # e.g. an answer to an acks=0 Produce
+                        raise Close("upstream sent an answer no request asked for")
                     frames.append(frame)
                     continue
                 if frames:
