@@ -250,6 +250,21 @@ async def test_an_answer_nothing_asked_for_closes_the_client_at_once() -> None:
         nursery.cancel_scope.cancel()
 
 
+async def test_a_broker_address_that_cannot_be_resolved_closes_only_that_connection() -> None:
+    """An upstream may advertise a host no resolver takes (a label over 63 characters makes
+    the IDNA codec raise UnicodeError, not OSError): a client sent there is closed, and the
+    proxy goes on serving everyone else."""
+    from proxy.forward.rewrite import Endpoint
+
+    bad = Endpoint(2, "x" * 64 + ".example", 9092)
+    async with broker_and_proxy() as (proxy, port, _u):
+        (_host, handed_out) = (await proxy.local_addresses([bad]))[(bad.host, bad.port)]
+        async with connect(handed_out) as client:
+            assert await closed(client)
+        async with connect(port) as good:
+            assert (await good.request(metadata_request())).brokers
+
+
 async def test_refused_upstream_and_malformed_client_frames_close_that_connection() -> None:
     with trio.socket.socket() as s:  # a port nobody listens on
         await s.bind(("127.0.0.1", 0))
