@@ -25,10 +25,12 @@ mechanism has client tokens (PLAIN and OAUTHBEARER one, SCRAM two; an OAUTHBEARE
 challenge one more) and then reads requests again. GSSAPI's rounds cannot be counted from
 outside, so a v0 handshake for it closes the connection (clients use v1 when offered).
 
-An acks=0 Produce queues no slot (no response comes), as Kafka. A ``drop_after`` fault
-forwards the request, waits for its response and then closes the client connection without
-passing it on: the write happened upstream, the client never hears. A ``delay`` holds the
-request (and every later one, as kafkad's own dispatcher does) before it is forwarded.
+An acks=0 Produce queues no slot (no response comes), as Kafka; an answer the upstream
+sends all the same (more answers than requests forwarded) closes the connection at once. A
+``drop_after`` fault forwards the request, waits for its response and then closes the client
+connection without passing it on: the write happened upstream, the client never hears. A
+``delay`` holds the request (and every later one, as kafkad's own dispatcher does) before it
+is forwarded.
 
 Every way out closes both sockets: the client or the upstream closing, an upstream silent
 for ``upstream_timeout_s`` while a response is owed, a frame that cannot be read (either
@@ -160,6 +162,7 @@ class _Conn:
         self.close_reason = ""
         self.nursery: trio.Nursery | None = None
         self.owed = 0  # requests forwarded and not yet answered
+        self.forwarded = 0  # requests forwarded in all (each owes one answer)
         self.upstream_ended = False
         self.peer = peer
         self.raw_tokens = 0  # unframed SASL tokens (SaslHandshake v0) the client is to send
@@ -206,9 +209,10 @@ class _Conn:
         header, header_end = read_fixed_header(frame)
         self.live.client_id = header.client_id
         if self.rec is not None:
-            if header.api_key == SASL_AUTHENTICATE_KEY:  # a password (PLAIN) stays off disk
+            secret = SECRET_REQUESTS.get(header.api_key)
+            if secret is not None:  # a password or a token's HMAC stays off disk
                 self.rec.add(Kind.REQUEST, frame[:header_end])
-                self.rec.note("SaslAuthenticate: auth_bytes not recorded")
+                self.rec.note(f"{secret} not recorded")
             else:
                 self.rec.add(Kind.REQUEST, frame)
         if self.proxy.partitioned(self.live):
@@ -256,6 +260,7 @@ class _Conn:
         """Send the batch's requests upstream in one write, then its slots to the writer."""
         if batch.upstream:
             self.owed += batch.owed
+            self.forwarded += batch.owed
             batch.owed = 0
             with trio.move_on_after(self.proxy.config.upstream_timeout_s) as scope:
                 await self.upstream.send_all(batch.upstream)
@@ -273,10 +278,14 @@ class _Conn:
         on those that arrived and closes at the first one missing."""
         decoder = FrameDecoder(self.proxy.config.max_frame_bytes)
         frames: list[bytes] = []
+        received = 0
         async with answers:
             while True:
                 frame = decoder.next_frame()
                 if isinstance(frame, bytes):
+                    received += 1
+                    if received > self.forwarded:  # e.g. an answer to an acks=0 Produce
+                        raise Close("upstream sent an answer no request asked for")
                     frames.append(frame)
                     continue
                 if frames:
@@ -336,7 +345,12 @@ class _Conn:
         if got != slot.correlation_id:
             raise Close(f"upstream answered correlation id {got}, {slot.correlation_id} owed")
         if self.rec is not None:
-            self.rec.add(Kind.RESPONSE, frame)
+            secret = SECRET_RESPONSES.get(slot.api_key)
+            if secret is None:
+                self.rec.add(Kind.RESPONSE, frame)
+            else:  # a delegation token's HMAC: its correlation id only
+                self.rec.add(Kind.RESPONSE, frame[:4])
+                self.rec.note(f"{secret} not recorded")
         if slot.drop_after:
             await self._send_client(out)  # the answers before it were owed and arrived
             raise Close(f"fault injection: dropped after api {slot.api_key} was answered")
@@ -426,7 +440,19 @@ class _Conn:
 
 MISSING = object()
 RAW_SASL = -1  # the api key of a slot for an unframed SASL token
-SASL_AUTHENTICATE_KEY = 36
+# Credentials a recording leaves out (the entry keeps the header): a SASL token (PLAIN's
+# password), a SCRAM salted password (enough to log in as the user), a delegation token's
+# HMAC (the password of token authentication) and config values (a broker config may be a
+# password: Kafka's request log hides those of AlterConfigs and IncrementalAlterConfigs).
+SECRET_REQUESTS = {
+    33: "AlterConfigs: config values",
+    44: "IncrementalAlterConfigs: config values",
+    36: "SaslAuthenticate: auth_bytes",
+    39: "RenewDelegationToken: hmac",
+    40: "ExpireDelegationToken: hmac",
+    51: "AlterUserScramCredentials: salts and salted passwords",
+}
+SECRET_RESPONSES = {38: "CreateDelegationToken: hmac", 41: "DescribeDelegationToken: hmacs"}
 OAUTHBEARER = "OAUTHBEARER"
 # client tokens of each mechanism after SaslHandshake v0, as Kafka's SaslServers take them
 RAW_ROUNDS = {"PLAIN": 1, "SCRAM-SHA-256": 2, "SCRAM-SHA-512": 2, OAUTHBEARER: 1}

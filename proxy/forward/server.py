@@ -204,7 +204,7 @@ class ForwardProxy:
             with trio.move_on_after(self.config.connect_timeout_s):
                 try:
                     stream = await trio.open_tcp_stream(host, port)
-                except OSError as exc:
+                except (OSError, ValueError) as exc:  # ValueError: a host IDNA cannot encode
                     log.info("proxy: upstream %s:%d refused: %s", host, port, exc)
                     continue
                 if tls is None:

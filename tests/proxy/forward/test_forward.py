@@ -221,6 +221,50 @@ async def test_an_upstream_closing_while_nothing_is_owed_closes_the_client_at_on
         nursery.cancel_scope.cancel()
 
 
+async def test_an_answer_nothing_asked_for_closes_the_client_at_once() -> None:
+    """An upstream that answers an acks=0 Produce (no answer is owed) and then closes: the
+    client is closed then, not left waiting until its next request finds the stray answer."""
+
+    async def answers_acks0_then_closes(stream: trio.SocketStream) -> None:
+        frame = await _read_request(stream)
+        await stream.send_all(struct.pack(">i", 6) + frame[4:8] + b"\x00\x00")
+        await stream.aclose()
+
+    from tests.proxy.test_broker_requests import MS, pr
+
+    acks0 = pr.ProduceRequest(
+        transactional_id=None,
+        acks=0,
+        timeout=1000 * MS,
+        topic_data=(
+            pr.TopicProduceData(
+                name="t", partition_data=(pr.PartitionProduceData(index=0, records=batch([b"x"])),)
+            ),
+        ),
+    )
+    async with trio.open_nursery() as nursery:
+        up = await _fake_upstream(nursery, answers_acks0_then_closes)
+        async with running_proxy(up) as (_p, port), connect(port) as client:
+            await client.send_raw(raw(acks0, 5))
+            assert await closed(client)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_broker_address_that_cannot_be_resolved_closes_only_that_connection() -> None:
+    """An upstream may advertise a host no resolver takes (a label over 63 characters makes
+    the IDNA codec raise UnicodeError, not OSError): a client sent there is closed, and the
+    proxy goes on serving everyone else."""
+    from proxy.forward.rewrite import Endpoint
+
+    bad = Endpoint(2, "x" * 64 + ".example", 9092)
+    async with broker_and_proxy() as (proxy, port, _u):
+        (_host, handed_out) = (await proxy.local_addresses([bad]))[(bad.host, bad.port)]
+        async with connect(handed_out) as client:
+            assert await closed(client)
+        async with connect(port) as good:
+            assert (await good.request(metadata_request())).brokers
+
+
 async def test_refused_upstream_and_malformed_client_frames_close_that_connection() -> None:
     with trio.socket.socket() as s:  # a port nobody listens on
         await s.bind(("127.0.0.1", 0))

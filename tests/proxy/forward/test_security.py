@@ -150,3 +150,105 @@ async def test_a_v0_handshake_for_a_mechanism_whose_rounds_are_unknown_closes() 
             await c.send_raw(raw(Hand0(mechanism="GSSAPI"), 1))
             assert await closed(c)  # not answered: its raw tokens could not be followed
         nursery.cancel_scope.cancel()
+
+
+async def test_scram_credentials_and_delegation_token_hmacs_stay_off_disk(tmp_path: Path) -> None:
+    """A salted password (AlterUserScramCredentials) and a delegation token's HMAC (the SCRAM
+    password of token authentication: Create/DescribeDelegationToken answers, Renew/Expire
+    requests) are credentials: recorded as their header and a note, as SaslAuthenticate."""
+    from kio.schema.alter_user_scram_credentials.v0 import request as alter
+    from kio.schema.create_delegation_token.v3.request import CreateDelegationTokenRequest
+    from kio.schema.describe_delegation_token.v3.request import DescribeDelegationTokenRequest
+    from kio.schema.expire_delegation_token.v2.request import ExpireDelegationTokenRequest
+    from kio.schema.renew_delegation_token.v2.request import RenewDelegationTokenRequest
+
+    from tests.proxy.test_broker_requests import MS
+
+    secret = b"TOKEN-HMAC-SECRET"
+
+    async def answers_with_a_secret(stream: trio.SocketStream) -> None:
+        while True:  # a token's answer: its correlation id, no tags, error 0, the secret
+            frame = await _read_request(stream)
+            token = secret if frame[1] in (38, 41) else b""
+            body = frame[4:8] + b"\x00\x00\x00" + token
+            await stream.send_all(struct.pack(">i", len(body)) + body)
+
+    upsert = alter.ScramCredentialUpsertion(
+        name="alice", mechanism=1, iterations=4096, salt=b"salt", salted_password=secret
+    )
+    requests = [
+        alter.AlterUserScramCredentialsRequest(deletions=(), upsertions=(upsert,)),
+        RenewDelegationTokenRequest(hmac=secret, renew_period=1000 * MS),
+        ExpireDelegationTokenRequest(hmac=secret, expiry_time_period=1000 * MS),
+        CreateDelegationTokenRequest(
+            owner_principal_type=None, owner_principal_name=None, renewers=(), max_lifetime=-MS
+        ),
+        DescribeDelegationTokenRequest(owners=None),
+    ]
+    async with trio.open_nursery() as nursery:
+        up = await _fake_upstream(nursery, answers_with_a_secret)
+        async with running_proxy(up, record_dir=tmp_path) as (_p, port), connect(port) as c:
+            for cid, request in enumerate(requests, 1):
+                await c.send_raw(raw(request, cid))
+                with trio.fail_after(LIMIT_S):
+                    answer = await c.read_frame() or b""
+                assert secret in answer or cid < 4  # the client gets every answer whole
+        nursery.cancel_scope.cancel()
+    (path,) = list(tmp_path.glob("*.kdrec"))  # noqa: ASYNC240  (the proxy has stopped)
+    data = path.read_bytes()
+    assert secret not in data
+    assert data.count(b"not recorded") == len(requests)
+
+
+async def test_config_values_of_alter_configs_stay_off_disk(tmp_path: Path) -> None:
+    """A broker config may be a password (``sasl.jaas.config``, ``ssl.keystore.password``),
+    which Kafka's request log hides: AlterConfigs and IncrementalAlterConfigs are recorded as
+    their header and a note."""
+    from kio.schema.alter_configs.v2 import request as alter
+    from kio.schema.incremental_alter_configs.v1 import request as incremental
+
+    secret = "listener-keystore-secret"
+    key = "listener.name.sasl_ssl.ssl.keystore.password"
+
+    async def answers(stream: trio.SocketStream) -> None:
+        while True:  # an empty answer of any version: correlation id, throttle, no resources
+            frame = await _read_request(stream)
+            body = frame[4:8] + b"\x00" * 8
+            await stream.send_all(struct.pack(">i", len(body)) + body)
+
+    requests = [
+        incremental.IncrementalAlterConfigsRequest(
+            resources=(
+                incremental.AlterConfigsResource(
+                    resource_type=4,
+                    resource_name="1",
+                    configs=(
+                        incremental.AlterableConfig(name=key, config_operation=0, value=secret),
+                    ),
+                ),
+            ),
+            validate_only=False,
+        ),
+        alter.AlterConfigsRequest(
+            resources=(
+                alter.AlterConfigsResource(
+                    resource_type=4,
+                    resource_name="1",
+                    configs=(alter.AlterableConfig(name=key, value=secret),),
+                ),
+            ),
+            validate_only=False,
+        ),
+    ]
+    async with trio.open_nursery() as nursery:
+        up = await _fake_upstream(nursery, answers)
+        async with running_proxy(up, record_dir=tmp_path) as (_p, port), connect(port) as c:
+            for cid, request in enumerate(requests, 1):
+                await c.send_raw(raw(request, cid))
+                with trio.fail_after(LIMIT_S):
+                    assert await c.read_frame()
+        nursery.cancel_scope.cancel()
+    (path,) = list(tmp_path.glob("*.kdrec"))  # noqa: ASYNC240  (the proxy has stopped)
+    data = path.read_bytes()
+    assert secret.encode() not in data
+    assert data.count(b"config values not recorded") == len(requests)
