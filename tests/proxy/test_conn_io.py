@@ -39,3 +39,10 @@ async def test_an_idle_plaintext_connection_holds_no_read_buffer() -> None:
         for s in socks:
             s.close()
     assert (held - before) / CONNECTIONS < 64 * 1024
+
+
+async def test_a_negative_idle_timeout_disables_it() -> None:
+    """Kafka's Selector: ``connections.max.idle.ms`` < 0 means no idle expiry at all."""
+    async with running_broker(**{"connections.max.idle.ms": "-1"}) as (_, port), connect(port) as c:
+        assert (await c.request(ApiVersionsV0())).error_code == 0
+        assert (await c.request(ApiVersionsV0())).error_code == 0
