@@ -10,11 +10,26 @@ import struct
 
 __all__ = ["java_string_hash", "partition_for"]
 
+# Keys up to this long are cached: transactional ids and group ids recur on every request. A
+# longer one (a Kafka string may be 32767 characters, sent by any client) is hashed each time,
+# so the cache holds at most 65536 short keys, not 65536 of whatever clients chose to send.
+_CACHED_LENGTH = 256
 
-@functools.lru_cache(maxsize=65536)  # transactional ids and group ids recur on every request
+
 def java_string_hash(s: str) -> int:
     """Java's ``String.hashCode``: over UTF-16 code units (a lone surrogate is one unit, as a
     Java string may hold one), wrapping at 32 bits (signed)."""
+    if len(s) <= _CACHED_LENGTH:
+        return _cached_hash(s)
+    return _hash(s)
+
+
+@functools.lru_cache(maxsize=65536)
+def _cached_hash(s: str) -> int:
+    return _hash(s)
+
+
+def _hash(s: str) -> int:
     units = s.encode("utf-16-be", "surrogatepass")
     h = 0
     for (unit,) in struct.iter_unpack(">H", units):

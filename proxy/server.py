@@ -16,6 +16,7 @@ at once, busy ones finish the requests they already read and then close; after
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -80,9 +81,10 @@ class Server:
             sockets = await self._listeners(broker)
             self.bound = next(iter(self.bound_listeners.values()))
             dispatch = Dispatcher(broker)
+            idle_ms = cfg.get("connections.max.idle.ms")
             net = NetConfig(
                 max_frame_bytes=cfg.get("socket.request.max.bytes"),
-                idle_s=cfg.get("connections.max.idle.ms") / 1000,
+                idle_s=idle_ms / 1000 if idle_ms >= 0 else math.inf,  # Kafka: < 0 never expires
             )
             async with trio.open_nursery() as background:
                 background.start_soon(broker.retention_loop)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from wire.errors import ErrorCode
 from wire.records import (
     ATTR_CONTROL,
+    ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
     BATCH_HEADER_SIZE,
     CRC_START,
@@ -415,3 +416,62 @@ def test_one_record_batch_is_build_batch_byte_for_byte(
     )
     assert fast == marker
     assert header == read_batch_header(marker)
+
+
+_INT64 = st.integers(-(2**63), 2**63 - 1)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    key=st.none() | st.binary(max_size=300),
+    value=st.none() | st.binary(max_size=300),
+    timestamp=st.sampled_from([-1, 0, 1_700_000_000_123]) | _INT64,
+    base_offset=st.sampled_from([0, 77]) | _INT64,
+    producer_id=st.sampled_from([-1, 0, 2**40]) | _INT64,
+    producer_epoch=st.integers(-(2**15), 2**15 - 1),
+    partition_leader_epoch=st.integers(-(2**31), 2**31 - 1),
+    transactional=st.booleans(),
+    control=st.booleans(),
+    log_append_time=st.booleans(),
+)
+def test_one_record_batch_matches_build_batch_for_every_attribute(
+    key: bytes | None,
+    value: bytes | None,
+    timestamp: int,
+    base_offset: int,
+    producer_id: int,
+    producer_epoch: int,
+    partition_leader_epoch: int,
+    transactional: bool,
+    control: bool,
+    log_append_time: bool,
+) -> None:
+    plain = build_batch(
+        [Record(0, 0, key, value)],
+        base_offset=base_offset,
+        base_timestamp=timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transactional=transactional,
+        control=control,
+        log_append_time=log_append_time,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+    attributes = (
+        (ATTR_TRANSACTIONAL if transactional else 0)
+        | (ATTR_CONTROL if control else 0)
+        | (ATTR_TIMESTAMP_TYPE if log_append_time else 0)
+    )
+    fast, header = build_one_record_batch(
+        key,
+        value,
+        timestamp,
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        attributes=attributes,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+    assert fast == plain
+    assert header == read_batch_header(plain)
+    assert decode_batch_records(plain) == [Record(0, 0, key, value)]
