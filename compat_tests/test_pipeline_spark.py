@@ -11,6 +11,7 @@ ledger example runs end to end, streaming and batch. The crash test is
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,12 @@ def spark() -> Iterator[Any]:
     # local[2,4]: a failed task is retried, as on a cluster (test_pipeline_failures.py)
     session = local_spark("kafkad-compat-tests", max_failures=4)
     yield session
-    session.stop()
+    from py4j.protocol import Py4JError
+
+    try:
+        session.stop()
+    except (Py4JError, ConnectionError) as exc:  # seen once: the JVM exits while answering stop()
+        warnings.warn(f"Spark's JVM was gone at the session's stop: {exc!r}", stacklevel=1)
 
 
 def stream(spark: Any, bs: str, src: str, **source: str) -> Any:
