@@ -13,6 +13,8 @@ import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
+from coordinator.placement import java_string_hash
+
 K = TypeVar("K", bound=Hashable)
 
 LOAD_FACTOR = 0.75
@@ -25,13 +27,7 @@ def _int32(x: int) -> int:
 
 def string_hash(s: str | None) -> int:
     """``String.hashCode`` over UTF-16 code units (``Objects.hashCode``: 0 for null)."""
-    if s is None:
-        return 0
-    h = 0
-    units = s.encode("utf-16-be")
-    for i in range(0, len(units), 2):
-        h = (31 * h + int.from_bytes(units[i : i + 2], "big")) & 0xFFFFFFFF
-    return _int32(h)
+    return 0 if s is None else java_string_hash(s)
 
 
 def map_hash(entries: Mapping[str, str | None]) -> int:
