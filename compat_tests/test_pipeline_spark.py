@@ -11,7 +11,9 @@ ledger example runs end to end, streaming and batch. The crash test is
 
 from __future__ import annotations
 
-import warnings
+import contextlib
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,18 +32,61 @@ SPARK_TIMEOUT_S = 300
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from pipeline.session import local_spark
 
-    # local[2,4]: a failed task is retried, as on a cluster (test_pipeline_failures.py)
-    session = local_spark("kafkad-compat-tests", max_failures=4)
+    # The JVM keeps the fd 2 it starts with: its own log goes to this file instead of the capture
+    # of whichever test started it, so a JVM that dies can be asked why.
+    jvm_log = tmp_path_factory.mktemp("spark") / "jvm.log"
+    with _stderr_to(jvm_log):
+        # local[2,4]: a failed task is retried, as on a cluster (test_pipeline_failures.py).
+        # Heartbeats every second: were the local executor still to exit after 60 failed ones
+        # (pipeline.session.LOCAL_HEARTBEAT_MAX_FAILURES), it would do so a minute after
+        # test_stage_retry_after_lost_shuffle_files, well before this fixture's stop.
+        session = local_spark(
+            "kafkad-compat-tests",
+            max_failures=4,
+            conf={"spark.executor.heartbeatInterval": "1s"},
+        )
+    jvm = session.sparkContext._gateway.proc
     yield session
+    _stop(session, jvm, jvm_log)
+
+
+@contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with path.open("ab") as f:
+            os.dup2(f.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _stop(session: Any, jvm: Any, jvm_log: Path) -> None:
+    """Stop the session. A JVM that is gone by then, or goes while stopping, fails the run with
+    its exit code and the end of its log: Spark's local JVM has no business dying (the one
+    cause seen, a heartbeat exit 56 ten minutes after a shuffle fetch failure, is what
+    pipeline.session.LOCAL_HEARTBEAT_MAX_FAILURES prevents)."""
     from py4j.protocol import Py4JError
 
-    try:
-        session.stop()
-    except (Py4JError, ConnectionError) as exc:  # seen once: the JVM exits while answering stop()
-        warnings.warn(f"Spark's JVM was gone at the session's stop: {exc!r}", stacklevel=1)
+    problem = None
+    if jvm.poll() is not None:
+        problem = "Spark's JVM had exited before SparkSession.stop()"
+    else:
+        try:
+            session.stop()
+        except (Py4JError, ConnectionError, RuntimeWarning) as exc:  # (PySpark warns of a lost JVM)
+            problem = f"Spark's JVM went away during SparkSession.stop(): {exc!r}"
+    if problem is None:
+        return
+    with contextlib.suppress(Exception):
+        jvm.wait(30)
+    tail = jvm_log.read_text(errors="replace").splitlines()[-40:] if jvm_log.exists() else []
+    pytest.fail("\n".join([f"{problem}; exit code {jvm.poll()}; its log {jvm_log}:", *tail]))
 
 
 def stream(spark: Any, bs: str, src: str, **source: str) -> Any:

@@ -35,6 +35,14 @@ def spark_env() -> None:
 # serial collector start it in about two thirds of the time on a busy 2-core machine.
 QUICK_START_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
+# In local mode the executor lives in the driver's JVM. After a shuffle fetch failure Spark
+# drops that executor's block manager, and from then on every heartbeat asks it to re-register
+# through the `CoarseGrainedScheduler` endpoint, which a local driver does not have: each
+# heartbeat fails, and after `spark.executor.heartbeat.maxFailures` of them (60, ten minutes at
+# the 10 s interval) the executor calls System.exit(56), taking the driver, the session and any
+# running query with it. A local session has no remote executor whose heartbeats mean anything.
+LOCAL_HEARTBEAT_MAX_FAILURES = 1_000_000
+
 
 def local_spark(
     app: str = "kafkad",
@@ -42,16 +50,18 @@ def local_spark(
     shuffle_partitions: int = 2,
     quick_start: bool = True,
     max_failures: int = 1,
+    conf: dict[str, str] | None = None,
 ) -> Any:
     """getOrCreate a local[cores] session (quiet: ERROR logs only) with `kafkad` registered.
     quick_start: JVM flags for fast start-up over peak throughput (tests, examples).
-    max_failures: attempts per task (local mode's default, 1, fails the job on the first)."""
+    max_failures: attempts per task (local mode's default, 1, fails the job on the first).
+    conf: further Spark configs."""
     spark_env()
     from pyspark.sql import SparkSession
 
     import pipeline
 
-    spark = (
+    builder = (
         SparkSession.builder.master(f"local[{cores},{max_failures}]")
         .appName(app)
         .config("spark.ui.enabled", "false")
@@ -60,8 +70,11 @@ def local_spark(
         .config("spark.default.parallelism", str(cores))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.extraJavaOptions", QUICK_START_JVM if quick_start else "")
-        .getOrCreate()
+        .config("spark.executor.heartbeat.maxFailures", str(LOCAL_HEARTBEAT_MAX_FAILURES))
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     pipeline.register(spark)
     return spark
