@@ -8,12 +8,14 @@ backtrack for ages (Python's ``re`` would, on ``(a+)+b`` against a long run of `
 syntax Python lacks (``(?<name>``, ``\\z``, ``\\pL``, ``[[:alpha:]]``) is taken, as Kafka takes
 it; parentheses nest as deep as one likes (neither RE2/J nor RE2 limits it).
 
-Refused, as RE2/J refuses them: back-references (``\\1``, ``(?P=name)``), look-arounds (``(?=``,
+Refused, as RE2/J refuses them: back-references (``\\1``, ``(?P=name)``; ``\\12`` is an octal
+escape, as in RE2/J), ``\\C`` (any byte, RE2 takes it), look-arounds (``(?=``,
 ``(?!``, ``(?<=``, ``(?<!``), atomic groups ``(?>``, possessive quantifiers (``*+``, ``++``,
 ``?+``, ``}+``), conditionals ``(?(``, ``\\Z``, a repeat count over 1000 (however large: RE2
 would read ``a{4294967296}`` as a literal), a capture name used twice (RE2 takes it) and every
-syntax error RE2 finds. The first ones are checked on the text first (``_refusal``), in
-kafkad's words; RE2's errors are answered in RE2/J's (``PatternSyntaxException``'s description).
+syntax error RE2 finds. The first ones are checked on the text first (``_refusal``, which
+skips ``\\Q...\\E`` literals as RE2/J does), in kafkad's words; RE2's errors are answered in
+RE2/J's (``PatternSyntaxException``'s description).
 
 Deviation: RE2 also refuses nested repeats whose counts multiply past 1000 (``(a{1000}){2}``),
 which RE2/J 1.8 takes.
@@ -67,10 +69,19 @@ def _refusal(pattern: str) -> str | None:
         c = pattern[i]
         if c == "\\" and i + 1 < n:
             nxt = pattern[i + 1]
-            if not in_class and nxt in "123456789":
+            if not in_class and nxt == "Q":  # \Q...\E: literals, whatever they are
+                end = pattern.find("\\E", i + 2)
+                i = n if end < 0 else end + 2
+                continue
+            # \1 to \7 followed by an octal digit is an octal escape (\12 is "\n"), as RE2/J's
+            # parseEscape reads it; a lone digit is a back-reference
+            octal = nxt in "1234567" and i + 2 < n and pattern[i + 2] in "01234567"
+            if not in_class and nxt in "123456789" and not octal:
                 return "back-references are not supported"
             if not in_class and nxt == "Z":
                 return "\\Z is not supported"
+            if not in_class and nxt == "C":  # RE2 takes it (any byte), RE2/J does not
+                return "invalid escape sequence"
             i += 2
             continue
         if in_class:
