@@ -216,6 +216,9 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "group.consumer.max.session.timeout.ms": (at_least(1, INT_MAX), "60000"),
     "group.consumer.assignors": (_assignors, "uniform,range"),
     "group.consumer.max.size": (_positive_int, "2147483647"),
+    # how long a regex subscription's resolved topics stand with the topics unchanged (a
+    # DESCRIBE granted since is seen after it); internal in Kafka, at least 10 s
+    "group.consumer.regex.refresh.interval.ms": (at_least(10_000, INT_MAX), "600000"),
     # online migration between classic and consumer groups (coordinator/group/migration.py)
     "group.consumer.migration.policy": (_migration_policy, "bidirectional"),
     "offsets.topic.num.partitions": (_positive_int, "50"),

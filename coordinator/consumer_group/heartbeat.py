@@ -63,6 +63,7 @@ class ConsumerGroupConfig:
     session_timeout_ms: int = 45000
     assignors: tuple[str, ...] = ("uniform", "range")
     max_size: int = 2**31 - 1
+    regex_refresh_interval_ms: int = regexes.REFRESH_INTERVAL_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +326,7 @@ def heartbeat(
     )
     g.update_member(updated)
     wall = now_ms if wall_ms is None else wall_ms
-    if regexes.update(g, topics, now_ms, wall, hb.describable):
+    if regexes.update(g, topics, now_ms, wall, hb.describable, config.regex_refresh_interval_ms):
         bump = True
     metadata = _metadata(g, topics)
     if metadata != g.subscription_metadata:

@@ -253,6 +253,28 @@ def test_rebalance_timeout_fences_a_slow_revoker() -> None:
     assert rb.assignment == {T: frozenset(range(6))}
 
 
+@pytest.mark.parametrize("static_leave", [False, True])
+def test_session_and_rebalance_timeouts_due_together_fence_once(static_leave: bool) -> None:
+    """Kafka's two timers of a member (session, rebalance) both fence through
+    consumerGroupFenceMember, and each cancels the other: whichever fires first, the member is
+    fenced once and the group epoch bumped once. A rebalance timer whose member left its epoch
+    (a static leave, epoch -2) does nothing; the session timer still fences it."""
+    g = ConsumerGroup("g")
+    iid = "i" if static_leave else None
+    a = heartbeat(g, join("a", rebalance_timeout_ms=45_000, instance_id=iid), TOPICS, CFG, 0)
+    heartbeat(g, join("b"), TOPICS, CFG, 0)
+    heartbeat(g, beat("a", 1, a.assignment, instance_id=iid), TOPICS, CFG, 100)  # to revoke
+    assert g.rebalance_deadlines["a"] == (1, 45_100) and g.session_deadlines["a"] == 45_100
+    if static_leave:
+        assert leave(g, Heartbeat("g", "a", -2, instance_id="i"), TOPICS).error is E.none
+    heartbeat(g, beat("b", 2, {}), TOPICS, CFG, 45_000)  # b keeps its session
+    epoch = g.group_epoch
+    assert expire(g, TOPICS, 45_100) == ["a"]
+    assert set(g.members) == {"b"} and g.group_epoch == epoch + 1
+    assert "a" not in g.rebalance_deadlines and "a" not in g.session_deadlines
+    assert expire(g, TOPICS, 200_000) == ["b"]
+
+
 # -- static membership -------------------------------------------------------------------------
 
 
@@ -341,17 +363,45 @@ def test_regex_subscription_and_new_topic() -> None:
     assert r.assignment == {T: frozenset({0, 1})}
     assert g.resolved_regexes["t.*"].topics == {"t1"}
     more = {"t1": TopicInfo("t1", T, 2), "t2": TopicInfo("t2", U, 1)}
-    # a topic created later: picked up by the first heartbeat once the resolutions are 10 s
-    # old (Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS), not before
-    r = heartbeat(g, beat("a", 1, r.assignment), more, CFG, 9_999)
+    # a topic created later: picked up by the first heartbeat once the resolutions are more than
+    # 10 s old (Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS: `now <= last + 10 s` waits)
+    r = heartbeat(g, beat("a", 1, r.assignment), more, CFG, 10_000)
     assert r.member_epoch == 1 and g.resolved_regexes["t.*"].topics == {"t1"}
-    r = heartbeat(g, beat("a", 1, {T: frozenset({0, 1})}), more, CFG, 10_000)
+    r = heartbeat(g, beat("a", 1, {T: frozenset({0, 1})}), more, CFG, 10_001)
     assert r.member_epoch == 2 and r.assignment == {T: frozenset({0, 1}), U: frozenset({0})}
     assert g.resolved_regexes["t.*"].topics == {"t1", "t2"}
     # a deleted topic leaves the assignment at once; the resolution keeps it until the refresh
-    r = heartbeat(g, beat("a", 2, r.assignment), {"t2": more["t2"]}, CFG, 10_001)
+    r = heartbeat(g, beat("a", 2, r.assignment), {"t2": more["t2"]}, CFG, 10_002)
     assert g.group_epoch == 3 and r.assignment == {U: frozenset({0})}  # t1's to revoke
     assert g.resolved_regexes["t.*"].topics == {"t1", "t2"}
+
+
+def test_regex_resolution_is_refreshed_after_the_interval_for_describe_acls() -> None:
+    """A topic the member's principal may not DESCRIBE is left out of the resolution; once
+    DESCRIBE is granted (the topics unchanged) it is picked up by the first heartbeat after
+    group.consumer.regex.refresh.interval.ms (Kafka's condition 3.3), not after 10 s."""
+    topics = {"t1": TopicInfo("t1", T, 1), "t2": TopicInfo("t2", U, 1)}
+    cfg = ConsumerGroupConfig(regex_refresh_interval_ms=60_000)
+    allowed = {"t1"}
+    g = ConsumerGroup("g")
+    hb = Heartbeat(
+        "g",
+        "a",
+        0,
+        rebalance_timeout_ms=1,
+        subscribed_topic_regex="t.*",
+        owned=(),
+        describable=lambda t: t in allowed,
+    )
+    r = heartbeat(g, hb, topics, cfg, 0)
+    assert r.assignment == {T: frozenset({0})} and g.resolved_regexes["t.*"].topics == {"t1"}
+    allowed.add("t2")
+    again = replace(hb, member_epoch=1, rebalance_timeout_ms=-1, subscribed_topic_regex=None)
+    r = heartbeat(g, replace(again, owned=owned(r.assignment)), topics, cfg, 60_000)
+    assert r.member_epoch == 1 and g.resolved_regexes["t.*"].topics == {"t1"}
+    r = heartbeat(g, replace(again, owned=owned({T: frozenset({0})})), topics, cfg, 60_001)
+    assert g.resolved_regexes["t.*"].topics == {"t1", "t2"}
+    assert r.member_epoch == 2 and r.assignment == {T: frozenset({0}), U: frozenset({0})}
 
 
 def test_regexes_are_refused_where_re2_refuses_them() -> None:
