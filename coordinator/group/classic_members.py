@@ -27,11 +27,11 @@ server-side assignor assigns it partitions, and its generation is its member epo
 * Heartbeat answers REBALANCE_IN_PROGRESS when the member must rejoin: the group epoch moved
   past its epoch, it must revoke partitions, or partitions it waited for were released. Then
   it must rejoin within its rebalance timeout (the join timer).
-* LeaveGroup removes the members (dynamic ones by id, static ones by instance id) and bumps
-  the group epoch.
+* LeaveGroup removes the members (dynamic ones by id, static ones by instance id), whichever
+  protocol they use, and bumps the group epoch.
 
-A request from a member using the consumer protocol is UNKNOWN_MEMBER_ID ("does not use the
-classic protocol"). Nothing changes before every check passed.
+A JoinGroup, SyncGroup or Heartbeat from a member using the consumer protocol is
+UNKNOWN_MEMBER_ID ("does not use the classic protocol"). Nothing changes before every check passed.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from dataclasses import replace
 from kio.schema.errors import ErrorCode
 
 from coordinator.consumer_group import heartbeat as hb
+from coordinator.consumer_group import regexes
 from coordinator.consumer_group.consumer_protocol import (
     ConsumerProtocolError,
     decode_subscription,
@@ -236,36 +237,49 @@ def heartbeat(
     return E.none
 
 
+def leaving(
+    g: ConsumerGroup, members: Iterable[tuple[str, str | None]]
+) -> list[tuple[ErrorCode, str | None]]:
+    """Per (member id, instance id) of a LeaveGroup: its code and the id of the member it
+    removes (None when refused). Any member leaves, whichever protocol it uses: Kafka's
+    classicGroupLeaveToConsumerGroup checks none (an admin removes a consumer-protocol static
+    member by instance id with the member id "")."""
+    out: list[tuple[ErrorCode, str | None]] = []
+    for member_id, instance_id in members:
+        if instance_id is None:
+            m = g.members.get(member_id)
+            if m is None:
+                out.append((E.unknown_member_id, None))
+                continue
+        else:
+            m = g.static_member(instance_id)
+            if m is None:
+                out.append((E.unknown_member_id, None))
+                continue
+            if member_id and m.member_id != member_id:
+                out.append((E.fenced_instance_id, None))
+                continue
+        out.append((E.none, m.member_id))
+    return out
+
+
 def leave(
     g: ConsumerGroup,
     members: Iterable[tuple[str, str | None]],
     topics: Mapping[str, TopicInfo],
 ) -> list[tuple[str, ErrorCode]]:
-    """One (member id, code) per (member id, instance id) of the LeaveGroup; the removed
-    members' group epoch bump is one."""
-    out: list[tuple[str, ErrorCode]] = []
-    removed = False
-    for member_id, instance_id in members:
-        if instance_id is None:
-            m = g.members.get(member_id)
-            if m is None:
-                out.append((member_id, E.unknown_member_id))
-                continue
-        else:
-            m = g.static_member(instance_id)
-            if m is None:
-                out.append((member_id, E.unknown_member_id))
-                continue
-            if member_id and m.member_id != member_id:
-                out.append((member_id, E.fenced_instance_id))
-                continue
-        if m.classic is None:
-            out.append((member_id, E.unknown_member_id))
-            continue
-        g.remove_member(m.member_id)
-        removed = True
-        out.append((m.member_id, E.none))
+    """One (member id, code) per (member id, instance id) of the LeaveGroup, the member id as
+    the request gave it (Kafka echoes it, "" for an admin's removal by instance id); the
+    removed members' group epoch bump is one, and a regex none of the others uses is
+    forgotten (Kafka's consumerGroupFenceMembers)."""
+    members = list(members)
+    decided = leaving(g, members)
+    removed = {mid for _, mid in decided if mid is not None}
+    for mid in removed:
+        g.remove_member(mid)
     if removed:
+        for regex in set(g.resolved_regexes) - regexes.used(g):
+            del g.resolved_regexes[regex]
         g.subscription_metadata = hb.subscription_metadata(g, topics)
         g.group_epoch += 1
-    return out
+    return [(member_id, code) for (member_id, _), (code, _) in zip(members, decided, strict=True)]

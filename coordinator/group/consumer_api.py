@@ -380,6 +380,18 @@ class ConsumerGroupApi(OffsetsApi):
         async with self._write_lock:
             if self.consumer_groups.get(g.group_id) is not g:
                 return None
+            decided = classic_members.leaving(g, members)
+            removed = {mid for _, mid in decided if mid is not None}
+            (only,) = removed if len(removed) == 1 else (None,)
+            if only is not None and migration.should_downgrade(
+                g, only, self.migration_policy, self.config.max_size
+            ):
+                # the last consumer-protocol member removed (an admin's removal by instance
+                # id): the group becomes a classic group, as Kafka's consumerGroupFenceMembers
+                downgraded = await self._downgrade(g, only, None)
+                if downgraded.error is not E.none:
+                    return downgraded.error
+                return [code for code, _ in decided]
             result = await self._classic_change(
                 g, lambda: classic_members.leave(g, members, topics)
             )

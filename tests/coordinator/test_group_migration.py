@@ -5,6 +5,7 @@ decisions under a fake clock (milliseconds passed in)."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -275,9 +276,23 @@ def test_classic_leave() -> None:
     g = mixed()
     classic_members.join(g, classic_join("", instance_id="i"), TOPICS, CFG, 0, lambda: "k")
     epoch = g.group_epoch
-    out = classic_members.leave(g, [("c", None), ("zz", None), ("", "i")], TOPICS)
-    assert out == [("c", E.unknown_member_id), ("zz", E.unknown_member_id), ("k", E.none)]
+    out = classic_members.leave(g, [("zz", None), ("", "i"), ("x", "i")], TOPICS)
+    # the member id echoed as asked ("" for an admin's removal by instance id)
+    assert out == [("zz", E.unknown_member_id), ("", E.none), ("x", E.fenced_instance_id)]
     assert set(g.members) == {"c"} and g.group_epoch == epoch + 1
+
+
+def test_classic_leave_removes_a_consumer_protocol_member() -> None:
+    """Kafka's classicGroupLeaveToConsumerGroup removes any member, whichever protocol it uses
+    (the admin's removeMembersFromConsumerGroup sends LeaveGroup by instance id); the same
+    member named twice is removed once, both answered NONE."""
+    g = ConsumerGroup("g")
+    heartbeat(g, replace(consumer_join("c"), instance_id="ic"), TOPICS, CFG, 0)
+    heartbeat(g, consumer_join("d"), TOPICS, CFG, 0)
+    epoch = g.group_epoch
+    out = classic_members.leave(g, [("", "ic"), ("c", "ic"), ("d", None)], TOPICS)
+    assert out == [("", E.none), ("c", E.none), ("d", E.none)]
+    assert not g.members and g.group_epoch == epoch + 1
 
 
 @pytest.mark.parametrize("timer", ["session", "sync", "join"])
