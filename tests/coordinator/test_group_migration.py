@@ -346,18 +346,35 @@ def test_classic_member_metadata_is_stored_and_replayed() -> None:
 def test_should_downgrade(policy: P, leaving: str, max_size: int, ok: bool) -> None:
     g = mixed()
     classic_members.join(g, classic_join("k"), TOPICS, CFG, 0)
-    assert should_downgrade(g, leaving, policy, max_size) is ok
+    assert should_downgrade(g, {leaving}, policy, max_size) is ok
 
 
 def test_a_lone_consumer_member_leaving_is_no_downgrade() -> None:
-    assert not should_downgrade(mixed(), "c", P.BIDIRECTIONAL, 10)
+    assert not should_downgrade(mixed(), {"c"}, P.BIDIRECTIONAL, 10)
+
+
+def test_should_downgrade_as_kafkas_fenced_members_check() -> None:
+    """Kafka 4.2's validateOnlineDowngradeWithFencedMembers: what matters is that the members
+    left all use the classic protocol, whichever protocol the leaving ones use."""
+    g = mixed()
+    heartbeat(g, consumer_join("d"), TOPICS, CFG, 0)
+    classic_members.join(g, classic_join("k"), TOPICS, CFG, 0)
+    assert not should_downgrade(g, {"c"}, P.BIDIRECTIONAL, 10)  # "d" stays
+    assert should_downgrade(g, {"c", "d"}, P.BIDIRECTIONAL, 10)  # one LeaveGroup, both
+    assert not should_downgrade(g, {"c", "d", "k"}, P.BIDIRECTIONAL, 10)  # none stays
+    # a consumer group left with classic members only (its downgrade refused then, say over
+    # group.max.size) downgrades when one of them leaves
+    classic_members.join(g, classic_join("l"), TOPICS, CFG, 0)
+    assert not should_downgrade(g, {"c", "d"}, P.BIDIRECTIONAL, 1)
+    classic_members.leave(g, [("c", None), ("d", None)], TOPICS)
+    assert should_downgrade(g, {"k"}, P.BIDIRECTIONAL, 1)
 
 
 def test_downgrade_builds_a_stable_classic_group_with_the_target_assignments() -> None:
     g = mixed()
     classic_members.join(g, classic_join("k"), TOPICS, CFG, 0)
     heartbeat(g, Heartbeat("g", "c", 1, owned=((T, (0, 1, 2, 3)),)), TOPICS, CFG, 1)
-    c = to_classic(g, "c", NAMES, GroupConfig(), 5)
+    c = to_classic(g, {"c"}, NAMES, GroupConfig(), 5)
     assert c is not None
     assert (c.state, c.generation, c.protocol_type, c.protocol_name) == (
         GroupState.STABLE,

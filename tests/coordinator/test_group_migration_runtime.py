@@ -191,6 +191,30 @@ async def test_leave_group_removing_the_last_consumer_member_downgrades(
         n.cancel_scope.cancel()
 
 
+async def test_leave_group_removing_every_consumer_member_at_once_downgrades(
+    topics: TopicManager, autojump_clock: Any
+) -> None:
+    """One LeaveGroup removing both consumer-protocol members (an admin's removal of two
+    instances) leaves only the classic member: the group becomes a classic group (Kafka's
+    consumerGroupFenceMembers checks the set of fenced members)."""
+    coord = coordinator(topics)
+    await coord.load()
+    async with trio.open_nursery() as n:
+        n.start_soon(coord.run)
+        for mid in ("c", "d"):
+            r = await coord.consumer_heartbeat(replace(cjoin(mid), instance_id="i" + mid), 1)
+            assert r.error is E.none
+        assert (await coord.join("g", jreq("k"))).error is E.none
+        assert await coord.leave("g", [("", "ic"), ("", "id")]) == [E.none, E.none]
+        assert "g" not in coord.consumer_groups
+        assert set(coord.groups["g"].members) == {"k"}
+        assert coord.groups["g"].state is GroupState.PREPARING_REBALANCE
+        again = coordinator(topics)
+        await again.load()
+        assert "g" not in again.consumer_groups and set(again.groups["g"].members) == {"k"}
+        n.cancel_scope.cancel()
+
+
 async def test_a_failed_upgrade_write_keeps_the_classic_group(
     topics: TopicManager, autojump_clock: Any
 ) -> None:
