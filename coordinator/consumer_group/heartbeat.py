@@ -18,7 +18,9 @@ One heartbeat does three things, in Kafka's order:
    group's preferred assignor (the one most members name, else the first of
    ``group.consumer.assignors``) computes a new target for every member.
 3. *Reconciliation* of this member towards its target (``reconcile.next_member``): partitions
-   are revoked before they are given to anyone else.
+   are revoked before they are given to anyone else. A member whose subscription changed is
+   reconciled even when it was reconciled to the target epoch: it gives up the partitions
+   of the topics it left at once.
 
 Every check happens before anything changes, so a refused heartbeat leaves the group as it was.
 Leaving (epoch -1) removes the member and bumps the group epoch; a static member's leave with
@@ -160,6 +162,13 @@ def subscribed(
         if resolved is not None:
             names.update(t for t in resolved.topics if t in topics)
     return frozenset(names)
+
+
+def subscribed_ids(
+    m: ConsumerGroupMember, topics: Mapping[str, TopicInfo], g: ConsumerGroup
+) -> frozenset[uuid.UUID]:
+    """The ids of the existing topics the member subscribes to (Kafka's subscribedTopicIds)."""
+    return frozenset(topics[n].topic_id for n in subscribed(m, topics, g) if n in topics)
 
 
 def _metadata(g: ConsumerGroup, topics: Mapping[str, TopicInfo]) -> dict[str, TopicInfo]:
@@ -320,10 +329,11 @@ def heartbeat(
         client_host=hb.client_host,
         classic=None,  # it uses the consumer protocol now (Kafka: setClassicMemberMetadata(null))
     )
-    bump = (
+    subscription_changed = (
         updated.subscribed_topic_names != member.subscribed_topic_names
         or updated.subscribed_topic_regex != member.subscribed_topic_regex
     )
+    bump = subscription_changed
     g.update_member(updated)
     wall = now_ms if wall_ms is None else wall_ms
     if regexes.update(g, topics, now_ms, wall, hb.describable, config.regex_refresh_interval_ms):
@@ -339,7 +349,8 @@ def heartbeat(
         compute_target(g, topics, config)
     # -- 3. reconciliation ---------------------------------------------------------------------
     reconciled = updated
-    if not updated.is_reconciled_to(g.assignment_epoch):
+    # a changed subscription is checked at once, reconciled or not (Kafka 4.2, KAFKA-19431)
+    if subscription_changed or not updated.is_reconciled_to(g.assignment_epoch):
         try:
             reconciled = next_member(
                 updated,
@@ -347,6 +358,8 @@ def heartbeat(
                 g.target.get(member_id, {}),
                 g.partition_epoch,
                 hb.owned,
+                subscribed_ids(updated, topics, g),
+                subscription_changed,
             )
         except FencedMember as exc:
             return failed(E.fenced_member_epoch, str(exc))

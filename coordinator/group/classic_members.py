@@ -152,10 +152,17 @@ def join(
         hb.compute_target(g, topics, config)
     # -- 3. reconciliation -----------------------------------------------------------------
     reconciled = updated
-    if not updated.is_reconciled_to(g.assignment_epoch):
+    # a changed subscription is checked at once (Kafka 4.2 passes bumpGroupEpoch)
+    if bump or not updated.is_reconciled_to(g.assignment_epoch):
         try:
             reconciled = next_member(
-                updated, g.assignment_epoch, g.target.get(member_id, {}), g.partition_epoch, owned
+                updated,
+                g.assignment_epoch,
+                g.target.get(member_id, {}),
+                g.partition_epoch,
+                owned,
+                hb.subscribed_ids(updated, topics, g),
+                bump,
             )
         except FencedMember:
             return JoinResult(E.fenced_member_epoch, member_id)

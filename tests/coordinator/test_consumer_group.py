@@ -732,3 +732,27 @@ def test_a_group_without_regexes_skips_the_digest(monkeypatch: pytest.MonkeyPatc
     g = ConsumerGroup("g")
     assert heartbeat(g, join("a"), TOPICS, CFG, 0).error is E.none
     assert heartbeat(g, beat("a", 1, g.members["a"].assigned), TOPICS, CFG, 20_000).error is E.none
+
+
+def test_a_revoking_member_unsubscribing_gives_up_that_topic_at_once() -> None:
+    """Kafka 4.2's CurrentAssignmentBuilder.withHasSubscriptionChanged: a member waiting to
+    revoke partitions (UNREVOKED_PARTITIONS) that unsubscribes from a topic has that topic's
+    partitions taken from its assignment (pending revocation) in the same heartbeat, not once
+    it revoked the earlier ones."""
+    topics = {"t": TopicInfo("t", T, 4), "u": TopicInfo("u", U, 4)}
+    g = ConsumerGroup("g")
+    a = heartbeat(g, join("a", ("t", "u")), topics, CFG, 0).assignment
+    assert a == {T: frozenset(range(4)), U: frozenset(range(4))}
+    heartbeat(g, join("b", ("t", "u")), topics, CFG, 10)
+    ra = heartbeat(g, beat("a", 1, a), topics, CFG, 20)
+    assert ra.assignment == {T: frozenset(range(4))}  # u goes to "b" once "a" revoked it
+    assert g.members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    # still owning everything, "a" now subscribes to u only: t is taken from it at once
+    ra = heartbeat(g, beat("a", 1, a, subscribed_topic_names=("u",)), topics, CFG, 30)
+    assert ra.member_epoch == 1 and ra.assignment == {}
+    m = g.members["a"]
+    assert m.state is MemberState.UNREVOKED_PARTITIONS and not m.assigned
+    assert dict(m.pending_revocation) == {T: frozenset(range(4)), U: frozenset(range(4))}
+    # once it revoked everything, it moves on to its new target
+    ra = heartbeat(g, beat("a", 1, {}), topics, CFG, 40)
+    assert ra.member_epoch == g.group_epoch and set(dict(g.members["a"].assigned)) <= {U}
