@@ -146,7 +146,10 @@ def _compute(
         keep = have & want
         revoke = have - keep
         to_assign = want - keep
-        free = frozenset(p for p in to_assign if partition_epoch(topic_id, p) == -1)
+        # free: nobody owns it, or this member only as a partition it is revoking (its owner
+        # is updated after the reconciliation; KAFKA-19449)
+        mine = member.pending_revocation.get(topic_id, frozenset())
+        free = frozenset(p for p in to_assign if partition_epoch(topic_id, p) == -1 or p in mine)
         has_unreleased = has_unreleased or free != to_assign
         if keep:
             assigned[topic_id] = keep

@@ -756,3 +756,18 @@ def test_a_revoking_member_unsubscribing_gives_up_that_topic_at_once() -> None:
     # once it revoked everything, it moves on to its new target
     ra = heartbeat(g, beat("a", 1, {}), topics, CFG, 40)
     assert ra.member_epoch == g.group_epoch and set(dict(g.members["a"].assigned)) <= {U}
+
+
+def test_a_partition_being_revoked_by_the_member_itself_is_not_unreleased() -> None:
+    """KAFKA-19449 (Kafka 4.2): a partition the target gives back to the member revoking it
+    counts as free (its owner is updated after the reconciliation), so the member gets it
+    in the same heartbeat instead of waiting in UNRELEASED_PARTITIONS."""
+    g = ConsumerGroup("g")
+    a = heartbeat(g, join("a"), TOPICS, CFG, 0).assignment
+    heartbeat(g, join("b"), TOPICS, CFG, 10)
+    keep = heartbeat(g, beat("a", 1, a), TOPICS, CFG, 20).assignment
+    assert keep is not None and g.members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    leave(g, Heartbeat("g", "b", -1), TOPICS)  # b leaves: a's target is all again
+    ra = heartbeat(g, beat("a", 1, keep), TOPICS, CFG, 40)  # a revoked the rest
+    assert ra.member_epoch == g.group_epoch and ra.assignment == {T: frozenset(range(6))}
+    assert g.members["a"].state is MemberState.STABLE
