@@ -317,9 +317,11 @@ def heartbeat(
         server_assignor=hb.server_assignor
         if hb.server_assignor is not None
         else member.server_assignor,
+        # a set in Kafka: the same names in another order (or repeated) change nothing
         subscribed_topic_names=(
             tuple(hb.subscribed_topic_names)
             if hb.subscribed_topic_names is not None
+            and set(hb.subscribed_topic_names) != set(member.subscribed_topic_names)
             else member.subscribed_topic_names
         ),
         subscribed_topic_regex=(

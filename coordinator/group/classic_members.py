@@ -134,12 +134,18 @@ def join(
             if req.rebalance_timeout_ms != -1
             else member.rebalance_timeout_ms
         ),
-        subscribed_topic_names=sub.topics,
+        # a set in Kafka: the same names in another order change nothing
+        subscribed_topic_names=(
+            sub.topics
+            if set(sub.topics) != set(member.subscribed_topic_names)
+            else member.subscribed_topic_names
+        ),
         client_id=req.client_id,
         client_host=req.client_host,
         classic=ClassicMemberMetadata(req.session_timeout_ms, req.protocols),
     )
-    bump = set(updated.subscribed_topic_names) != set(member.subscribed_topic_names)
+    subscription_changed = updated.subscribed_topic_names != member.subscribed_topic_names
+    bump = subscription_changed
     g.update_member(updated)
     metadata = hb.subscription_metadata(g, topics)
     if metadata != g.subscription_metadata:
@@ -152,8 +158,8 @@ def join(
         hb.compute_target(g, topics, config)
     # -- 3. reconciliation -----------------------------------------------------------------
     reconciled = updated
-    # a changed subscription is checked at once (Kafka 4.2 passes bumpGroupEpoch)
-    if bump or not updated.is_reconciled_to(g.assignment_epoch):
+    # a changed subscription is checked at once (Kafka 4.2: hasMemberSubscriptionChanged)
+    if subscription_changed or not updated.is_reconciled_to(g.assignment_epoch):
         try:
             reconciled = next_member(
                 updated,
@@ -162,7 +168,7 @@ def join(
                 g.partition_epoch,
                 owned,
                 hb.subscribed_ids(updated, topics, g),
-                bump,
+                subscription_changed,
             )
         except FencedMember:
             return JoinResult(E.fenced_member_epoch, member_id)

@@ -771,3 +771,16 @@ def test_a_partition_being_revoked_by_the_member_itself_is_not_unreleased() -> N
     ra = heartbeat(g, beat("a", 1, keep), TOPICS, CFG, 40)  # a revoked the rest
     assert ra.member_epoch == g.group_epoch and ra.assignment == {T: frozenset(range(6))}
     assert g.members["a"].state is MemberState.STABLE
+
+
+def test_the_same_topic_names_in_another_order_are_no_subscription_change() -> None:
+    """Kafka keeps a member's SubscribedTopicNames as a set: the same names reordered (or
+    repeated) change nothing, so no new group epoch and no rebalance."""
+    topics = {"t": TopicInfo("t", T, 2), "u": TopicInfo("u", U, 2)}
+    g = ConsumerGroup("g")
+    heartbeat(g, join("a", ("t", "u")), topics, CFG, 0)
+    epoch, member = g.group_epoch, g.members["a"]
+    have = g.members["a"].assigned
+    r = heartbeat(g, beat("a", 1, have, subscribed_topic_names=("u", "t", "u")), topics, CFG, 1)
+    assert r.error is E.none and r.member_epoch == 1
+    assert g.group_epoch == epoch and g.members["a"] == member
