@@ -249,7 +249,19 @@ def _find_member(
     return _check_epoch(existing, hb.member_epoch, hb.owned) or existing
 
 
-def preferred_assignor(g: ConsumerGroup, config: ConsumerGroupConfig) -> str:
+# the order Kafka's serverAssignors TimelineHashMap iterates the assignor names in (its
+# Fibonacci hash puts "uniform" in slot 0, "range" after it at any table size)
+_KAFKA_ORDER = ("uniform", "range")
+
+
+def preferred_assignor(
+    g: ConsumerGroup, config: ConsumerGroupConfig, added: str | None = None
+) -> str:
+    """Kafka's computePreferredServerAssignor: the assignor most members name, else the
+    first of ``group.consumer.assignors``. A tie goes to the first in Kafka's map order (it
+    copies the counts into a HashMap, where both names share a bucket, and keeps the first
+    maximum): "uniform" before "range", except that a name first named at this heartbeat
+    (``added``) comes after those named before."""
     votes: dict[str, int] = {}
     for m in g.members.values():
         if m.server_assignor is not None:
@@ -257,15 +269,24 @@ def preferred_assignor(g: ConsumerGroup, config: ConsumerGroupConfig) -> str:
     if not votes:
         return config.assignors[0]
     best = max(votes.values())
-    return min(a for a, n in votes.items() if n == best)
+
+    def order(name: str) -> tuple[bool, int, str]:
+        rank = _KAFKA_ORDER.index(name) if name in _KAFKA_ORDER else len(_KAFKA_ORDER)
+        return (name == added, rank, name)
+
+    return min((a for a, n in votes.items() if n == best), key=order)
 
 
 def compute_target(
-    g: ConsumerGroup, topics: Mapping[str, TopicInfo], config: ConsumerGroupConfig
+    g: ConsumerGroup,
+    topics: Mapping[str, TopicInfo],
+    config: ConsumerGroupConfig,
+    added_assignor: str | None = None,
 ) -> None:
-    """A new target assignment for the group's epoch (Kafka's TargetAssignmentBuilder)."""
+    """A new target assignment for the group's epoch (Kafka's TargetAssignmentBuilder);
+    ``added_assignor``: a server assignor no member named before this heartbeat."""
     subs = {mid: subscribed(m, topics, g) for mid, m in g.members.items()}
-    assignor = ASSIGNORS[preferred_assignor(g, config)]
+    assignor = ASSIGNORS[preferred_assignor(g, config, added_assignor)]
     instance_ids = {mid: m.instance_id for mid, m in g.members.items()}
     g.target = assignor(subs, g.subscription_metadata, g.target, instance_ids)
     g.assignment_epoch = g.group_epoch
@@ -336,6 +357,10 @@ def heartbeat(
         or updated.subscribed_topic_regex != member.subscribed_topic_regex
     )
     bump = subscription_changed
+    # a server assignor no member named before this heartbeat (Kafka's count map lacked it)
+    added = updated.server_assignor
+    if added is not None and any(m.server_assignor == added for m in g.members.values()):
+        added = None
     g.update_member(updated)
     wall = now_ms if wall_ms is None else wall_ms
     if regexes.update(g, topics, now_ms, wall, hb.describable, config.regex_refresh_interval_ms):
@@ -348,7 +373,7 @@ def heartbeat(
         g.group_epoch += 1
     # -- 2. the target assignment ---------------------------------------------------------------
     if g.group_epoch > g.assignment_epoch:
-        compute_target(g, topics, config)
+        compute_target(g, topics, config, added)
     # -- 3. reconciliation ---------------------------------------------------------------------
     reconciled = updated
     # a changed subscription is checked at once, reconciled or not (Kafka 4.2, KAFKA-19431)

@@ -784,3 +784,32 @@ def test_the_same_topic_names_in_another_order_are_no_subscription_change() -> N
     r = heartbeat(g, beat("a", 1, have, subscribed_topic_names=("u", "t", "u")), topics, CFG, 1)
     assert r.error is E.none and r.member_epoch == 1
     assert g.group_epoch == epoch and g.members["a"] == member
+
+
+def test_a_tie_between_server_assignors_goes_as_in_kafkas_map_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kafka's computePreferredServerAssignor keeps the first maximum of a HashMap copied from
+    its TimelineHashMap of counts: "uniform" before "range", a name first named at this
+    heartbeat last."""
+    from coordinator.consumer_group import heartbeat as hb
+
+    used: list[str | None] = []
+    real = hb.preferred_assignor
+
+    def spy(g: ConsumerGroup, config: ConsumerGroupConfig, added: str | None = None) -> str:
+        used.append(chosen := real(g, config, added))
+        return chosen
+
+    monkeypatch.setattr(hb, "preferred_assignor", spy)
+    g = ConsumerGroup("g")
+    heartbeat(g, join("a", server_assignor="uniform"), TOPICS, CFG, 0)
+    heartbeat(g, join("b", server_assignor="range"), TOPICS, CFG, 0)  # range is new: last
+    assert used == ["uniform", "uniform"]
+    g = ConsumerGroup("g")
+    heartbeat(g, join("a", server_assignor="range"), TOPICS, CFG, 0)
+    heartbeat(g, join("b", server_assignor="uniform"), TOPICS, CFG, 0)  # uniform is new: last
+    assert used[2:] == ["range", "range"]
+    heartbeat(g, join("c"), TOPICS, CFG, 0)  # both named before: uniform first
+    assert used[4:] == ["uniform"]
+    assert real(g, CFG) == "uniform"  # as ConsumerGroupDescribe's AssignorName
