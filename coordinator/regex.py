@@ -8,12 +8,17 @@ backtrack for ages (Python's ``re`` would, on ``(a+)+b`` against a long run of `
 syntax Python lacks (``(?<name>``, ``\\z``, ``\\pL``, ``[[:alpha:]]``) is taken, as Kafka takes
 it; parentheses nest as deep as one likes (neither RE2/J nor RE2 limits it).
 
-Refused, as RE2/J refuses them: back-references (``\\1``, ``(?P=name)``), look-arounds (``(?=``,
+Refused, as RE2/J refuses them: back-references (``\\1``, ``(?P=name)``; ``\\12`` is an octal
+escape, as in RE2/J), ``\\C`` (any byte, RE2 takes it), look-arounds (``(?=``,
 ``(?!``, ``(?<=``, ``(?<!``), atomic groups ``(?>``, possessive quantifiers (``*+``, ``++``,
 ``?+``, ``}+``), conditionals ``(?(``, ``\\Z``, a repeat count over 1000 (however large: RE2
 would read ``a{4294967296}`` as a literal), a capture name used twice (RE2 takes it) and every
-syntax error RE2 finds. The first ones are checked on the text first (``_refusal``), in
-kafkad's words; RE2's errors are answered in RE2/J's (``PatternSyntaxException``'s description).
+syntax error RE2 finds. The first ones are checked on the text first (``_refusal``, which
+skips ``\\Q...\\E`` literals as RE2/J does), RE2's errors after; both are answered in RE2/J's
+words (``PatternSyntaxException``'s description: ``invalid escape sequence`` for ``\\1``,
+``invalid or unsupported Perl syntax`` for ``(?=``, ``regexp/syntax: internal error`` for an
+unmatched ``)``). Only when a pattern has several faults may the one named differ from
+RE2/J's first.
 
 Deviation: RE2 also refuses nested repeats whose counts multiply past 1000 (``(a{1000}){2}``),
 which RE2/J 1.8 takes.
@@ -30,22 +35,28 @@ MAX_REPEAT_COUNT = 1000  # RE2/J's parser refuses a larger repeat count (ERR_INV
 _REPEAT = re.compile(r"\{([0-9]+)(,([0-9]*))?\}")
 _NAMED = re.compile(r"\(\?P?<([^>=!]*)>")
 
-# what RE2/J refuses and Python's re accepts, found outside character classes by _refusal
+# what RE2/J refuses and Python's re accepts, found outside character classes by _refusal,
+# with RE2/J's description of it: look-aheads, atomic groups, named back-references and
+# conditionals are Perl syntax it lacks; it reads a look-behind as a bad named capture
+_PERL = "invalid or unsupported Perl syntax"
 _GROUP_OPENERS = {
-    "(?=": "look-ahead",
-    "(?!": "negative look-ahead",
-    "(?<=": "look-behind",
-    "(?<!": "negative look-behind",
-    "(?>": "atomic group",
-    "(?P=": "back-reference",
-    "(?(": "conditional",
+    "(?=": _PERL,
+    "(?!": _PERL,
+    "(?<=": "invalid named capture",
+    "(?<!": "invalid named capture",
+    "(?>": _PERL,
+    "(?P=": _PERL,
+    "(?(": _PERL,
 }
+_ESCAPE = "invalid escape sequence"  # a back-reference, \Z, \C
 
 # RE2's error texts that RE2/J (Go's regexp/syntax words) says otherwise
 _RE2J_WORDS = {
     "missing ]": "missing closing ]",
     "missing )": "missing closing )",
-    "missing (": "unexpected )",
+    # an unmatched ")": RE2/J's parseRightParen finds a stack underflow
+    "unexpected )": "regexp/syntax: internal error",
+    "missing (": "regexp/syntax: internal error",  # older RE2's words
     "trailing \\": "trailing backslash at end of expression",
     "no argument for repetition operator": "missing argument to repetition operator",
     "invalid repetition size": "invalid repeat count",
@@ -67,10 +78,19 @@ def _refusal(pattern: str) -> str | None:
         c = pattern[i]
         if c == "\\" and i + 1 < n:
             nxt = pattern[i + 1]
-            if not in_class and nxt in "123456789":
-                return "back-references are not supported"
+            if not in_class and nxt == "Q":  # \Q...\E: literals, whatever they are
+                end = pattern.find("\\E", i + 2)
+                i = n if end < 0 else end + 2
+                continue
+            # \1 to \7 followed by an octal digit is an octal escape (\12 is "\n"), as RE2/J's
+            # parseEscape reads it; a lone digit is a back-reference
+            octal = nxt in "1234567" and i + 2 < n and pattern[i + 2] in "01234567"
+            if not in_class and nxt in "123456789" and not octal:  # a back-reference
+                return _ESCAPE
             if not in_class and nxt == "Z":
-                return "\\Z is not supported"
+                return _ESCAPE
+            if not in_class and nxt == "C":  # RE2 takes it (any byte), RE2/J does not
+                return _ESCAPE
             i += 2
             continue
         if in_class:
@@ -90,15 +110,15 @@ def _refusal(pattern: str) -> str | None:
             if i < n and pattern[i] == "]":  # a leading ] is a literal
                 i += 1
             continue
-        for opener, what in _GROUP_OPENERS.items():
+        for opener, description in _GROUP_OPENERS.items():
             if pattern.startswith(opener, i):
-                return f"{what} is not supported"
+                return description
         if c == "(" and (named := _NAMED.match(pattern, i)) is not None:
             if named[1] in names:
                 return "duplicate capture group name"
             names.add(named[1])
-        if c in "*+?}" and i + 1 < n and pattern[i + 1] == "+":
-            return "possessive quantifiers are not supported"
+        if c in "*+?}" and i + 1 < n and pattern[i + 1] == "+":  # possessive
+            return "invalid nested repetition operator"
         if c == "{" and (rep := _REPEAT.match(pattern, i)) is not None:
             low, high = int(rep[1]), rep[3]
             if low > MAX_REPEAT_COUNT or (high and int(high) > MAX_REPEAT_COUNT):

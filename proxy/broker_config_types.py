@@ -42,6 +42,12 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
     "group.consumer.max.session.timeout.ms": (_I, "The maximum allowed session timeout."),
     "group.consumer.assignors": (_LS, "The server side assignors; the first is the default."),
     "group.consumer.max.size": (_I, "The maximum number of consumers a consumer group holds."),
+    "group.consumer.regex.refresh.interval.ms": (
+        _I,
+        "The interval at which the group coordinator will refresh the topics matching the "
+        "group subscribed regexes. This is only applicable to consumer groups using the "
+        "consumer group protocol.",
+    ),
     "offsets.topic.num.partitions": (_I, "The number of partitions for the offset commit topic."),
     "offsets.retention.minutes": (
         _I,

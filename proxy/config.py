@@ -186,6 +186,13 @@ def _ratio(v: str) -> float:
 # log.retention.ms -1 or >= 1). Stricter than Kafka: default.replication.factor >= 1 (Kafka has
 # no range; below 1 every CreateTopics that asks for the default fails) and the replication
 # settings a properties file may carry (proxy/kafka_properties.py: they must be 1).
+# configs Kafka defines as internal (defineInternal): its DescribeConfigs of a broker lists one
+# only when the broker's config sets it (ConfigHelperUtils.createResponseConfig: originals +
+# nonInternalValues)
+INTERNAL_CONFIGS = frozenset(
+    {"group.consumer.regex.refresh.interval.ms", "producer.id.expiration.check.interval.ms"}
+)
+
 BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "node.id": (_non_negative_int, "1"),
     # Named client listeners (proxy/listeners.py); empty: --listen's one listener, else
@@ -216,6 +223,9 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "group.consumer.max.session.timeout.ms": (at_least(1, INT_MAX), "60000"),
     "group.consumer.assignors": (_assignors, "uniform,range"),
     "group.consumer.max.size": (_positive_int, "2147483647"),
+    # how long a regex subscription's resolved topics stand with the topics unchanged (a
+    # DESCRIBE granted since is seen after it); internal in Kafka, at least 10 s
+    "group.consumer.regex.refresh.interval.ms": (at_least(10_000, INT_MAX), "600000"),
     # online migration between classic and consumer groups (coordinator/group/migration.py)
     "group.consumer.migration.policy": (_migration_policy, "bidirectional"),
     "offsets.topic.num.partitions": (_positive_int, "50"),

@@ -18,7 +18,9 @@ One heartbeat does three things, in Kafka's order:
    group's preferred assignor (the one most members name, else the first of
    ``group.consumer.assignors``) computes a new target for every member.
 3. *Reconciliation* of this member towards its target (``reconcile.next_member``): partitions
-   are revoked before they are given to anyone else.
+   are revoked before they are given to anyone else. A member whose subscription changed is
+   reconciled even when it was reconciled to the target epoch: it gives up the partitions
+   of the topics it left at once.
 
 Every check happens before anything changes, so a refused heartbeat leaves the group as it was.
 Leaving (epoch -1) removes the member and bumps the group epoch; a static member's leave with
@@ -63,6 +65,7 @@ class ConsumerGroupConfig:
     session_timeout_ms: int = 45000
     assignors: tuple[str, ...] = ("uniform", "range")
     max_size: int = 2**31 - 1
+    regex_refresh_interval_ms: int = regexes.REFRESH_INTERVAL_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +164,13 @@ def subscribed(
     return frozenset(names)
 
 
+def subscribed_ids(
+    m: ConsumerGroupMember, topics: Mapping[str, TopicInfo], g: ConsumerGroup
+) -> frozenset[uuid.UUID]:
+    """The ids of the existing topics the member subscribes to (Kafka's subscribedTopicIds)."""
+    return frozenset(topics[n].topic_id for n in subscribed(m, topics, g) if n in topics)
+
+
 def _metadata(g: ConsumerGroup, topics: Mapping[str, TopicInfo]) -> dict[str, TopicInfo]:
     names: set[str] = set()
     for m in g.members.values():
@@ -239,7 +249,19 @@ def _find_member(
     return _check_epoch(existing, hb.member_epoch, hb.owned) or existing
 
 
-def preferred_assignor(g: ConsumerGroup, config: ConsumerGroupConfig) -> str:
+# the order Kafka's serverAssignors TimelineHashMap iterates the assignor names in (its
+# Fibonacci hash puts "uniform" in slot 0, "range" after it at any table size)
+_KAFKA_ORDER = ("uniform", "range")
+
+
+def preferred_assignor(
+    g: ConsumerGroup, config: ConsumerGroupConfig, added: str | None = None
+) -> str:
+    """Kafka's computePreferredServerAssignor: the assignor most members name, else the
+    first of ``group.consumer.assignors``. A tie goes to the first in Kafka's map order (it
+    copies the counts into a HashMap, where both names share a bucket, and keeps the first
+    maximum): "uniform" before "range", except that a name first named at this heartbeat
+    (``added``) comes after those named before."""
     votes: dict[str, int] = {}
     for m in g.members.values():
         if m.server_assignor is not None:
@@ -247,15 +269,24 @@ def preferred_assignor(g: ConsumerGroup, config: ConsumerGroupConfig) -> str:
     if not votes:
         return config.assignors[0]
     best = max(votes.values())
-    return min(a for a, n in votes.items() if n == best)
+
+    def order(name: str) -> tuple[bool, int, str]:
+        rank = _KAFKA_ORDER.index(name) if name in _KAFKA_ORDER else len(_KAFKA_ORDER)
+        return (name == added, rank, name)
+
+    return min((a for a, n in votes.items() if n == best), key=order)
 
 
 def compute_target(
-    g: ConsumerGroup, topics: Mapping[str, TopicInfo], config: ConsumerGroupConfig
+    g: ConsumerGroup,
+    topics: Mapping[str, TopicInfo],
+    config: ConsumerGroupConfig,
+    added_assignor: str | None = None,
 ) -> None:
-    """A new target assignment for the group's epoch (Kafka's TargetAssignmentBuilder)."""
+    """A new target assignment for the group's epoch (Kafka's TargetAssignmentBuilder);
+    ``added_assignor``: a server assignor no member named before this heartbeat."""
     subs = {mid: subscribed(m, topics, g) for mid, m in g.members.items()}
-    assignor = ASSIGNORS[preferred_assignor(g, config)]
+    assignor = ASSIGNORS[preferred_assignor(g, config, added_assignor)]
     instance_ids = {mid: m.instance_id for mid, m in g.members.items()}
     g.target = assignor(subs, g.subscription_metadata, g.target, instance_ids)
     g.assignment_epoch = g.group_epoch
@@ -307,9 +338,11 @@ def heartbeat(
         server_assignor=hb.server_assignor
         if hb.server_assignor is not None
         else member.server_assignor,
+        # a set in Kafka: the same names in another order (or repeated) change nothing
         subscribed_topic_names=(
             tuple(hb.subscribed_topic_names)
             if hb.subscribed_topic_names is not None
+            and set(hb.subscribed_topic_names) != set(member.subscribed_topic_names)
             else member.subscribed_topic_names
         ),
         subscribed_topic_regex=(
@@ -319,13 +352,18 @@ def heartbeat(
         client_host=hb.client_host,
         classic=None,  # it uses the consumer protocol now (Kafka: setClassicMemberMetadata(null))
     )
-    bump = (
+    subscription_changed = (
         updated.subscribed_topic_names != member.subscribed_topic_names
         or updated.subscribed_topic_regex != member.subscribed_topic_regex
     )
+    bump = subscription_changed
+    # a server assignor no member named before this heartbeat (Kafka's count map lacked it)
+    added = updated.server_assignor
+    if added is not None and any(m.server_assignor == added for m in g.members.values()):
+        added = None
     g.update_member(updated)
     wall = now_ms if wall_ms is None else wall_ms
-    if regexes.update(g, topics, now_ms, wall, hb.describable):
+    if regexes.update(g, topics, now_ms, wall, hb.describable, config.regex_refresh_interval_ms):
         bump = True
     metadata = _metadata(g, topics)
     if metadata != g.subscription_metadata:
@@ -335,10 +373,11 @@ def heartbeat(
         g.group_epoch += 1
     # -- 2. the target assignment ---------------------------------------------------------------
     if g.group_epoch > g.assignment_epoch:
-        compute_target(g, topics, config)
+        compute_target(g, topics, config, added)
     # -- 3. reconciliation ---------------------------------------------------------------------
     reconciled = updated
-    if not updated.is_reconciled_to(g.assignment_epoch):
+    # a changed subscription is checked at once, reconciled or not (Kafka 4.2, KAFKA-19431)
+    if subscription_changed or not updated.is_reconciled_to(g.assignment_epoch):
         try:
             reconciled = next_member(
                 updated,
@@ -346,6 +385,8 @@ def heartbeat(
                 g.target.get(member_id, {}),
                 g.partition_epoch,
                 hb.owned,
+                subscribed_ids(updated, topics, g),
+                subscription_changed,
             )
         except FencedMember as exc:
             return failed(E.fenced_member_epoch, str(exc))

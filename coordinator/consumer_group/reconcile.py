@@ -17,12 +17,18 @@ UNRELEASED_PARTITIONS: the member is at the target epoch but some of its target 
 
 A partition is never given to a member while another member owns it: that is the invariant
 that keeps a partition from being consumed twice.
+
+A member is never given (and keeps no) partitions of a topic it does not subscribe to
+(``subscribed``, its topic ids): when its subscription changed in this heartbeat, a STABLE
+member at the target epoch or an UNREVOKED_PARTITIONS member still owning partitions to
+revoke gives up those topics at once (Kafka 4.2's ``withHasSubscriptionChanged``,
+``updateCurrentAssignment``); they join its partitions pending revocation.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
 from coordinator.consumer_group.model import Assignment, ConsumerGroupMember, MemberState
@@ -48,28 +54,71 @@ def next_member(
     target: Assignment,
     partition_epoch: PartitionEpoch,
     owned: Owned,
+    subscribed: Collection[uuid.UUID],
+    subscription_changed: bool = False,
 ) -> ConsumerGroupMember:
     """The member's next state (or ``member`` itself when it cannot progress)."""
     if member.state is MemberState.STABLE:
         if member.member_epoch != target_epoch:
             return _compute(
-                member, member.member_epoch, target_epoch, target, partition_epoch, owned
+                member,
+                member.member_epoch,
+                target_epoch,
+                target,
+                partition_epoch,
+                owned,
+                subscribed,
             )
+        if subscription_changed:
+            return _unsubscribed_revoked(member, owned, subscribed)
         return member
     if member.state is MemberState.UNREVOKED_PARTITIONS:
         if owns_any(owned, member.pending_revocation):
+            if subscription_changed:
+                return _unsubscribed_revoked(member, owned, subscribed)
             return member
         return _compute(
-            member, member.member_epoch + 1, target_epoch, target, partition_epoch, owned
+            member,
+            member.member_epoch + 1,
+            target_epoch,
+            target,
+            partition_epoch,
+            owned,
+            subscribed,
         )
     if member.state is MemberState.UNRELEASED_PARTITIONS:
-        return _compute(member, member.member_epoch, target_epoch, target, partition_epoch, owned)
+        return _compute(
+            member, member.member_epoch, target_epoch, target, partition_epoch, owned, subscribed
+        )
     if owned is None or owned:
         raise FencedMember(
             "The consumer group member is in a unknown state. "
             "The member must abandon all its partitions and rejoin."
         )
-    return _compute(member, target_epoch, target_epoch, target, partition_epoch, owned)
+    return _compute(member, target_epoch, target_epoch, target, partition_epoch, owned, subscribed)
+
+
+def _unsubscribed_revoked(
+    member: ConsumerGroupMember, owned: Owned, subscribed: Collection[uuid.UUID]
+) -> ConsumerGroupMember:
+    """Kafka's updateCurrentAssignment: the partitions of topics the member no longer
+    subscribes to leave its assignment for its partitions pending revocation (the member
+    moves to UNREVOKED_PARTITIONS if it still owns any of those)."""
+    gone = {t: ps for t, ps in member.assigned.items() if t not in subscribed}
+    if not gone:
+        return member
+    assigned = {t: ps for t, ps in member.assigned.items() if t in subscribed}
+    revoking = dict(member.pending_revocation)
+    for topic_id, parts in gone.items():
+        revoking[topic_id] = revoking.get(topic_id, frozenset()) | parts
+    if owns_any(owned, revoking):
+        return replace(
+            member,
+            state=MemberState.UNREVOKED_PARTITIONS,
+            assigned=assigned,
+            pending_revocation=revoking,
+        )
+    return replace(member, assigned=assigned)
 
 
 def _with_epoch(m: ConsumerGroupMember, epoch: int, **changes: object) -> ConsumerGroupMember:
@@ -84,18 +133,23 @@ def _compute(
     target: Assignment,
     partition_epoch: PartitionEpoch,
     owned: Owned,
+    subscribed: Collection[uuid.UUID],
 ) -> ConsumerGroupMember:
     has_unreleased = False
     assigned: dict[uuid.UUID, frozenset[int]] = {}
     revoking: dict[uuid.UUID, frozenset[int]] = {}
     pending: dict[uuid.UUID, frozenset[int]] = {}
     for topic_id in {*target, *member.assigned}:
-        want = target.get(topic_id, frozenset())
+        # a topic the member no longer subscribes to: its target there counts as empty
+        want = target.get(topic_id, frozenset()) if topic_id in subscribed else frozenset()
         have = member.assigned.get(topic_id, frozenset())
         keep = have & want
         revoke = have - keep
         to_assign = want - keep
-        free = frozenset(p for p in to_assign if partition_epoch(topic_id, p) == -1)
+        # free: nobody owns it, or this member only as a partition it is revoking (its owner
+        # is updated after the reconciliation; KAFKA-19449)
+        mine = member.pending_revocation.get(topic_id, frozenset())
+        free = frozenset(p for p in to_assign if partition_epoch(topic_id, p) == -1 or p in mine)
         has_unreleased = has_unreleased or free != to_assign
         if keep:
             assigned[topic_id] = keep

@@ -15,10 +15,13 @@ subscribed topics are its names plus its regex's *resolved* topics, not a fresh 
   resolving a regex over the topic names of one node is cheap, so here that work completes
   within the heartbeat, and the same records (the resolution, then the group epoch) are written
   before the answer.
-* The resolutions are refreshed at a heartbeat when the topics changed since they were made
-  and at least ``REFRESH_MIN_INTERVAL_MS`` passed since the last refresh (Kafka's
-  ``REGEX_BATCH_REFRESH_MIN_INTERVAL_MS``, 10 s): a topic created later is picked up by the
-  next heartbeat after that. A topic deleted leaves the subscription metadata at once (the
+* The resolutions are refreshed at a heartbeat more than ``REFRESH_MIN_INTERVAL_MS`` after
+  the last refresh (Kafka's ``REGEX_BATCH_REFRESH_MIN_INTERVAL_MS``, 10 s) when the topics
+  changed since, or when the last refresh is older than ``group.consumer.regex.refresh.
+  interval.ms`` (10 minutes, at least 10 s; Kafka's batch refresh max interval): a topic
+  created later is picked up by the first heartbeat after the 10 s, and a topic the member's
+  principal was granted DESCRIBE on since (the topics unchanged) within the interval. A
+  topic deleted leaves the subscription metadata at once (the
   resolution keeps its name until the refresh, as in Kafka).
 * A regex no member uses any more is forgotten (its record tombstoned).
 
@@ -41,6 +44,7 @@ from coordinator.consumer_group.model import ConsumerGroup, ResolvedRegex, Topic
 from coordinator.regex import RegexError, compile_re2
 
 REFRESH_MIN_INTERVAL_MS = 10_000
+REFRESH_INTERVAL_MS = 600_000  # group.consumer.regex.refresh.interval.ms's default
 
 
 def regex_error(regex: str) -> str | None:
@@ -79,6 +83,7 @@ def update(
     now_ms: int,
     wall_ms: int,
     describable: Callable[[str], bool] | None = None,
+    refresh_interval_ms: int = REFRESH_INTERVAL_MS,
 ) -> bool:
     """Bring the group's resolutions up to date at a heartbeat: forget unused regexes, resolve
     new ones, refresh all when due (``now_ms`` schedules, ``wall_ms`` stamps the records).
@@ -92,7 +97,11 @@ def update(
     if not wanted:  # nothing to resolve: spare every heartbeat the O(topics) digest
         return False
     current = version(topics)
-    due = g.regex_version != current and now_ms >= g.regex_refreshed_at + REFRESH_MIN_INTERVAL_MS
+    # Kafka's maybeUpdateRegularExpressions: nothing within 10 s of the last refresh; after
+    # that, when topics changed or the last refresh is older than the refresh interval
+    due = now_ms > g.regex_refreshed_at + REFRESH_MIN_INTERVAL_MS and (
+        g.regex_version != current or now_ms > g.regex_refreshed_at + refresh_interval_ms
+    )
     if not (wanted - g.resolved_regexes.keys()) and not (due and g.resolved_regexes):
         return False
     # a batch, as Kafka's refresh: every regex of the group resolved against the same topics

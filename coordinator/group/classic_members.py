@@ -27,11 +27,11 @@ server-side assignor assigns it partitions, and its generation is its member epo
 * Heartbeat answers REBALANCE_IN_PROGRESS when the member must rejoin: the group epoch moved
   past its epoch, it must revoke partitions, or partitions it waited for were released. Then
   it must rejoin within its rebalance timeout (the join timer).
-* LeaveGroup removes the members (dynamic ones by id, static ones by instance id) and bumps
-  the group epoch.
+* LeaveGroup removes the members (dynamic ones by id, static ones by instance id), whichever
+  protocol they use, and bumps the group epoch.
 
-A request from a member using the consumer protocol is UNKNOWN_MEMBER_ID ("does not use the
-classic protocol"). Nothing changes before every check passed.
+A JoinGroup, SyncGroup or Heartbeat from a member using the consumer protocol is
+UNKNOWN_MEMBER_ID ("does not use the classic protocol"). Nothing changes before every check passed.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from dataclasses import replace
 from kio.schema.errors import ErrorCode
 
 from coordinator.consumer_group import heartbeat as hb
+from coordinator.consumer_group import regexes
 from coordinator.consumer_group.consumer_protocol import (
     ConsumerProtocolError,
     decode_subscription,
@@ -133,12 +134,18 @@ def join(
             if req.rebalance_timeout_ms != -1
             else member.rebalance_timeout_ms
         ),
-        subscribed_topic_names=sub.topics,
+        # a set in Kafka: the same names in another order change nothing
+        subscribed_topic_names=(
+            sub.topics
+            if set(sub.topics) != set(member.subscribed_topic_names)
+            else member.subscribed_topic_names
+        ),
         client_id=req.client_id,
         client_host=req.client_host,
         classic=ClassicMemberMetadata(req.session_timeout_ms, req.protocols),
     )
-    bump = set(updated.subscribed_topic_names) != set(member.subscribed_topic_names)
+    subscription_changed = updated.subscribed_topic_names != member.subscribed_topic_names
+    bump = subscription_changed
     g.update_member(updated)
     metadata = hb.subscription_metadata(g, topics)
     if metadata != g.subscription_metadata:
@@ -151,10 +158,17 @@ def join(
         hb.compute_target(g, topics, config)
     # -- 3. reconciliation -----------------------------------------------------------------
     reconciled = updated
-    if not updated.is_reconciled_to(g.assignment_epoch):
+    # a changed subscription is checked at once (Kafka 4.2: hasMemberSubscriptionChanged)
+    if subscription_changed or not updated.is_reconciled_to(g.assignment_epoch):
         try:
             reconciled = next_member(
-                updated, g.assignment_epoch, g.target.get(member_id, {}), g.partition_epoch, owned
+                updated,
+                g.assignment_epoch,
+                g.target.get(member_id, {}),
+                g.partition_epoch,
+                owned,
+                hb.subscribed_ids(updated, topics, g),
+                subscription_changed,
             )
         except FencedMember:
             return JoinResult(E.fenced_member_epoch, member_id)
@@ -236,36 +250,49 @@ def heartbeat(
     return E.none
 
 
+def leaving(
+    g: ConsumerGroup, members: Iterable[tuple[str, str | None]]
+) -> list[tuple[ErrorCode, str | None]]:
+    """Per (member id, instance id) of a LeaveGroup: its code and the id of the member it
+    removes (None when refused). Any member leaves, whichever protocol it uses: Kafka's
+    classicGroupLeaveToConsumerGroup checks none (an admin removes a consumer-protocol static
+    member by instance id with the member id "")."""
+    out: list[tuple[ErrorCode, str | None]] = []
+    for member_id, instance_id in members:
+        if instance_id is None:
+            m = g.members.get(member_id)
+            if m is None:
+                out.append((E.unknown_member_id, None))
+                continue
+        else:
+            m = g.static_member(instance_id)
+            if m is None:
+                out.append((E.unknown_member_id, None))
+                continue
+            if member_id and m.member_id != member_id:
+                out.append((E.fenced_instance_id, None))
+                continue
+        out.append((E.none, m.member_id))
+    return out
+
+
 def leave(
     g: ConsumerGroup,
     members: Iterable[tuple[str, str | None]],
     topics: Mapping[str, TopicInfo],
 ) -> list[tuple[str, ErrorCode]]:
-    """One (member id, code) per (member id, instance id) of the LeaveGroup; the removed
-    members' group epoch bump is one."""
-    out: list[tuple[str, ErrorCode]] = []
-    removed = False
-    for member_id, instance_id in members:
-        if instance_id is None:
-            m = g.members.get(member_id)
-            if m is None:
-                out.append((member_id, E.unknown_member_id))
-                continue
-        else:
-            m = g.static_member(instance_id)
-            if m is None:
-                out.append((member_id, E.unknown_member_id))
-                continue
-            if member_id and m.member_id != member_id:
-                out.append((member_id, E.fenced_instance_id))
-                continue
-        if m.classic is None:
-            out.append((member_id, E.unknown_member_id))
-            continue
-        g.remove_member(m.member_id)
-        removed = True
-        out.append((m.member_id, E.none))
+    """One (member id, code) per (member id, instance id) of the LeaveGroup, the member id as
+    the request gave it (Kafka echoes it, "" for an admin's removal by instance id); the
+    removed members' group epoch bump is one, and a regex none of the others uses is
+    forgotten (Kafka's consumerGroupFenceMembers)."""
+    members = list(members)
+    decided = leaving(g, members)
+    removed = {mid for _, mid in decided if mid is not None}
+    for mid in removed:
+        g.remove_member(mid)
     if removed:
+        for regex in set(g.resolved_regexes) - regexes.used(g):
+            del g.resolved_regexes[regex]
         g.subscription_metadata = hb.subscription_metadata(g, topics)
         g.group_epoch += 1
-    return out
+    return [(member_id, code) for (member_id, _), (code, _) in zip(members, decided, strict=True)]

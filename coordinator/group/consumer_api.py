@@ -24,7 +24,7 @@ Kafka schedules them when a coordinator loads.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -131,10 +131,10 @@ class ConsumerGroupApi(OffsetsApi):
                 leaving is not None
                 and leaving.member_id == hb.member_id
                 and migration.should_downgrade(
-                    g, leaving.member_id, self.migration_policy, self.config.max_size
+                    g, {leaving.member_id}, self.migration_policy, self.config.max_size
                 )
             ):
-                return await self._downgrade(g, leaving.member_id, hb)
+                return await self._downgrade(g, {leaving.member_id}, hb)
         if hb.member_epoch < 0:
             result = hb_decisions.leave(g, hb, topics)
         else:
@@ -177,13 +177,13 @@ class ConsumerGroupApi(OffsetsApi):
                         mid
                         for mid in g.due_members(now_ms)
                         if migration.should_downgrade(
-                            g, mid, self.migration_policy, self.config.max_size
+                            g, {mid}, self.migration_policy, self.config.max_size
                         )
                     ),
                     None,
                 )
                 if due is not None:
-                    await self._downgrade(g, due, None)
+                    await self._downgrade(g, {due}, None)
                     continue
                 stored = cg_records.snapshot(g)
                 fenced = hb_decisions.expire(g, topics, now_ms)
@@ -225,13 +225,14 @@ class ConsumerGroupApi(OffsetsApi):
     # -- online migration: downgrade, and classic members inside a consumer group --------------
 
     async def _downgrade(
-        self, g: ConsumerGroup, leaving_id: str, hb: Heartbeat | None
+        self, g: ConsumerGroup, leaving: Collection[str], hb: Heartbeat | None
     ) -> HeartbeatResult:
-        """The last consumer-protocol member ``leaving_id`` leaves (``hb``) or is fenced
-        (None): the group becomes a classic group and rebalances. Call under the write lock."""
+        """The ``leaving`` members leave (``hb``), are fenced or removed (None), leaving only
+        classic-protocol members: the group becomes a classic group and rebalances. Call under
+        the write lock."""
         names = {t.topic_id: t.name for t in self.topic_view().values()}
         now = self.now_ms()
-        classic = migration.to_classic(g, leaving_id, names, self.config, now)
+        classic = migration.to_classic(g, leaving, names, self.config, now)
         if classic is None:
             return failed(
                 E.group_id_not_found,
@@ -252,10 +253,13 @@ class ConsumerGroupApi(OffsetsApi):
         self.consumer_groups.pop(g.group_id, None)
         self.groups[g.group_id] = classic
         classic.prepare_rebalance(now)
-        log.info("group %s: downgraded to a classic group (%s left)", g.group_id, leaving_id)
+        log.info(
+            "group %s: downgraded to a classic group (%s left)", g.group_id, ", ".join(leaving)
+        )
         self._wake.set()
-        epoch = hb.member_epoch if hb is not None else hb_decisions.LEAVE
-        return HeartbeatResult(member_id=leaving_id, member_epoch=epoch)
+        if hb is None:
+            return HeartbeatResult(member_id="", member_epoch=hb_decisions.LEAVE)
+        return HeartbeatResult(member_id=hb.member_id, member_epoch=hb.member_epoch)
 
     async def _downgrade_replacing(
         self, g: ConsumerGroup, replaced: str, req: JoinRequest
@@ -271,7 +275,7 @@ class ConsumerGroupApi(OffsetsApi):
         if result.error is not E.none or joining is None:
             return result
         names = {t.topic_id: t.name for t in self.topic_view().values()}
-        classic = migration.to_classic(g, replaced, names, self.config, now, joining)
+        classic = migration.to_classic(g, {replaced}, names, self.config, now, joining)
         if classic is None:
             return JoinResult(E.group_id_not_found, req.member_id)
         records = cg_records.changes(g, None)
@@ -380,6 +384,18 @@ class ConsumerGroupApi(OffsetsApi):
         async with self._write_lock:
             if self.consumer_groups.get(g.group_id) is not g:
                 return None
+            decided = classic_members.leaving(g, members)
+            removed = {mid for _, mid in decided if mid is not None}
+            if removed and migration.should_downgrade(
+                g, removed, self.migration_policy, self.config.max_size
+            ):
+                # only classic-protocol members stay (the last consumer-protocol ones removed,
+                # say by an admin by instance id): the group becomes a classic group, as
+                # Kafka's consumerGroupFenceMembers
+                downgraded = await self._downgrade(g, removed, None)
+                if downgraded.error is not E.none:
+                    return downgraded.error
+                return [code for code, _ in decided]
             result = await self._classic_change(
                 g, lambda: classic_members.leave(g, members, topics)
             )

@@ -109,6 +109,9 @@ class GroupCoordinatorBase:
             session_timeout_ms=values.get("group.consumer.session.timeout.ms", 45000),
             assignors=tuple(values.get("group.consumer.assignors", "uniform,range").split(",")),
             max_size=values.get("group.consumer.max.size", 2**31 - 1),
+            regex_refresh_interval_ms=values.get(
+                "group.consumer.regex.refresh.interval.ms", 600_000
+            ),
         )
         # group.consumer.migration.policy (coordinator/group/migration.py)
         self.migration_policy = MigrationPolicy.parse(

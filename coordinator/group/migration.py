@@ -1,6 +1,6 @@
 """Online migration between classic and consumer groups (KIP-848): Kafka 4.2's
 ``GroupMetadataManager`` ``validateOnlineUpgrade`` / ``convertToConsumerGroup`` and
-``validateOnlineDowngradeWithFencedMember`` / ``convertToClassicGroup``, with
+``validateOnlineDowngradeWithFencedMembers`` / ``convertToClassicGroup``, with
 ``ConsumerGroup.fromClassicGroup`` and ``ClassicGroup.fromConsumerGroup``. Pure: groups in,
 groups out; the runtime (consumer_api.py) writes the records and swaps the groups.
 
@@ -19,9 +19,10 @@ Theory of operation
   members learn of the rebalance from their next Heartbeat). The records: the classic group's
   tombstone, then the consumer group's records. If a member's embedded protocol does not parse,
   the heartbeat is GROUP_ID_NOT_FOUND (Kafka's message) and the group stays classic.
-* *Downgrade* (``downgrade``, ``bidirectional``): when the last member using the consumer
-  protocol leaves (epoch -1) or is fenced (session or rebalance timeout) and other members
-  remain, all using the classic protocol (no more than ``group.max.size``), the group becomes a
+* *Downgrade* (``downgrade``, ``bidirectional``): when members leave (epoch -1), are fenced
+  (session or rebalance timeout) or are removed by a LeaveGroup (several at once) and other
+  members remain, all using the classic protocol (no more than ``group.max.size``; the leaving
+  ones may use either protocol, as in Kafka 4.2), the group becomes a
   classic group instead: STABLE at generation = group epoch, the remaining members with their
   target assignments serialized in the version of their protocol metadata, protocol selected
   by vote; then a rebalance starts (PreparingRebalance). The records: the consumer group's
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from kio.schema.errors import ErrorCode
 
@@ -158,14 +159,18 @@ def answer_parked(classic: ClassicGroup) -> None:
 
 
 def should_downgrade(
-    g: ConsumerGroup, leaving_member_id: str, policy: MigrationPolicy, classic_max_size: int
+    g: ConsumerGroup, leaving: Collection[str], policy: MigrationPolicy, classic_max_size: int
 ) -> bool:
-    """Kafka's validateOnlineDowngradeWithFencedMember."""
+    """Kafka 4.2's validateOnlineDowngradeWithFencedMembers: the members left once ``leaving``
+    (ids of the group's members) are removed all use the classic protocol, are some, and
+    are no more than ``group.max.size``. A leaving member may use either protocol (a group
+    whose members all use the classic protocol downgrades when one of them leaves)."""
+    remaining = [m for mid, m in g.members.items() if mid not in leaving]
     return (
-        g.all_classic_except(leaving_member_id)
-        and len(g.members) > 1
+        bool(remaining)
+        and all(m.classic is not None for m in remaining)
         and policy.downgrade_enabled
-        and len(g.members) - 1 <= classic_max_size
+        and len(remaining) <= classic_max_size
     )
 
 
@@ -182,15 +187,16 @@ def should_downgrade_replacing(
 
 def to_classic(
     g: ConsumerGroup,
-    leaving_member_id: str,
+    leaving: Collection[str],
     topic_names: Mapping[uuid.UUID, str],
     config: GroupConfig,
     now_ms: int,
     joining: ConsumerGroupMember | None = None,
 ) -> ClassicGroup | None:
     """Kafka's ClassicGroup.fromConsumerGroup (STABLE, generation = group epoch, each member's
-    target assignment serialized); None when a member's protocol metadata does not parse. The
-    caller writes its record, then starts its rebalance (``prepare_rebalance``)."""
+    target assignment serialized), without the ``leaving`` members (with ``joining``, the one
+    member it replaces); None when a member's protocol metadata does not parse. The caller
+    writes its record, then starts its rebalance (``prepare_rebalance``)."""
     classic = ClassicGroup(
         g.group_id,
         config,
@@ -200,7 +206,7 @@ def to_classic(
         state_timestamp_ms=now_ms,
     )
     for mid, m in g.members.items():
-        if mid == leaving_member_id or m.classic is None:
+        if mid in leaving or m.classic is None:
             continue
         classic.add_member(
             Member(
@@ -233,7 +239,7 @@ def to_classic(
     for mid, cm in classic.members.items():
         parts: dict[str, frozenset[int]] = {}
         # a joining static member takes the target assignment of the member it replaces
-        source = leaving_member_id if joining is not None and mid == joining.member_id else mid
+        source = next(iter(leaving)) if joining is not None and mid == joining.member_id else mid
         for topic_id, ps in g.target.get(source, {}).items():
             if (name := topic_names.get(topic_id)) is not None and ps:
                 parts[name] = ps

@@ -40,7 +40,7 @@ from kio.static.primitive import i8
 from proxy.acl.checks import MESSAGES, config_refusal
 from proxy.acl.model import AclOperation
 from proxy.broker_config_types import config_type, documentation, sensitive
-from proxy.config import BROKER_CONFIGS
+from proxy.config import BROKER_CONFIGS, INTERNAL_CONFIGS
 from proxy.context import RequestContext
 from proxy.dynamic_broker import DYNAMIC, DynamicBrokerConfigs, render
 from proxy.registry import handler
@@ -207,6 +207,8 @@ def broker_entries(
             _synonym(n, None if hidden else v, src)
             for n, v, src in dynamic.synonyms(name, per_broker=per_broker)
         ]
+        if name in INTERNAL_CONFIGS and (not all_syn or all_syn[0].source == DEFAULT_CONFIG):
+            continue  # Kafka lists an internal config only when the broker's config sets it
         out.append(
             DescribeConfigsResourceResult(
                 name=name,

@@ -5,6 +5,7 @@ decisions under a fake clock (milliseconds passed in)."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -275,9 +276,23 @@ def test_classic_leave() -> None:
     g = mixed()
     classic_members.join(g, classic_join("", instance_id="i"), TOPICS, CFG, 0, lambda: "k")
     epoch = g.group_epoch
-    out = classic_members.leave(g, [("c", None), ("zz", None), ("", "i")], TOPICS)
-    assert out == [("c", E.unknown_member_id), ("zz", E.unknown_member_id), ("k", E.none)]
+    out = classic_members.leave(g, [("zz", None), ("", "i"), ("x", "i")], TOPICS)
+    # the member id echoed as asked ("" for an admin's removal by instance id)
+    assert out == [("zz", E.unknown_member_id), ("", E.none), ("x", E.fenced_instance_id)]
     assert set(g.members) == {"c"} and g.group_epoch == epoch + 1
+
+
+def test_classic_leave_removes_a_consumer_protocol_member() -> None:
+    """Kafka's classicGroupLeaveToConsumerGroup removes any member, whichever protocol it uses
+    (the admin's removeMembersFromConsumerGroup sends LeaveGroup by instance id); the same
+    member named twice is removed once, both answered NONE."""
+    g = ConsumerGroup("g")
+    heartbeat(g, replace(consumer_join("c"), instance_id="ic"), TOPICS, CFG, 0)
+    heartbeat(g, consumer_join("d"), TOPICS, CFG, 0)
+    epoch = g.group_epoch
+    out = classic_members.leave(g, [("", "ic"), ("c", "ic"), ("d", None)], TOPICS)
+    assert out == [("", E.none), ("c", E.none), ("d", E.none)]
+    assert not g.members and g.group_epoch == epoch + 1
 
 
 @pytest.mark.parametrize("timer", ["session", "sync", "join"])
@@ -331,18 +346,35 @@ def test_classic_member_metadata_is_stored_and_replayed() -> None:
 def test_should_downgrade(policy: P, leaving: str, max_size: int, ok: bool) -> None:
     g = mixed()
     classic_members.join(g, classic_join("k"), TOPICS, CFG, 0)
-    assert should_downgrade(g, leaving, policy, max_size) is ok
+    assert should_downgrade(g, {leaving}, policy, max_size) is ok
 
 
 def test_a_lone_consumer_member_leaving_is_no_downgrade() -> None:
-    assert not should_downgrade(mixed(), "c", P.BIDIRECTIONAL, 10)
+    assert not should_downgrade(mixed(), {"c"}, P.BIDIRECTIONAL, 10)
+
+
+def test_should_downgrade_as_kafkas_fenced_members_check() -> None:
+    """Kafka 4.2's validateOnlineDowngradeWithFencedMembers: what matters is that the members
+    left all use the classic protocol, whichever protocol the leaving ones use."""
+    g = mixed()
+    heartbeat(g, consumer_join("d"), TOPICS, CFG, 0)
+    classic_members.join(g, classic_join("k"), TOPICS, CFG, 0)
+    assert not should_downgrade(g, {"c"}, P.BIDIRECTIONAL, 10)  # "d" stays
+    assert should_downgrade(g, {"c", "d"}, P.BIDIRECTIONAL, 10)  # one LeaveGroup, both
+    assert not should_downgrade(g, {"c", "d", "k"}, P.BIDIRECTIONAL, 10)  # none stays
+    # a consumer group left with classic members only (its downgrade refused then, say over
+    # group.max.size) downgrades when one of them leaves
+    classic_members.join(g, classic_join("l"), TOPICS, CFG, 0)
+    assert not should_downgrade(g, {"c", "d"}, P.BIDIRECTIONAL, 1)
+    classic_members.leave(g, [("c", None), ("d", None)], TOPICS)
+    assert should_downgrade(g, {"k"}, P.BIDIRECTIONAL, 1)
 
 
 def test_downgrade_builds_a_stable_classic_group_with_the_target_assignments() -> None:
     g = mixed()
     classic_members.join(g, classic_join("k"), TOPICS, CFG, 0)
     heartbeat(g, Heartbeat("g", "c", 1, owned=((T, (0, 1, 2, 3)),)), TOPICS, CFG, 1)
-    c = to_classic(g, "c", NAMES, GroupConfig(), 5)
+    c = to_classic(g, {"c"}, NAMES, GroupConfig(), 5)
     assert c is not None
     assert (c.state, c.generation, c.protocol_type, c.protocol_name) == (
         GroupState.STABLE,

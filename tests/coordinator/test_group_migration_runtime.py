@@ -4,6 +4,7 @@ written and replayed), downgraded back when that member leaves, and the policy h
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import trio
@@ -162,6 +163,55 @@ async def test_downgrade_when_the_consumer_member_times_out(
             if code is E.none and "k" in g["g"].sync_deadlines:
                 await coord.sync("g", "k", None, j.generation, None, None, {})
         assert "g" not in g and coord.groups["g"].state is GroupState.PREPARING_REBALANCE
+        n.cancel_scope.cancel()
+
+
+async def test_leave_group_removing_the_last_consumer_member_downgrades(
+    topics: TopicManager, autojump_clock: Any
+) -> None:
+    """An admin's LeaveGroup by instance id removes the static consumer-protocol member (Kafka
+    checks no protocol there); it was the last one, so the group becomes a classic group
+    (Kafka's consumerGroupFenceMembers), the member id echoed as "" was asked."""
+    coord = coordinator(topics)
+    await coord.load()
+    async with trio.open_nursery() as n:
+        n.start_soon(coord.run)
+        r = await coord.consumer_heartbeat(replace(cjoin("c"), instance_id="ic"), 1)
+        assert r.error is E.none
+        assert (await coord.join("g", jreq("k"))).error is E.none
+        assert await coord.leave("g", [("", "ic"), ("zz", None)]) == [
+            E.none,
+            E.unknown_member_id,
+        ]
+        assert "g" not in coord.consumer_groups
+        assert set(coord.groups["g"].members) == {"k"}
+        again = coordinator(topics)
+        await again.load()
+        assert "g" not in again.consumer_groups and set(again.groups["g"].members) == {"k"}
+        n.cancel_scope.cancel()
+
+
+async def test_leave_group_removing_every_consumer_member_at_once_downgrades(
+    topics: TopicManager, autojump_clock: Any
+) -> None:
+    """One LeaveGroup removing both consumer-protocol members (an admin's removal of two
+    instances) leaves only the classic member: the group becomes a classic group (Kafka's
+    consumerGroupFenceMembers checks the set of fenced members)."""
+    coord = coordinator(topics)
+    await coord.load()
+    async with trio.open_nursery() as n:
+        n.start_soon(coord.run)
+        for mid in ("c", "d"):
+            r = await coord.consumer_heartbeat(replace(cjoin(mid), instance_id="i" + mid), 1)
+            assert r.error is E.none
+        assert (await coord.join("g", jreq("k"))).error is E.none
+        assert await coord.leave("g", [("", "ic"), ("", "id")]) == [E.none, E.none]
+        assert "g" not in coord.consumer_groups
+        assert set(coord.groups["g"].members) == {"k"}
+        assert coord.groups["g"].state is GroupState.PREPARING_REBALANCE
+        again = coordinator(topics)
+        await again.load()
+        assert "g" not in again.consumer_groups and set(again.groups["g"].members) == {"k"}
         n.cancel_scope.cancel()
 
 

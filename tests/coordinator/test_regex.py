@@ -30,6 +30,10 @@ from coordinator.regex import RegexError, compile_re2
         "(?a:a)",
         r"a\Z",
         "(?P<n>a)(?<n>b)",
+        r"a\C",  # any byte: RE2 takes it, RE2/J's parser does not
+        r"\8",
+        r"(a)\1\Qx\E",
+        r"\Qa\E(?=b)",
     ],
 )
 def test_what_re2j_refuses_is_refused(pattern: str) -> None:
@@ -54,6 +58,12 @@ def test_what_re2j_refuses_is_refused(pattern: str) -> None:
         (r"\pL+\z", "abc", True),
         ("[[:alpha:]]+", "abc", True),
         ("(a+)+b", "a" * 100_000, False),  # linear time: no backtracking
+        # RE2/J's parseEscape: \1-\7 followed by an octal digit is octal, not a back-reference
+        (r"a\12", "a\n", True),
+        (r"\101\0", "A\0", True),
+        # \Q...\E quotes: nothing inside is a back-reference, look-around or repeat count
+        (r"\Q\1(?=a{2000}\E", "\\1(?=a{2000}", True),
+        (r"x\Q(?>", "x(?>", True),  # unterminated: quoted to the end
     ],
 )
 def test_what_re2j_accepts_compiles(pattern: str, name: str, matches: bool) -> None:

@@ -282,3 +282,23 @@ async def test_dynamic_configs_survive_a_restart(tmp_path: Path) -> None:
         p = server.broker.topics.partition("t", 0)
         assert p is not None
         assert (p.config.retention_ms, p.config.retention_bytes) == (5000, 12345)
+
+
+async def test_internal_configs_are_listed_only_when_set() -> None:
+    """Kafka's internal configs (defineInternal: group.consumer.regex.refresh.interval.ms,
+    producer.id.expiration.check.interval.ms) are in a broker's DescribeConfigs only when its
+    config sets them (ConfigHelperUtils.createResponseConfig: originals + nonInternalValues)."""
+    internal = "group.consumer.regex.refresh.interval.ms"
+    async with running_broker() as (server, port), connect(port) as c:
+        own = await describe(c, 4, str(server.broker.node_id))
+        assert internal not in own and "producer.id.expiration.check.interval.ms" not in own
+        assert "group.consumer.session.timeout.ms" in own
+    async with running_broker(**{internal: "20000"}) as (server, port), connect(port) as c:
+        e = (await describe(c, 4, str(server.broker.node_id)))[internal]
+        # an INT, not a config of unknown type (which Kafka would hide as sensitive)
+        assert (e.value, e.config_source, e.config_type, e.is_sensitive) == (
+            "20000",
+            STATIC,
+            INT,
+            False,
+        )
