@@ -100,7 +100,10 @@ TRANSLATIONS: Final[Mapping[tuple[int, ErrorCode], tuple[int, ErrorCode]]] = Map
         # INVALID_TXN_STATE to older Produce ("Partition was not added to the transaction").
         (0, E.transaction_abortable): (11, E.invalid_txn_state),  # Produce
         (22, E.transaction_abortable): (5, E.invalid_txn_state),  # InitProducerId
-        (24, E.transaction_abortable): (5, E.invalid_txn_state),  # AddPartitionsToTxn
+        # AddPartitionsToTxn: only a VerifyOnly check answers it, and v4+ come from brokers;
+        # Kafka 4.2's handler passes it to v4 as is (AddPartitionsToTxnManager maps it for old
+        # Produce/TxnOffsetCommit clients). Clients' v0-3 never see it there; kept as a guard.
+        (24, E.transaction_abortable): (4, E.invalid_txn_state),
         (25, E.transaction_abortable): (4, E.invalid_txn_state),  # AddOffsetsToTxn
         (26, E.transaction_abortable): (4, E.invalid_txn_state),  # EndTxn
         (28, E.transaction_abortable): (4, E.invalid_txn_state),  # TxnOffsetCommit
