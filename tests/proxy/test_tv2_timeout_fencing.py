@@ -6,7 +6,8 @@ an epoch below the last one seen) or the coordinator is asked to add a new parti
 answers PRODUCER_FENCED, which ``AddPartitionsToTxnManager`` turns into INVALID_PRODUCER_EPOCH.
 So does TxnOffsetCommit v5 (implicit add) and v4 (verification), through the same manager. An
 unknown epoch (above the coordinator's) is refused the same way, and no refused write leaves a
-transaction open."""
+transaction open; the
+producer's EndTxn at the old epoch is answered as Kafka's TV2 retry rules say."""
 
 from __future__ import annotations
 
@@ -21,7 +22,13 @@ from kio.schema.txn_offset_commit.v4 import request as toc4
 from coordinator.txn.state import TxnState
 from tests.proxy.harness import RawClient, connect, running_broker
 from tests.proxy.test_broker_requests import create
-from tests.proxy.test_tv2_wire import commit_offset, no_hanging_transaction, partition, produce
+from tests.proxy.test_tv2_wire import (
+    commit_offset,
+    end,
+    no_hanging_transaction,
+    partition,
+    produce,
+)
 
 E = ErrorCode
 MS = datetime.timedelta(milliseconds=1)
@@ -106,3 +113,9 @@ async def test_writes_after_a_timeout_abort_get_invalid_producer_epoch() -> None
             assert not partition(broker, part).has_open_transaction(pid, epoch + 5)
         assert broker.txns.cache["tx"].state is TxnState.COMPLETE_ABORT
         await no_hanging_transaction(c)
+        # EndTxn v5 at the old epoch (TransactionCoordinator.endTransaction, retryOnEpochBump):
+        # a commit is INVALID_TXN_STATE, an abort is taken as the retry of the one done
+        assert (await end(c, "tx", pid, epoch, True))[0] is E.invalid_txn_state
+        assert await end(c, "tx", pid, epoch, False) == (E.none, pid, epoch + 1)
+        assert await produce(c, "tx", pid, epoch + 1, 0, part=1) is E.none  # and it goes on
+        assert await end(c, "tx", pid, epoch + 1, True) == (E.none, pid, epoch + 2)
