@@ -6,8 +6,8 @@ an epoch below the last one seen) or the coordinator is asked to add a new parti
 answers PRODUCER_FENCED, which ``AddPartitionsToTxnManager`` turns into INVALID_PRODUCER_EPOCH.
 So does TxnOffsetCommit v5 (implicit add) and v4 (verification), through the same manager. An
 unknown epoch (above the coordinator's) is refused the same way, and no refused write leaves a
-transaction open; the
-producer's EndTxn at the old epoch is answered as Kafka's TV2 retry rules say."""
+transaction open;
+the producer's EndTxn at the old epoch is answered as Kafka's TV2 retry rules say."""
 
 from __future__ import annotations
 
