@@ -28,8 +28,9 @@ instance's InitProducerId fences the old one and aborts its open transaction) be
 send_offsets_to_transaction, and a transaction that loses its producer this way before asking
 to commit is expected aborted.
 
-Everything is drawn from the seed, and every fourth transaction is aborted on purpose whatever
-the draw, so each run goes through abort_transaction (the test asserts it did); SIGKILLs land
+Everything is drawn from the seed, but of every four transactions the first is committed and
+the second aborted on purpose whatever the draw, so each run of two or more goes through
+abort_transaction and commit_transaction (the test asserts both fates were seen); SIGKILLs land
 at seeded client steps, but what the broker has done by then depends on timing, so a failure
 prints its seed and the history. Default: a few seeds, well under a minute. Longer:
 ``KAFKAD_TXN_CRASH_SEEDS=50 KAFKAD_TXN_CRASH_TXNS=40``.
@@ -197,14 +198,13 @@ def test_transactions_survive_crashes(crashing: Crashes) -> None:
     try:
         for n in range(TXNS):
             chosen = sorted(rng.sample(range(len(tps)), rng.randint(1, 4)))
-            txn = Txn(
-                n,
-                [(tp, i) for tp in chosen for i in range(rng.randint(1, 3))],
-                offsets=rng.random() < 0.4,
-                # every fourth aborted whatever the draw (the draw stays, so the seeds' other
-                # choices do not move): a seed may draw no abort at all
-                abort=(rng.random() < 0.25) or n % 4 == 1,
-            )
+            records = [(tp, i) for tp in chosen for i in range(rng.randint(1, 3))]
+            offsets = rng.random() < 0.4
+            drawn = rng.random() < 0.25
+            # of every four, the first is committed and the second aborted whatever the draw
+            # (the draw stays, so the seeds' other choices do not move): a seed may draw no
+            # abort at all, or abort all of a short run (seed 2 its first three)
+            txn = Txn(n, records, offsets=offsets, abort=n % 4 == 1 or (drawn and n % 4 != 0))
             txns.append(txn)
             asked_commit = False
             try:
