@@ -9,7 +9,8 @@ transaction version 2, and only then appends; the append's own KIP-890 check
 (``Partition.append(verify=...)``, under the partition lock) is the verification guard that
 catches a transaction that ended in between. The coordinator's answer goes back as is:
 ``wire/errors.py`` rewrites it for Produce (PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH,
-retriable coordinator codes -> NOT_ENOUGH_REPLICAS), so a late batch of a finished transaction
+retriable coordinator codes -> NOT_ENOUGH_REPLICAS but CONCURRENT_TRANSACTIONS, which a TV2
+client retries as is), so a late batch of a finished transaction
 (its epoch already bumped by EndTxn v5) is refused and cannot open a hanging transaction.
 
 The add happens before the partition lock is taken, never under it: the coordinator may wait

@@ -100,7 +100,10 @@ TRANSLATIONS: Final[Mapping[tuple[int, ErrorCode], tuple[int, ErrorCode]]] = Map
         # INVALID_TXN_STATE to older Produce ("Partition was not added to the transaction").
         (0, E.transaction_abortable): (11, E.invalid_txn_state),  # Produce
         (22, E.transaction_abortable): (5, E.invalid_txn_state),  # InitProducerId
-        (24, E.transaction_abortable): (5, E.invalid_txn_state),  # AddPartitionsToTxn
+        # AddPartitionsToTxn: only a VerifyOnly check answers it, and v4+ come from brokers;
+        # Kafka 4.2's handler passes it to v4 as is (AddPartitionsToTxnManager maps it for old
+        # Produce/TxnOffsetCommit clients). Clients' v0-3 never see it there; kept as a guard.
+        (24, E.transaction_abortable): (4, E.invalid_txn_state),
         (25, E.transaction_abortable): (4, E.invalid_txn_state),  # AddOffsetsToTxn
         (26, E.transaction_abortable): (4, E.invalid_txn_state),  # EndTxn
         (28, E.transaction_abortable): (4, E.invalid_txn_state),  # TxnOffsetCommit
@@ -109,7 +112,10 @@ TRANSLATIONS: Final[Mapping[tuple[int, ErrorCode], tuple[int, ErrorCode]]] = Map
         # rewritten for every Produce version; NOT_ENOUGH_REPLICAS is retriable without a
         # metadata refresh, and a fenced producer sees INVALID_PRODUCER_EPOCH on the data path.
         (0, E.producer_fenced): (_ALL_VERSIONS, E.invalid_producer_epoch),
-        (0, E.concurrent_transactions): (_ALL_VERSIONS, E.not_enough_replicas),
+        # From v12 (TV2, the partition added by the produce) CONCURRENT_TRANSACTIONS stays:
+        # Kafka 4.2's ReplicaManager leaves it for supportsEpochBump (common while the last
+        # transaction's markers are written; the client retries it).
+        (0, E.concurrent_transactions): (12, E.not_enough_replicas),
         (0, E.coordinator_not_available): (_ALL_VERSIONS, E.not_enough_replicas),
         (0, E.coordinator_load_in_progress): (_ALL_VERSIONS, E.not_enough_replicas),
         (0, E.not_coordinator): (_ALL_VERSIONS, E.not_enough_replicas),

@@ -15,11 +15,14 @@ instance, which fences an older one of the same transactional id and aborts its 
 transaction). Every answer is classified by ``txn_rules.step_for``: retriable codes and lost
 connections are retried (a lost connection on FindCoordinator's target asks it again) until
 ``op_timeout_s`` (then a Produce is abortable, as a batch past Java's delivery timeout, and any
-other request raises ``TxnTimeout``); an abortable error raises ``TxnAbortable`` and leaves
-the transaction to ``abort()``; fencing raises ``TxnFenced`` and every later call raises it
-again, as Java's fatal state does. A transaction that sent nothing ends without EndTxn (Java's
-``transactionStarted``). Deliberate simplification: one request at a time, each ``send`` is
-one batch to one partition, and a retried Produce resends the same batch (same sequence).
+other request raises ``TxnTimeout``); an abortable error raises ``TxnAbortable`` and leaves the
+transaction to ``abort()`` (InitProducerId too, for TRANSACTION_ABORTABLE and the authorization
+errors, as Java 4.x; with no producer id the abort sends nothing and a later ``send`` fails
+abortable, see ``_require_producer_id``); fencing raises ``TxnFenced`` and every later call
+raises it again, as Java's fatal state does. A transaction that sent nothing ends without
+EndTxn (Java's ``transactionStarted``). Deliberate simplification: one request at a time, each
+``send`` is one batch to one partition, and a retried Produce resends the same batch (same
+sequence).
 """
 
 from __future__ import annotations
@@ -131,6 +134,7 @@ class TxnProducer:
     def send(self, topic: str, partition: int, values: Sequence[bytes | None]) -> int:
         """Write ``values`` as one transactional batch; returns its base offset."""
         self._require(State.IN_TRANSACTION)
+        self._require_producer_id()
         tp = (topic, partition)
         if not self.tv2 and tp not in self._partitions:
             self._add_partition(topic, partition)
@@ -168,6 +172,7 @@ class TxnProducer:
         """Commit the consumed ``offsets`` (topic, partition, next offset) with the transaction
         (Java's ``sendOffsetsToTransaction`` with the consumer's group metadata)."""
         self._require(State.IN_TRANSACTION)
+        self._require_producer_id()
         ids = {"transactional_id": self.tid, "producer_id": self.producer_id}
         ids["producer_epoch"] = self.producer_epoch
         if not self.tv2 and group_id not in self._groups:
@@ -239,6 +244,15 @@ class TxnProducer:
         if self.state not in states:
             raise TxnFatal(f"{self.tid}: not allowed in state {self.state.value}")
 
+    def _require_producer_id(self) -> None:
+        """After an abortable InitProducerId and the abort, Java's producer is READY with no
+        producer id: its batches are never drained and expire (abortable), so only a new
+        producer instance goes on. Here the send fails at once, as that expiry, unsent."""
+        if self.producer_id < 0:
+            self._error = TxnAbortable(f"{self.tid}: no producer id (InitProducerId failed)")
+            self.state = State.ABORTABLE_ERROR
+            raise self._error
+
     def _coordinated(
         self, api_key: int, data: dict[str, Any], key: str | None = None, key_type: int = 1
     ) -> Any:
@@ -291,7 +305,10 @@ class TxnProducer:
                     raise TxnTimeout(f"{what}, retried for {self.op_timeout_s:g} s", code)
                 self._sleep(self.backoff_s)
                 continue
-            if step is Step.ABORTABLE and self.state is State.IN_TRANSACTION:
+            if step is Step.ABORTABLE and (
+                self.state is State.IN_TRANSACTION
+                or (api_key == INIT_PID and self.state is State.UNINITIALIZED)
+            ):  # Java: ABORTABLE_ERROR may be entered from INITIALIZING too
                 self._error = TxnAbortable(what, code)
                 self.state = State.ABORTABLE_ERROR
             else:

@@ -45,8 +45,14 @@ _MOVED = {E.not_coordinator: Step.RECOORDINATE, E.coordinator_not_available: Ste
 # api key -> code -> step; a code absent from its table: RETRY when retriable, else the
 # table's default (_DEFAULT).
 _TABLES: dict[int, Mapping[ErrorCode, Step]] = {
-    # InitProducerIdHandler
-    22: {**_MOVED, **_FENCING},
+    # InitProducerIdHandler (4.x): authorization and TRANSACTION_ABORTABLE are abortable
+    22: {
+        **_MOVED,
+        **_FENCING,
+        E.transactional_id_authorization_failed: Step.ABORTABLE,
+        E.cluster_authorization_failed: Step.ABORTABLE,
+        E.transaction_abortable: Step.ABORTABLE,
+    },
     # AddPartitionsToTxnHandler (classic only)
     24: {
         **_MOVED,

@@ -8,7 +8,9 @@ broker-to-coordinator form, several transactions, each with VerifyOnly; a top-le
 an add (not a verify) is a TV2 one from v4 on (KIP-890 part 2: a leader adding a partition on
 a Produce v12 producer's behalf; Kafka's
 ``TransactionVersion.transactionVersionForAddPartitionsToTxn`` takes every version above 3).
-v5: may answer TRANSACTION_ABORTABLE. kafkad's own partitions call
+v5: may answer TRANSACTION_ABORTABLE (the schema's note; Kafka 4.2 answers it to v4 too, only a
+VerifyOnly check gives it, and the calling broker maps it for an old client).
+kafkad's own partitions call
 the coordinator in process (``proxy/txn_implicit_add.py``); v4-5 are served for what Kafka
 serves them to (another broker, a tool).
 

@@ -55,7 +55,8 @@ one, the first transactional batch of a producer on a partition is verified (KIP
 inside the partition's append, after the duplicate and epoch checks; its answer is returned
 as is and wire/errors.py rewrites it for Produce (TRANSACTION_ABORTABLE -> INVALID_TXN_STATE
 below v11, PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, retriable coordinator errors ->
-NOT_ENOUGH_REPLICAS). A plain batch of a producer with a transaction open is INVALID_TXN_STATE.
+NOT_ENOUGH_REPLICAS, except CONCURRENT_TRANSACTIONS from v12). A plain batch of a producer
+with a transaction open is INVALID_TXN_STATE.
 """
 
 from __future__ import annotations

@@ -332,3 +332,36 @@ def test_retries_end_when_the_operation_time_runs_out() -> None:
 )
 def test_steps_follow_the_java_handlers(api: int, code: E, step: Step) -> None:
     assert step_for(api, code) is step
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        E.transaction_abortable,
+        E.transactional_id_authorization_failed,
+        E.cluster_authorization_failed,
+    ],
+)
+def test_abortable_init_producer_id_as_java_4(code: E) -> None:
+    """Java 4.x's InitProducerIdHandler: these move to ABORTABLE_ERROR (from INITIALIZING),
+    not to the fatal state; the abort sends nothing (no transaction started) and, with no
+    producer id, nothing can be sent afterwards: a new instance is the way on."""
+    t = Recorded([("init", pid_reply(-1, -1, code))])
+    p = TxnProducer(t, "tid", op_timeout_s=5.0, sleep=lambda s: None)
+    with pytest.raises(TxnAbortable):
+        p.init_transactions()
+    assert p.state is State.ABORTABLE_ERROR
+    p.abort()
+    assert p.state is State.READY
+    p.begin()
+    with pytest.raises(TxnAbortable):
+        p.send("t", 0, [b"x"])
+    assert t.names() == ["init"]
+
+
+def test_unexpected_init_producer_id_error_is_fatal() -> None:
+    t = Recorded([("init", pid_reply(-1, -1, E.invalid_txn_state))])
+    p = TxnProducer(t, "tid", op_timeout_s=5.0, sleep=lambda s: None)
+    with pytest.raises(TxnFatal):
+        p.init_transactions()
+    assert p.state is State.FATAL_ERROR

@@ -24,6 +24,8 @@ SPEC_1_4 = [
     (25, E.producer_fenced, 2, E.invalid_producer_epoch),
     (26, E.producer_fenced, 2, E.invalid_producer_epoch),
     (0, E.transaction_abortable, 11, E.invalid_txn_state),
+    (24, E.transaction_abortable, 4, E.invalid_txn_state),  # v4 (brokers) as is: Kafka 4.2
+    (0, E.concurrent_transactions, 12, E.not_enough_replicas),  # TV2 produce keeps it (4.2)
     (28, E.coordinator_load_in_progress, 2, E.coordinator_not_available),
     (8, E.group_id_not_found, 9, E.illegal_generation),
 ]
@@ -42,7 +44,6 @@ def test_version_dependent_translation(
 @pytest.mark.parametrize(
     "code",
     [
-        E.concurrent_transactions,
         E.coordinator_not_available,
         E.coordinator_load_in_progress,
         E.not_coordinator,
