@@ -26,6 +26,7 @@ import trio
 from proxy.broker import Broker
 from proxy.config import BrokerConfig
 from proxy.connection import Connection, NetConfig, serve_connection
+from proxy.connection_quotas import ConnectionQuotas, serve_listener
 from proxy.dispatch import Dispatcher
 from proxy.http.settings import parse_http_listeners
 from proxy.sasl.session import SaslSession
@@ -53,6 +54,7 @@ class Server:
         self.bound_listeners: dict[str, tuple[str, int]] = {}
         self.broker: Broker | None = None
         self.console_urls: list[str] = []  # the web console's, if it runs (proxy/http/)
+        self.connection_quotas: ConnectionQuotas | None = None
 
     def stop(self) -> None:
         self.stopping.set()
@@ -81,6 +83,10 @@ class Server:
             sockets = await self._listeners(broker)
             self.bound = next(iter(self.bound_listeners.values()))
             dispatch = Dispatcher(broker)
+            # max.connections & co. (proxy/connection_quotas.py), following dynamic changes
+            quotas = ConnectionQuotas(cfg.values or {}, sockets)
+            self.connection_quotas = quotas
+            broker.dynamic.listeners.append(quotas.configure)
             idle_ms = cfg.get("connections.max.idle.ms")
             net = NetConfig(
                 max_frame_bytes=cfg.get("socket.request.max.bytes"),
@@ -110,7 +116,11 @@ class Server:
                             )
 
                         with accept_scopes[name]:
-                            await trio.serve_listeners(handle, bound, handler_nursery=conns)
+                            async with trio.open_nursery() as each:
+                                for listener in bound:
+                                    each.start_soon(
+                                        serve_listener, quotas, name, listener, handle, conns
+                                    )
 
                     for name, bound in sockets.items():
                         conns.start_soon(accept_loop, name, bound)
