@@ -15,10 +15,12 @@ served (``inc``), and uncounted when it closes (``dec``). As Kafka's acceptor do
 * then the connection is counted, and if its IP already had ``max.connections.per.ip``
   connections (or its ``max.connections.per.ip.overrides`` count) it is closed at once.
 
-Not modelled: Kafka's inter-broker listener exemption (kafkad has no inter-broker listener),
-the per-IP connection creation rate (the ``ip`` client-quota entity) and the LRU close of a
-connection when ``max.connections`` is lowered below the current count (Kafka's Processor does
-that only for the inter-broker listener's protection).
+When ``max.connections`` is lowered below the connections open, the least recently active
+ones are closed (Kafka's Processor.closeExcessConnections; ``Server._close_excess``).
+
+Not modelled: Kafka's inter-broker listener exemption (kafkad has no inter-broker listener)
+and the per-IP connection creation rate (the ``ip`` client-quota entity's
+``connection_creation_rate``).
 
 Deviation: Kafka records every connection in the rate sensors; kafkad records only while a
 creation-rate quota is set (broker-wide or on the listener), so with no quota the accept path

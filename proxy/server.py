@@ -87,6 +87,7 @@ class Server:
             quotas = ConnectionQuotas(cfg.values or {}, sockets)
             self.connection_quotas = quotas
             broker.dynamic.listeners.append(quotas.configure)
+            broker.dynamic.listeners.append(self._close_excess)
             idle_ms = cfg.get("connections.max.idle.ms")
             net = NetConfig(
                 max_frame_bytes=cfg.get("socket.request.max.bytes"),
@@ -142,6 +143,19 @@ class Server:
             with trio.CancelScope(shield=True):
                 await broker.close()
         log.info("stopped: segments flushed and closed")
+
+    def _close_excess(self) -> None:
+        """Kafka's Processor.closeExcessConnections: while more connections are open than
+        ``max.connections`` (lowered at runtime), the least recently active are closed (Kafka:
+        one per network thread's poll; here all at once). A connection serving a request is
+        the last candidate (its idle deadline is unset)."""
+        assert self.connection_quotas is not None
+        open_ = [c for c in self.connections if not c.scope.cancel_called]
+        excess = len(open_) - self.connection_quotas.broker.max
+        if excess > 0:
+            for conn in sorted(open_, key=lambda c: c.scope.deadline)[:excess]:
+                log.info("closing %s: more than max.connections are open", conn.peer)
+                conn.scope.cancel()
 
     async def _listeners(self, broker: Broker) -> dict[str, list[StreamListener]]:
         """Every client listener, bound (or as given), in ``endpoints()`` order; records each

@@ -101,6 +101,17 @@ async def test_listener_limit_and_runtime_raise() -> None:
                 assert await queued.read_frame() is not None
 
 
+async def test_lowered_limit_closes_the_least_recently_active() -> None:
+    async with running_broker() as (_, port), open_clients(port, 3) as (admin, old, recent):
+        for c in (old, recent, admin):
+            assert await served(c)
+        # one too many: the one idle longest goes (the admin's is busy with the change)
+        assert await alter(admin, "", ("max.connections", SET, "2")) == (ErrorCode.none, None)
+        with trio.fail_after(5):
+            assert await old.read_frame() is None
+        assert await served(recent) and await served(admin)
+
+
 async def test_runtime_per_ip_limit_applies_to_the_next_connection() -> None:
     async with running_broker() as (server, port), connect(port) as admin:
         node = str(server.broker.node_id)  # type: ignore[union-attr]
