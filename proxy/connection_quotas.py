@@ -18,9 +18,12 @@ served (``inc``), and uncounted when it closes (``dec``). As Kafka's acceptor do
 When ``max.connections`` is lowered below the connections open, the least recently active
 ones are closed (Kafka's Processor.closeExcessConnections; ``Server._close_excess``).
 
-Not modelled: Kafka's inter-broker listener exemption (kafkad has no inter-broker listener)
-and the per-IP connection creation rate (the ``ip`` client-quota entity's
-``connection_creation_rate``).
+An ``ip`` client-quota entity's ``connection_creation_rate`` (AlterClientQuotas; the default
+``ip`` entity for every other IP) is checked last: above it, the connection is taken back out
+of every rate, not counted, and closed after the throttle time, unserved (Kafka's
+ConnectionThrottledException and ``throttledSockets``).
+
+Not modelled: Kafka's inter-broker listener exemption (kafkad has no inter-broker listener).
 
 Deviation: Kafka records every connection in the rate sensors; kafkad records only while a
 creation-rate quota is set (broker-wide or on the listener), so with no quota the accept path
@@ -54,7 +57,11 @@ from proxy.connection_quota_config import (
     listener_limit,
     parse_overrides,
 )
+from proxy.quotas.model import CONNECTION_CREATION_RATE, IP, Quotas
 from proxy.quotas.throttle import Rate
+
+IP_SENSOR_EXPIRY_MS = 3600 * 1000  # Kafka's ConnectionQuotaEntity.sensorExpiration for an IP
+IP_SENSORS_PRUNE_AT = 4096
 
 log = logging.getLogger("kafkad.connections")
 
@@ -87,6 +94,15 @@ def _resolve(host: str) -> str | None:
         return None
 
 
+class ConnectionThrottled(Exception):
+    """The IP is above its ``connection_creation_rate`` quota: the connection is closed after
+    ``throttle_ms`` (Kafka's acceptor keeps it in ``throttledSockets`` meanwhile)."""
+
+    def __init__(self, ip: str, throttle_ms: int) -> None:
+        super().__init__(f"{ip} throttled for {throttle_ms} ms")
+        self.ip, self.throttle_ms = ip, throttle_ms
+
+
 class _Limit:
     """One listener's (or the broker's) count, connection limit and creation-rate sensor."""
 
@@ -112,6 +128,12 @@ class ConnectionQuotas:
         self.per_ip_default = INT_MAX
         self.per_ip_overrides: dict[str, int] = {}
         self._overrides_text: str | None = None
+        # the ip client-quota entities' connection_creation_rate (set_ip_rates)
+        self.ip_rates: dict[str, int] = {}
+        self.ip_rate_default = INT_MAX
+        self._ip_sensors: dict[str, Rate] = {}
+        self._prune_at = IP_SENSORS_PRUNE_AT
+        self._samples, self._window_ms = samples, window_s * 1000
         self._changed = trio.Event()
         self._waiting = 0  # accepts waiting for a slot or out a throttle
         self._blocked = trio.Event()  # set (and replaced) when an accept starts waiting
@@ -142,6 +164,19 @@ class ConnectionQuotas:
             limit.quota = listener_limit(v, name, MAX_CONNECTION_CREATION_RATE)
         self._notify()
 
+    def set_ip_rates(self, quotas: Quotas) -> None:
+        """The client quotas' ``ip`` entities (Kafka's ``updateIpConnectionRateQuota``)."""
+        rates, default = {}, INT_MAX
+        for entity, values in quotas.items():
+            if len(entity) != 1 or entity[0][0] != IP or CONNECTION_CREATION_RATE not in values:
+                continue
+            rate = int(values[CONNECTION_CREATION_RATE])
+            if entity[0][1] is None:
+                default = rate
+            else:
+                rates[normalise_ip(entity[0][1])] = rate
+        self.ip_rates, self.ip_rate_default = rates, default
+
     def _notify(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
@@ -154,7 +189,9 @@ class ConnectionQuotas:
         throttle and for a free slot; TooManyConnections (uncounted again) if the IP is at its
         limit: the caller closes the connection at once."""
         limit = self.listeners[listener]
-        await self._wait_for_slot(limit)
+        recorded = await self._wait_for_slot(limit)
+        if self.ip_rates or self.ip_rate_default < INT_MAX:
+            self._record_ip(limit, ip, recorded)
         count = self.per_ip.get(ip, 0)
         self.per_ip[ip] = count + 1
         self.broker.count += 1
@@ -186,21 +223,50 @@ class ConnectionQuotas:
     def _slot_available(self, limit: _Limit) -> bool:
         return limit.count < limit.max and self.broker.count < self.broker.max
 
-    async def _wait_for_slot(self, limit: _Limit) -> None:
+    def _record_ip(self, limit: _Limit, ip: str, recorded: bool) -> None:
+        """Kafka's recordIpConnectionMaybeThrottle: above the IP's quota the connection is
+        taken back out of every rate it was recorded in, and ConnectionThrottled."""
+        quota = self.ip_rates.get(ip, self.ip_rate_default)
+        if quota >= INT_MAX:
+            return
+        now_ms = _now_ms()
+        sensor = self._ip_sensors.get(ip)
+        if sensor is None:
+            if len(self._ip_sensors) >= self._prune_at:
+                self._prune_ip_sensors(now_ms)
+                self._prune_at = max(IP_SENSORS_PRUNE_AT, 2 * len(self._ip_sensors))
+            sensor = self._ip_sensors[ip] = Rate(self._samples, self._window_ms)
+        throttle_ms = self._throttle_ms(sensor, quota, now_ms)
+        if throttle_ms > 0:
+            sensor.record(-1.0, now_ms)
+            if recorded:
+                self.broker.rate.record(-1.0, now_ms)
+                limit.rate.record(-1.0, now_ms)
+            raise ConnectionThrottled(ip, throttle_ms)
+
+    def _prune_ip_sensors(self, now_ms: int) -> None:
+        """Kafka expires an IP's sensor after an hour without a connection."""
+        for ip, sensor in list(self._ip_sensors.items()):
+            if all(now_ms - s.last_event_ms >= IP_SENSOR_EXPIRY_MS for s in sensor._samples):
+                del self._ip_sensors[ip]
+
+    async def _wait_for_slot(self, limit: _Limit) -> bool:
+        """Waits out the creation-rate throttle and for a free slot; whether the connection
+        was recorded in the broker's and the listener's rates."""
         if limit.quota >= INT_MAX and self.broker.quota >= INT_MAX:
             # no rate quota: nothing recorded (the fast path; see the module docstring)
             if self._slot_available(limit):
-                return
-            start_ms, throttle_ms = _now_ms(), 0
+                return False
+            start_ms, throttle_ms, recorded = _now_ms(), 0, False
         else:
-            start_ms = _now_ms()
+            start_ms, recorded = _now_ms(), True
             throttle_ms = self._record(self.broker, start_ms)
             throttle_ms = max(throttle_ms, self._record(limit, start_ms))
             if throttle_ms > 0:
                 limit.throttle_ms_total += throttle_ms
                 limit.throttled += 1
             if throttle_ms <= 0 and self._slot_available(limit):
-                return
+                return True
         end_ms = start_ms + throttle_ms
         self._waiting += 1
         self._blocked.set()
@@ -209,7 +275,7 @@ class ConnectionQuotas:
             while True:
                 remaining_ms = end_ms - _now_ms()
                 if remaining_ms <= 0 and self._slot_available(limit):
-                    return
+                    return recorded
                 changed = self._changed
                 with trio.move_on_after(remaining_ms / 1000 if remaining_ms > 0 else math.inf):
                     await changed.wait()
@@ -217,18 +283,21 @@ class ConnectionQuotas:
             self._waiting -= 1
 
     def _record(self, limit: _Limit, now_ms: int) -> int:
+        return self._throttle_ms(limit.rate, limit.quota, now_ms)
+
+    def _throttle_ms(self, rate: Rate, quota: int, now_ms: int) -> int:
         """Kafka's recordAndGetThrottleTimeMs: record one connection; the throttle time if the
         rate is now above the quota."""
-        limit.rate.record(1.0, now_ms)
-        if limit.quota >= INT_MAX:
+        rate.record(1.0, now_ms)
+        if quota >= INT_MAX:
             return 0  # the rate cannot exceed Integer.MAX_VALUE per second
-        if limit.quota <= 0:  # Kafka: an infinite throttle time, bounded to one window
+        if quota <= 0:  # Kafka: an infinite throttle time, bounded to one window
             return self.max_throttle_ms
-        rate = limit.rate.measure(now_ms)
-        if rate <= limit.quota:
+        measured = rate.measure(now_ms)
+        if measured <= quota:
             return 0
-        window = limit.rate.window_size(now_ms)
-        throttle = math.floor((rate - limit.quota) / limit.quota * window + 0.5)
+        window = rate.window_size(now_ms)
+        throttle = math.floor((measured - quota) / quota * window + 0.5)
         return min(throttle, self.max_throttle_ms)
 
 
@@ -269,7 +338,13 @@ async def serve_listener(
             quotas.dec(name, ip)
             await trio.aclose_forcefully(stream)
 
-    async with listener:
+    async def close_later(stream: trio.abc.Stream, delay_ms: int) -> None:
+        try:
+            await trio.sleep(delay_ms / 1000)
+        finally:
+            await trio.aclose_forcefully(stream)
+
+    async with listener, trio.open_nursery() as throttled:
         while True:
             try:
                 stream = await listener.accept()
@@ -290,6 +365,10 @@ async def serve_listener(
                     exc.count,
                 )
                 await trio.aclose_forcefully(stream)
+                continue
+            except ConnectionThrottled as exc:
+                log.debug("Delaying closing of connection from %s for %d ms", ip, exc.throttle_ms)
+                throttled.start_soon(close_later, stream, exc.throttle_ms)
                 continue
             except BaseException:  # cancelled while waiting for a slot: shutting down
                 await trio.aclose_forcefully(stream)

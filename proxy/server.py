@@ -88,6 +88,8 @@ class Server:
             self.connection_quotas = quotas
             broker.dynamic.listeners.append(quotas.configure)
             broker.dynamic.listeners.append(self._close_excess)
+            quotas.set_ip_rates(broker.quotas.quotas)  # and the ip entities' creation rates
+            broker.quotas.listeners.append(quotas.set_ip_rates)
             idle_ms = cfg.get("connections.max.idle.ms")
             net = NetConfig(
                 max_frame_bytes=cfg.get("socket.request.max.bytes"),

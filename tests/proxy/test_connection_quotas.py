@@ -11,14 +11,16 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import pytest
 import trio
 import trio.testing
+from kio.schema.alter_client_quotas.v1 import request as aq1
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
 from proxy.config import ConfigError, load_config
 from proxy.connection_quota_config import parse_overrides, validate_values
-from proxy.connection_quotas import ConnectionQuotas, TooManyConnections
+from proxy.connection_quotas import ConnectionQuotas, ConnectionThrottled, TooManyConnections
 from proxy.server import Server
 from tests.proxy.harness import RawClient, connect, encode_request, running_broker
+from tests.proxy.quotas.test_client_quotas_apis import alter_req
 from tests.proxy.test_dynamic_broker_configs import DEFAULT, INT, SET, STRING, alter, describe
 
 API_VERSIONS = ApiVersionsRequest()
@@ -34,8 +36,11 @@ async def held(server: Server) -> None:
 async def served(c: RawClient) -> bool:
     """Whether the broker answers an ApiVersions on ``c`` (False: it closed the connection)."""
     with trio.fail_after(5):
-        await c.stream.send_all(encode_request(API_VERSIONS, 1))
-        return await c.read_frame() is not None
+        try:
+            await c.stream.send_all(encode_request(API_VERSIONS, 1))
+            return await c.read_frame() is not None
+        except trio.BrokenResourceError:  # closed with the request unread: a reset
+            return False
 
 
 @asynccontextmanager
@@ -276,3 +281,35 @@ async def test_waiting_accept_follows_a_raised_limit(
         q.configure()
         await q.inc("PLAINTEXT", "10.0.0.1")
     assert q.count("10.0.0.1") == 1  # the refused one is not counted
+
+
+async def test_ip_creation_rate_throttles_only_that_ip(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    q = quotas(**{"max.connection.creation.rate": 100})
+    q.set_ip_rates({(("ip", "10.0.0.1"),): {"connection_creation_rate": 1.0}})
+    for _ in range(10):  # 10 in the first 10 s window: 1/s
+        await q.inc("PLAINTEXT", "10.0.0.1")
+    with pytest.raises(ConnectionThrottled) as refused:
+        await q.inc("PLAINTEXT", "10.0.0.1")  # 11/10 s: (1.1 - 1) / 1 * 10000 ms, bounded
+    assert refused.value.throttle_ms == 1000  # one quota window
+    assert q.count("10.0.0.1") == 10  # not counted
+    await q.inc("PLAINTEXT", "10.0.0.2")  # another IP: the ip default is unlimited
+    # the throttled one was taken back out of the broker's rate: 11 recorded, not 12
+    assert q.broker.rate.measure(0) * 10 == pytest.approx(11)
+    q.set_ip_rates({((("ip", None),)): {"connection_creation_rate": 0.0}})
+    with pytest.raises(ConnectionThrottled):
+        await q.inc("PLAINTEXT", "10.0.0.3")  # the default ip entity: 0 for everyone else
+
+
+async def test_ip_throttled_connection_is_closed_unserved() -> None:
+    async with running_broker() as (_, port), connect(port) as admin:
+        quota = alter_req(aq1, [("ip", "127.0.0.1")], [("connection_creation_rate", 1.0)])
+        resp = await admin.request(quota)  # AlterClientQuotas: applied at once
+        assert resp.entries[0].error_code == ErrorCode.none
+        for _ in range(10):  # Kafka's Rate: 10 in the first 10 s are 1/s (well within 10 s)
+            async with connect(port) as c:
+                assert await served(c)
+        async with connect(port) as c:
+            assert not await served(c)
+        assert await served(admin)
