@@ -223,6 +223,8 @@ class DynamicBrokerConfigs:
 
     def static_source(self, name: str) -> int:
         """STATIC_BROKER_CONFIG if the static value differs from kafkad's default."""
+        if name in self.static and listener_base(name):
+            return STATIC_BROKER_CONFIG  # a listener's override (no default of its own)
         if name not in self.static or name not in self._defaults:
             return DEFAULT_CONFIG  # a name only stored dynamically
         set_ = render(self.static[name]) != self._defaults[name]
@@ -232,7 +234,8 @@ class DynamicBrokerConfigs:
         """Kafka's ConfigHelper.configSynonyms: (name, value, source) for each alternate name
         in each layer, highest precedence first, from the first entry of ``name`` itself; for
         the cluster default only the DYNAMIC_DEFAULT_BROKER_CONFIG ones."""
-        names = ALTERNATES.get(name, (name,))
+        base = listener_base(name)  # Kafka: a listener's override has its base as synonym
+        names = (name, base) if base else ALTERNATES.get(name, (name,))
         out: list[tuple[str, str, int]] = []
         for source, layer in (
             (DYNAMIC_BROKER_CONFIG, self.layer(self.node)),
@@ -240,7 +243,7 @@ class DynamicBrokerConfigs:
         ):
             out += [(n, layer[n], source) for n in names if n in layer]
         for n in names:
-            if n == name and self.static_source(name) == STATIC_BROKER_CONFIG:
+            if n in (name, base) and self.static_source(n) == STATIC_BROKER_CONFIG:
                 out.append((n, render(self.static[n]), STATIC_BROKER_CONFIG))
         for n in names:
             default = KAFKA_DEFAULTS[n] if n in KAFKA_DEFAULTS else self._defaults.get(n)

@@ -21,7 +21,18 @@ from proxy.connection_quotas import ConnectionQuotas, ConnectionThrottled, TooMa
 from proxy.server import Server
 from tests.proxy.harness import RawClient, connect, encode_request, running_broker
 from tests.proxy.quotas.test_client_quotas_apis import alter_req
-from tests.proxy.test_dynamic_broker_configs import DEFAULT, INT, SET, STRING, alter, describe
+from tests.proxy.test_dynamic_broker_configs import (
+    DEFAULT,
+    DYNAMIC_BROKER,
+    DYNAMIC_DEFAULT,
+    INT,
+    SET,
+    STATIC,
+    STRING,
+    alter,
+    describe,
+    synonyms,
+)
 
 API_VERSIONS = ApiVersionsRequest()
 
@@ -313,3 +324,41 @@ async def test_ip_throttled_connection_is_closed_unserved() -> None:
         async with connect(port) as c:
             assert not await served(c)
         assert await served(admin)
+
+
+async def test_listener_overrides_described_as_kafka_with_the_base_synonym() -> None:
+    # Kafka's ConfigHelper: every listener-prefixed config in the KafkaConfig's originals is
+    # listed (a static one too), read-only (AllDynamicConfigs holds base names only), typed as
+    # its base, with the synonyms of brokerConfigSynonyms(name, matchListenerOverride=true):
+    # [name, base] in each layer, from the first entry of name.
+    conns, rate = (
+        "listener.name.plaintext.max.connections",
+        ("listener.name.plaintext.max.connection.creation.rate"),
+    )
+    static = {conns: "5", "max.connections": "7"}
+    async with running_broker(**static) as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)  # type: ignore[union-attr]
+        assert await alter(c, node, (rate, SET, "9")) == (ErrorCode.none, None)
+        assert await alter(c, "", ("max.connection.creation.rate", SET, "11")) == (
+            ErrorCode.none,
+            None,
+        )
+        configs = await describe(c, 4, node)
+        e = configs[conns]
+        assert (e.value, e.config_source, e.read_only, e.config_type) == ("5", STATIC, True, INT)
+        assert synonyms(e) == [
+            (conns, "5", STATIC),
+            ("max.connections", "7", STATIC),
+            ("max.connections", "2147483647", DEFAULT),
+        ]
+        e = configs[rate]
+        assert (e.value, e.config_source, e.read_only) == ("9", DYNAMIC_BROKER, True)
+        assert synonyms(e) == [
+            (rate, "9", DYNAMIC_BROKER),
+            ("max.connection.creation.rate", "11", DYNAMIC_DEFAULT),
+            ("max.connection.creation.rate", "2147483647", DEFAULT),
+        ]
+        assert synonyms(configs["max.connections"]) == [
+            ("max.connections", "7", STATIC),
+            ("max.connections", "2147483647", DEFAULT),
+        ]
