@@ -30,6 +30,10 @@ creation-rate quota is set (broker-wide or on the listener), so with no quota th
 costs two dict updates. A quota set at runtime therefore starts from an empty window (Kafka's
 may throttle at once if the last window already saw more connections than the new quota).
 
+Host names in ``max.connections.per.ip.overrides`` are resolved in a worker thread (Kafka's
+``InetAddress.getByName`` blocks the thread applying the config; here that would stall every
+connection): an override naming a host applies once the lookup answers, an IP literal at once.
+
 Limits are re-read by ``configure`` (at start and after each dynamic config change) and a
 change wakes the waiting accepts at once (Kafka's ``counts.notifyAll``). Times come from
 ``trio.current_time`` (a MockClock in tests).
@@ -79,12 +83,18 @@ def normalise_ip(host: str) -> str:
         return host
 
 
-def _resolve(host: str) -> str | None:
-    """Kafka's ``InetAddress.getByName``: an IP literal as is, a host name's first address."""
+def _ip_literal(host: str) -> str | None:
     try:
         return str(ipaddress.ip_address(host))
     except ValueError:
-        pass
+        return None
+
+
+def _resolve(host: str) -> str | None:
+    """Kafka's ``InetAddress.getByName``: an IP literal as is, a host name's first address
+    (blocking: called in a worker thread)."""
+    if (ip := _ip_literal(host)) is not None:
+        return ip
     try:
         return normalise_ip(str(socket.getaddrinfo(host, None)[0][4][0]))
     except OSError as exc:
@@ -137,6 +147,8 @@ class ConnectionQuotas:
         self._changed = trio.Event()
         self._waiting = 0  # accepts waiting for a slot or out a throttle
         self._blocked = trio.Event()  # set (and replaced) when an accept starts waiting
+        self._resolved = trio.Event()  # set once the overrides' host names are resolved
+        self._resolved.set()
         self.configure()
 
     @property
@@ -154,15 +166,35 @@ class ConnectionQuotas:
             except ValueError as exc:  # checked before it was applied; stay with the old ones
                 log.warning("%s=%s ignored: %s", MAX_CONNECTIONS_PER_IP_OVERRIDES, text, exc)
             else:
-                resolved = {_resolve(host): n for host, n in parsed.items()}
-                self.per_ip_overrides = {ip: n for ip, n in resolved.items() if ip is not None}
                 self._overrides_text = text
+                literals = {_ip_literal(host): n for host, n in parsed.items()}
+                self.per_ip_overrides = {ip: n for ip, n in literals.items() if ip is not None}
+                if len(self.per_ip_overrides) < len(parsed):  # host names: looked up off the loop
+                    self._resolved = trio.Event()
+                    trio.lowlevel.spawn_system_task(self._resolve_overrides, text, parsed)
         self.broker.max = v[MAX_CONNECTIONS]
         self.broker.quota = v[MAX_CONNECTION_CREATION_RATE]
         for name, limit in self.listeners.items():
             limit.max = listener_limit(v, name, MAX_CONNECTIONS)
             limit.quota = listener_limit(v, name, MAX_CONNECTION_CREATION_RATE)
         self._notify()
+
+    async def _resolve_overrides(self, text: str, parsed: Mapping[str, int]) -> None:
+        """The overrides naming hosts, once resolved in a worker thread (a slow resolver must
+        not stall the broker); dropped if the config changed again meanwhile."""
+        done = self._resolved
+        try:
+            resolved = await trio.to_thread.run_sync(
+                lambda: {_resolve(host): n for host, n in parsed.items()}, abandon_on_cancel=True
+            )
+        finally:
+            done.set()
+        if text == self._overrides_text:
+            self.per_ip_overrides = {ip: n for ip, n in resolved.items() if ip is not None}
+
+    async def until_resolved(self) -> None:
+        """Returns once the overrides' host names are resolved (tests)."""
+        await self._resolved.wait()
 
     def set_ip_rates(self, quotas: Quotas) -> None:
         """The client quotas' ``ip`` entities (Kafka's ``updateIpConnectionRateQuota``)."""

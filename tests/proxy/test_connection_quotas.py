@@ -5,8 +5,11 @@ The creation-rate throttle is checked on ``ConnectionQuotas`` under trio's MockC
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
 
 import pytest
 import trio
@@ -362,3 +365,37 @@ async def test_listener_overrides_described_as_kafka_with_the_base_synonym() -> 
             ("max.connections", "7", STATIC),
             ("max.connections", "2147483647", DEFAULT),
         ]
+
+
+async def test_override_host_names_resolved_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Kafka resolves them (InetAddress.getByName) on the thread applying the config; here a
+    # slow resolver must not stall every connection: the lookup runs in a worker thread and
+    # the override applies once it answers (an IP literal at once).
+    release = threading.Event()
+
+    real = socket.getaddrinfo
+
+    def slow_getaddrinfo(host: str, *args: Any, **kwargs: Any) -> list[Any]:
+        if host != "clients.example":
+            return real(host, *args, **kwargs)
+        release.wait(5)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 0))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow_getaddrinfo)
+    async with running_broker() as (server, port), connect(port) as admin:
+        q = server.connection_quotas
+        assert q is not None
+        node = str(server.broker.node_id)  # type: ignore[union-attr]
+        overrides = "clients.example:7,10.1.2.3:4"
+        with trio.fail_after(2):  # the broker still answers while the lookup hangs
+            ok = await alter(admin, node, ("max.connections.per.ip.overrides", SET, overrides))
+            assert ok == (ErrorCode.none, None)
+            async with connect(port) as other:
+                assert await served(other)
+        assert q.per_ip_overrides == {"10.1.2.3": 4}
+        release.set()
+        with trio.fail_after(5):
+            await q.until_resolved()
+        assert q.per_ip_overrides == {"127.0.0.1": 7, "10.1.2.3": 4}
