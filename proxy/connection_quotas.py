@@ -149,6 +149,7 @@ class ConnectionQuotas:
         self._blocked = trio.Event()  # set (and replaced) when an accept starts waiting
         self._resolved = trio.Event()  # set once the overrides' host names are resolved
         self._resolved.set()
+        self._host_ips: dict[str, str] = {}  # override host name -> its last resolved IP
         self.configure()
 
     @property
@@ -167,9 +168,13 @@ class ConnectionQuotas:
                 log.warning("%s=%s ignored: %s", MAX_CONNECTIONS_PER_IP_OVERRIDES, text, exc)
             else:
                 self._overrides_text = text
-                literals = {_ip_literal(host): n for host, n in parsed.items()}
-                self.per_ip_overrides = {ip: n for ip, n in literals.items() if ip is not None}
-                if len(self.per_ip_overrides) < len(parsed):  # host names: looked up off the loop
+                # IP literals, and host names as last resolved, at once; new names once looked
+                # up (off the event loop)
+                known = {h: _ip_literal(h) or self._host_ips.get(h) for h in parsed}
+                self.per_ip_overrides = {
+                    ip: n for h, n in parsed.items() if (ip := known[h]) is not None
+                }
+                if any(ip is None and _ip_literal(h) is None for h, ip in known.items()):
                     self._resolved = trio.Event()
                     trio.lowlevel.spawn_system_task(self._resolve_overrides, text, parsed)
         self.broker.max = v[MAX_CONNECTIONS]
@@ -185,12 +190,15 @@ class ConnectionQuotas:
         done = self._resolved
         try:
             resolved = await trio.to_thread.run_sync(
-                lambda: {_resolve(host): n for host, n in parsed.items()}, abandon_on_cancel=True
+                lambda: {host: _resolve(host) for host in parsed}, abandon_on_cancel=True
             )
         finally:
             done.set()
+        self._host_ips.update({h: ip for h, ip in resolved.items() if ip is not None})
         if text == self._overrides_text:
-            self.per_ip_overrides = {ip: n for ip, n in resolved.items() if ip is not None}
+            self.per_ip_overrides = {
+                ip: n for h, n in parsed.items() if (ip := resolved[h]) is not None
+            }
 
     async def until_resolved(self) -> None:
         """Returns once the overrides' host names are resolved (tests)."""

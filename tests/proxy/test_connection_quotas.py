@@ -399,3 +399,10 @@ async def test_override_host_names_resolved_off_the_event_loop(
         with trio.fail_after(5):
             await q.until_resolved()
         assert q.per_ip_overrides == {"127.0.0.1": 7, "10.1.2.3": 4}
+        release.clear()  # looked up again, the last answer meanwhile
+        ok = await alter(
+            admin, node, ("max.connections.per.ip.overrides", SET, "clients.example:8")
+        )
+        assert ok == (ErrorCode.none, None)
+        assert q.per_ip_overrides == {"127.0.0.1": 8}
+        release.set()
