@@ -69,3 +69,34 @@ def test_broker_configs_altered_described_and_kept(own_broker: BrokerProcess) ->
     assert own["log.retention.ms"].value == "5000"
     assert own["log.retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
     assert own["log.retention.bytes"].value == "12345"
+
+
+@pytest.mark.skipif(EXTERNAL, reason="changes the broker's configs")
+def test_connection_quotas_altered_and_refused_as_kafka(own_broker: BrokerProcess) -> None:
+    """Connection quotas (proxy/connection_quotas.py) through a stock AdminClient: dynamic,
+    described with their source, refused with Kafka's texts; the behaviour itself is covered over
+    real sockets in tests/proxy/test_connection_quotas.py."""
+    admin = AdminClient({"bootstrap.servers": own_broker.bootstrap})
+    node = _node_id(admin)
+    before = _describe(admin, node)
+    assert before["max.connections"].value == "2147483647"
+    assert not before["max.connections.per.ip.overrides"].is_read_only
+    with pytest.raises(KafkaException, match="can be set to zero only if"):
+        _alter(
+            admin,
+            node,
+            ConfigEntry("max.connections.per.ip", "0", incremental_operation=AlterConfigOpType.SET),
+        )
+    with pytest.raises(KafkaException, match=r"Invalid max\.connections 0"):
+        _alter(
+            admin,
+            node,
+            ConfigEntry("max.connections", "0", incremental_operation=AlterConfigOpType.SET),
+        )
+    rate = "listener.name.plaintext.max.connection.creation.rate"
+    _alter(admin, node, ConfigEntry(rate, "1000", incremental_operation=AlterConfigOpType.SET))
+    own = _describe(admin, node)
+    assert own[rate].value == "1000"
+    assert own[rate].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    _alter(admin, node, ConfigEntry(rate, None, incremental_operation=AlterConfigOpType.DELETE))
+    assert rate not in _describe(admin, node)

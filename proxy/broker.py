@@ -102,6 +102,7 @@ class Broker:
             {n: default for n, (_, default) in BROKER_CONFIGS.items()},
         )
         self.dynamic.listeners.append(self._dynamic_changed)
+        self.dynamic.listener_names = tuple(lst.name for lst in config.endpoints())
         # Listener name -> the address advertised on it; a port-0 listener without an
         # advertised entry gets its bound port once the server binds it (``bind_port``).
         self.advertised: dict[str, tuple[str, int]] = {

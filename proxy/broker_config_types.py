@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from proxy.connection_quota_config import listener_base
+
 UNKNOWN, BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = range(10)
 
 _B, _S, _I, _L, _D, _LS, _C, _P = BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, CLASS, PASSWORD
@@ -81,6 +83,23 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
     "quota.window.size.seconds": (_I, "The time span of each sample for client quotas."),
     "socket.request.max.bytes": (_I, "The maximum number of bytes in a socket request."),
     "connections.max.idle.ms": (_L, "Idle connections timeout."),
+    "max.connections": (
+        _I,
+        "The maximum number of connections we allow in the broker at any time.",
+    ),
+    "max.connections.per.ip": (
+        _I,
+        "The maximum number of connections we allow from each ip address.",
+    ),
+    "max.connections.per.ip.overrides": (
+        _S,
+        "A comma-separated list of per-ip or hostname overrides to the default maximum number "
+        'of connections. An example value is "hostName:100,127.0.0.1:200"',
+    ),
+    "max.connection.creation.rate": (
+        _I,
+        "The maximum connection creation rate we allow in the broker at any time.",
+    ),
     "message.max.bytes": (_I, "The largest record batch size allowed by Kafka."),
     "log.segment.bytes": (_I, "The maximum size of a single log file."),
     "log.roll.ms": (_L, "The maximum time before a new log segment is rolled out."),
@@ -221,7 +240,7 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
 
 def config_type(name: str) -> int:
     """Kafka's type of broker config ``name``; UNKNOWN for a name Kafka does not define."""
-    info = BROKER_CONFIG_INFO.get(name)
+    info = BROKER_CONFIG_INFO.get(listener_base(name) or name)  # a listener's: its base's
     return UNKNOWN if info is None else info[0]
 
 

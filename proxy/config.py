@@ -22,6 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from proxy.acl.settings import ACL_CONFIGS
+from proxy.connection_quota_config import (
+    listener_base,
+    non_negative_int,
+    overrides_parser,
+    validate_values,
+)
 from proxy.fault_injection import parse_spec
 from proxy.http.settings import parse_http_listeners
 from proxy.kafka_properties import translate
@@ -245,6 +251,12 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "quota.window.num": (_positive_int, "11"),
     "quota.window.size.seconds": (_positive_int, "1"),
     "socket.request.max.bytes": (_positive_int, "104857600"),
+    # Connection quotas (proxy/connection_quotas.py), Kafka's defaults (Integer.MAX_VALUE: no
+    # limit); max.connections and the rate also per listener (listener.name.<name>.<config>)
+    "max.connections": (non_negative_int, str(INT_MAX)),
+    "max.connections.per.ip": (non_negative_int, str(INT_MAX)),
+    "max.connections.per.ip.overrides": (overrides_parser, ""),
+    "max.connection.creation.rate": (non_negative_int, str(INT_MAX)),
     "connections.max.idle.ms": (_long, "600000"),
     "message.max.bytes": (_non_negative_int, "1048588"),
     "log.segment.bytes": (at_least(14, INT_MAX), "1073741824"),
@@ -497,7 +509,7 @@ def resolve_values(
         ("--set", overrides),
     ):
         for name, value in values.items():
-            if per_listener_base(name):
+            if per_listener_base(name) or listener_base(name):
                 raw[name] = (value, source)  # listener.name.<name>.<config>: parsed as <config>
             elif name not in BROKER_CONFIGS:
                 errors.append(_unknown(name, source, BROKER_CONFIGS))
@@ -511,7 +523,10 @@ def resolve_values(
     resolved: dict[str, Any] = {}
     for name, (value, source) in raw.items():
         base = per_listener_base(name)
-        declared = PER_LISTENER[base] if base else BROKER_CONFIGS[name][0]
+        if quota_base := listener_base(name):
+            declared = BROKER_CONFIGS[quota_base][0]
+        else:
+            declared = PER_LISTENER[base] if base else BROKER_CONFIGS[name][0]
         parser = _READABLE.get(declared, declared)
         try:
             resolved[name] = parser(_java_trim(value))
@@ -669,6 +684,8 @@ def load_config(
         except (SaslConfigError, ValueError) as exc:
             kafka.errors.append(str(exc))
     kafka.errors += consumer_group_config_errors(values)
+    if (error := validate_values(values)) is not None:
+        kafka.errors.append(error.removeprefix("requirement failed: "))
     if kafka.errors:
         raise ConfigError("; ".join(kafka.errors))
     if not parsed:

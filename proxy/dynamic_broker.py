@@ -35,6 +35,12 @@ from typing import Any, Protocol
 import trio
 
 from proxy.broker_config_types import BOOLEAN, DOUBLE, INT, LONG, SHORT, config_type
+from proxy.connection_quota_config import (
+    BROKER_WIDE,
+    listener_base,
+    reconfiguration_error,
+    validate_values,
+)
 
 log = logging.getLogger("kafkad.config")
 BLOB = "broker-configs"
@@ -72,8 +78,17 @@ DYNAMIC = frozenset(
         "log.cleaner.backoff.ms",
         # DynamicProducerStateManagerConfig
         "producer.id.expiration.ms",
+        # SocketServer.ReconfigurableConfigs (proxy/connection_quotas.py); the per-listener
+        # max.connections and max.connection.creation.rate too (``dynamic``)
+        *BROKER_WIDE,
     }
 )
+
+
+def dynamic(name: str) -> bool:
+    """Whether Kafka lets a dynamic config change ``name`` (and kafkad applies it)."""
+    return name in DYNAMIC or listener_base(name) is not None
+
 
 # Kafka's DynamicSecurityConfigs (SslConfigs.RECONFIGURABLE_CONFIGS): dynamic only with a
 # listener prefix (listener.name.<name>.ssl.keystore.location), which kafkad does not support.
@@ -151,6 +166,7 @@ class DynamicBrokerConfigs:
         self._configs: Configs = {}
         self.lock = trio.Lock()  # held across a read-decide-write
         self.listeners: list[Callable[[], None]] = []  # told after each applied change
+        self.listener_names: tuple[str, ...] = ()  # the client listeners (connection quotas)
 
     def layer(self, resource: str) -> Mapping[str, str]:
         """The dynamic configs of ``resource`` ("" the cluster default, else the node id)."""
@@ -171,17 +187,30 @@ class DynamicBrokerConfigs:
         self._apply()
 
     def parse(self, name: str, value: str) -> Any:
-        return self._parsers[name](value.strip())
+        return self._parsers[listener_base(name) or name](value.strip())
 
-    def _apply(self) -> None:
-        mine, cluster = self.layer(self.node), self.layer("")
-        for name in DYNAMIC:
+    def effective(self, configs: Configs) -> dict[str, Any]:
+        """The values of the dynamic configs over the static ones with layers ``configs``."""
+        mine, cluster = configs.get(self.node, {}), configs.get("", {})
+        prefixed = {n for n in (*self.static, *mine, *cluster) if listener_base(n)}
+        out: dict[str, Any] = {}
+        for name in DYNAMIC | prefixed:
             raw = mine.get(name, cluster.get(name))
             try:
-                self.values[name] = self.static[name] if raw is None else self.parse(name, raw)
+                if raw is not None:
+                    out[name] = self.parse(name, raw)
+                    continue
             except ValueError as exc:  # stored by an older kafkad: ignored, as Kafka does
                 log.warning("dynamic broker config %s=%s ignored: %s", name, raw, exc)
-                self.values[name] = self.static[name]
+            if name in self.static:
+                out[name] = self.static[name]
+        return out
+
+    def _apply(self) -> None:
+        values = self.effective(self._configs)
+        for name in [n for n in self.values if listener_base(n) and n not in values]:
+            del self.values[name]  # a per-listener override deleted: the broker-wide value
+        self.values.update(values)
         for listener in self.listeners:
             listener()
 
@@ -194,6 +223,8 @@ class DynamicBrokerConfigs:
 
     def static_source(self, name: str) -> int:
         """STATIC_BROKER_CONFIG if the static value differs from kafkad's default."""
+        if name in self.static and listener_base(name):
+            return STATIC_BROKER_CONFIG  # a listener's override (no default of its own)
         if name not in self.static or name not in self._defaults:
             return DEFAULT_CONFIG  # a name only stored dynamically
         set_ = render(self.static[name]) != self._defaults[name]
@@ -203,7 +234,8 @@ class DynamicBrokerConfigs:
         """Kafka's ConfigHelper.configSynonyms: (name, value, source) for each alternate name
         in each layer, highest precedence first, from the first entry of ``name`` itself; for
         the cluster default only the DYNAMIC_DEFAULT_BROKER_CONFIG ones."""
-        names = ALTERNATES.get(name, (name,))
+        base = listener_base(name)  # Kafka: a listener's override has its base as synonym
+        names = (name, base) if base else ALTERNATES.get(name, (name,))
         out: list[tuple[str, str, int]] = []
         for source, layer in (
             (DYNAMIC_BROKER_CONFIG, self.layer(self.node)),
@@ -211,7 +243,7 @@ class DynamicBrokerConfigs:
         ):
             out += [(n, layer[n], source) for n in names if n in layer]
         for n in names:
-            if n == name and self.static_source(name) == STATIC_BROKER_CONFIG:
+            if n in (name, base) and self.static_source(n) == STATIC_BROKER_CONFIG:
                 out.append((n, render(self.static[n]), STATIC_BROKER_CONFIG))
         for n in names:
             default = KAFKA_DEFAULTS[n] if n in KAFKA_DEFAULTS else self._defaults.get(n)
@@ -239,7 +271,10 @@ def refusal(
     fixed = [
         n
         for n in configs
-        if n not in DYNAMIC | SECURITY and (known(n) or n in KAFKA_DEFAULTS) and n not in later
+        if not dynamic(n)
+        and n not in SECURITY
+        and (known(n) or n in KAFKA_DEFAULTS)
+        and n not in later
     ]
     if fixed:
         return f"Cannot update these configs dynamically: Set({', '.join(fixed)})"
@@ -249,18 +284,23 @@ def refusal(
             f"listener prefix: Set({', '.join(security)})"
         )
     for name, value in configs.items():
-        if name not in DYNAMIC:
+        if not dynamic(name):
             continue
         try:
             dyn.parse(name, value)
-        except ValueError as exc:
-            return kafka_value_error(name, value, str(exc))
+        except ValueError as exc:  # a listener's override is checked as its base config
+            return kafka_value_error(listener_base(name) or name, value, str(exc))
     if later:
         return (
             "Cannot update these configs at default cluster level, broker id must be "
             f"specified: Set({', '.join(later)})"
         )
-    return None
+    # Kafka then builds the whole new KafkaConfig (validateValues) and asks each reconfigurable
+    new = dyn.effective({**dyn._configs, dyn.node if per_broker else "": dict(configs)})
+    new_values = {n: v for n, v in dyn.values.items() if not listener_base(n)} | new
+    if (problem := validate_values(new_values)) is not None:
+        return problem
+    return reconfiguration_error(dyn.values, new_values, dyn.listener_names)
 
 
 # Kafka's DynamicBrokerConfig.PerBrokerConfigs: DynamicListenerConfig's (and the security ones)

@@ -26,6 +26,7 @@ import trio
 from proxy.broker import Broker
 from proxy.config import BrokerConfig
 from proxy.connection import Connection, NetConfig, serve_connection
+from proxy.connection_quotas import ConnectionQuotas, serve_listener
 from proxy.dispatch import Dispatcher
 from proxy.http.settings import parse_http_listeners
 from proxy.sasl.session import SaslSession
@@ -53,6 +54,7 @@ class Server:
         self.bound_listeners: dict[str, tuple[str, int]] = {}
         self.broker: Broker | None = None
         self.console_urls: list[str] = []  # the web console's, if it runs (proxy/http/)
+        self.connection_quotas: ConnectionQuotas | None = None
 
     def stop(self) -> None:
         self.stopping.set()
@@ -81,6 +83,13 @@ class Server:
             sockets = await self._listeners(broker)
             self.bound = next(iter(self.bound_listeners.values()))
             dispatch = Dispatcher(broker)
+            # max.connections & co. (proxy/connection_quotas.py), following dynamic changes
+            quotas = ConnectionQuotas(cfg.values or {}, sockets)
+            self.connection_quotas = quotas
+            broker.dynamic.listeners.append(quotas.configure)
+            broker.dynamic.listeners.append(self._close_excess)
+            quotas.set_ip_rates(broker.quotas.quotas)  # and the ip entities' creation rates
+            broker.quotas.listeners.append(quotas.set_ip_rates)
             idle_ms = cfg.get("connections.max.idle.ms")
             net = NetConfig(
                 max_frame_bytes=cfg.get("socket.request.max.bytes"),
@@ -110,7 +119,11 @@ class Server:
                             )
 
                         with accept_scopes[name]:
-                            await trio.serve_listeners(handle, bound, handler_nursery=conns)
+                            async with trio.open_nursery() as each:
+                                for listener in bound:
+                                    each.start_soon(
+                                        serve_listener, quotas, name, listener, handle, conns
+                                    )
 
                     for name, bound in sockets.items():
                         conns.start_soon(accept_loop, name, bound)
@@ -132,6 +145,19 @@ class Server:
             with trio.CancelScope(shield=True):
                 await broker.close()
         log.info("stopped: segments flushed and closed")
+
+    def _close_excess(self) -> None:
+        """Kafka's Processor.closeExcessConnections: while more connections are open than
+        ``max.connections`` (lowered at runtime), the least recently active are closed (Kafka:
+        one per network thread's poll; here all at once). A connection serving a request is
+        the last candidate (its idle deadline is unset)."""
+        assert self.connection_quotas is not None
+        open_ = [c for c in self.connections if not c.scope.cancel_called]
+        excess = len(open_) - self.connection_quotas.broker.max
+        if excess > 0:
+            for conn in sorted(open_, key=lambda c: c.scope.deadline)[:excess]:
+                log.info("closing %s: more than max.connections are open", conn.peer)
+                conn.scope.cancel()
 
     async def _listeners(self, broker: Broker) -> dict[str, list[StreamListener]]:
         """Every client listener, bound (or as given), in ``endpoints()`` order; records each

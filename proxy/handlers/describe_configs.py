@@ -41,6 +41,7 @@ from proxy.acl.checks import MESSAGES, config_refusal
 from proxy.acl.model import AclOperation
 from proxy.broker_config_types import config_type, documentation, sensitive
 from proxy.config import BROKER_CONFIGS, INTERNAL_CONFIGS
+from proxy.connection_quota_config import listener_base
 from proxy.context import RequestContext
 from proxy.dynamic_broker import DYNAMIC, DynamicBrokerConfigs, render
 from proxy.registry import handler
@@ -190,8 +191,9 @@ def broker_entries(
     any stored dynamically) with its effective value; for "" (the cluster default) only the
     dynamic cluster-wide ones. Source: the first synonym's (Kafka's order), else DEFAULT."""
     per_broker = resource != ""
-    if per_broker:
+    if per_broker:  # Kafka: the KafkaConfig's originals, a static listener override too
         names = set(BROKER_CONFIGS) | set(dynamic.layer("")) | set(dynamic.layer(resource))
+        names |= {n for n in dynamic.static if listener_base(n)}
     else:
         names = set(dynamic.layer(""))
     out = []
@@ -213,6 +215,8 @@ def broker_entries(
             DescribeConfigsResourceResult(
                 name=name,
                 value=None if hidden else raw,
+                # Kafka: AllDynamicConfigs.contains(name), base names only (so a listener's
+                # override listener.name.<l>.max.connections is read-only, though alterable)
                 read_only=name not in DYNAMIC,
                 config_source=i8(all_syn[0].source if all_syn else DEFAULT_CONFIG),
                 is_sensitive=hidden,

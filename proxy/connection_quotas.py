@@ -1,0 +1,416 @@
+"""Connection quotas: Kafka's ``kafka.network.ConnectionQuotas`` for one node.
+
+Every accepted connection is counted per peer IP, per listener and broker-wide before it is
+served (``inc``), and uncounted when it closes (``dec``). As Kafka's acceptor does:
+
+* the connection creation rate is recorded broker-wide and per listener, each a Kafka ``Rate``
+  (``quota.window.num`` samples of ``quota.window.size.seconds``) with the quota
+  ``max.connection.creation.rate`` (the listener's: its override, else the broker-wide one);
+  above either, the accept is delayed by ``round((rate - quota) / quota * window)`` ms, the
+  longer of the two, at most one window (``QuotaUtils.boundedThrottleTime``), not refused;
+* then, while the listener has ``max.connections`` connections (its override, else the
+  broker-wide value) or the broker has ``max.connections``, the accept waits for one to close
+  or for the limits to be raised (Kafka's acceptor blocks in ``waitForConnectionSlot``; the
+  accepted socket stays open, unread, meanwhile; later clients queue in the listen backlog);
+* then the connection is counted, and if its IP already had ``max.connections.per.ip``
+  connections (or its ``max.connections.per.ip.overrides`` count) it is closed at once.
+
+When ``max.connections`` is lowered below the connections open, the least recently active
+ones are closed (Kafka's Processor.closeExcessConnections; ``Server._close_excess``).
+
+An ``ip`` client-quota entity's ``connection_creation_rate`` (AlterClientQuotas; the default
+``ip`` entity for every other IP) is checked last: above it, the connection is taken back out
+of every rate, not counted, and closed after the throttle time, unserved (Kafka's
+ConnectionThrottledException and ``throttledSockets``).
+
+Not modelled: Kafka's inter-broker listener exemption (kafkad has no inter-broker listener).
+
+Deviation: Kafka records every connection in the rate sensors; kafkad records only while a
+creation-rate quota is set (broker-wide or on the listener), so with no quota the accept path
+costs two dict updates. A quota set at runtime therefore starts from an empty window (Kafka's
+may throttle at once if the last window already saw more connections than the new quota).
+
+Host names in ``max.connections.per.ip.overrides`` are resolved in a worker thread (Kafka's
+``InetAddress.getByName`` blocks the thread applying the config; here that would stall every
+connection): an override naming a host applies once the lookup answers, an IP literal at once.
+
+Limits are re-read by ``configure`` (at start and after each dynamic config change) and a
+change wakes the waiting accepts at once (Kafka's ``counts.notifyAll``). Times come from
+``trio.current_time`` (a MockClock in tests).
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import logging
+import math
+import os
+import socket
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+import trio
+
+from proxy.connection_quota_config import (
+    INT_MAX,
+    MAX_CONNECTION_CREATION_RATE,
+    MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_IP,
+    MAX_CONNECTIONS_PER_IP_OVERRIDES,
+    listener_limit,
+    parse_overrides,
+)
+from proxy.quotas.model import CONNECTION_CREATION_RATE, IP, Quotas
+from proxy.quotas.throttle import Rate
+
+IP_SENSOR_EXPIRY_MS = 3600 * 1000  # Kafka's ConnectionQuotaEntity.sensorExpiration for an IP
+IP_SENSORS_PRUNE_AT = 4096
+
+log = logging.getLogger("kafkad.connections")
+
+
+class TooManyConnections(Exception):
+    def __init__(self, ip: str, count: int) -> None:
+        super().__init__(f"{ip} already has the configured maximum of {count} connections")
+        self.ip, self.count = ip, count
+
+
+def normalise_ip(host: str) -> str:
+    try:
+        return str(ipaddress.ip_address(host.split("%")[0]))
+    except ValueError:
+        return host
+
+
+def _ip_literal(host: str) -> str | None:
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return None
+
+
+def _resolve(host: str) -> str | None:
+    """Kafka's ``InetAddress.getByName``: an IP literal as is, a host name's first address
+    (blocking: called in a worker thread)."""
+    if (ip := _ip_literal(host)) is not None:
+        return ip
+    try:
+        return normalise_ip(str(socket.getaddrinfo(host, None)[0][4][0]))
+    except OSError as exc:
+        log.warning(
+            "%s: cannot resolve %s (%s); ignored", MAX_CONNECTIONS_PER_IP_OVERRIDES, host, exc
+        )
+        return None
+
+
+class ConnectionThrottled(Exception):
+    """The IP is above its ``connection_creation_rate`` quota: the connection is closed after
+    ``throttle_ms`` (Kafka's acceptor keeps it in ``throttledSockets`` meanwhile)."""
+
+    def __init__(self, ip: str, throttle_ms: int) -> None:
+        super().__init__(f"{ip} throttled for {throttle_ms} ms")
+        self.ip, self.throttle_ms = ip, throttle_ms
+
+
+class _Limit:
+    """One listener's (or the broker's) count, connection limit and creation-rate sensor."""
+
+    __slots__ = ("count", "max", "quota", "rate", "throttle_ms_total", "throttled")
+
+    def __init__(self, samples: int, window_ms: int) -> None:
+        self.count = 0
+        self.max = INT_MAX
+        self.quota = INT_MAX
+        self.rate = Rate(samples, window_ms)
+        self.throttle_ms_total = 0  # connection-accept-throttle-time's inputs
+        self.throttled = 0
+
+
+class ConnectionQuotas:
+    def __init__(self, values: Mapping[str, Any], listeners: Iterable[str]) -> None:
+        self.values = values
+        samples, window_s = values["quota.window.num"], values["quota.window.size.seconds"]
+        self.max_throttle_ms: int = window_s * 1000
+        self.broker = _Limit(samples, window_s * 1000)
+        self.listeners = {name: _Limit(samples, window_s * 1000) for name in listeners}
+        self.per_ip: dict[str, int] = {}  # IP -> open connections
+        self.per_ip_default = INT_MAX
+        self.per_ip_overrides: dict[str, int] = {}
+        self._overrides_text: str | None = None
+        # the ip client-quota entities' connection_creation_rate (set_ip_rates)
+        self.ip_rates: dict[str, int] = {}
+        self.ip_rate_default = INT_MAX
+        self._ip_sensors: dict[str, Rate] = {}
+        self._prune_at = IP_SENSORS_PRUNE_AT
+        self._samples, self._window_ms = samples, window_s * 1000
+        self._changed = trio.Event()
+        self._waiting = 0  # accepts waiting for a slot or out a throttle
+        self._blocked = trio.Event()  # set (and replaced) when an accept starts waiting
+        self._resolved = trio.Event()  # set once the overrides' host names are resolved
+        self._resolved.set()
+        self._host_ips: dict[str, str] = {}  # override host name -> its last resolved IP
+        self.configure()
+
+    @property
+    def total(self) -> int:
+        return self.broker.count
+
+    def configure(self) -> None:
+        """Re-read the limits from ``values``; waiting accepts look again at once."""
+        v = self.values
+        self.per_ip_default = v[MAX_CONNECTIONS_PER_IP]
+        text = v[MAX_CONNECTIONS_PER_IP_OVERRIDES]
+        if text != self._overrides_text:
+            try:
+                parsed = parse_overrides(text)
+            except ValueError as exc:  # checked before it was applied; stay with the old ones
+                log.warning("%s=%s ignored: %s", MAX_CONNECTIONS_PER_IP_OVERRIDES, text, exc)
+            else:
+                self._overrides_text = text
+                # IP literals, and host names as last resolved, at once; new names once looked
+                # up (off the event loop)
+                known = {h: _ip_literal(h) or self._host_ips.get(h) for h in parsed}
+                self.per_ip_overrides = {
+                    ip: n for h, n in parsed.items() if (ip := known[h]) is not None
+                }
+                if any(ip is None and _ip_literal(h) is None for h, ip in known.items()):
+                    self._resolved = trio.Event()
+                    trio.lowlevel.spawn_system_task(self._resolve_overrides, text, parsed)
+        self.broker.max = v[MAX_CONNECTIONS]
+        self.broker.quota = v[MAX_CONNECTION_CREATION_RATE]
+        for name, limit in self.listeners.items():
+            limit.max = listener_limit(v, name, MAX_CONNECTIONS)
+            limit.quota = listener_limit(v, name, MAX_CONNECTION_CREATION_RATE)
+        self._notify()
+
+    async def _resolve_overrides(self, text: str, parsed: Mapping[str, int]) -> None:
+        """The overrides naming hosts, once resolved in a worker thread (a slow resolver must
+        not stall the broker); dropped if the config changed again meanwhile."""
+        done = self._resolved
+        try:
+            resolved = await trio.to_thread.run_sync(
+                lambda: {host: _resolve(host) for host in parsed}, abandon_on_cancel=True
+            )
+        finally:
+            done.set()
+        self._host_ips.update({h: ip for h, ip in resolved.items() if ip is not None})
+        if text == self._overrides_text:
+            self.per_ip_overrides = {
+                ip: n for h, n in parsed.items() if (ip := resolved[h]) is not None
+            }
+
+    async def until_resolved(self) -> None:
+        """Returns once the overrides' host names are resolved (tests)."""
+        await self._resolved.wait()
+
+    def set_ip_rates(self, quotas: Quotas) -> None:
+        """The client quotas' ``ip`` entities (Kafka's ``updateIpConnectionRateQuota``)."""
+        rates, default = {}, INT_MAX
+        for entity, values in quotas.items():
+            if len(entity) != 1 or entity[0][0] != IP or CONNECTION_CREATION_RATE not in values:
+                continue
+            rate = int(values[CONNECTION_CREATION_RATE])
+            if entity[0][1] is None:
+                default = rate
+            else:
+                rates[normalise_ip(entity[0][1])] = rate
+        self.ip_rates, self.ip_rate_default = rates, default
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def count(self, ip: str) -> int:
+        return self.per_ip.get(ip, 0)
+
+    async def inc(self, listener: str, ip: str) -> None:
+        """Count a new connection from ``ip`` on ``listener``, first waiting out a creation-rate
+        throttle and for a free slot; TooManyConnections (uncounted again) if the IP is at its
+        limit: the caller closes the connection at once."""
+        limit = self.listeners[listener]
+        recorded = await self._wait_for_slot(limit)
+        if self.ip_rates or self.ip_rate_default < INT_MAX:
+            self._record_ip(limit, ip, recorded)
+        count = self.per_ip.get(ip, 0)
+        self.per_ip[ip] = count + 1
+        self.broker.count += 1
+        limit.count += 1
+        most = self.per_ip_overrides.get(ip, self.per_ip_default)
+        if count >= most:
+            self.dec(listener, ip)
+            raise TooManyConnections(ip, most)
+
+    def dec(self, listener: str, ip: str) -> None:
+        count = self.per_ip[ip]
+        if count == 1:
+            del self.per_ip[ip]
+        else:
+            self.per_ip[ip] = count - 1
+        self.broker.count -= 1
+        self.listeners[listener].count -= 1
+        if self._waiting:
+            self._notify()
+
+    async def until_waiting(self, n: int) -> None:
+        """Returns once ``n`` accepts are waiting (tests: a connection accepted, not served)."""
+        while True:
+            blocked = self._blocked
+            if self._waiting >= n:
+                return
+            await blocked.wait()
+
+    def _slot_available(self, limit: _Limit) -> bool:
+        return limit.count < limit.max and self.broker.count < self.broker.max
+
+    def _record_ip(self, limit: _Limit, ip: str, recorded: bool) -> None:
+        """Kafka's recordIpConnectionMaybeThrottle: above the IP's quota the connection is
+        taken back out of every rate it was recorded in, and ConnectionThrottled."""
+        quota = self.ip_rates.get(ip, self.ip_rate_default)
+        if quota >= INT_MAX:
+            return
+        now_ms = _now_ms()
+        sensor = self._ip_sensors.get(ip)
+        if sensor is None:
+            if len(self._ip_sensors) >= self._prune_at:
+                self._prune_ip_sensors(now_ms)
+                self._prune_at = max(IP_SENSORS_PRUNE_AT, 2 * len(self._ip_sensors))
+            sensor = self._ip_sensors[ip] = Rate(self._samples, self._window_ms)
+        throttle_ms = self._throttle_ms(sensor, quota, now_ms)
+        if throttle_ms > 0:
+            sensor.record(-1.0, now_ms)
+            if recorded:
+                self.broker.rate.record(-1.0, now_ms)
+                limit.rate.record(-1.0, now_ms)
+            raise ConnectionThrottled(ip, throttle_ms)
+
+    def _prune_ip_sensors(self, now_ms: int) -> None:
+        """Kafka expires an IP's sensor after an hour without a connection."""
+        for ip, sensor in list(self._ip_sensors.items()):
+            if all(now_ms - s.last_event_ms >= IP_SENSOR_EXPIRY_MS for s in sensor._samples):
+                del self._ip_sensors[ip]
+
+    async def _wait_for_slot(self, limit: _Limit) -> bool:
+        """Waits out the creation-rate throttle and for a free slot; whether the connection
+        was recorded in the broker's and the listener's rates."""
+        if limit.quota >= INT_MAX and self.broker.quota >= INT_MAX:
+            # no rate quota: nothing recorded (the fast path; see the module docstring)
+            if self._slot_available(limit):
+                return False
+            start_ms, throttle_ms, recorded = _now_ms(), 0, False
+        else:
+            start_ms, recorded = _now_ms(), True
+            throttle_ms = self._record(self.broker, start_ms)
+            throttle_ms = max(throttle_ms, self._record(limit, start_ms))
+            if throttle_ms > 0:
+                limit.throttle_ms_total += throttle_ms
+                limit.throttled += 1
+            if throttle_ms <= 0 and self._slot_available(limit):
+                return True
+        end_ms = start_ms + throttle_ms
+        self._waiting += 1
+        self._blocked.set()
+        self._blocked = trio.Event()
+        try:
+            while True:
+                remaining_ms = end_ms - _now_ms()
+                if remaining_ms <= 0 and self._slot_available(limit):
+                    return recorded
+                changed = self._changed
+                with trio.move_on_after(remaining_ms / 1000 if remaining_ms > 0 else math.inf):
+                    await changed.wait()
+        finally:
+            self._waiting -= 1
+
+    def _record(self, limit: _Limit, now_ms: int) -> int:
+        return self._throttle_ms(limit.rate, limit.quota, now_ms)
+
+    def _throttle_ms(self, rate: Rate, quota: int, now_ms: int) -> int:
+        """Kafka's recordAndGetThrottleTimeMs: record one connection; the throttle time if the
+        rate is now above the quota."""
+        rate.record(1.0, now_ms)
+        if quota >= INT_MAX:
+            return 0  # the rate cannot exceed Integer.MAX_VALUE per second
+        if quota <= 0:  # Kafka: an infinite throttle time, bounded to one window
+            return self.max_throttle_ms
+        measured = rate.measure(now_ms)
+        if measured <= quota:
+            return 0
+        window = rate.window_size(now_ms)
+        throttle = math.floor((measured - quota) / quota * window + 0.5)
+        return min(throttle, self.max_throttle_ms)
+
+
+def _now_ms() -> int:
+    return int(trio.current_time() * 1000)
+
+
+# accept(2) errors that mean the system is overloaded: trio.serve_listeners' list and pause
+ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+ACCEPT_RETRY_S = 0.1
+
+
+def peer_ip(stream: trio.abc.Stream) -> str:
+    """The peer's IP ("" for a stream without a socket, e.g. an in-memory one)."""
+    if isinstance(stream, trio.SocketStream):
+        try:
+            return normalise_ip(str(stream.socket.getpeername()[0]))
+        except OSError:
+            pass
+    return ""
+
+
+async def serve_listener(
+    quotas: ConnectionQuotas,
+    name: str,
+    listener: trio.abc.Listener[trio.abc.Stream],
+    handler: Callable[[trio.abc.Stream], Awaitable[None]],
+    handler_nursery: trio.Nursery,
+) -> None:
+    """trio.serve_listeners' loop for one listening socket of listener ``name``, each accepted
+    connection first passed through ``quotas.inc`` (which may delay it, as Kafka's acceptor
+    waits) and counted until its handler returns."""
+
+    async def run(stream: trio.abc.Stream, ip: str) -> None:
+        try:
+            await handler(stream)
+        finally:
+            quotas.dec(name, ip)
+            await trio.aclose_forcefully(stream)
+
+    async def close_later(stream: trio.abc.Stream, delay_ms: int) -> None:
+        try:
+            await trio.sleep(delay_ms / 1000)
+        finally:
+            await trio.aclose_forcefully(stream)
+
+    async with listener, trio.open_nursery() as throttled:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                log.error("accept: %s; retrying in %s s", os.strerror(exc.errno), ACCEPT_RETRY_S)
+                await trio.sleep(ACCEPT_RETRY_S)
+                continue
+            ip = peer_ip(stream)
+            try:
+                await quotas.inc(name, ip)
+            except TooManyConnections as exc:
+                log.info(
+                    "Rejected connection from %s, address already has the configured maximum "
+                    "of %d connections.",
+                    exc.ip,
+                    exc.count,
+                )
+                await trio.aclose_forcefully(stream)
+                continue
+            except ConnectionThrottled as exc:
+                log.debug("Delaying closing of connection from %s for %d ms", ip, exc.throttle_ms)
+                throttled.start_soon(close_later, stream, exc.throttle_ms)
+                continue
+            except BaseException:  # cancelled while waiting for a slot: shutting down
+                await trio.aclose_forcefully(stream)
+                raise
+            handler_nursery.start_soon(run, stream, ip)
