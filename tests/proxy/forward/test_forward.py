@@ -478,3 +478,71 @@ async def test_a_new_leader_on_an_unseen_endpoint_gets_a_listener_before_the_ans
             assert proxy.local == {("new-host", 9): ("127.0.0.1", leader.port)}
             assert not await _refused(leader.port)  # listening before the answer went out
         nursery.cancel_scope.cancel()
+
+
+async def test_every_endpoint_answer_kafkad_serves_is_rewritten_through_the_proxy() -> None:
+    """Metadata, FindCoordinator, DescribeCluster and DescribeQuorum from a real kafkad hand
+    out the one proxy port of its broker (Produce/Fetch: the new-leader tests)."""
+    from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+
+    from tests.proxy.test_describe_quorum import quorum_request
+
+    async with broker_and_proxy() as (_proxy, port, upstream), connect(port) as client:
+        (broker,) = (await client.request(metadata_request())).brokers
+        assert broker.port not in (port, upstream)
+        fc = await client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=("g",)))
+        assert [(c.host, c.port) for c in fc.coordinators] == [("127.0.0.1", broker.port)]
+        dc = await client.request(
+            DescribeClusterRequest(include_cluster_authorized_operations=False)
+        )
+        assert [(b.host, b.port) for b in dc.brokers] == [("127.0.0.1", broker.port)]
+        dq = await client.request(quorum_request(2))
+        assert [(x.host, x.port) for n in dq.nodes for x in n.listeners] == [
+            ("127.0.0.1", broker.port)
+        ]
+
+
+async def test_a_fetch_answer_naming_an_unseen_leader_is_rewritten() -> None:
+    from kio.schema.fetch.v16 import response as f16
+
+    from tests.proxy.forward.test_hints import _fetch
+
+    ans = _fetch(f16, 16, leaders=True)  # records, aborted transactions, leader 7 at new-host:9
+
+    def answer(api_key: int, version: int, cid: int) -> bytes:
+        assert (api_key, version) == (1, 16)
+        out = struct.pack(">i", cid) + ans[4:]
+        return struct.pack(">i", len(out)) + out
+
+    async with trio.open_nursery() as nursery:
+        up = await _scripted_upstream(nursery, answer)
+        async with running_proxy(up) as (proxy, port), connect(port) as client:
+            await client.send_raw(_fetch_v16_request())
+            frame = await client.read_frame()
+            _cid, got = decode_response(1, 16, frame or b"")
+            (leader,) = got.node_endpoints
+            assert (leader.node_id, leader.host) == (7, "127.0.0.1")
+            assert proxy.local == {("new-host", 9): ("127.0.0.1", leader.port)}
+            assert _cid == 5  # and the records pass unchanged:
+            assert [p.records for t in got.responses for p in t.partitions][:3] == [
+                b"",
+                None,
+                b"\x00" * 600,
+            ]
+        nursery.cancel_scope.cancel()
+
+
+def _fetch_v16_request() -> bytes:
+    from kio.schema.fetch.v16 import request as r16
+
+    req = r16.FetchRequest(
+        replica_state=r16.ReplicaState(),
+        max_wait=r16.FetchRequest.__dataclass_fields__["max_wait"].type.parse(
+            datetime.timedelta(0)
+        ),
+        min_bytes=r16.FetchRequest.__dataclass_fields__["min_bytes"].type(1),
+        topics=(),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+    return encode_request(req, 5, "test")
