@@ -26,9 +26,10 @@ UpdateRaftVoter (82)        -      controller-to-controller traffic, not client 
 (``ClientHost`` in DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe and
 StreamsGroupDescribe is a group member's address, not a broker's: it passes unchanged.)
 
-Of the APIs kafkad serves, tests/proxy/forward/test_rewrite.py decodes and rewrites each
-rewritten one and tests/proxy/forward/test_forward.py has Metadata, FindCoordinator,
-DescribeCluster, Produce and Fetch answers rewritten through a running proxy.
+Each one kafkad serves is tested through a running proxy (tests/proxy/forward/
+test_forward.py): Metadata, FindCoordinator, DescribeCluster and DescribeQuorum from a real
+kafkad, Produce and Fetch naming a new leader from a scripted upstream. ShareFetch and
+ShareAcknowledge, which kafkad does not serve, are rewritten by the same walk, untested.
 
 An endpoint the proxy has not seen yet gets a listener on the fly, before the response goes
 out (``ForwardProxy.local_addresses``): a new leader named only by a Produce or Fetch's
@@ -63,7 +64,7 @@ from kio.index import load_response_schema
 from proxy.forward.frames import kio_range, read_body, response_body_start, write_body
 from proxy.forward.hints import names_leaders
 from wire.errors import DecodeError
-from wire.headers import API_VERSIONS_KEY, response_header
+from wire.headers import API_VERSIONS_KEY, response_header, skip_tagged_fields
 
 PRODUCE_KEY = 0
 FETCH_KEY = 1
@@ -87,11 +88,12 @@ def carries_endpoints(api_key: int, version: int) -> bool:
 
 def might_carry_endpoints(api_key: int, version: int, frame: bytes) -> bool:
     """Cheap test before decoding: Produce and Fetch only if their top-level tagged fields
-    hold ``node_endpoints`` (a frame that does not parse is decoded, to report why)."""
+    hold ``node_endpoints`` (a frame that does not parse is decoded, to report why). For
+    the versions ``carries_endpoints`` accepts."""
     if api_key not in (PRODUCE_KEY, FETCH_KEY):
         return True
-    try:
-        start = response_body_start(api_key, version, frame)
+    try:  # Produce v10+ and Fetch v16+ are flexible: a v1 header (tagged fields after the id)
+        start = skip_tagged_fields(frame, 4, len(frame))
         return names_leaders(api_key, version, frame, start)
     except DecodeError:
         return True
