@@ -9,6 +9,11 @@ proxy a Python object per partition on the hot path, so this module walks the wi
 instead, skipping records and strings by their lengths, down to the top-level tagged fields.
 The layout follows ProduceResponse.json and FetchResponse.json of Kafka 4.2 (``Name`` in
 Produce v10-12, ``TopicId`` from v13; Fetch v16+ always has topic ids).
+
+The walk runs for every Produce v10+ and Fetch v16+ answer, so a partition as most answers
+have it (Produce: no record errors, no message, no tagged fields; Fetch: no aborted
+transactions, records under 16 KiB or skipped by length, no tagged fields) is stepped over
+inline, without a call per field: a few lookups per partition.
 """
 
 from __future__ import annotations
@@ -25,13 +30,21 @@ def names_leaders(api_key: int, version: int, frame: bytes, body_start: int) -> 
     """Whether the response ``frame`` (no size prefix; its body from ``body_start``) has the
     top-level ``node_endpoints`` tagged field. DecodeError when the frame is cut short."""
     end = len(frame)
-    if api_key == PRODUCE_KEY:
-        pos = _produce_topics(frame, body_start, end, version) + 4  # throttle_time_ms
-    elif api_key == FETCH_KEY:
-        pos = _fetch_topics(frame, body_start + 4 + 2 + 4, end)  # throttle, error, session
-    else:
-        raise ValueError(f"api {api_key} has no KIP-951 node endpoints")
+    try:
+        if api_key == PRODUCE_KEY:
+            pos = _produce_topics(frame, body_start, end, version) + 4  # throttle_time_ms
+        elif api_key == FETCH_KEY:
+            pos = _fetch_topics(frame, body_start + 4 + 2 + 4, end)  # throttle, error, session
+        else:
+            raise ValueError(f"api {api_key} has no KIP-951 node endpoints")
+    except IndexError:  # a fast path read past the end
+        raise DecodeError("response cut short") from None
     return _has_tag(frame, pos, end, NODE_ENDPOINTS_TAG)
+
+
+# A partition as most answers have it, after its fixed-size fields: Produce's empty
+# record_errors, null error_message and no tagged fields (no current_leader).
+PRODUCE_PLAIN_TAIL = b"\x01\x00\x00"
 
 
 def _produce_topics(buf: bytes, pos: int, end: int, version: int) -> int:
@@ -41,6 +54,9 @@ def _produce_topics(buf: bytes, pos: int, end: int, version: int) -> int:
         partitions, pos = _count(buf, pos, end)
         for _ in range(partitions):
             pos += 4 + 2 + 8 + 8 + 8  # index, error, base offset, append time, log start
+            if buf[pos : pos + 3] == PRODUCE_PLAIN_TAIL:
+                pos += 3
+                continue
             errors, pos = _count(buf, pos, end)
             for _ in range(errors):
                 pos = _skip_string(buf, pos + 4, end)  # batch index, message
@@ -57,11 +73,25 @@ def _fetch_topics(buf: bytes, pos: int, end: int) -> int:
         partitions, pos = _count(buf, pos + 16, end)  # topic id
         for _ in range(partitions):
             pos += 4 + 2 + 8 + 8 + 8  # index, error, high watermark, last stable, log start
-            aborted, pos = _count(buf, pos, end)
-            for _ in range(aborted):
-                pos = skip_tagged_fields(buf, pos + 16, end)  # producer id, first offset
-            pos = _skip_string(buf, pos + 4, end)  # preferred replica; records by length
-            pos = skip_tagged_fields(buf, pos, end)
+            if buf[pos] <= 1:  # aborted_transactions null or empty, the common case
+                pos += 1
+            else:
+                aborted, pos = _count(buf, pos, end)
+                for _ in range(aborted):
+                    pos = skip_tagged_fields(buf, pos + 16, end)  # producer id, first offset
+            pos += 4  # preferred replica
+            size = buf[pos]  # records: compact nullable bytes (length + 1), skipped
+            if size < 0x80:
+                pos += size or 1
+            elif buf[pos + 1] < 0x80:  # up to 16 KiB
+                size = (size & 0x7F | buf[pos + 1] << 7) + 1
+                pos += size
+            else:
+                pos = _skip_string(buf, pos, end)
+            if buf[pos] == 0:  # no tagged fields (no diverging epoch, leader, snapshot)
+                pos += 1
+            else:
+                pos = skip_tagged_fields(buf, pos, end)
         pos = skip_tagged_fields(buf, pos, end)
     return pos
 

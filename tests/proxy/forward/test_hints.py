@@ -101,3 +101,73 @@ def test_a_frame_cut_short_is_decoded_to_report_it(
         names_leaders(api, version, frame[:-1], start)
     assert rewrite.might_carry_endpoints(api, version, frame[:-1])
     assert rewrite.might_carry_endpoints(3, 12, b"")  # other APIs: always decoded
+
+
+def _plain_fetch(record_sizes: list[int | None]) -> bytes:
+    m = f18
+    parts = tuple(
+        m.PartitionData(
+            partition_index=i32(i),
+            error_code=ErrorCode.none,
+            high_watermark=i64(10),
+            aborted_transactions=None if i % 2 else (),
+            records=None if size is None else b"\x01" * size,
+        )
+        for i, size in enumerate(record_sizes)
+    )
+    topic = m.FetchableTopicResponse(topic_id=uuid.uuid4(), partitions=parts)
+    body = m.FetchResponse(
+        throttle_time=NO_TIME, error_code=ErrorCode.none, session_id=i32(4), responses=(topic,)
+    )
+    return frame_of(1, 18, body)
+
+
+def _plain_produce(partitions: int) -> bytes:
+    m = p10
+    part = m.PartitionProduceResponse(
+        index=i32(0),
+        error_code=ErrorCode.none,
+        base_offset=i64(5),
+        log_append_time=None,
+        record_errors=(),
+        error_message=None,
+    )
+    topic = m.TopicProduceResponse(name="t", partition_responses=(part,) * partitions)
+    return frame_of(0, 10, m.ProduceResponse(responses=(topic,), throttle_time=NO_TIME))
+
+
+def test_records_of_every_length_encoding_are_skipped_exactly() -> None:
+    # compact bytes lengths of 1, 2 and 3 varint bytes, at the edges, null and empty
+    frame = _plain_fetch([None, 0, 125, 126, 127, 16382, 16383, 16384, 1 << 21])
+    start = response_body_start(1, 18, frame)
+    assert names_leaders(1, 18, frame, start) is False
+    for cut in (len(frame) - 1, len(frame) // 2, start + 40):
+        with pytest.raises(DecodeError):
+            names_leaders(1, 18, frame[:cut], start)
+
+
+@pytest.mark.parametrize(
+    ("api", "frame"), [(0, _plain_produce(200)), (1, _plain_fetch([100] * 200))]
+)
+def test_plain_partitions_cost_no_call_each(
+    api: int, frame: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hot path: the walk over 200 partitions without errors reads a handful of varints
+    through a call (topic and partition counts, tagged sections), not several per partition."""
+    from proxy.forward import hints
+
+    calls = 0
+
+    def counted(real: Any) -> Any:
+        def call(*args: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            return real(*args)
+
+        return call
+
+    for name in ("read_uvarint", "skip_tagged_fields"):
+        monkeypatch.setattr(hints, name, counted(getattr(hints, name)))
+    version = 10 if api == 0 else 18
+    assert names_leaders(api, version, frame, response_body_start(api, version, frame)) is False
+    assert calls < 10
