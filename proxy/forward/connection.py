@@ -416,7 +416,7 @@ class _Conn:
 
         Clients ask for the same Metadata again and again and the upstream's answers differ
         only in their correlation id, so a rewritten body is kept (``proxy.rewritten``, emptied
-        when a listener is released) and reused for the same upstream bytes."""
+        when a listener opens or is released) and reused for the same upstream bytes."""
         if slot.api_key == API_VERSIONS_KEY:
             return rewrite.cap_api_versions(slot.api_version, frame)
         if not rewrite.carries_endpoints(slot.api_key, slot.api_version):

@@ -171,6 +171,8 @@ class ForwardProxy:
                 if found is None:
                     key = ListenerKey(family, e.node_id, e.host, e.port)
                     found = self.listeners[key] = await self._listen_for(key, complete)
+                    # a cached answer without this broker, served again, must release it
+                    self.rewritten.clear()
                 seen.add(found.key)
                 out[(e.node_id, e.host, e.port)] = found.local
             if complete and seen:

@@ -546,3 +546,35 @@ def _fetch_v16_request() -> bytes:
         rack_id="",
     )
     return encode_request(req, 5, "test")
+
+
+async def test_a_broker_that_leaves_twice_is_released_twice() -> None:
+    """The rewrite cache must not hide a departure: Metadata without broker 2, with it, and
+    the very same answer without it again (a flapping broker) releases its listener again."""
+    from tests.proxy.forward.test_rewrite import metadata
+
+    brokers: list[tuple[int, str, int]] = []
+
+    def answer(api_key: int, version: int, cid: int) -> bytes:
+        return encode_response(RequestHeader(3, version, cid, None), metadata(*brokers))
+
+    async with trio.open_nursery() as nursery:
+        up = await _scripted_upstream(nursery, answer)
+        async with running_proxy(up) as (proxy, port), connect(port) as client:
+
+            async def handed_out() -> dict[int, int]:
+                meta = await client.request(metadata_request())
+                return {b.node_id: b.port for b in meta.brokers}
+
+            both, one = [(1, "127.0.0.1", up), (2, "127.0.0.1", up)], [(1, "127.0.0.1", up)]
+            brokers[:] = both
+            first = await handed_out()
+            for _ in range(2):
+                brokers[:] = one
+                assert await handed_out() == {1: first[1]}
+                assert [k.node_id for k in proxy.listeners] == [1]
+                assert await _refused(first[2])
+                brokers[:] = both
+                assert await handed_out() == first
+                assert not await _refused(first[2])
+        nursery.cancel_scope.cancel()
