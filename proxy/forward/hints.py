@@ -63,7 +63,7 @@ def _produce_topics(buf: bytes, pos: int, end: int, version: int) -> int:
                 pos = skip_tagged_fields(buf, pos, end)
             pos = _skip_string(buf, pos, end)  # error_message
             pos = skip_tagged_fields(buf, pos, end)
-        pos = skip_tagged_fields(buf, pos, end)
+        pos = pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos, end)
     return pos
 
 
@@ -92,14 +92,17 @@ def _fetch_topics(buf: bytes, pos: int, end: int) -> int:
                 pos += 1
             else:
                 pos = skip_tagged_fields(buf, pos, end)
-        pos = skip_tagged_fields(buf, pos, end)
+        pos = pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos, end)
     return pos
 
 
 def _count(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     """A compact (nullable) array's length: null and empty are both 0."""
-    n, pos = read_uvarint(buf, pos, end)
-    return max(n - 1, 0), pos
+    n = buf[pos] if pos < end else 0x80  # one byte, the common case, without a call
+    if n >= 0x80:
+        n, pos = read_uvarint(buf, pos, end)  # DecodeError when pos is past the end
+        return max(n - 1, 0), pos
+    return max(n - 1, 0), pos + 1
 
 
 def _skip_string(buf: bytes, pos: int, end: int) -> int:
@@ -111,6 +114,8 @@ def _skip_string(buf: bytes, pos: int, end: int) -> int:
 
 
 def _has_tag(buf: bytes, pos: int, end: int, wanted: int) -> bool:
+    if pos == end - 1 and buf[pos] == 0:  # the frame ends with no tagged fields
+        return False
     count, pos = read_uvarint(buf, pos, end)  # DecodeError when pos is past the end
     for _ in range(count):
         tag, pos = read_uvarint(buf, pos, end)

@@ -93,7 +93,7 @@ def might_carry_endpoints(api_key: int, version: int, frame: bytes) -> bool:
     if api_key not in (PRODUCE_KEY, FETCH_KEY):
         return True
     try:  # Produce v10+ and Fetch v16+ are flexible: a v1 header (tagged fields after the id)
-        start = skip_tagged_fields(frame, 4, len(frame))
+        start = 5 if frame[4:5] == b"\x00" else skip_tagged_fields(frame, 4, len(frame))
         return names_leaders(api_key, version, frame, start)
     except DecodeError:
         return True
