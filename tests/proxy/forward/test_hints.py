@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import uuid
 from typing import Any
@@ -171,3 +172,25 @@ def test_plain_partitions_cost_no_call_each(
     version = 10 if api == 0 else 18
     assert names_leaders(api, version, frame, response_body_start(api, version, frame)) is False
     assert calls < 10
+
+
+@pytest.mark.parametrize(("api", "version", "module", "build"), CASES)
+def test_a_damaged_frame_never_crashes_the_walk(
+    api: int, version: int, module: Any, build: Any
+) -> None:
+    """Every truncation and seeded random byte changes: a bool or DecodeError, nothing else
+    (the fast paths read bytes by index)."""
+    import random
+
+    rnd = random.Random(version)
+    frame = build(module, version, True)
+    start = response_body_start(api, version, frame)
+    damaged = [frame[:cut] for cut in range(len(frame))]
+    for _ in range(500):
+        b = bytearray(frame)
+        for _ in range(rnd.randint(1, 4)):
+            b[rnd.randrange(start, len(b))] = rnd.randrange(256)
+        damaged.append(bytes(b))
+    for one in damaged:
+        with contextlib.suppress(DecodeError):
+            assert names_leaders(api, version, one, start) in (True, False)
