@@ -8,7 +8,9 @@ confluent-kafka runs a transactional workload. Checked on the rendered pages:
 * an abort marks the aborted records in the raw view, and the read_committed view omits them;
 * a transaction left open past ``kafkad.http.hanging.transaction.ms`` is flagged HANGING;
 * a consumer-protocol (KIP-848) group shows its members' epochs, states and assignments, and
-  its open page follows a second member joining until both are reconciled.
+  its open page follows a second member joining until both are reconciled;
+* ``kafkad proxy --http`` in front of the broker serves the console's transactions page for
+  the traffic through it, labelled "observed through the proxy": open, then committed/aborted.
 
 Screenshots are saved under the test's tmp dir (the path is printed); any browser console
 error fails the test.
@@ -25,7 +27,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests._support import EXTERNAL, wait_for
+from compat_tests._support import EXTERNAL, topic_name, wait_for
 from compat_tests.cdp import Browser, find_chromium
 from compat_tests.conftest import BrokerProcess, _spawn
 
@@ -243,3 +245,52 @@ def test_a_consumer_protocol_group_in_the_browser(
         first.close()
         if second is not None:
             second.close()
+
+
+def test_transactions_observed_through_the_proxy_in_the_browser(
+    broker: object, bootstrap: str, browser: Browser, tmp_path: Path
+) -> None:
+    """``kafkad proxy --http`` serves the console's transactions page for what passed
+    through it: an open transaction, then its commit and an abort, labelled as observed."""
+    from compat_tests.test_proxy import ProxyProcess
+
+    proxy = ProxyProcess(bootstrap, tmp_path, "", "--http", "127.0.0.1:0")
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    print(f"proxy console screenshots: {shots}")
+    try:
+        url = proxy.http.rstrip("/")
+        admin = AdminClient({"bootstrap.servers": proxy.bootstrap})
+        topic = topic_name("observed-orders")
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+
+        def row_text() -> str:
+            browser.goto(url + "/transactions")
+            return browser.text('[data-txn="observed-checkout"]') or ""
+
+        p = producer(proxy.bootstrap, "observed-checkout")
+        send(p, topic, b"first")
+        assert "ongoing" in row_text()
+        assert f"{topic}-0" in (browser.text("[data-txn] .partitions") or "")
+        banner = browser.text("#observed") or ""
+        assert banner.startswith("Observed through the proxy, not broker state"), banner
+        assert "observed through the proxy" in (browser.text("h1") or "")
+        assert browser.js("document.title") == "Observed transactions · kafkad"
+        browser.screenshot(shots / "1-observed-open.png")
+
+        p.commit_transaction(30)
+        p.begin_transaction()
+        send(p, topic, b"refund")
+        p.abort_transaction(30)
+        text = row_text()
+        assert "aborted" in text, text
+        counts = browser.js(
+            "[...document.querySelectorAll('[data-txn=\"observed-checkout\"] td.n')]"
+            ".map(c => c.innerText)"
+        )
+        assert counts[2:4] == ["1", "1"], counts  # one commit, one abort
+        assert "1 committed" in (browser.text("#totals") or "")
+        browser.screenshot(shots / "2-observed-ended.png")
+        assert browser.errors == [], browser.errors
+    finally:
+        assert proxy.stop() == 0, proxy.log_path.read_text()[-5000:]

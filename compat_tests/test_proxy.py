@@ -14,6 +14,7 @@ import queue
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -26,8 +27,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
-from compat_tests._support import topic_name
-from compat_tests.conftest import REPO, BrokerProcess, module_broker
+from compat_tests._support import EXTERNAL, topic_name
+from compat_tests.conftest import _LIVE, REPO, BrokerProcess, _spawn, module_broker
 from compat_tests.txn_support import create, read_all, values
 
 pytestmark = pytest.mark.timeout(120)
@@ -316,6 +317,56 @@ def test_upstream_with_two_listeners(two_listener_broker: BrokerProcess, tmp_pat
         assert f"upstream {other}" in text and f"upstream {first}" not in text
     finally:
         assert p.stop() == 0
+
+
+# -- an upstream restarted on another port (broker churn) ------------------------------------
+
+
+def _refused(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError:
+        return True
+    return False
+
+
+def test_upstream_restarted_on_another_port_and_back(tmp_path: Path) -> None:
+    """The upstream kafkad restarted on a new port: the listener for its old endpoint is
+    released (new connections refused), the new one gets a listener; restarted on the old
+    port again, it is handed out at its old proxy port."""
+    if EXTERNAL:
+        pytest.skip("restarts its own kafkad upstream")
+    b = _spawn(tmp_path / "churn", "churn")
+    try:
+        first = b.bootstrap
+        with socket.socket() as spare:  # a port for the restart, named to the proxy up front
+            spare.bind(("127.0.0.1", 0))
+            second = f"127.0.0.1:{spare.getsockname()[1]}"
+        p = ProxyProcess(f"{first},{second}", tmp_path)
+        try:
+            (before,) = handed_out_ports(p.bootstrap)
+            b.stop()
+            b.start(port=_port(second))
+            (moved,) = handed_out_ports(p.bootstrap)  # bootstraps through `second` now
+            assert moved != before
+            assert _refused(f"127.0.0.1:{before}")  # the old endpoint's listener: released
+            topic = create(p.bootstrap, topic_name("churn"), 1)
+            producer = Producer({"bootstrap.servers": p.bootstrap})
+            producer.produce(topic, b"after-restart", partition=0)
+            assert producer.flush(30) == 0
+            b.stop()
+            b.start(port=_port(first))
+            assert handed_out_ports(p.bootstrap) == {before}  # back: its old proxy port
+            assert _refused(f"127.0.0.1:{moved}")
+            assert values(read_all(p.bootstrap, [(topic, 0)], "read_committed")) == [
+                b"after-restart"
+            ]
+        finally:
+            assert p.stop() == 0, p.log_path.read_text()[-5000:]
+    finally:
+        b.stop()
+        _LIVE.remove(b)
 
 
 # -- faults as the clients meet them ----------------------------------------------------------

@@ -173,4 +173,9 @@ def _first_oserror(exc: BaseException) -> OSError | None:
 def run_replay(args: argparse.Namespace) -> int:
     from proxy.forward.replay import main
 
-    return main(args.files)
+    try:
+        return main(args.files)
+    except BrokenPipeError:  # `kafkad replay ... | head`: the reader has what it wanted
+        # what is still buffered for stdout would fail again at exit: send it nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -105,6 +105,7 @@ class Live:
     upstream: tuple[str, int]
     scope: trio.CancelScope
     client_id: str | None = None
+    family: str = "bootstrap"  # the upstream listener its broker was learnt through
 
 
 async def forward_connection(
@@ -414,20 +415,22 @@ class _Conn:
         """The frame to send in place of ``frame`` (size prefix included), or None for as is.
 
         Clients ask for the same Metadata again and again and the upstream's answers differ
-        only in their correlation id; the proxy's mappings never change once made, so a
-        rewritten body is kept (``proxy.rewritten``) and reused for the same upstream bytes."""
+        only in their correlation id, so a rewritten body is kept (``proxy.rewritten``, emptied
+        when a listener opens or is released) and reused for the same upstream bytes."""
         if slot.api_key == API_VERSIONS_KEY:
             return rewrite.cap_api_versions(slot.api_version, frame)
         if not rewrite.carries_endpoints(slot.api_key, slot.api_version):
             return None
-        if not rewrite.might_carry_endpoints(slot.api_key, frame, self.proxy.known_hosts()):
+        if not rewrite.might_carry_endpoints(slot.api_key, slot.api_version, frame):
             return None
         key = (slot.api_key, slot.api_version, frame[4:])
         cached = self.proxy.rewritten.get(key, MISSING)
         if cached is MISSING:
             decoded = rewrite.decode(slot.api_key, slot.api_version, frame)
             if decoded.endpoints:
-                local = await self.proxy.local_addresses(decoded.endpoints)
+                local = await self.proxy.local_addresses(
+                    decoded.endpoints, self.live.family, rewrite.complete_set(slot.api_key)
+                )
                 cached = rewrite.rewrite(decoded, local)[8:]
             else:
                 cached = None

@@ -5,9 +5,12 @@
 what this is: transactions as observed in the traffic through the proxy
 (``proxy/forward/txn_view.py``), not the upstream cluster's state.
 
-A deliberately small HTTP/1.1 server (GET only, one request per connection, the request head
-read within ``READ_TIMEOUT_S`` and at most ``MAX_HEAD`` bytes, ``Connection: close``): the
-broker's console (``proxy/http/``) is built around a kafkad broker's own state, which a proxy
+The page is the broker console's (``proxy/http/``): its template
+``observed_transactions.html`` extends the console's ``base.html`` (same look; a nav of the
+proxy's own pages; no event stream), with the banner "observed through the proxy". The
+server is a deliberately small HTTP/1.1 one (GET only, one request per connection, the
+request head read within ``READ_TIMEOUT_S`` and at most ``MAX_HEAD`` bytes,
+``Connection: close``): the console's app serves a kafkad broker's own state, which a proxy
 does not have. The metric names follow its ``kafkad_...`` convention for kafkad's own
 machinery (``proxy/metrics/__init__.py``).
 """
@@ -15,12 +18,14 @@ machinery (``proxy/metrics/__init__.py``).
 from __future__ import annotations
 
 import contextlib
-import html
+import functools
 import json
 import logging
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import jinja2
 import trio
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
@@ -105,61 +110,39 @@ def registry(txns: TxnObserver) -> CollectorRegistry:
     return reg
 
 
-def page(snapshot: dict[str, Any]) -> str:
-    """The HTML page of the view."""
-    t = snapshot["totals"]
+def _latency(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f} ms"
 
-    def ms(v: float | None) -> str:
-        return "" if v is None else f"{v:.1f} ms"
 
-    rows = "".join(
-        "<tr>"
-        + "".join(
-            f"<td>{html.escape(str(c))}</td>"
-            for c in (
-                s["transactional_id"],
-                s["producer_id"],
-                s["producer_epoch"],
-                s["state"],
-                ", ".join(s["partitions"]),
-                ", ".join(s["groups"]),
-                s["commits"],
-                s["aborts"],
-                s["fenced"],
-                s["last_error"],
-                ms(s["last_end_txn_ms"]),
-            )
-        )
-        + "</tr>"
-        for s in snapshot["transactional_ids"]
+@functools.cache
+def _templates() -> jinja2.Environment:
+    """The console's templates (``proxy/http/templates``), for the page in its look."""
+    from proxy.http.app import TEMPLATES, format_ms
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
     )
-    head = "".join(
-        f"<th>{h}</th>"
-        for h in (
-            "transactional id",
-            "producer id",
-            "epoch",
-            "state",
-            "partitions (open txn)",
-            "groups",
-            "commits",
-            "aborts",
-            "fenced",
-            "last error",
-            "last EndTxn",
-        )
-    )
+    env.filters["ms"] = format_ms
+    env.filters["latency"] = _latency
+    return env
+
+
+def page(snapshot: dict[str, Any], now_ms: int | None = None) -> str:
+    """The HTML page of the view: the console's transactions page as the proxy sees them
+    (``observed_transactions.html``), labelled "observed through the proxy"."""
     return (
-        "<!doctype html><html><head><meta charset='utf-8'>"
-        "<title>kafkad proxy: observed transactions</title></head><body>"
-        "<h1>Transactions observed through kafkad proxy</h1>"
-        f"<p><strong>Observed traffic, not broker state:</strong> only what passed through "
-        f"this proxy. {t['commits']} committed, {t['aborts']} aborted, "
-        f"{t['end_txn_errors']} EndTxn errors, {t['fenced']} fenced, {t['open']} open; "
-        f"EndTxn p50 {ms(t['end_txn_p50_ms']) or '-'}, p99 {ms(t['end_txn_p99_ms']) or '-'}."
-        f" <a href='/transactions.json'>JSON</a> · <a href='/metrics'>metrics</a></p>"
-        f"<table border='1'><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
-        "</body></html>"
+        _templates()
+        .get_template("observed_transactions.html")
+        .render(
+            title="Observed transactions",
+            t=snapshot["totals"],
+            txns=snapshot["transactional_ids"],
+            admin=False,
+            fingerprint=None,  # no event stream: the page is reloaded for newer traffic
+            now_ms=int(time.time() * 1000) if now_ms is None else now_ms,
+        )
     )
 
 

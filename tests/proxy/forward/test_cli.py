@@ -85,3 +85,27 @@ def test_join_group_may_wait_for_its_rebalance() -> None:
         2,
     )[4:]
     assert answer_wait_s(meta, peek_header(meta)) == 0.0
+
+
+def test_replay_into_a_pipe_closed_early_ends_quietly(tmp_path: Path) -> None:
+    """`kafkad replay FILE | head -1`: no BrokenPipeError traceback, exit status 0."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "long.kdrec"
+    rec = Recorder(path, {"client": "c:1", "listener": "l:2", "upstream": "u:3"})
+    for i in range(20000):  # far more than a pipe buffer holds
+        rec.note(f"note {i}")
+    rec.close()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "replay", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b"long.kdrec: client c:1")
+    proc.stdout.close()
+    with proc.stderr:
+        err = proc.stderr.read()
+    assert proc.wait(30) == 0
+    assert err == b""

@@ -3,6 +3,7 @@ loopback, ``ForwardProxy`` in front of it, and the raw test client (tests/proxy/
 
 from __future__ import annotations
 
+import datetime
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -14,12 +15,15 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.metadata.v12 import request as md
+from kio.static.primitive import i16
 
 from proxy.forward.record import Kind, read
 from proxy.forward.replay import timeline
 from proxy.forward.server import ForwardProxy, ProxyConfig
 from tests.proxy.harness import RawClient, connect, decode_response, encode_request, running_broker
 from tests.proxy.test_broker_requests import batch, create, fetch_request, produce
+from wire.codec import encode_response
+from wire.headers import RequestHeader
 
 LIMIT_S = 10  # every wait on the proxy has this deadline: a hang fails, never blocks the run
 
@@ -258,7 +262,7 @@ async def test_a_broker_address_that_cannot_be_resolved_closes_only_that_connect
 
     bad = Endpoint(2, "x" * 64 + ".example", 9092)
     async with broker_and_proxy() as (proxy, port, _u):
-        (_host, handed_out) = (await proxy.local_addresses([bad]))[(bad.host, bad.port)]
+        (_host, handed_out) = (await proxy.local_addresses([bad]))[(2, bad.host, bad.port)]
         async with connect(handed_out) as client:
             assert await closed(client)
         async with connect(port) as good:
@@ -369,3 +373,208 @@ async def test_a_rewritten_metadata_answer_is_reused_with_each_correlation_id() 
         second = await client.request(metadata_request())  # the harness checks its id
         assert len(proxy.rewritten) == 1
         assert second.brokers == first.brokers and second.brokers[0].port != _u
+
+
+# -- broker churn and new leaders -------------------------------------------------------------
+
+
+async def _scripted_upstream(
+    nursery: trio.Nursery, answer: Callable[[int, int, int], bytes]
+) -> int:
+    """A fake upstream answering each request with ``answer(api_key, version, cid)``."""
+
+    async def serve(stream: trio.SocketStream) -> None:
+        while True:
+            try:
+                frame = await _read_request(stream)
+            except trio.BrokenResourceError:
+                return
+            api_key, version, cid = struct.unpack_from(">hhi", frame)
+            await stream.send_all(answer(api_key, version, cid))
+
+    return await _fake_upstream(nursery, serve)
+
+
+async def _refused(port: int) -> bool:
+    try:
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+    except OSError:
+        return True
+    await stream.aclose()
+    return False
+
+
+async def test_broker_churn_releases_listeners_and_reuses_their_ports() -> None:
+    """A broker that leaves the upstream's Metadata loses its listener at once for new
+    connections, while a connection already open through it carries on; a broker back at the
+    same endpoint gets its old port; an upstream restarted on ever new ports leaks none."""
+    from tests.proxy.forward.test_rewrite import metadata
+
+    brokers: list[tuple[int, str, int]] = []
+
+    def answer(api_key: int, version: int, cid: int) -> bytes:
+        assert api_key == 3
+        return encode_response(RequestHeader(3, version, cid, None), metadata(*brokers))
+
+    async with trio.open_nursery() as nursery:
+        up = await _scripted_upstream(nursery, answer)
+        async with running_proxy(up) as (proxy, port), connect(port) as client:
+
+            async def handed_out() -> dict[int, int]:
+                meta = await client.request(metadata_request())
+                return {b.node_id: b.port for b in meta.brokers}
+
+            brokers[:] = [(1, "127.0.0.1", up), (2, "127.0.0.1", up)]
+            first = await handed_out()
+            async with connect(first[2]) as through_2:
+                await through_2.request(metadata_request())  # answered through broker 2
+                brokers[:] = [(1, "127.0.0.1", up)]
+                assert await handed_out() == {1: first[1]}
+                assert await _refused(first[2])  # new connections: refused at once
+                assert (await through_2.request(metadata_request())).brokers  # open one: kept
+            brokers[:] = [(1, "127.0.0.1", up), (2, "127.0.0.1", up)]
+            assert await handed_out() == first  # broker 2 is back: its old port
+            assert not await _refused(first[2])
+
+            for restart in range(40):  # broker 2 restarted on a new port each time
+                brokers[:] = [(1, "127.0.0.1", up), (2, "127.0.0.1", 30000 + restart)]
+                now = await handed_out()
+                assert len(proxy.listeners) == 2 and now[1] == first[1]
+            brokers[:] = [(3, "127.0.0.1", up)]  # a new node set altogether
+            assert list(await handed_out()) == [3]
+            assert [k.node_id for k in proxy.listeners] == [3]
+            assert await _refused(first[1]) and await _refused(now[2])
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_new_leader_on_an_unseen_endpoint_gets_a_listener_before_the_answer() -> None:
+    """A Produce answer naming a leader (KIP-951) on a host:port no Metadata has shown: the
+    proxy opens a listener for it and hands that out, in the same answer."""
+    from kio.schema.produce.v10 import request as p10req
+    from kio.schema.produce.v10 import response as p10
+
+    from tests.proxy.forward.test_hints import _produce
+
+    async with trio.open_nursery() as nursery:
+        ans = _produce(p10, 10, leaders=True)  # leader 7 at new-host:9
+
+        def answer(api_key: int, version: int, cid: int) -> bytes:
+            out = struct.pack(">i", cid) + ans[4:]  # the answer with this correlation id
+            return struct.pack(">i", len(out)) + out
+
+        up = await _scripted_upstream(nursery, answer)
+        async with running_proxy(up) as (proxy, port), connect(port) as client:
+            req = p10req.ProduceRequest(
+                transactional_id=None,
+                acks=i16(1),
+                timeout=p10req.ProduceRequest.__dataclass_fields__["timeout"].type.parse(
+                    datetime.timedelta(seconds=1)
+                ),
+                topic_data=(),
+            )
+            got = await client.request(req)
+            (leader,) = got.node_endpoints
+            assert (leader.node_id, leader.host) == (7, "127.0.0.1")
+            assert proxy.local == {("new-host", 9): ("127.0.0.1", leader.port)}
+            assert not await _refused(leader.port)  # listening before the answer went out
+        nursery.cancel_scope.cancel()
+
+
+async def test_every_endpoint_answer_kafkad_serves_is_rewritten_through_the_proxy() -> None:
+    """Metadata, FindCoordinator, DescribeCluster and DescribeQuorum from a real kafkad hand
+    out the one proxy port of its broker (Produce/Fetch: the new-leader tests)."""
+    from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+
+    from tests.proxy.test_describe_quorum import quorum_request
+
+    async with broker_and_proxy() as (_proxy, port, upstream), connect(port) as client:
+        (broker,) = (await client.request(metadata_request())).brokers
+        assert broker.port not in (port, upstream)
+        fc = await client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=("g",)))
+        assert [(c.host, c.port) for c in fc.coordinators] == [("127.0.0.1", broker.port)]
+        dc = await client.request(
+            DescribeClusterRequest(include_cluster_authorized_operations=False)
+        )
+        assert [(b.host, b.port) for b in dc.brokers] == [("127.0.0.1", broker.port)]
+        dq = await client.request(quorum_request(2))
+        assert [(x.host, x.port) for n in dq.nodes for x in n.listeners] == [
+            ("127.0.0.1", broker.port)
+        ]
+
+
+async def test_a_fetch_answer_naming_an_unseen_leader_is_rewritten() -> None:
+    from kio.schema.fetch.v16 import response as f16
+
+    from tests.proxy.forward.test_hints import _fetch
+
+    ans = _fetch(f16, 16, leaders=True)  # records, aborted transactions, leader 7 at new-host:9
+
+    def answer(api_key: int, version: int, cid: int) -> bytes:
+        assert (api_key, version) == (1, 16)
+        out = struct.pack(">i", cid) + ans[4:]
+        return struct.pack(">i", len(out)) + out
+
+    async with trio.open_nursery() as nursery:
+        up = await _scripted_upstream(nursery, answer)
+        async with running_proxy(up) as (proxy, port), connect(port) as client:
+            await client.send_raw(_fetch_v16_request())
+            frame = await client.read_frame()
+            _cid, got = decode_response(1, 16, frame or b"")
+            (leader,) = got.node_endpoints
+            assert (leader.node_id, leader.host) == (7, "127.0.0.1")
+            assert proxy.local == {("new-host", 9): ("127.0.0.1", leader.port)}
+            assert _cid == 5  # and the records pass unchanged:
+            assert [p.records for t in got.responses for p in t.partitions][:3] == [
+                b"",
+                None,
+                b"\x00" * 600,
+            ]
+        nursery.cancel_scope.cancel()
+
+
+def _fetch_v16_request() -> bytes:
+    from kio.schema.fetch.v16 import request as r16
+
+    req = r16.FetchRequest(
+        replica_state=r16.ReplicaState(),
+        max_wait=r16.FetchRequest.__dataclass_fields__["max_wait"].type.parse(
+            datetime.timedelta(0)
+        ),
+        min_bytes=r16.FetchRequest.__dataclass_fields__["min_bytes"].type(1),
+        topics=(),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+    return encode_request(req, 5, "test")
+
+
+async def test_a_broker_that_leaves_twice_is_released_twice() -> None:
+    """The rewrite cache must not hide a departure: Metadata without broker 2, with it, and
+    the very same answer without it again (a flapping broker) releases its listener again."""
+    from tests.proxy.forward.test_rewrite import metadata
+
+    brokers: list[tuple[int, str, int]] = []
+
+    def answer(api_key: int, version: int, cid: int) -> bytes:
+        return encode_response(RequestHeader(3, version, cid, None), metadata(*brokers))
+
+    async with trio.open_nursery() as nursery:
+        up = await _scripted_upstream(nursery, answer)
+        async with running_proxy(up) as (proxy, port), connect(port) as client:
+
+            async def handed_out() -> dict[int, int]:
+                meta = await client.request(metadata_request())
+                return {b.node_id: b.port for b in meta.brokers}
+
+            both, one = [(1, "127.0.0.1", up), (2, "127.0.0.1", up)], [(1, "127.0.0.1", up)]
+            brokers[:] = both
+            first = await handed_out()
+            for _ in range(2):
+                brokers[:] = one
+                assert await handed_out() == {1: first[1]}
+                assert [k.node_id for k in proxy.listeners] == [1]
+                assert await _refused(first[2])
+                brokers[:] = both
+                assert await handed_out() == first
+                assert not await _refused(first[2])
+        nursery.cancel_scope.cancel()

@@ -53,8 +53,8 @@ def test_metadata_brokers_found_and_replaced_with_their_node_ids() -> None:
         (2, "k2", 9092),
         (3, "k3", 9093),
     ]
-    local = {("k1", 9092): ("127.0.0.1", 1), ("k2", 9092): ("127.0.0.1", 2)}
-    out = rewrite.rewrite(decoded, {**local, ("k3", 9093): ("127.0.0.1", 3)})
+    local = {(1, "k1", 9092): ("127.0.0.1", 1), (2, "k2", 9092): ("127.0.0.1", 2)}
+    out = rewrite.rewrite(decoded, {**local, (3, "k3", 9093): ("127.0.0.1", 3)})
     assert struct.unpack(">i", out[:4])[0] == len(out) - 4
     cid, body = decode_response(3, 12, out[4:])
     assert cid == 42
@@ -86,7 +86,7 @@ def test_find_coordinator_v4_keys_rewritten_and_an_error_entry_left_alone() -> N
     body = fc.FindCoordinatorResponse(throttle_time=NO_TIME, coordinators=(ok, bad))
     decoded = rewrite.decode(10, 4, frame_of(10, 4, body))
     assert [(e.node_id, e.host) for e in decoded.endpoints] == [(2, "k2")]
-    _cid, out = decode_response(10, 4, rewrite.rewrite(decoded, {("k2", 9092): ("p", 7)})[4:])
+    _cid, out = decode_response(10, 4, rewrite.rewrite(decoded, {(2, "k2", 9092): ("p", 7)})[4:])
     assert [(c.host, c.port, c.error_code) for c in out.coordinators] == [
         ("p", 7, ErrorCode.none),
         ("", -1, ErrorCode.coordinator_not_available),
@@ -121,9 +121,6 @@ def test_produce_v10_node_endpoints_and_which_versions_carry_them() -> None:
     assert rewrite.carries_endpoints(0, 10) and not rewrite.carries_endpoints(0, 9)
     assert rewrite.carries_endpoints(1, 16) and not rewrite.carries_endpoints(1, 15)
     assert not rewrite.carries_endpoints(89, 0)  # StreamsGroupDescribe: the app's endpoints
-    assert rewrite.might_carry_endpoints(1, b"..k3..", [b"k3"])
-    assert not rewrite.might_carry_endpoints(1, b"records", [b"k3"])
-    assert rewrite.might_carry_endpoints(3, b"", [])
 
 
 def test_api_versions_capped_at_what_kio_decodes() -> None:

@@ -65,7 +65,14 @@ async def test_commits_aborts_and_a_fenced_producer_as_observed() -> None:
     assert data["source"].startswith("observed traffic")
     assert [x["transactional_id"] for x in data["transactional_ids"]] == ["tx-b", "tx-a"]
     status, _ctype, body = respond(proxy.txns, "GET", "/")
-    assert status == 200 and b"Observed traffic, not broker state" in body and b"tx-b" in body
+    assert status == 200 and b'data-txn="tx-b"' in body
+    # the console's page (its base template and look), labelled as what it is
+    text = body.decode()
+    assert (
+        "observed through the proxy" in text
+        and "Observed through the proxy, not broker state" in text
+    )
+    assert '<nav><a class="brand" href="/">kafkad proxy</a>' in text and "EventSource" not in text
     assert respond(proxy.txns, "GET", "/nope")[0] == 404
     assert respond(proxy.txns, "POST", "/")[0] == 405
 
