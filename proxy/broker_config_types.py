@@ -73,6 +73,14 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
     ),
     "quota.window.num": (_I, "The number of samples to retain in memory for client quotas."),
     "quota.window.size.seconds": (_I, "The time span of each sample for client quotas."),
+    "controller.quota.window.num": (
+        _I,
+        "The number of samples to retain in memory for controller mutation quotas",
+    ),
+    "controller.quota.window.size.seconds": (
+        _I,
+        "The time span of each sample for controller mutations quotas",
+    ),
     "socket.request.max.bytes": (_I, "The maximum number of bytes in a socket request."),
     "connections.max.idle.ms": (_L, "Idle connections timeout."),
     "message.max.bytes": (_I, "The largest record batch size allowed by Kafka."),

@@ -234,6 +234,9 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     # Client quotas' rate windows (proxy/quotas/throttle.py, Kafka's QuotaConfig).
     "quota.window.num": (_positive_int, "11"),
     "quota.window.size.seconds": (_positive_int, "1"),
+    # the controller mutation quota's (KIP-599, proxy/quotas/mutation.py): its own windows
+    "controller.quota.window.num": (_positive_int, "11"),
+    "controller.quota.window.size.seconds": (_positive_int, "1"),
     "socket.request.max.bytes": (_positive_int, "104857600"),
     "connections.max.idle.ms": (_long, "600000"),
     "message.max.bytes": (_non_negative_int, "1048588"),
