@@ -1,7 +1,10 @@
 """The new dynamic configs of a BROKER resource from an IncrementalAlterConfigs or an
 AlterConfigs request, checked as Kafka's ``ConfigAdminManager.preprocess`` checks them, in its
 order: duplicate config names and null values (INVALID_REQUEST), unknown operations
-(INVALID_REQUEST), APPEND/SUBTRACT on a config that is not a list (INVALID_CONFIG), then
+(INVALID_REQUEST), APPEND/SUBTRACT on a name KafkaConfig does not define (UNKNOWN_SERVER_ERROR
+without a message: ``prepareIncrementalConfigs`` looks it up in a Scala map, whose
+NoSuchElementException ``ApiError.fromThrowable`` answers so) or on a config that is not a list
+(INVALID_CONFIG), then
 ``DynamicBrokerConfig.validateConfigs`` over the resource's whole new set (INVALID_REQUEST:
 "Cannot update these configs dynamically: Set(...)" for a config Kafka or kafkad has that is
 not dynamic, "Invalid value ..." for a bad value)."""
@@ -21,7 +24,7 @@ from proxy.tls import per_listener_base
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
-Refusal = tuple[ErrorCode, str]
+Refusal = tuple[ErrorCode, str | None]
 
 
 # Kafka's own broker configs that kafkad reads from a server.properties but does not have:
@@ -81,8 +84,8 @@ def incremental(
         else:
             assert value is not None
             kind = config_type(name)
-            if kind == UNKNOWN and not _known(name):
-                return ErrorCode.invalid_config, f"Unknown config name: {name}"
+            if kind == UNKNOWN and name not in _KAFKA_STATIC:  # kafkad's own names and
+                return ErrorCode.unknown_server_error, None  # listener-prefixed ones too
             if kind != LIST:
                 verb = "append" if op == APPEND else "subtract"
                 return (

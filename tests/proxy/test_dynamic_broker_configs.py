@@ -187,6 +187,14 @@ async def test_read_only_unknown_and_invalid_changes_are_refused_as_kafka() -> N
             ErrorCode.invalid_config,
             "Config value append is not allowed for config key: message.max.bytes",
         )
+        # APPEND/SUBTRACT on a name KafkaConfig does not define: Kafka's prepareIncrementalConfigs
+        # looks it up in a Scala map (NoSuchElementException): UNKNOWN_SERVER_ERROR, no message
+        for name, op in (
+            ("custom.thing", APPEND),
+            ("kafkad.http.listeners", SUBTRACT),
+            ("listener.name.plaintext.ssl.cipher.suites", APPEND),
+        ):
+            assert await alter(c, node, (name, op, "x")) == (ErrorCode.unknown_server_error, None)
         assert await alter(c, "7", ("log.retention.ms", SET, "1")) == (
             ErrorCode.invalid_request,
             f"Unexpected broker id, expected {node}, but received 7",
