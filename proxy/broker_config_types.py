@@ -18,8 +18,9 @@ _B, _S, _I, _L, _D, _LS, _C, _P = BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, CLAS
 # name -> (Kafka's type, documentation)
 BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
     "node.id": (_I, "The node ID associated with the roles this process is playing."),
-    "listeners": (_S, "Listener List - Comma-separated list of URIs we will listen on."),
-    "advertised.listeners": (_S, "Listeners to publish for clients to use."),
+    # LIST in Kafka 4.2 (KIP-1161: SocketServerConfigs' ValidList.anyNonDuplicateValues)
+    "listeners": (_LS, "Listener List - Comma-separated list of URIs we will listen on."),
+    "advertised.listeners": (_LS, "Listeners to publish for clients to use."),
     "listener.security.protocol.map": (_S, "Map between listener names and security protocols."),
     "auto.create.topics.enable": (_B, "Enable auto creation of topic on the server."),
     "num.partitions": (_I, "The default number of log partitions per topic."),
@@ -219,6 +220,30 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
         "Scan interval to remove expired delegation tokens.",
     ),
 }
+
+
+# kafkad's configs whose default in Kafka's ConfigDef is null (kafkad's is ""): unset, Kafka's
+# DescribeConfigs shows them with a null value, source DEFAULT_CONFIG and no synonym
+# (DynamicBrokerConfig.staticDefaultConfigs leaves null defaults out).
+NULL_DEFAULTS = frozenset(
+    {
+        "advertised.listeners",
+        "delegation.token.secret.key",
+        "sasl.oauthbearer.expected.issuer",
+        "sasl.oauthbearer.jwks.endpoint.url",
+        "ssl.engine.factory.class",
+        "ssl.key.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.provider",
+        "ssl.secure.random.implementation",
+        "ssl.truststore.certificates",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+    }
+)
 
 
 def config_type(name: str) -> int:

@@ -34,7 +34,15 @@ from typing import Any, Protocol
 
 import trio
 
-from proxy.broker_config_types import BOOLEAN, DOUBLE, INT, LONG, SHORT, config_type
+from proxy.broker_config_types import (
+    BOOLEAN,
+    DOUBLE,
+    INT,
+    LONG,
+    NULL_DEFAULTS,
+    SHORT,
+    config_type,
+)
 
 log = logging.getLogger("kafkad.config")
 BLOB = "broker-configs"
@@ -215,7 +223,7 @@ class DynamicBrokerConfigs:
                 out.append((n, render(self.static[n]), STATIC_BROKER_CONFIG))
         for n in names:
             default = KAFKA_DEFAULTS[n] if n in KAFKA_DEFAULTS else self._defaults.get(n)
-            if default is not None:
+            if default is not None and n not in NULL_DEFAULTS:
                 out.append((n, default, DEFAULT_CONFIG))
         while out and out[0][0] != name:
             out.pop(0)

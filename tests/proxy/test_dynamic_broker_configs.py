@@ -268,6 +268,31 @@ async def test_describe_broker_types_read_only_and_unknown_configs() -> None:
         # a config Kafka does not define: unknown type, so sensitive, as Kafka's ConfigHelper
         e = own["kafkad.http.listeners"]
         assert (e.value, e.is_sensitive, e.config_type, e.read_only) == (None, True, UNKNOWN, True)
+        # Kafka's ConfigDef default is null: unset, shown null from DEFAULT_CONFIG with no
+        # synonym (staticDefaultConfigs leaves null defaults out); listeners are LIST in 4.2
+        for name, kind, hidden in (
+            ("advertised.listeners", LIST, False),
+            ("ssl.keystore.location", STRING, False),
+            ("ssl.truststore.location", STRING, False),
+            ("ssl.keystore.password", PASSWORD, True),
+        ):
+            e = own[name]
+            assert (e.value, e.config_source, synonyms(e), e.config_type, e.is_sensitive) == (
+                None,
+                DEFAULT,
+                [],
+                kind,
+                hidden,
+            ), name
+        assert own["listeners"].config_type == LIST
+        # a null default set in the server's configs: its value, STATIC_BROKER_CONFIG
+    async with running_broker(**{"ssl.provider": "SunJSSE"}) as (server, port), connect(port) as c:
+        e = (await describe(c, 4, str(server.broker.node_id)))["ssl.provider"]
+        assert (e.value, e.config_source, synonyms(e)) == (
+            "SunJSSE",
+            STATIC,
+            [("ssl.provider", "SunJSSE", STATIC)],
+        )
 
 
 async def test_dynamic_configs_survive_a_restart(tmp_path: Path) -> None:
