@@ -47,6 +47,15 @@ _KAFKA_STATIC = (
 )
 
 
+# Kafka's LIST configs among them: an APPEND/SUBTRACT applies (then the change is refused as
+# not dynamic) unless the config has no default, whose ConfigDef.NO_DEFAULT_VALUE
+# ``prepareIncrementalConfigs`` fails to cast to a List (ClassCastException: no message).
+_KAFKA_STATIC_LISTS = frozenset(
+    {"log.dir", "log.dirs", "controller.quorum.voters", "controller.quorum.bootstrap.servers"}
+)
+_KAFKA_STATIC_LISTS_WITHOUT_DEFAULT = frozenset({"process.roles", "controller.listener.names"})
+
+
 def _known(name: str) -> bool:
     return name in BROKER_CONFIGS or per_listener_base(name) is not None
 
@@ -83,9 +92,11 @@ def incremental(
             props.pop(name, None)
         else:
             assert value is not None
-            kind = config_type(name)
+            kind = LIST if name in _KAFKA_STATIC_LISTS else config_type(name)
             if kind == UNKNOWN and name not in _KAFKA_STATIC:  # kafkad's own names and
                 return ErrorCode.unknown_server_error, None  # listener-prefixed ones too
+            if name in _KAFKA_STATIC_LISTS_WITHOUT_DEFAULT and name not in props:
+                return ErrorCode.unknown_server_error, None
             if kind != LIST:
                 verb = "append" if op == APPEND else "subtract"
                 return (

@@ -43,6 +43,10 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
     "group.consumer.max.session.timeout.ms": (_I, "The maximum allowed session timeout."),
     "group.consumer.assignors": (_LS, "The server side assignors; the first is the default."),
     "group.consumer.max.size": (_I, "The maximum number of consumers a consumer group holds."),
+    "group.consumer.migration.policy": (
+        _S,
+        "The policy converting non-empty classic groups to consumer groups and back.",
+    ),
     "offsets.topic.num.partitions": (_I, "The number of partitions for the offset commit topic."),
     "offsets.retention.minutes": (
         _I,

@@ -195,6 +195,24 @@ async def test_read_only_unknown_and_invalid_changes_are_refused_as_kafka() -> N
             ("listener.name.plaintext.ssl.cipher.suites", APPEND),
         ):
             assert await alter(c, node, (name, op, "x")) == (ErrorCode.unknown_server_error, None)
+        # a Kafka config that is not a list, though kafkad lists it under no ConfigDef type
+        assert await alter(c, node, ("group.consumer.migration.policy", APPEND, "x")) == (
+            ErrorCode.invalid_config,
+            "Config value append is not allowed for config key: group.consumer.migration.policy",
+        )
+        # Kafka's static LIST configs kafkad does not model: the list operation applies, then
+        # DynamicBrokerConfig refuses the change; one with no default (process.roles,
+        # controller.listener.names) fails casting ConfigDef.NO_DEFAULT_VALUE to a List
+        for name, op in (("log.dirs", APPEND), ("log.dir", SUBTRACT)):
+            assert await alter(c, node, (name, op, "/x")) == (
+                ErrorCode.invalid_request,
+                f"Cannot update these configs dynamically: Set({name})",
+            )
+        for name in ("process.roles", "controller.listener.names"):
+            assert await alter(c, node, (name, APPEND, "x")) == (
+                ErrorCode.unknown_server_error,
+                None,
+            )
         assert await alter(c, "7", ("log.retention.ms", SET, "1")) == (
             ErrorCode.invalid_request,
             f"Unexpected broker id, expected {node}, but received 7",
@@ -285,6 +303,9 @@ async def test_describe_broker_types_read_only_and_unknown_configs() -> None:
                 hidden,
             ), name
         assert own["listeners"].config_type == LIST
+        # a Kafka STRING config: typed and shown, not UNKNOWN and hidden
+        e = own["group.consumer.migration.policy"]
+        assert (e.value, e.config_type, e.is_sensitive) == ("bidirectional", STRING, False)
         # a null default set in the server's configs: its value, STATIC_BROKER_CONFIG
     async with running_broker(**{"ssl.provider": "SunJSSE"}) as (server, port), connect(port) as c:
         e = (await describe(c, 4, str(server.broker.node_id)))["ssl.provider"]
