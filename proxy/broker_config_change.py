@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from kio.schema.errors import ErrorCode
 
-from proxy.broker_config_types import LIST, UNKNOWN, config_type
+from proxy.broker_config_types import BROKER_QUOTA_RATES, LIST, UNKNOWN, config_type
 from proxy.config import BROKER_CONFIGS
 from proxy.dynamic_broker import DynamicBrokerConfigs, refusal
 from proxy.kafka_properties import IGNORED, KRAFT, MUST_BE_ONE
@@ -93,6 +93,8 @@ def incremental(
         else:
             assert value is not None
             kind = LIST if name in _KAFKA_STATIC_LISTS else config_type(name)
+            if name in BROKER_QUOTA_RATES:  # not in KafkaConfig.configKeys
+                kind = UNKNOWN
             if kind == UNKNOWN and name not in _KAFKA_STATIC:  # kafkad's own names and
                 return ErrorCode.unknown_server_error, None  # listener-prefixed ones too
             if name in _KAFKA_STATIC_LISTS_WITHOUT_DEFAULT and name not in props:

@@ -250,10 +250,24 @@ NULL_DEFAULTS = frozenset(
 )
 
 
+# Kafka's broker quota configs (QuotaConfig.brokerQuotaConfigs: in DynamicConfig.Broker, not in
+# KafkaConfig): replication throttles kafkad, which has no replication, only stores. Each is a
+# LONG of at least 0, so typed by DescribeConfigs (KafkaConfig.configType looks in both).
+BROKER_QUOTA_RATES = frozenset(
+    {
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+    }
+)
+
+
 def config_type(name: str) -> int:
     """Kafka's type of broker config ``name``; UNKNOWN for a name Kafka does not define."""
     info = BROKER_CONFIG_INFO.get(name)
-    return UNKNOWN if info is None else info[0]
+    if info is None:
+        return LONG if name in BROKER_QUOTA_RATES else UNKNOWN
+    return info[0]
 
 
 def sensitive(name: str) -> bool:

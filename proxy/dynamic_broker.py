@@ -36,6 +36,7 @@ import trio
 
 from proxy.broker_config_types import (
     BOOLEAN,
+    BROKER_QUOTA_RATES,
     DOUBLE,
     INT,
     LONG,
@@ -256,6 +257,9 @@ def refusal(
             "These security configs can be dynamically updated only per-listener using the "
             f"listener prefix: Set({', '.join(security)})"
         )
+    for name, value in configs.items():  # Kafka's DynamicConfig.Broker defines them first
+        if name in BROKER_QUOTA_RATES and not _long_at_least_zero(value):
+            return kafka_value_error(name, value, "must be at least 0")
     for name, value in configs.items():
         if name not in DYNAMIC:
             continue
@@ -314,6 +318,13 @@ def _per_broker_only(name: str) -> bool:
 
 _TYPE_NAMES = {INT: "INT", SHORT: "SHORT", LONG: "LONG", DOUBLE: "DOUBLE"}
 _BITS = {INT: 32, SHORT: 16, LONG: 64}
+
+
+def _long_at_least_zero(value: str) -> bool:
+    try:
+        return 0 <= int(value.strip()) < 2**63
+    except ValueError:
+        return False
 
 
 def kafka_value_error(name: str, value: str, problem: str) -> str:

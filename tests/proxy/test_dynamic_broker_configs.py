@@ -336,3 +336,38 @@ async def test_dynamic_configs_survive_a_restart(tmp_path: Path) -> None:
         p = server.broker.topics.partition("t", 0)
         assert p is not None
         assert (p.config.retention_ms, p.config.retention_bytes) == (5000, 12345)
+
+
+async def test_broker_quota_rates_are_kafka_longs_of_at_least_zero() -> None:
+    # Kafka's QuotaConfig.brokerQuotaConfigs (DynamicConfig.Broker, not KafkaConfig): a
+    # change is parsed as a LONG of at least 0 (INVALID_REQUEST), described as LONG and shown
+    # (not UNKNOWN and hidden), read-only (not in AllDynamicConfigs); APPEND finds no KafkaConfig
+    # key (UNKNOWN_SERVER_ERROR)
+    async with running_broker() as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)
+        for name in (
+            "leader.replication.throttled.rate",
+            "follower.replication.throttled.rate",
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+        ):
+            assert await alter(c, node, (name, SET, "abc")) == (
+                ErrorCode.invalid_request,
+                f"Invalid value abc for configuration {name}: Not a number of type LONG",
+            )
+            assert await alter(c, "", (name, SET, "-1")) == (
+                ErrorCode.invalid_request,
+                f"Invalid value -1 for configuration {name}: Value must be at least 0",
+            )
+            assert await alter(c, node, (name, APPEND, "1")) == (
+                ErrorCode.unknown_server_error,
+                None,
+            )
+            assert await alter(c, node, (name, SET, "100")) == (ErrorCode.none, None)
+            e = (await describe(c, 4, node))[name]
+            assert (e.value, e.config_type, e.is_sensitive, e.read_only, e.config_source) == (
+                "100",
+                LONG,
+                False,
+                True,
+                DYNAMIC_BROKER,
+            )
