@@ -126,7 +126,10 @@ class Broker:
         self.quotas = QuotaStore(store)  # client quotas (proxy/quotas/store.py)
         # their byte-rate enforcement (proxy/quotas/enforce.py), following the store
         self.throttles = Throttles(
-            config.get("quota.window.num"), config.get("quota.window.size.seconds")
+            config.get("quota.window.num"),
+            config.get("quota.window.size.seconds"),
+            config.get("controller.quota.window.num"),
+            config.get("controller.quota.window.size.seconds"),
         )
         self.quotas.listeners.append(self.throttles.update)
         # delegation tokens (proxy/delegation/), on wall-clock time as Kafka's

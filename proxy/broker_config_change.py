@@ -1,7 +1,10 @@
 """The new dynamic configs of a BROKER resource from an IncrementalAlterConfigs or an
 AlterConfigs request, checked as Kafka's ``ConfigAdminManager.preprocess`` checks them, in its
 order: duplicate config names and null values (INVALID_REQUEST), unknown operations
-(INVALID_REQUEST), APPEND/SUBTRACT on a config that is not a list (INVALID_CONFIG), then
+(INVALID_REQUEST), APPEND/SUBTRACT on a name KafkaConfig does not define (UNKNOWN_SERVER_ERROR
+without a message: ``prepareIncrementalConfigs`` looks it up in a Scala map, whose
+NoSuchElementException ``ApiError.fromThrowable`` answers so) or on a config that is not a list
+(INVALID_CONFIG), then
 ``DynamicBrokerConfig.validateConfigs`` over the resource's whole new set (INVALID_REQUEST:
 "Cannot update these configs dynamically: Set(...)" for a config Kafka or kafkad has that is
 not dynamic, "Invalid value ..." for a bad value)."""
@@ -13,7 +16,7 @@ from collections.abc import Sequence
 
 from kio.schema.errors import ErrorCode
 
-from proxy.broker_config_types import LIST, UNKNOWN, config_type
+from proxy.broker_config_types import BROKER_QUOTA_RATES, LIST, UNKNOWN, config_type
 from proxy.config import BROKER_CONFIGS
 from proxy.connection_quota_config import listener_base
 from proxy.dynamic_broker import DynamicBrokerConfigs, refusal
@@ -22,7 +25,7 @@ from proxy.tls import per_listener_base
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
-Refusal = tuple[ErrorCode, str]
+Refusal = tuple[ErrorCode, str | None]
 
 
 # Kafka's own broker configs that kafkad reads from a server.properties but does not have:
@@ -43,6 +46,15 @@ _KAFKA_STATIC = (
     | (KRAFT - {"zookeeper.connect"})
     | MUST_BE_ONE
 )
+
+
+# Kafka's LIST configs among them: an APPEND/SUBTRACT applies (then the change is refused as
+# not dynamic) unless the config has no default, whose ConfigDef.NO_DEFAULT_VALUE
+# ``prepareIncrementalConfigs`` fails to cast to a List (ClassCastException: no message).
+_KAFKA_STATIC_LISTS = frozenset(
+    {"log.dir", "log.dirs", "controller.quorum.voters", "controller.quorum.bootstrap.servers"}
+)
+_KAFKA_STATIC_LISTS_WITHOUT_DEFAULT = frozenset({"process.roles", "controller.listener.names"})
 
 
 def _known(name: str) -> bool:
@@ -85,9 +97,13 @@ def incremental(
             props.pop(name, None)
         else:
             assert value is not None
-            kind = config_type(name)
-            if kind == UNKNOWN and not _known(name):
-                return ErrorCode.invalid_config, f"Unknown config name: {name}"
+            kind = LIST if name in _KAFKA_STATIC_LISTS else config_type(name)
+            if name in BROKER_QUOTA_RATES:  # not in KafkaConfig.configKeys
+                kind = UNKNOWN
+            if kind == UNKNOWN and name not in _KAFKA_STATIC:  # kafkad's own names and
+                return ErrorCode.unknown_server_error, None  # listener-prefixed ones too
+            if name in _KAFKA_STATIC_LISTS_WITHOUT_DEFAULT and name not in props:
+                return ErrorCode.unknown_server_error, None
             if kind != LIST:
                 verb = "append" if op == APPEND else "subtract"
                 return (

@@ -20,8 +20,9 @@ _B, _S, _I, _L, _D, _LS, _C, _P = BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, CLAS
 # name -> (Kafka's type, documentation)
 BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
     "node.id": (_I, "The node ID associated with the roles this process is playing."),
-    "listeners": (_S, "Listener List - Comma-separated list of URIs we will listen on."),
-    "advertised.listeners": (_S, "Listeners to publish for clients to use."),
+    # LIST in Kafka 4.2 (KIP-1161: SocketServerConfigs' ValidList.anyNonDuplicateValues)
+    "listeners": (_LS, "Listener List - Comma-separated list of URIs we will listen on."),
+    "advertised.listeners": (_LS, "Listeners to publish for clients to use."),
     "listener.security.protocol.map": (_S, "Map between listener names and security protocols."),
     "auto.create.topics.enable": (_B, "Enable auto creation of topic on the server."),
     "num.partitions": (_I, "The default number of log partitions per topic."),
@@ -49,6 +50,10 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
         "The interval at which the group coordinator will refresh the topics matching the "
         "group subscribed regexes. This is only applicable to consumer groups using the "
         "consumer group protocol.",
+    ),
+    "group.consumer.migration.policy": (
+        _S,
+        "The policy converting non-empty classic groups to consumer groups and back.",
     ),
     "offsets.topic.num.partitions": (_I, "The number of partitions for the offset commit topic."),
     "offsets.retention.minutes": (
@@ -81,6 +86,14 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
     ),
     "quota.window.num": (_I, "The number of samples to retain in memory for client quotas."),
     "quota.window.size.seconds": (_I, "The time span of each sample for client quotas."),
+    "controller.quota.window.num": (
+        _I,
+        "The number of samples to retain in memory for controller mutation quotas",
+    ),
+    "controller.quota.window.size.seconds": (
+        _I,
+        "The time span of each sample for controller mutations quotas",
+    ),
     "socket.request.max.bytes": (_I, "The maximum number of bytes in a socket request."),
     "connections.max.idle.ms": (_L, "Idle connections timeout."),
     "max.connections": (
@@ -238,10 +251,48 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
 }
 
 
+# kafkad's configs whose default in Kafka's ConfigDef is null (kafkad's is ""): unset, Kafka's
+# DescribeConfigs shows them with a null value, source DEFAULT_CONFIG and no synonym
+# (DynamicBrokerConfig.staticDefaultConfigs leaves null defaults out).
+NULL_DEFAULTS = frozenset(
+    {
+        "advertised.listeners",
+        "delegation.token.secret.key",
+        "sasl.oauthbearer.expected.issuer",
+        "sasl.oauthbearer.jwks.endpoint.url",
+        "ssl.engine.factory.class",
+        "ssl.key.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.provider",
+        "ssl.secure.random.implementation",
+        "ssl.truststore.certificates",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+    }
+)
+
+
+# Kafka's broker quota configs (QuotaConfig.brokerQuotaConfigs: in DynamicConfig.Broker, not in
+# KafkaConfig): replication throttles kafkad, which has no replication, only stores. Each is a
+# LONG of at least 0, so typed by DescribeConfigs (KafkaConfig.configType looks in both).
+BROKER_QUOTA_RATES = frozenset(
+    {
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+    }
+)
+
+
 def config_type(name: str) -> int:
     """Kafka's type of broker config ``name``; UNKNOWN for a name Kafka does not define."""
     info = BROKER_CONFIG_INFO.get(listener_base(name) or name)  # a listener's: its base's
-    return UNKNOWN if info is None else info[0]
+    if info is None:
+        return LONG if name in BROKER_QUOTA_RATES else UNKNOWN
+    return info[0]
 
 
 def sensitive(name: str) -> bool:

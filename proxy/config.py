@@ -250,6 +250,9 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     # Client quotas' rate windows (proxy/quotas/throttle.py, Kafka's QuotaConfig).
     "quota.window.num": (_positive_int, "11"),
     "quota.window.size.seconds": (_positive_int, "1"),
+    # the controller mutation quota's (KIP-599, proxy/quotas/mutation.py): its own windows
+    "controller.quota.window.num": (_positive_int, "11"),
+    "controller.quota.window.size.seconds": (_positive_int, "1"),
     "socket.request.max.bytes": (_positive_int, "104857600"),
     # Connection quotas (proxy/connection_quotas.py), Kafka's defaults (Integer.MAX_VALUE: no
     # limit); max.connections and the rate also per listener (listener.name.<name>.<config>)
@@ -259,7 +262,8 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "max.connection.creation.rate": (non_negative_int, str(INT_MAX)),
     "connections.max.idle.ms": (_long, "600000"),
     "message.max.bytes": (_non_negative_int, "1048588"),
-    "log.segment.bytes": (at_least(14, INT_MAX), "1073741824"),
+    # Kafka 4.2's atLeast(1 MiB); small segments for tests: the topic's internal.segment.bytes
+    "log.segment.bytes": (at_least(1024 * 1024, INT_MAX), "1073741824"),
     "log.roll.ms": (_positive_long, str(168 * 3600 * 1000)),
     "log.retention.ms": (unlimited_or_at_least(1), str(168 * 3600 * 1000)),
     "log.retention.bytes": (_long, "-1"),  # Kafka: any long, below 0 unlimited

@@ -46,7 +46,7 @@ async def answer_each_resource(
     alter: Callable[[Resource], Awaitable[tuple[ErrorCode, str | None]]],
     answer: Callable[[Resource, ErrorCode, str | None], Answer],
     authorize: Authorize | None = None,
-    check_broker: Callable[[Resource], tuple[ErrorCode, str] | None] | None = None,
+    check_broker: Callable[[Resource], tuple[ErrorCode, str | None] | None] | None = None,
 ) -> tuple[Answer, ...]:
     """Every resource's answer (``answer(resource, code, message)``: each API's own response
     entity), in request order: its refusal if it is refused before its configs are read
@@ -72,8 +72,8 @@ def refuse_resource(
     res: ConfigResource,
     seen: Counter[tuple[int, str]],
     authorize: Authorize | None = None,
-    check_broker: Callable[[Any], tuple[ErrorCode, str] | None] | None = None,
-) -> tuple[ErrorCode, str] | None:
+    check_broker: Callable[[Any], tuple[ErrorCode, str | None] | None] | None = None,
+) -> tuple[ErrorCode, str | None] | None:
     """The error for ``res`` if it is refused before its configs are read, else None: the
     broker's checks (Kafka's ``ConfigAdminManager.preprocess``), then authorization (the
     controller's ``authorizeAlterResource``), then the resource itself."""

@@ -34,7 +34,16 @@ from typing import Any, Protocol
 
 import trio
 
-from proxy.broker_config_types import BOOLEAN, DOUBLE, INT, LONG, SHORT, config_type
+from proxy.broker_config_types import (
+    BOOLEAN,
+    BROKER_QUOTA_RATES,
+    DOUBLE,
+    INT,
+    LONG,
+    NULL_DEFAULTS,
+    SHORT,
+    config_type,
+)
 from proxy.connection_quota_config import (
     BROKER_WIDE,
     listener_base,
@@ -247,7 +256,7 @@ class DynamicBrokerConfigs:
                 out.append((n, render(self.static[n]), STATIC_BROKER_CONFIG))
         for n in names:
             default = KAFKA_DEFAULTS[n] if n in KAFKA_DEFAULTS else self._defaults.get(n)
-            if default is not None:
+            if default is not None and n not in NULL_DEFAULTS:
                 out.append((n, default, DEFAULT_CONFIG))
         while out and out[0][0] != name:
             out.pop(0)
@@ -283,6 +292,9 @@ def refusal(
             "These security configs can be dynamically updated only per-listener using the "
             f"listener prefix: Set({', '.join(security)})"
         )
+    for name, value in configs.items():  # Kafka's DynamicConfig.Broker defines them first
+        if name in BROKER_QUOTA_RATES and not _long_at_least_zero(value):
+            return kafka_value_error(name, value, "must be at least 0")
     for name, value in configs.items():
         if not dynamic(name):
             continue
@@ -346,6 +358,13 @@ def _per_broker_only(name: str) -> bool:
 
 _TYPE_NAMES = {INT: "INT", SHORT: "SHORT", LONG: "LONG", DOUBLE: "DOUBLE"}
 _BITS = {INT: 32, SHORT: 16, LONG: 64}
+
+
+def _long_at_least_zero(value: str) -> bool:
+    try:
+        return 0 <= int(value.strip()) < 2**63
+    except ValueError:
+        return False
 
 
 def kafka_value_error(name: str, value: str, problem: str) -> str:

@@ -395,7 +395,7 @@ class Partition:
         ``UnifiedLog.maybeIncrementLogStartOffset``): move the log start offset up to
         ``offset`` (``DELETE_TO_HIGH_WATERMARK``, -1, is the high watermark) and return the low
         watermark, which on one replica is the log start offset. Refusals, in Kafka's order:
-        POLICY_VIOLATION when ``cleanup.policy`` lacks ``delete``; OFFSET_OUT_OF_RANGE for any
+        POLICY_VIOLATION when ``cleanup.policy`` is compact only; OFFSET_OUT_OF_RANGE for any
         other negative offset or one past the high watermark. An offset at or below the log
         start changes nothing and answers the current start. Raises ``StorageError``.
 
@@ -410,7 +410,7 @@ class Partition:
         transaction no longer holding the LSO back). Long polls are woken, so a fetch waiting
         below the new start is answered OFFSET_OUT_OF_RANGE at once (Kafka's delayed fetch
         notices only at its next append or at ``max_wait``: the same answer, later)."""
-        if not self.config.delete:
+        if self.config.compact and not self.config.delete:  # Kafka: an empty policy may
             return ErrorCode.policy_violation
         target = self._high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
         if target < 0 or target > self._high_watermark:

@@ -7,6 +7,11 @@ compacted topic rolls its active segment at least every ``max.compaction.lag.ms`
 ``maxSegmentMs``). Changes made with AlterConfigs/IncrementalAlterConfigs reach the open
 partitions at once (``TopicManager.alter_configs``).
 
+``internal.segment.bytes`` is Kafka's internal topic config (``LogConfig.defineInternal``, "for
+testing only"): an INT with no default and no range check which, when set, replaces
+``segment.bytes`` (whose minimum is 1 MiB) as the segment size; it is listed by DescribeConfigs
+and CreateTopics only where it is set (Kafka's ``resolveEffectiveTopicConfigs``).
+
 ``compression.type`` takes Kafka's values: ``producer`` keeps each batch's own codec,
 ``uncompressed``/``gzip``/``snappy``/``lz4``/``zstd`` make the broker recompress batches of
 another codec (``storage/log_validator.py``), at the level ``compression.<codec>.level`` gives
@@ -227,7 +232,10 @@ TOPIC_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str | None, str]] = {
     "segment.jitter.ms": (_long(0), None, "0"),
     "segment.ms": (_long(1), "log.roll.ms", "604800000"),
     "unclean.leader.election.enable": (_bool, None, "false"),
+    "internal.segment.bytes": (_int(), None, ""),
 }
+# Kafka's internal topic configs: accepted, shown only where a topic sets them
+INTERNAL_TOPIC_CONFIGS = frozenset({"internal.segment.bytes"})
 
 # Kafka's ConfigDef type of each topic config, as DescribeConfigs v3+ reports it
 BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
@@ -255,6 +263,7 @@ TOPIC_CONFIG_TYPES: Mapping[str, int] = {
             "min.insync.replicas",
             "segment.bytes",
             "segment.index.bytes",
+            "internal.segment.bytes",
         )
     },
 }
@@ -280,9 +289,12 @@ def validate_overrides(overrides: Mapping[str, str | None]) -> str | None:
 def effective_configs(
     overrides: Mapping[str, str], broker_values: Mapping[str, Any]
 ) -> dict[str, tuple[str, bool]]:
-    """Every topic config -> (value as a string, is it a topic-level override)."""
+    """Every topic config -> (value as a string, is it a topic-level override); an internal
+    one only if overridden."""
     out: dict[str, tuple[str, bool]] = {}
     for name, (_, broker_name, fixed) in TOPIC_CONFIGS.items():
+        if name in INTERNAL_TOPIC_CONFIGS and name not in overrides:
+            continue
         if name in overrides:
             out[name] = (overrides[name], True)
         elif broker_name is not None and broker_name in broker_values:
@@ -339,6 +351,8 @@ def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig
     for cfg, attr in (("flush.messages", "flush_messages"), ("flush.ms", "flush_ms")):
         if cfg in o:
             changes[attr] = int(o[cfg])
+    if "internal.segment.bytes" in o:  # Kafka's LogConfig.segmentSize(): it wins when set
+        changes["segment_bytes"] = int(o["internal.segment.bytes"])
     out = replace(base, **changes)
     if out.compact and out.max_compaction_lag_ms < out.segment_ms:
         # Kafka's LogConfig.maxSegmentMs (KIP-354): a compacted log rolls at the latest when

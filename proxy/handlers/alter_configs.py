@@ -67,7 +67,7 @@ BROKER_LOGGER = 8
 async def alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
     broker = ctx.broker
 
-    def check_broker(res: AlterConfigsResource) -> tuple[ErrorCode, str] | None:
+    def check_broker(res: AlterConfigsResource) -> tuple[ErrorCode, str | None] | None:
         new = legacy(broker.dynamic, res.resource_name, [(c.name, c.value) for c in res.configs])
         return new if isinstance(new, tuple) else None
 

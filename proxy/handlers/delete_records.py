@@ -10,12 +10,13 @@ Fetch below it answers OFFSET_OUT_OF_RANGE and ListOffsets EARLIEST answers it.
 Per partition, in the order of Kafka's ``KafkaApis.handleDeleteRecordsRequest`` and
 ``ReplicaManager.deleteRecordsOnLocalLog`` (every error with low watermark -1):
 UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist; INVALID_TOPIC_EXCEPTION for an
-internal topic (Kafka's ``Topic.isInternal``); POLICY_VIOLATION when ``cleanup.policy`` lacks
-``delete``; OFFSET_OUT_OF_RANGE for a negative offset other than -1 or one past the high
-watermark; KAFKA_STORAGE_ERROR if the checkpoint or the segment deletion failed. A partition
-named twice is answered once, with the last offset asked for (Kafka keys the request by
-partition). ``timeout_ms`` is not used: Kafka waits only for followers' low watermarks, and
-there are none. Authorization (DELETE on the topic) belongs to the security issue.
+internal topic (Kafka's ``Topic.isInternal``); POLICY_VIOLATION when ``cleanup.policy`` is
+``compact`` alone (an empty one is allowed: Kafka's ``Partition.deleteRecordsOnLeader``);
+OFFSET_OUT_OF_RANGE for a negative offset other than -1 or one past the high watermark;
+KAFKA_STORAGE_ERROR if the checkpoint or the segment deletion failed. A partition named twice
+is answered once, with the last offset asked for (Kafka keys the request by partition).
+``timeout_ms`` is not used: Kafka waits only for followers' low watermarks, and there are none.
+Authorization (DELETE on the topic) belongs to the security issue.
 
 A topic the principal may not DELETE gets TOPIC_AUTHORIZATION_FAILED (low watermark -1) on
 every partition, before any other check (Kafka's ``handleDeleteRecordsRequest``).

@@ -15,7 +15,10 @@ first entry; the source is the first synonym's, else DEFAULT_CONFIG.
 
 Deviations: a broker config counts as set (STATIC_BROKER_CONFIG) when its value differs from
 its default; Kafka also reports one set explicitly to its default value as static. A broker
-config whose Kafka default is null (log.retention.ms) shows its effective value, not null.
+config whose Kafka default is null shows null while unset, as in Kafka (``NULL_DEFAULTS``:
+advertised.listeners, ssl.keystore.location, ...), except log.retention.ms / log.roll.ms /
+log.flush.interval.ms, which show their effective value (from their hours / scheduler
+synonyms), not null.
 
 Authorization (Kafka's ``ConfigHelper.handleDescribeConfigsRequest``): DESCRIBE_CONFIGS on the
 topic for a topic, on the cluster for a broker; a refused resource is answered, after the
@@ -39,7 +42,7 @@ from kio.static.primitive import i8
 
 from proxy.acl.checks import MESSAGES, config_refusal
 from proxy.acl.model import AclOperation
-from proxy.broker_config_types import config_type, documentation, sensitive
+from proxy.broker_config_types import NULL_DEFAULTS, config_type, documentation, sensitive
 from proxy.config import BROKER_CONFIGS, INTERNAL_CONFIGS
 from proxy.connection_quota_config import listener_base
 from proxy.context import RequestContext
@@ -211,6 +214,8 @@ def broker_entries(
         ]
         if name in INTERNAL_CONFIGS and (not all_syn or all_syn[0].source == DEFAULT_CONFIG):
             continue  # Kafka lists an internal config only when the broker's config sets it
+        if name in NULL_DEFAULTS and not all_syn:  # unset, Kafka's default null: shown null
+            raw = None
         out.append(
             DescribeConfigsResourceResult(
                 name=name,

@@ -99,7 +99,7 @@ async def incremental_alter_configs(
     def broker_ops(res: AlterConfigsResource) -> list[tuple[str, int, str | None]]:
         return [(c.name, int(c.config_operation), c.value) for c in res.configs]
 
-    def check_broker(res: AlterConfigsResource) -> tuple[ErrorCode, str] | None:
+    def check_broker(res: AlterConfigsResource) -> tuple[ErrorCode, str | None] | None:
         new = incremental(broker.dynamic, res.resource_name, broker_ops(res))
         return new if isinstance(new, tuple) else None
 

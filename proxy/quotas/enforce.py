@@ -61,15 +61,23 @@ PERCENT_PER_SECOND = 100.0  # Kafka's nanosToPercentage: a second of work is 100
 
 
 class Throttles:
-    """The broker's produce, fetch and request-time quota managers, following the quota
-    store."""
+    """The broker's produce, fetch, request-time and controller mutation quota managers,
+    following the quota store. The first three sample ``quota.window.num`` windows of
+    ``quota.window.size.seconds``; the mutation quota its own ``controller.quota.window.num``
+    of ``controller.quota.window.size.seconds`` (Kafka's QuotaConfig)."""
 
-    def __init__(self, samples: int = 11, window_s: int = 1) -> None:
+    def __init__(
+        self,
+        samples: int = 11,
+        window_s: int = 1,
+        controller_samples: int = 11,
+        controller_window_s: int = 1,
+    ) -> None:
         self.produce = QuotaManager(samples, window_s)
         self.fetch = QuotaManager(samples, window_s)
         # Kafka's ClientRequestQuotaManager: a throttle is at most one window
         self.request = QuotaManager(samples, window_s, max_throttle_ms=window_s * 1000)
-        self.mutation = MutationQuotaManager(samples, window_s)
+        self.mutation = MutationQuotaManager(controller_samples, controller_window_s)
         self.clock: TaskClock | None = None
         self.enabled = False
 

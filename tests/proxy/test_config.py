@@ -229,13 +229,13 @@ def test_a_tls_listener_and_a_foreign_voter_are_refused(tmp_path: Path) -> None:
 def test_range_errors_name_the_config_and_source_all_at_once() -> None:
     with pytest.raises(ConfigError) as err:
         resolve_values(
-            {"log.segment.bytes": "10"},
+            {"log.segment.bytes": "1048575"},  # Kafka 4.2: atLeast(1024 * 1024)
             {"KAFKAD_MESSAGE_MAX_BYTES": "-1", "KAFKAD_NO_SUCH": "1"},
             {"socket.request.max.bytes": "0", "node.id": "-3", "log.retention.ms": "-2"},
         )
     message = str(err.value)
     for needle in (
-        "log.segment.bytes=10 from config file: must be at least 14",
+        "log.segment.bytes=1048575 from config file: must be at least 1048576",
         "message.max.bytes=-1 from environment variable KAFKAD_MESSAGE_MAX_BYTES: must be at "
         "least 0",
         "unknown variable KAFKAD_NO_SUCH in the environment",

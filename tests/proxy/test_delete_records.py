@@ -102,7 +102,8 @@ async def test_per_partition_errors() -> None:
             assert await create(c, "t") == E.none
             assert await create(c, "c", cleanup_policy="compact") == E.none
             assert await create(c, "cd", cleanup_policy="compact,delete") == E.none
-            for topic in ("t", "c", "cd"):
+            assert await create(c, "none", cleanup_policy="") == E.none  # Kafka 4.2: valid
+            for topic in ("t", "c", "cd", "none"):
                 for _ in range(3):
                     keyed = build_batch([Record(0, 0, b"k", b"v")], base_timestamp=TS)
                     assert (await produce(c, topic, keyed, txn=None)).error_code is E.none
@@ -113,6 +114,8 @@ async def test_per_partition_errors() -> None:
                 ("nope", 0, 0),
                 ("c", 0, 1),  # compact only
                 ("cd", 0, 1),  # compact,delete: allowed
+                ("none", 0, 2),  # empty: allowed (Partition.deleteRecordsOnLeader refuses
+                # only !delete && compact)
             )
             assert got == {
                 ("t", 0): (-1, E.offset_out_of_range),
@@ -120,6 +123,7 @@ async def test_per_partition_errors() -> None:
                 ("nope", 0): (-1, E.unknown_topic_or_partition),
                 ("c", 0): (-1, E.policy_violation),
                 ("cd", 0): (1, E.none),
+                ("none", 0): (2, E.none),
             }
             assert await delete(c, ("t", 0, -2)) == {("t", 0): (-1, E.offset_out_of_range)}
             assert await list_offset(c, "t", EARLIEST, False) == (0, -1)

@@ -187,6 +187,32 @@ async def test_read_only_unknown_and_invalid_changes_are_refused_as_kafka() -> N
             ErrorCode.invalid_config,
             "Config value append is not allowed for config key: message.max.bytes",
         )
+        # APPEND/SUBTRACT on a name KafkaConfig does not define: Kafka's prepareIncrementalConfigs
+        # looks it up in a Scala map (NoSuchElementException): UNKNOWN_SERVER_ERROR, no message
+        for name, op in (
+            ("custom.thing", APPEND),
+            ("kafkad.http.listeners", SUBTRACT),
+            ("listener.name.plaintext.ssl.cipher.suites", APPEND),
+        ):
+            assert await alter(c, node, (name, op, "x")) == (ErrorCode.unknown_server_error, None)
+        # a Kafka config that is not a list, though kafkad lists it under no ConfigDef type
+        assert await alter(c, node, ("group.consumer.migration.policy", APPEND, "x")) == (
+            ErrorCode.invalid_config,
+            "Config value append is not allowed for config key: group.consumer.migration.policy",
+        )
+        # Kafka's static LIST configs kafkad does not model: the list operation applies, then
+        # DynamicBrokerConfig refuses the change; one with no default (process.roles,
+        # controller.listener.names) fails casting ConfigDef.NO_DEFAULT_VALUE to a List
+        for name, op in (("log.dirs", APPEND), ("log.dir", SUBTRACT)):
+            assert await alter(c, node, (name, op, "/x")) == (
+                ErrorCode.invalid_request,
+                f"Cannot update these configs dynamically: Set({name})",
+            )
+        for name in ("process.roles", "controller.listener.names"):
+            assert await alter(c, node, (name, APPEND, "x")) == (
+                ErrorCode.unknown_server_error,
+                None,
+            )
         assert await alter(c, "7", ("log.retention.ms", SET, "1")) == (
             ErrorCode.invalid_request,
             f"Unexpected broker id, expected {node}, but received 7",
@@ -260,6 +286,34 @@ async def test_describe_broker_types_read_only_and_unknown_configs() -> None:
         # a config Kafka does not define: unknown type, so sensitive, as Kafka's ConfigHelper
         e = own["kafkad.http.listeners"]
         assert (e.value, e.is_sensitive, e.config_type, e.read_only) == (None, True, UNKNOWN, True)
+        # Kafka's ConfigDef default is null: unset, shown null from DEFAULT_CONFIG with no
+        # synonym (staticDefaultConfigs leaves null defaults out); listeners are LIST in 4.2
+        for name, kind, hidden in (
+            ("advertised.listeners", LIST, False),
+            ("ssl.keystore.location", STRING, False),
+            ("ssl.truststore.location", STRING, False),
+            ("ssl.keystore.password", PASSWORD, True),
+        ):
+            e = own[name]
+            assert (e.value, e.config_source, synonyms(e), e.config_type, e.is_sensitive) == (
+                None,
+                DEFAULT,
+                [],
+                kind,
+                hidden,
+            ), name
+        assert own["listeners"].config_type == LIST
+        # a Kafka STRING config: typed and shown, not UNKNOWN and hidden
+        e = own["group.consumer.migration.policy"]
+        assert (e.value, e.config_type, e.is_sensitive) == ("bidirectional", STRING, False)
+        # a null default set in the server's configs: its value, STATIC_BROKER_CONFIG
+    async with running_broker(**{"ssl.provider": "SunJSSE"}) as (server, port), connect(port) as c:
+        e = (await describe(c, 4, str(server.broker.node_id)))["ssl.provider"]
+        assert (e.value, e.config_source, synonyms(e)) == (
+            "SunJSSE",
+            STATIC,
+            [("ssl.provider", "SunJSSE", STATIC)],
+        )
 
 
 async def test_dynamic_configs_survive_a_restart(tmp_path: Path) -> None:
@@ -302,3 +356,38 @@ async def test_internal_configs_are_listed_only_when_set() -> None:
             INT,
             False,
         )
+
+
+async def test_broker_quota_rates_are_kafka_longs_of_at_least_zero() -> None:
+    # Kafka's QuotaConfig.brokerQuotaConfigs (DynamicConfig.Broker, not KafkaConfig): a
+    # change is parsed as a LONG of at least 0 (INVALID_REQUEST), described as LONG and shown
+    # (not UNKNOWN and hidden), read-only (not in AllDynamicConfigs); APPEND finds no KafkaConfig
+    # key (UNKNOWN_SERVER_ERROR)
+    async with running_broker() as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)
+        for name in (
+            "leader.replication.throttled.rate",
+            "follower.replication.throttled.rate",
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+        ):
+            assert await alter(c, node, (name, SET, "abc")) == (
+                ErrorCode.invalid_request,
+                f"Invalid value abc for configuration {name}: Not a number of type LONG",
+            )
+            assert await alter(c, "", (name, SET, "-1")) == (
+                ErrorCode.invalid_request,
+                f"Invalid value -1 for configuration {name}: Value must be at least 0",
+            )
+            assert await alter(c, node, (name, APPEND, "1")) == (
+                ErrorCode.unknown_server_error,
+                None,
+            )
+            assert await alter(c, node, (name, SET, "100")) == (ErrorCode.none, None)
+            e = (await describe(c, 4, node))[name]
+            assert (e.value, e.config_type, e.is_sensitive, e.read_only, e.config_source) == (
+                "100",
+                LONG,
+                False,
+                True,
+                DYNAMIC_BROKER,
+            )

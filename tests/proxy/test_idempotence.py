@@ -22,7 +22,8 @@ from wire.records import Record, build_batch
 MS = datetime.timedelta(milliseconds=1)
 TS = 1_700_000_000_000
 E = ErrorCode
-SMALL_SEGMENTS = {"log.segment.bytes": "400"}
+# Kafka's internal topic config for tests: segment.bytes must be at least 1 MiB
+SMALL_SEGMENTS = {"internal_segment_bytes": "400"}
 
 
 def ibatch(pid: int, epoch: int, seq: int, n: int = 1, *, txn: bool = False, tag: int = 0) -> bytes:
@@ -191,8 +192,8 @@ async def test_dedupe_window_survives_a_restart(tmp_path: Path, lose_snapshots: 
     data = tmp_path / "data"
     url = f"file://{data}"
     with trio.fail_after(20):
-        async with running_broker(url, **SMALL_SEGMENTS) as (_, port), connect(port) as c:
-            assert await create(c, "dur") == E.none
+        async with running_broker(url) as (_, port), connect(port) as c:
+            assert await create(c, "dur", **SMALL_SEGMENTS) == E.none
             pid = await init_pid(c)
             offsets = [
                 (await produce(c, "dur", ibatch(pid, 0, s * 2, 2))).base_offset for s in range(8)
@@ -204,7 +205,7 @@ async def test_dedupe_window_survives_a_restart(tmp_path: Path, lose_snapshots: 
         if lose_snapshots:  # as after a crash before any snapshot: rebuilt from the log alone
             for s in snapshots:
                 s.unlink()
-        async with running_broker(url, **SMALL_SEGMENTS) as (_, port), connect(port) as c:
+        async with running_broker(url) as (_, port), connect(port) as c:
             for s in range(3, 8):  # the last 5 batches are still known, at their offsets
                 r = await produce(c, "dur", ibatch(pid, 0, s * 2, 2))
                 assert (r.error_code, r.base_offset) == (E.none, s * 2)

@@ -218,8 +218,8 @@ async def test_errors_counted_by_code_and_timeout_aborts() -> None:
 
 
 async def test_cleaner_passes_and_bytes() -> None:
-    # small segments (the broker's default; a topic's segment.bytes must be >= 1 MiB)
-    settings = {"log.cleaner.backoff.ms": "50", "log.segment.bytes": "1024"}
+    # small segments: Kafka's internal.segment.bytes (segment.bytes must be >= 1 MiB)
+    settings = {"log.cleaner.backoff.ms": "50"}
     async with running_broker(**settings) as (server, port):
 
         def compacted() -> None:
@@ -228,7 +228,11 @@ async def test_cleaner_passes_and_bytes() -> None:
                 "kv",
                 1,
                 1,
-                config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"},
+                config={
+                    "cleanup.policy": "compact",
+                    "min.cleanable.dirty.ratio": "0.01",
+                    "internal.segment.bytes": "1024",
+                },
             )
             admin.create_topics([t])["kv"].result(10)
             p = confluent_kafka.Producer(conf(port, **{"linger.ms": 0}))

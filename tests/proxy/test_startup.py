@@ -237,7 +237,7 @@ async def test_data_dir_problems_are_one_line(
     [
         (["--set", "socket.request.max.bytes=0"], {}, ["socket.request.max.bytes=0 from --set"]),
         (["--set", "message.max.bytes=-1"], {}, ["message.max.bytes", "at least 0"]),
-        (["--set", "log.segment.bytes=10"], {}, ["log.segment.bytes", "at least 14"]),
+        (["--set", "log.segment.bytes=1048575"], {}, ["log.segment.bytes", "at least 1048576"]),
         (["--set", "node.id=-3"], {}, ["node.id=-3"]),
         (["--set", "log.retention.ms=-5"], {}, ["-1 (unlimited) or at least 1"]),
         (["--set", "log.segment.delete.delay.ms=-1"], {}, ["must be at least 0"]),

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from storage.topic_config import TOPIC_CONFIGS, check_combination, effective_configs
+from storage.api import LogConfig
+from storage.topic_config import (
+    TOPIC_CONFIG_TYPES,
+    TOPIC_CONFIGS,
+    check_combination,
+    effective_configs,
+    topic_log_config,
+)
 from storage.topic_config import validate_overrides as validate
 
 KAFKA_4_2_TOPIC_CONFIGS = {
@@ -46,7 +53,8 @@ KAFKA_4_2_TOPIC_CONFIGS = {
 
 
 def test_every_kafka_topic_config_is_known_with_its_default() -> None:
-    assert set(TOPIC_CONFIGS) == set(KAFKA_4_2_TOPIC_CONFIGS)
+    # and LogConfig's one internal config (defineInternal), listed only where a topic sets it
+    assert set(TOPIC_CONFIGS) == {*KAFKA_4_2_TOPIC_CONFIGS, "internal.segment.bytes"}
     shown = {name: value for name, (value, _) in effective_configs({}, {}).items()}
     assert shown == KAFKA_4_2_TOPIC_CONFIGS
 
@@ -199,3 +207,24 @@ def test_incremental_append_and_subtract_work_on_every_list_config() -> None:
         "invalid_config",
         "Can't APPEND to key retention.ms because its type is not LIST.",
     )
+
+
+def test_internal_segment_bytes_sets_a_segment_size_below_segment_bytes_minimum() -> None:
+    # Kafka 4.2's LogConfig: segment.bytes is atLeast(1 MiB); internal.segment.bytes (INT, no
+    # default, no validator, "for testing only") replaces it as segmentSize() when set
+    assert validate({"segment.bytes": "1048575"}) == (
+        "Invalid value 1048575 for configuration segment.bytes: Value must be at least 1048576"
+    )
+    assert validate({"internal.segment.bytes": "400"}) is None
+    assert validate({"internal.segment.bytes": "x"}) == (
+        "Invalid value x for configuration internal.segment.bytes: Not a number of type INT"
+    )
+    assert TOPIC_CONFIG_TYPES["internal.segment.bytes"] == 3  # INT
+    base = LogConfig(segment_bytes=1 << 30)
+    cfg = topic_log_config(base, {"internal.segment.bytes": "400", "segment.bytes": "2097152"})
+    assert cfg.segment_bytes == 400
+    assert topic_log_config(base, {"segment.bytes": "2097152"}).segment_bytes == 2097152
+    # shown (DescribeConfigs, CreateTopics' configs) only where set
+    assert "internal.segment.bytes" not in effective_configs({}, {})
+    shown = effective_configs({"internal.segment.bytes": "400"}, {})
+    assert shown["internal.segment.bytes"] == ("400", True)

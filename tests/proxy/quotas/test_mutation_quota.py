@@ -106,3 +106,26 @@ async def test_older_versions_are_throttled_but_never_refused(autojump_clock: An
         assert [t.error_code for t in resp.topics] == [ErrorCode.none, ErrorCode.none]
         assert resp.throttle_time == 10 * S
         assert server.broker.topics.get("b") is not None
+
+
+async def test_the_bucket_uses_the_controller_quota_windows_not_the_client_ones(
+    autojump_clock: Any,
+) -> None:
+    # Kafka's ControllerMutationQuotaManager samples controller.quota.window.num windows of
+    # controller.quota.window.size.seconds (QuotaConfig); quota.window.* are the client quotas'
+    settings = {
+        "controller.quota.window.num": "2",
+        "controller.quota.window.size.seconds": "3",
+        "quota.window.num": "50",
+    }
+    async with running_broker(**settings) as (server, port), connect(port) as c:
+        await set_quota(c, "controller_mutation_rate", 1.0)  # burst: 2 * 3 s * 1/s = 6
+        resp = await c.request(create_request(ct7, ("a", 7), ("b", 1)))
+        assert [t.error_code for t in resp.topics] == [
+            ErrorCode.none,
+            ErrorCode.throttling_quota_exceeded,
+        ]
+        assert resp.throttle_time == S  # one token short
+        values = server.broker.config.values or {}
+        assert values["controller.quota.window.num"] == 2
+        assert values["controller.quota.window.size.seconds"] == 3
