@@ -69,7 +69,8 @@ def _string(out: bytearray, s: str, flexible: bool) -> None:
 
 
 def _millis(resp: Any) -> int:
-    return int(round(resp.throttle_time.total_seconds() * 1000))
+    ms: int = round(resp.throttle_time.total_seconds() * 1000)
+    return ms
 
 
 def _code_of(api_key: int, version: int) -> Callable[[Any], int]:

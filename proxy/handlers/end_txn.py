@@ -40,6 +40,7 @@ from wire.values import NO_THROTTLE
     encode=lambda resp, correlation_id, version: encode_end_txn_response(
         correlation_id, version, resp
     ),
+    as_sent=True,  # every version's request has v5's four fields
 )
 async def end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
