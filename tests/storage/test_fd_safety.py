@@ -92,13 +92,24 @@ async def test_a_partition_that_fails_to_load_keeps_no_fd(
     assert fds_on(directory) == []
 
 
+class _OsBut:
+    """The os module with some calls replaced."""
+
+    def __init__(self, **calls: object) -> None:
+        self.__dict__.update(calls)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(os, name)
+
+
 @pytest.mark.parametrize("call", ["ftruncate", "pwrite"])
 def test_a_data_dir_lock_that_fails_keeps_no_fd_and_no_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str
 ) -> None:
     from storage.segment import datadir
 
-    monkeypatch.setattr(datadir.os, call, eio)
+    # datadir's own view of os, not os itself: other threads of this process go on using it
+    monkeypatch.setattr(datadir, "os", _OsBut(**{call: eio}))
     with pytest.raises(DataDirError, match="cannot write"):
         DataDirLock(tmp_path)
     monkeypatch.undo()
