@@ -209,7 +209,9 @@ class Browser:
         return path
 
     def close(self) -> None:
-        with contextlib.suppress(CdpError):
+        # OSError: a browser already gone leaves no reader on the pipe (BrokenPipeError), and the
+        # fds and the process are to be cleaned up all the same
+        with contextlib.suppress(CdpError, OSError):
             self.call("Browser.close")
         try:
             self.proc.wait(10)
