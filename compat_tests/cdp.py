@@ -60,16 +60,22 @@ class Browser:
             f"--user-data-dir={profile}",
             "about:blank",
         ]
-        self.proc = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(3, 4),
-            preexec_fn=onto_3_and_4,  # before the reader thread exists
-        )
-        os.close(high_r)
-        os.close(high_w)
+        try:
+            self.proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(3, 4),
+                preexec_fn=onto_3_and_4,  # before the reader thread exists
+            )
+        except BaseException:
+            for fd in (to_chrome_w, from_chrome_r):
+                os.close(fd)
+            raise
+        finally:
+            os.close(high_r)
+            os.close(high_w)
         self._out = os.fdopen(to_chrome_w, "wb", buffering=0)
         self._in = from_chrome_r
         self._lock = threading.Condition()
@@ -78,17 +84,32 @@ class Browser:
         self._next = 0
         self._closed = False
         self.errors: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-        target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})[
-            "sessionId"
-        ]
-        for domain in ("Page", "Runtime", "Log"):
-            self.call(f"{domain}.enable", session=self.session)
+        # The reader thread owns self._in and closes it: closing it from another thread while
+        # the reader may still call os.read would read whatever file next got that number.
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        try:
+            target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+            attached = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})
+            self.session = attached["sessionId"]
+            for domain in ("Page", "Runtime", "Log"):
+                self.call(f"{domain}.enable", session=self.session)
+        except BaseException:  # the caller gets no Browser to close: no browser left behind
+            self.close()
+            raise
 
     # -- the pipe ----------------------------------------------------------------------------
 
     def _read(self) -> None:
+        try:
+            self._read_until_eof()
+        finally:
+            os.close(self._in)
+            with self._lock:
+                self._closed = True
+                self._lock.notify_all()
+
+    def _read_until_eof(self) -> None:
         buf = b""
         while True:
             try:
@@ -96,9 +117,6 @@ class Browser:
             except OSError:
                 chunk = b""
             if not chunk:
-                with self._lock:
-                    self._closed = True
-                    self._lock.notify_all()
                 return
             buf += chunk
             while b"\0" in buf:
@@ -191,7 +209,9 @@ class Browser:
         return path
 
     def close(self) -> None:
-        with contextlib.suppress(CdpError):
+        # OSError: a browser already gone leaves no reader on the pipe (BrokenPipeError), and the
+        # fds and the process are to be cleaned up all the same
+        with contextlib.suppress(CdpError, OSError):
             self.call("Browser.close")
         try:
             self.proc.wait(10)
@@ -199,4 +219,6 @@ class Browser:
             self.proc.kill()
             self.proc.wait()
         self._out.close()
-        os.close(self._in)
+        # The browser is gone, so the reader sees EOF and closes its end; if a straggling child
+        # still holds the pipe's other end, the fd stays open rather than closed under a read.
+        self._reader.join(10)

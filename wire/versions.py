@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import types
 import typing
 import uuid
@@ -55,6 +56,7 @@ def _hints(cls: Any) -> dict[str, Any]:
     return hints
 
 
+@functools.cache  # a type hint per field: the conversions of every request ask again
 def _unwrap(hint: Any) -> tuple[Any, bool, bool]:
     """(inner type, nullable, is a tuple of inner) of a field's type hint."""
     nullable = False
@@ -181,10 +183,13 @@ def convert(obj: Any, cls: type[T], **fields: Any) -> T:
     out (a hook may name every field its old versions have)."""
     if type(obj) is cls and not fields:
         return obj
-    converted = _converter(type(obj), cls)(obj)
     if fields:
         hints = _hints(cls)
         fields = {name: _coerce(v, hints[name]) for name, v in fields.items() if name in hints}
+        if fields.keys() >= _fields(cls).keys():  # every field given (AddPartitionsToTxn v0-3)
+            return cls(**fields)
+    converted = _converter(type(obj), cls)(obj)
+    if fields:
         converted = dataclasses.replace(converted, **fields)
     return typing.cast(T, converted)
 

@@ -58,6 +58,7 @@ from proxy.context import RequestContext
 from proxy.outcomes import ErrorReply
 from proxy.registry import handler
 from storage.api import KAFKA_INTERNAL_TOPICS
+from wire.txn_responses import encode_add_partitions_to_txn_response
 from wire.values import NO_THROTTLE
 
 E = ErrorCode
@@ -143,6 +144,9 @@ def _error_reply(req: AddPartitionsToTxnRequest, code: ErrorCode) -> AddPartitio
     error_reply=_error_reply,
     upgrade=_one,
     downgrade=_v3_results,
+    encode=lambda resp, correlation_id, version: encode_add_partitions_to_txn_response(
+        correlation_id, version, resp
+    ),
 )
 async def add_partitions_to_txn(
     ctx: RequestContext, req: AddPartitionsToTxnRequest

@@ -28,10 +28,20 @@ from coordinator.txn.feature import client_transaction_version
 from proxy.acl.model import AclOperation, ResourceType
 from proxy.context import RequestContext
 from proxy.registry import handler
+from wire.txn_responses import encode_end_txn_response
 from wire.values import NO_THROTTLE
 
 
-@handler(api_key=26, versions=(0, 5), request=EndTxnRequest, response=EndTxnResponse)
+@handler(
+    api_key=26,
+    versions=(0, 5),
+    request=EndTxnRequest,
+    response=EndTxnResponse,
+    encode=lambda resp, correlation_id, version: encode_end_txn_response(
+        correlation_id, version, resp
+    ),
+    as_sent=True,  # every version's request has v5's four fields
+)
 async def end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
         code = ErrorCode.transactional_id_authorization_failed

@@ -131,20 +131,32 @@ class DataDirLock:
         except OSError as exc:
             raise DataDirError(f"cannot create lock file {path}: {exc.strerror or exc}") from None
         try:
+            self._lock(fd, root, path)
+        except BaseException:  # the fd (and with it any lock taken) goes with the failure
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    @staticmethod
+    def _lock(fd: int, root: Path, path: Path) -> None:
+        try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            os.close(fd)
+            try:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            except OSError:
+                holder = ""
             pid = f"pid {holder}" if holder.isdigit() else "another process"
             raise DataDirError(
                 f"data dir {root} is locked by {pid} ({path}): is another kafkad using it?"
             ) from None
         except OSError as exc:  # e.g. ENOLCK: a file system without locks
-            os.close(fd)
             raise DataDirError(f"cannot lock {path}: {exc.strerror or exc}") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._fd = fd
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as exc:  # e.g. a read-only or full file system
+            raise DataDirError(f"cannot write {path}: {exc.strerror or exc}") from None
 
     def release(self) -> None:
         fd, self._fd = self._fd, -1

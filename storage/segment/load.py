@@ -115,6 +115,19 @@ def _remove_strays(directory: Path, notes: list[str]) -> list[int]:
 
 
 def load_partition(directory: Path, interval: int, clean: bool) -> Loaded:
+    """Open the partition in ``directory`` (rules above). If anything fails, every segment
+    opened so far is closed: the store answers the failure and tries again at the next request,
+    so an fd kept per try would run the process out of them."""
+    opened: list[Segment] = []
+    try:
+        return _load(directory, interval, clean, opened)
+    except BaseException:
+        for seg in opened:
+            seg.close()
+        raise
+
+
+def _load(directory: Path, interval: int, clean: bool, opened: list[Segment]) -> Loaded:
     directory.mkdir(parents=True, exist_ok=True)
     notes: list[str] = complete_swaps(directory)
     bases = _remove_strays(directory, notes)
@@ -136,12 +149,14 @@ def load_partition(directory: Path, interval: int, clean: bool) -> Loaded:
                 else:
                     seg = Segment.open_sealed(directory, base, size, limit)
                     next_offset = bases[i + 1]
+                opened.append(seg)
             except (OSError, ValueError, StorageError) as exc:
                 notes.append(f"segment {base}: rebuilding its indexes ({exc})")
         if seg is None:
             seg, next_offset, reason = Segment.open_recovered(
                 directory, base, interval, gaps=not last
             )
+            opened.append(seg)
             if reason:
                 notes.append(f"segment {base}: truncated to {seg.size} bytes: {reason}")
             if not last and (reason or limit is None or next_offset > limit):
@@ -166,6 +181,7 @@ def load_partition(directory: Path, interval: int, clean: bool) -> Loaded:
             seg.close()
             seg.delete_files()
         segments = [Segment.create(directory, log_start, interval)]
+        opened.append(segments[0])
         next_offset = log_start
     segments[-1].unlink_index_files()
     fsync_dir(directory)

@@ -557,11 +557,18 @@ class FileLog(LogPositions):
                 for seg in unsealed:
                     assert seg.writer is not None
                     seg.writer.finish()
+                # pinned, as every fd a worker thread uses: an abandon() or discard() while
+                # the thread runs must not close them under it (files.FileHandle)
+                handles = [seg.handle() for seg in unsealed]
+                fds = [h.acquire() for h in handles]
                 try:
-                    await trio.to_thread.run_sync(_persist_all, unsealed)
+                    await trio.to_thread.run_sync(_persist_all, unsealed, fds)
                 except OSError as exc:
                     self._fail(f"closing: {exc}")
                     raise StorageError(f"closing {self.tp}: {exc}") from exc
+                finally:
+                    for h in handles:
+                        h.release()
         finally:
             for seg in self._segments:
                 seg.close()
@@ -602,9 +609,9 @@ def _retention_timestamp(seg: Segment) -> int:
     return int(seg.path().stat().st_mtime * 1000)  # no timestamps: Kafka uses the mtime too
 
 
-def _persist_all(segments: list[Segment]) -> None:
-    for seg in segments:
-        seg.persist(seg.fd())
+def _persist_all(segments: list[Segment], fds: list[int]) -> None:
+    for seg, fd in zip(segments, fds, strict=True):
+        seg.persist(fd)
 
 
 def _delete_files(segments: list[Segment]) -> None:

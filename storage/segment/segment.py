@@ -164,7 +164,7 @@ class Segment:
             writer.since = size - pos
             seg.writer = writer
             seg.first_batch_ts = seg.first_max_ts()
-        except (ValueError, StorageError):
+        except BaseException:  # ValueError, or an OSError the caller recovers from: no fd kept
             seg._handle.close()
             raise
         return seg, next_offset
@@ -185,7 +185,7 @@ class Segment:
             if rec.size < file_size:
                 os.ftruncate(fd, rec.size)
                 os.fsync(fd)
-        except OSError:
+        except BaseException:
             seg._handle.close()
             raise
         seg.size, seg.writer = rec.size, rec.indexes
