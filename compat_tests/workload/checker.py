@@ -31,16 +31,27 @@ event ``type``     fields
 =================  =========================================================================
 
 A transaction's fate, from its ``end`` events: *committed* (commit acknowledged), *aborted*
-(an abort was asked: whatever follows, it must never be visible), *indeterminate* (commit
-asked, never acknowledged: all or nothing), *unfinished* (never asked to end: the producer
-died or failed; the coordinator must abort it by timeout or fencing).
+(abort acknowledged: it must never be visible), *abort_unacked* (abort asked, never
+acknowledged: all or nothing, like *indeterminate*), *indeterminate* (commit asked, never
+acknowledged: all or nothing), *unfinished* (never asked to end: the producer died or failed;
+the coordinator must abort it by timeout or fencing).
+
+Why an unacknowledged abort is not *aborted*: with the classic protocol (transaction version
+1) a producer keeps its epoch from one transaction to the next, so an EndTxn(COMMIT) of its
+previous transaction that the network held past the client's request timeout (the client
+closed the connection and committed through a retry on another one) still carries the
+current epoch when it lands, and Kafka's TransactionCoordinator commits the *ongoing*
+transaction with it (handleEndTransaction, TV1: Ongoing + COMMIT -> PrepareCommit; only
+KIP-890's per-transaction epoch bump fences it). The client's abort then meets a committed
+transaction and fails (INVALID_TXN_STATE, fatal in librdkafka): it was never told the abort
+happened. An acknowledged abort rules this out: the late commit then finds CompleteAbort.
 
 Anomaly classes (``Report.anomalies`` keys), each with human-readable findings:
 
 * ``lost_write``: a committed transaction none of whose sends is in the final
   read_committed read, or an acknowledged send (of any transaction) missing from the final
   read_uncommitted read below its last offset.
-* ``torn_txn``: a committed or indeterminate transaction partly visible.
+* ``torn_txn``: a committed, indeterminate or abort_unacked transaction partly visible.
 * ``duplicate``: one value at two offsets of a partition (acks and reads together).
 * ``inconsistent_offset``: one (partition, offset) with two values (acks and reads).
 * ``aborted_read``: a read_committed read of a value of an aborted transaction.
@@ -93,13 +104,14 @@ class Txn:
     sends: list[tuple[TP, str]] = field(default_factory=list)  # in send order
     commit_invoked_t: int | None = None
     abort_invoked: bool = False
+    aborted: bool = False  # abort acknowledged
     committed: bool = False
     offsets: list[tuple[str, TP, int]] = field(default_factory=list)  # (group, tp, offset)
 
     @property
     def fate(self) -> str:
         if self.abort_invoked:
-            return "aborted"
+            return "aborted" if self.aborted else "abort_unacked"
         if self.committed:
             return "committed"
         if self.commit_invoked_t is not None:
@@ -186,6 +198,8 @@ def check(events: Iterable[Event]) -> Report:
                     t.abort_invoked = True
             elif e["phase"] == "ok" and e["commit"]:
                 t.committed = True
+            elif e["phase"] == "ok":
+                t.aborted = True
         elif kind == "offsets":
             for topic, p, off in e["offsets"]:
                 txn(e["txn"]).offsets.append((e["group"], _tp(topic, p), int(off)))
@@ -270,7 +284,7 @@ def check(events: Iterable[Event]) -> Report:
     finally_read = {tp for iso, tp in final if iso == "read_committed"}
     for t in txns.values():
         mine = [(tp, v) for tp, v in t.sends if tp in finally_read]
-        if not mine or t.fate not in ("committed", "indeterminate"):
+        if not mine or t.fate not in ("committed", "indeterminate", "abort_unacked"):
             continue
         seen = [(tp, v) for tp, v in mine if v in visible[tp]]
         if len(seen) == len(mine):

@@ -249,3 +249,32 @@ def test_profiles_name_known_clients() -> None:
         # copiers may also be confluent-kafka consumers of the KIP-848 protocol
         known = (*producers, "confluent-consumer")
         assert all(c in known for c in p.copiers), name
+
+
+def unacked_abort(h: list[Ev]) -> None:
+    """B's abort asked, never acknowledged (the client failed: with transaction version 1 a
+    late EndTxn(COMMIT) of A, the same epoch, may have committed B first), and b0 visible."""
+    h.remove(find(h, type="end", txn="B", phase="ok"))
+    aborted_read(h)
+
+
+def test_an_unacknowledged_abort_may_have_committed() -> None:
+    h = copy.deepcopy(clean())
+    unacked_abort(h)
+    r = check(h)
+    assert r.clean, r.summary()
+    assert r.counts["txns.abort_unacked"] == 1 and r.counts["txns.aborted"] == 0
+
+
+def test_an_unacknowledged_abort_is_all_or_nothing() -> None:
+    h = copy.deepcopy(clean())
+    unacked_abort(h)
+    h.insert(1, {"type": "send", "txn": "B", "topic": "t", "partition": 1, "value": "b1", "t": 1})
+    assert set(check(h).found) == {"torn_txn"}  # b0 visible, b1 not
+
+
+def test_an_acknowledged_abort_read_is_an_anomaly() -> None:
+    h = copy.deepcopy(clean())
+    aborted_read(h)
+    assert find(h, type="end", txn="B", phase="ok")["commit"] is False
+    assert set(check(h).found) == {"aborted_read"}

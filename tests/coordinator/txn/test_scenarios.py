@@ -58,6 +58,27 @@ def test_abort_then_next_transaction() -> None:
     assert c.cache["tx"].txn_start_timestamp == c.now_ms
 
 
+def test_late_commit_of_the_previous_transaction_commits_the_ongoing_one() -> None:
+    """Transaction version 1 keeps the epoch across transactions, so an EndTxn(COMMIT) of the
+    previous transaction held in the network past the client's retry lands as a commit of
+    the ongoing one, as Kafka's TransactionCoordinator does (TV1: Ongoing + COMMIT with the
+    current epoch -> PrepareCommit). The client's abort then must fail, never answer NONE:
+    it was not aborted (seen in the proxied workload, compat_tests/test_proxy_load.py)."""
+    c = Coordinator()
+    pid, epoch = initialized(c)
+    c.run(c.add("tx", pid, epoch, ("out", 0)))
+    assert c.run(c.end("tx", pid, epoch, commit=True)) is E.none  # the retry, answered
+    c.finish_markers("tx")
+    c.run(c.add("tx", pid, epoch, ("out", 1)))  # the next transaction
+    assert c.run(c.end("tx", pid, epoch, commit=True)) is E.none  # the late first attempt
+    assert c.completions["tx"].markers.commit is True
+    # the client's abort: retried while the markers are written (Kafka: Complete pending)...
+    assert c.end("tx", pid, epoch, commit=False) is E.concurrent_transactions
+    c.finish_markers("tx")
+    assert c.end("tx", pid, epoch, commit=False) is E.invalid_txn_state  # ...then refused
+    assert c.cache["tx"].state is S.COMPLETE_COMMIT
+
+
 def test_zombie_is_fenced_by_a_new_instance() -> None:
     c = Coordinator()
     old_pid, old_epoch = initialized(c)
