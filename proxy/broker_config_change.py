@@ -4,7 +4,8 @@ order: duplicate config names and null values (INVALID_REQUEST), unknown operati
 (INVALID_REQUEST), APPEND/SUBTRACT on a config that is not a list (INVALID_CONFIG), then
 ``DynamicBrokerConfig.validateConfigs`` over the resource's whole new set (INVALID_REQUEST:
 "Cannot update these configs dynamically: Set(...)" for a config Kafka or kafkad has that is
-not dynamic, "Invalid value ..." for a bad value)."""
+not dynamic, "Invalid value ..." for a bad value), then the reconfigurables' checks
+(``DynamicBrokerConfigs.validators``: a listener's new keystore, proxy/dynamic_tls.py)."""
 
 from __future__ import annotations
 
@@ -120,4 +121,7 @@ def _checked(
     known = _read_only_if_not_dynamic
     if (message := refusal(dyn, known, props, per_broker=resource != "")) is not None:
         return ErrorCode.invalid_request, message
+    for validate in dyn.validators if resource != "" else ():
+        if (message := validate(props)) is not None:
+            return ErrorCode.invalid_request, message
     return props

@@ -180,6 +180,14 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
     "ssl.trustmanager.algorithm": (_S, "The algorithm used by trust manager factory."),
     "ssl.secure.random.implementation": (_S, "The SecureRandom PRNG implementation."),
     "ssl.engine.factory.class": (_C, "The class providing SSLEngine objects."),
+    "ssl.allow.dn.changes": (
+        _B,
+        "Whether a dynamic keystore update may change the certificate's distinguished name.",
+    ),
+    "ssl.allow.san.changes": (
+        _B,
+        "Whether a dynamic keystore update may change the certificate's subject alternative names.",
+    ),
     "sasl.enabled.mechanisms": (_LS, "The list of SASL mechanisms enabled in the server."),
     "sasl.oauthbearer.jwks.endpoint.url": (_S, "The URL of the OAuth/OIDC JWKS."),
     "sasl.oauthbearer.expected.audience": (_LS, "The expected audiences of the JWT."),

@@ -10,11 +10,15 @@ defaults of topics without overrides are re-applied to their open partitions.
 
 Which configs are dynamic: Kafka's ``AllDynamicConfigs`` that kafkad has (``DYNAMIC``): the log
 defaults (Kafka's ``DynamicLogConfig``: every broker synonym of a topic config), the log
-cleaner's (``LogCleaner.ReconfigurableConfigs``) and ``producer.id.expiration.ms``. Kafka's
-listener and security configs (listeners, ssl.*, sasl.*) are dynamic per broker in Kafka but
-are not in kafkad: a change to one is refused INVALID_REQUEST ("Cannot update these configs
-dynamically"), as Kafka refuses its read-only configs; the keystore/truststore ones without a
-listener prefix get Kafka's own refusal ("... only per-listener using the listener prefix").
+cleaner's (``LogCleaner.ReconfigurableConfigs``) and ``producer.id.expiration.ms``. A TLS
+listener's keystore and truststore (``listener.name.<l>.ssl.keystore.location`` and the other
+``SECURITY`` names, with a listener prefix) are dynamic per broker, as in Kafka: checked,
+stored and applied to new connections by proxy/dynamic_tls.py (``validators``, ``listeners``);
+without a listener prefix they get Kafka's own refusal ("... only per-listener using the
+listener prefix"). Kafka's other listener and security configs (listeners, the other ssl.*,
+sasl.*) are dynamic per broker in Kafka but not in kafkad: a change to one is refused
+INVALID_REQUEST ("Cannot update these configs dynamically"), as Kafka refuses its read-only
+configs.
 Kafka's static configs kafkad only reads from a server.properties (process.roles, log.dirs...)
 are refused the same way. Names Kafka does not know are accepted and stored, as Kafka stores
 them (no ConfigDef checks them), but change nothing.
@@ -76,7 +80,7 @@ DYNAMIC = frozenset(
 )
 
 # Kafka's DynamicSecurityConfigs (SslConfigs.RECONFIGURABLE_CONFIGS): dynamic only with a
-# listener prefix (listener.name.<name>.ssl.keystore.location), which kafkad does not support.
+# listener prefix (listener.name.<name>.ssl.keystore.location), per broker.
 SECURITY = frozenset(
     {
         "ssl.keystore.type",
@@ -117,6 +121,13 @@ class MetadataStore(Protocol):
 
 
 Configs = dict[str, dict[str, str]]  # resource name ("" or the node id) -> name -> value
+_LISTENER_CONFIG = re.compile(r"listener\.name\.[^.]+\.(.+)")
+
+
+def listener_security(name: str) -> bool:
+    """A keystore/truststore config with a listener prefix: dynamic per broker."""
+    m = _LISTENER_CONFIG.fullmatch(name)
+    return m is not None and m[1] in SECURITY
 
 
 def encode(configs: Configs) -> bytes:
@@ -151,6 +162,8 @@ class DynamicBrokerConfigs:
         self._configs: Configs = {}
         self.lock = trio.Lock()  # held across a read-decide-write
         self.listeners: list[Callable[[], None]] = []  # told after each applied change
+        # checks of a per-broker resource's whole new set: a refusal's message, or None
+        self.validators: list[Callable[[Mapping[str, str]], str | None]] = []
 
     def layer(self, resource: str) -> Mapping[str, str]:
         """The dynamic configs of ``resource`` ("" the cluster default, else the node id)."""
@@ -173,8 +186,27 @@ class DynamicBrokerConfigs:
     def parse(self, name: str, value: str) -> Any:
         return self._parsers[name](value.strip())
 
+    def with_security(self, layer: Mapping[str, str]) -> dict[str, Any]:
+        """The effective values with ``layer``'s listener keystore/truststore configs (this
+        node's dynamic set) in place of the current ones."""
+        out = {n: v for n, v in self.values.items() if not listener_security(n)}
+        out |= {n: v for n, v in self.static.items() if listener_security(n)}
+        for name, raw in layer.items():
+            if listener_security(name):
+                base = _LISTENER_CONFIG.fullmatch(name)[1]  # type: ignore[index]
+                out[name] = self._parsers[base](raw.strip())
+        return out
+
     def _apply(self) -> None:
         mine, cluster = self.layer(self.node), self.layer("")
+        try:
+            security = self.with_security(mine)
+        except ValueError as exc:  # stored by an older kafkad: ignored, as Kafka does
+            log.warning("dynamic listener keystore/truststore configs ignored: %s", exc)
+            security = self.with_security({})
+        for name in [n for n in self.values if listener_security(n)]:
+            del self.values[name]
+        self.values.update({n: v for n, v in security.items() if listener_security(n)})
         for name in DYNAMIC:
             raw = mine.get(name, cluster.get(name))
             try:
@@ -239,7 +271,10 @@ def refusal(
     fixed = [
         n
         for n in configs
-        if n not in DYNAMIC | SECURITY and (known(n) or n in KAFKA_DEFAULTS) and n not in later
+        if n not in DYNAMIC | SECURITY
+        and (known(n) or n in KAFKA_DEFAULTS)
+        and n not in later
+        and not listener_security(n)
     ]
     if fixed:
         return f"Cannot update these configs dynamically: Set({', '.join(fixed)})"

@@ -27,10 +27,11 @@ from proxy.broker import Broker
 from proxy.config import BrokerConfig
 from proxy.connection import Connection, NetConfig, serve_connection
 from proxy.dispatch import Dispatcher
+from proxy.dynamic_tls import ListenerTls
 from proxy.http.settings import parse_http_listeners
 from proxy.sasl.session import SaslSession
 from proxy.sasl.settings import SASL_PROTOCOLS, SaslSettings, listener_sasl
-from proxy.tls import TLS_PROTOCOLS, TlsSettings, server_settings
+from proxy.tls import TlsSettings
 from storage.backends import open_store
 
 log = logging.getLogger("kafkad.server")
@@ -68,11 +69,7 @@ class Server:
             broker = Broker(cfg, store)
             await broker.start()
             self.broker = broker
-            tls = {
-                e.name: server_settings(cfg.values or {}, e.name, e.protocol)
-                for e in cfg.endpoints()
-                if e.protocol in TLS_PROTOCOLS
-            }
+            tls = ListenerTls(broker.dynamic, cfg.endpoints()).settings  # kept current
             sasl = {
                 e.name: listener_sasl(cfg.values or {}, e.name)
                 for e in cfg.endpoints()
