@@ -15,7 +15,10 @@ listener's keystore and truststore (``listener.name.<l>.ssl.keystore.location`` 
 ``SECURITY`` names, with a listener prefix) are dynamic per broker, as in Kafka: checked,
 stored and applied to new connections by proxy/dynamic_tls.py (``validators``, ``listeners``);
 without a listener prefix they get Kafka's own refusal ("... only per-listener using the
-listener prefix"). Kafka's other listener and security configs (listeners, the other ssl.*,
+listener prefix"). Another listener-prefixed config is refused for an existing listener
+with Kafka's "Configs cannot be updated dynamically for existing listener ..." and stored for
+any other name (a listener Kafka could add later). Kafka's other listener and security configs
+(listeners, advertised.listeners, listener.security.protocol.map, the unprefixed ssl.* and
 sasl.*) are dynamic per broker in Kafka but not in kafkad: a change to one is refused
 INVALID_REQUEST ("Cannot update these configs dynamically"), as Kafka refuses its read-only
 configs.
@@ -122,6 +125,12 @@ class MetadataStore(Protocol):
 
 Configs = dict[str, dict[str, str]]  # resource name ("" or the node id) -> name -> value
 _LISTENER_CONFIG = re.compile(r"listener\.name\.[^.]+\.(.+)")
+
+
+def listener_prefixed(name: str) -> tuple[str, str] | None:
+    """``listener.name.<l>.<config>`` -> (l, config)."""
+    m = re.fullmatch(r"listener\.name\.([^.]+)\.(.+)", name)
+    return None if m is None else (m[1], m[2])
 
 
 def listener_security(name: str) -> bool:
@@ -274,7 +283,7 @@ def refusal(
         if n not in DYNAMIC | SECURITY
         and (known(n) or n in KAFKA_DEFAULTS)
         and n not in later
-        and not listener_security(n)
+        and not _LISTENER_CONFIG.fullmatch(n)  # no KafkaConfig name: checked per listener
     ]
     if fixed:
         return f"Cannot update these configs dynamically: Set({', '.join(fixed)})"

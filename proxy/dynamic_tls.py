@@ -20,9 +20,11 @@ truststore cannot get one; the new certificate's subject must equal the old one'
 alias ``kafka``). Kafka's handshake check between old and new stores
 (``SslEngineValidator``) is for the inter-broker listener, which a single node does not have.
 
-Not dynamic in kafkad (refused, proxy/dynamic_broker.py): the other listener-prefixed ssl.*
-configs, ``listeners`` / ``advertised.listeners`` / ``listener.security.protocol.map`` and
-the sasl.* ones.
+The other configs of an existing listener (``listener.name.<l>.sasl.jaas.config``,
+``...sasl.enabled.mechanisms``, ``...ssl.client.auth``...) cannot change at runtime in Kafka
+either (``existing_listener_refusal``, Kafka's message): they serve a listener added at runtime,
+which kafkad does not do (``listeners`` / ``advertised.listeners`` /
+``listener.security.protocol.map`` are refused as not dynamic, proxy/dynamic_broker.py).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 
 from cryptography import x509
 
-from proxy.dynamic_broker import SECURITY, DynamicBrokerConfigs
+from proxy.dynamic_broker import SECURITY, DynamicBrokerConfigs, listener_prefixed
 from proxy.listeners import Listener, listener_value
 from proxy.tls import TLS_PROTOCOLS, TlsConfigError, TlsSettings, server_settings
 
@@ -114,6 +116,26 @@ def _compatible(
             "Keystore SubjectAltNames do not match:  existing={alias=kafka, "
             f"SAN={_java_sans(_sans(old))}}}, new={{alias=kafka, SAN={_java_sans(_sans(new))}}}"
         )
+
+
+def existing_listener_refusal(
+    dynamic: DynamicBrokerConfigs, listeners: frozenset[str], layer: Mapping[str, str]
+) -> str | None:
+    """Kafka's ``DynamicListenerConfig.validateReconfiguration``: a listener-prefixed config of
+    an existing listener (``listeners``: their names, lower-cased) may change only if it is a
+    keystore/truststore one."""
+    old = dynamic.layer(dynamic.node)
+    for name in sorted(set(old) | set(layer)):
+        parts = listener_prefixed(name)
+        if parts is None or parts[0] not in listeners or parts[1] in SECURITY:
+            continue
+        if old.get(name) != layer.get(name):
+            return (
+                "Configs cannot be updated dynamically for existing listener "
+                f"ListenerName({parts[0].upper()}), restart broker or create a new listener "
+                "for update"
+            )
+    return None
 
 
 class ListenerTls:

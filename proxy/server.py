@@ -15,6 +15,7 @@ at once, busy ones finish the requests they already read and then close; after
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import signal
@@ -27,7 +28,7 @@ from proxy.broker import Broker
 from proxy.config import BrokerConfig
 from proxy.connection import Connection, NetConfig, serve_connection
 from proxy.dispatch import Dispatcher
-from proxy.dynamic_tls import ListenerTls
+from proxy.dynamic_tls import ListenerTls, existing_listener_refusal
 from proxy.http.settings import parse_http_listeners
 from proxy.sasl.session import SaslSession
 from proxy.sasl.settings import SASL_PROTOCOLS, SaslSettings, listener_sasl
@@ -70,6 +71,10 @@ class Server:
             await broker.start()
             self.broker = broker
             tls = ListenerTls(broker.dynamic, cfg.endpoints()).settings  # kept current
+            names = frozenset(e.name.lower() for e in cfg.endpoints())
+            broker.dynamic.validators.append(
+                functools.partial(existing_listener_refusal, broker.dynamic, names)
+            )
             sasl = {
                 e.name: listener_sasl(cfg.values or {}, e.name)
                 for e in cfg.endpoints()

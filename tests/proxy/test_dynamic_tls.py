@@ -140,12 +140,22 @@ async def test_kafkas_checks_refuse_and_change_nothing(
             "These security configs can be dynamically updated only per-listener using the "
             "listener prefix: Set(ssl.keystore.location)",
         )
-        for name in ("listeners", "sasl.enabled.mechanisms", "listener.name.ssl.ssl.client.auth"):
+        for name in ("listeners", "advertised.listeners", "sasl.enabled.mechanisms"):
             assert await alter(c, node, (name, SET, "x")) == (
                 ErrorCode.invalid_request,
                 f"Cannot update these configs dynamically: Set({name})",
             )
+        for name in ("ssl.client.auth", "plain.sasl.jaas.config", "sasl.enabled.mechanisms"):
+            assert await alter(c, node, (f"listener.name.ssl.{name}", SET, "x")) == (
+                ErrorCode.invalid_request,
+                "Configs cannot be updated dynamically for existing listener ListenerName(SSL), "
+                "restart broker or create a new listener for update",
+            )
         assert server.broker.dynamic.layer(node) == {}
+        # another listener's (as Kafka: kept for a listener added later)
+        other = "listener.name.other.ssl.client.auth"
+        assert await alter(c, node, (other, SET, "required")) == (ErrorCode.none, None)
+        assert server.broker.dynamic.layer(node) == {other: "required"}
         assert not await is_refused(listener, client_context(certs))
 
 
