@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from kio.schema.errors import ErrorCode
 
-from proxy.broker_config_types import LIST, UNKNOWN, config_type
+from proxy.broker_config_types import LIST, UNKNOWN, exact_type
 from proxy.config import BROKER_CONFIGS
 from proxy.dynamic_broker import DynamicBrokerConfigs, refusal
 from proxy.kafka_properties import IGNORED, KRAFT, MUST_BE_ONE
@@ -81,7 +81,7 @@ def incremental(
             props.pop(name, None)
         else:
             assert value is not None
-            kind = config_type(name)
+            kind = exact_type(name)  # Kafka's configKeys: no listener prefix
             if kind == UNKNOWN and not _known(name):
                 return ErrorCode.invalid_config, f"Unknown config name: {name}"
             if kind != LIST:

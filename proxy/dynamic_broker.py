@@ -41,7 +41,15 @@ from typing import Any, Protocol
 
 import trio
 
-from proxy.broker_config_types import BOOLEAN, DOUBLE, INT, LONG, SHORT, config_type
+from proxy.broker_config_types import (
+    BOOLEAN,
+    DOUBLE,
+    INT,
+    LONG,
+    SHORT,
+    config_type,
+    listener_base,
+)
 
 log = logging.getLogger("kafkad.config")
 BLOB = "broker-configs"
@@ -244,7 +252,8 @@ class DynamicBrokerConfigs:
         """Kafka's ConfigHelper.configSynonyms: (name, value, source) for each alternate name
         in each layer, highest precedence first, from the first entry of ``name`` itself; for
         the cluster default only the DYNAMIC_DEFAULT_BROKER_CONFIG ones."""
-        names = ALTERNATES.get(name, (name,))
+        base = listener_base(name)  # Kafka: a listener config's synonym is its base config
+        names = ALTERNATES.get(name, (name,) if base is None else (name, base))
         out: list[tuple[str, str, int]] = []
         for source, layer in (
             (DYNAMIC_BROKER_CONFIG, self.layer(self.node)),
@@ -252,7 +261,7 @@ class DynamicBrokerConfigs:
         ):
             out += [(n, layer[n], source) for n in names if n in layer]
         for n in names:
-            if n == name and self.static_source(name) == STATIC_BROKER_CONFIG:
+            if n in (name, base) and self.static_source(n) == STATIC_BROKER_CONFIG:
                 out.append((n, render(self.static[n]), STATIC_BROKER_CONFIG))
         for n in names:
             default = KAFKA_DEFAULTS[n] if n in KAFKA_DEFAULTS else self._defaults.get(n)

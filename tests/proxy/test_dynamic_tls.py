@@ -19,7 +19,18 @@ from proxy.certs import _issue, _name, _write, write_certs
 from proxy.config import load_config
 from proxy.server import Server
 from tests.proxy.harness import RawClient
-from tests.proxy.test_dynamic_broker_configs import DELETE, SET, alter, describe
+from tests.proxy.test_dynamic_broker_configs import (
+    APPEND,
+    DELETE,
+    LIST,
+    PASSWORD,
+    SET,
+    STRING,
+    UNKNOWN,
+    alter,
+    describe,
+    synonyms,
+)
 from tests.proxy.test_server_timeouts import MemoryListener
 from tests.proxy.test_tls import answers, client_context, is_refused, ssl_settings, tls_client
 
@@ -81,7 +92,7 @@ async def test_new_connections_use_the_new_keystore_open_ones_keep_theirs(
         assert not await is_refused(listener, new_ca)
         assert await is_refused(listener, old_ca)
         entry = (await describe(c, 4, node))[KEYSTORE]
-        assert (entry.config_source, entry.value, entry.is_sensitive) == (2, None, True)
+        assert (entry.config_source, entry.value) == (2, str(renewed / "server.pem"))
         # deleting the dynamic config: back to the static keystore
         assert await alter(c, node, (KEYSTORE, DELETE, None)) == (ErrorCode.none, None)
         assert not await is_refused(listener, old_ca)
@@ -188,3 +199,45 @@ async def test_subject_and_name_changes_are_allowed_when_configured(
             None,
         )
         server.stop()
+
+
+async def test_listener_configs_are_described_with_their_base_configs_type(
+    autojump_clock: trio.testing.MockClock, certs: Path, renewed: Path
+) -> None:
+    """Kafka's KafkaConfig.configType / brokerConfigSynonyms: a listener-prefixed config has its
+    unprefixed config's type and sensitivity, and that config as its synonym; read-only, as
+    the prefixed name is none of Kafka's AllDynamicConfigs."""
+    new = str(renewed / "server.pem")
+    async with broker(certs) as (server, listener):
+        c = await admin(listener, client_context(certs))
+        node = str(server.broker.node_id)
+        other = "listener.name.other"
+        ops = (
+            (KEYSTORE, SET, new),
+            (f"{other}.ssl.key.password", SET, "secret"),
+            (f"{other}.sasl.enabled.mechanisms", SET, "PLAIN"),
+            (f"{other}.plain.sasl.jaas.config", SET, "x required;"),
+            (f"{other}.no.such.config", SET, "x"),
+        )
+        assert await alter(c, node, *ops) == (ErrorCode.none, None)
+        shown = await describe(c, 4, node)
+        e = shown[KEYSTORE]
+        assert (e.value, e.is_sensitive, e.config_type, e.read_only) == (new, False, STRING, True)
+        # (then kafkad's default "" as DEFAULT_CONFIG, where Kafka's null default shows none)
+        assert synonyms(e)[:2] == [
+            (KEYSTORE, new, 2),
+            ("ssl.keystore.location", str(certs / "server.pem"), 4),
+        ]
+        e = shown[f"{other}.ssl.key.password"]
+        assert (e.value, e.is_sensitive, e.config_type) == (None, True, PASSWORD)
+        e = shown[f"{other}.sasl.enabled.mechanisms"]
+        assert (e.value, e.is_sensitive, e.config_type) == ("PLAIN", False, LIST)
+        e = shown[f"{other}.plain.sasl.jaas.config"]
+        assert (e.value, e.is_sensitive, e.config_type) == (None, True, PASSWORD)
+        e = shown[f"{other}.no.such.config"]
+        assert (e.value, e.is_sensitive, e.config_type) == (None, True, UNKNOWN)
+        # IncrementalAlterConfigs' list check looks the exact name up (Kafka's configKeys):
+        # a listener-prefixed config is no LIST there
+        name = f"{other}.sasl.enabled.mechanisms"
+        code, _ = await alter(c, node, (name, APPEND, "SCRAM-SHA-256"))
+        assert code == ErrorCode.invalid_config
