@@ -123,11 +123,11 @@ def existing_listener_refusal(
 ) -> str | None:
     """Kafka's ``DynamicListenerConfig.validateReconfiguration``: a listener-prefixed config of
     an existing listener (``listeners``: their names, lower-cased) may change only if it is a
-    keystore/truststore one."""
+    keystore/truststore one or a connection limit (``_RECONFIGURABLE``)."""
     old = dynamic.layer(dynamic.node)
     for name in sorted(set(old) | set(layer)):
         parts = listener_prefixed(name)
-        if parts is None or parts[0] not in listeners or parts[1] in SECURITY:
+        if parts is None or parts[0] not in listeners or parts[1] in _RECONFIGURABLE:
             continue
         if old.get(name) != layer.get(name):
             return (
@@ -136,6 +136,16 @@ def existing_listener_refusal(
                 "for update"
             )
     return None
+
+
+# Kafka's per-listener reconfigurable configs, which DynamicListenerConfig lets change: the
+# keystore/truststore ones, SocketServer's and DataPlaneAcceptor's ListenerReconfigurableConfigs
+# (kafkad has none of the latter: stored and ignored, as their unprefixed names)
+_RECONFIGURABLE = SECURITY | {
+    "max.connections",
+    "max.connection.creation.rate",
+    "num.network.threads",
+}
 
 
 class ListenerTls:

@@ -241,3 +241,19 @@ async def test_listener_configs_are_described_with_their_base_configs_type(
         name = f"{other}.sasl.enabled.mechanisms"
         code, _ = await alter(c, node, (name, APPEND, "SCRAM-SHA-256"))
         assert code == ErrorCode.invalid_config
+
+
+async def test_an_existing_listeners_connection_limits_are_not_refused_as_immutable(
+    autojump_clock: trio.testing.MockClock, certs: Path
+) -> None:
+    """Kafka's DynamicListenerConfig skips the per-listener reconfigurable configs
+    (SocketServer's max.connections, max.connection.creation.rate; DataPlaneAcceptor's
+    num.network.threads): kafkad has none of them and stores them, as their unprefixed names."""
+    async with broker(certs) as (server, listener):
+        c = await admin(listener, client_context(certs))
+        node = str(server.broker.node_id)
+        names = ("max.connections", "max.connection.creation.rate", "num.network.threads")
+        for name in names:
+            op = (f"listener.name.ssl.{name}", SET, "10")
+            assert await alter(c, node, op) == (ErrorCode.none, None)
+        assert set(server.broker.dynamic.layer(node)) == {f"listener.name.ssl.{n}" for n in names}
