@@ -210,7 +210,11 @@ class ListenerTls:
             values = self._dynamic.with_security(layer)
         except ValueError as exc:
             return f"{_FAILED}{_CONFIG_EXCEPTION}{exc}"
+        current = self._dynamic.values
         for name in self._changed(values):
+            if _snapshot(values, name) == _snapshot(current, name):
+                continue  # as Kafka: checked only when its configs change (a stored one that
+                # no longer loads, ignored at startup, blocks no other change)
             try:
                 self._check(values, name)
             except _Refused as exc:

@@ -257,3 +257,32 @@ async def test_an_existing_listeners_connection_limits_are_not_refused_as_immuta
             op = (f"listener.name.ssl.{name}", SET, "10")
             assert await alter(c, node, op) == (ErrorCode.none, None)
         assert set(server.broker.dynamic.layer(node)) == {f"listener.name.ssl.{n}" for n in names}
+
+
+async def test_a_stored_keystore_that_no_longer_loads_falls_back_to_the_static_one(
+    autojump_clock: trio.testing.MockClock, certs: Path, renewed: Path, tmp_path: Path
+) -> None:
+    """At startup the static keystore serves (logged); the stored config blocks no other change
+    (Kafka validates a listener only when its configs change), and once the file is back,
+    setting the same location again applies it."""
+    data, copy = str(tmp_path / "data"), tmp_path / "copy.pem"
+    copy.write_bytes((renewed / "server.pem").read_bytes())
+    async with broker(certs, data) as (server, listener):
+        c = await admin(listener, client_context(certs))
+        node = str(server.broker.node_id)
+        assert await alter(c, node, (KEYSTORE, SET, str(copy))) == (ErrorCode.none, None)
+    copy.unlink()
+    async with broker(certs, data) as (server, listener):
+        assert not await is_refused(listener, client_context(certs))
+        c = await admin(listener, client_context(certs))
+        assert await alter(c, node, ("log.retention.ms", SET, "100000")) == (ErrorCode.none, None)
+        missing = tmp_path / "missing.pem"  # a new location is checked
+        assert await alter(c, node, (KEYSTORE, SET, str(missing))) == (
+            ErrorCode.invalid_request,
+            "Validation of dynamic config update of SSLFactory failed: "
+            f"org.apache.kafka.common.config.ConfigException: {KEYSTORE}={missing}: no such file",
+        )
+        copy.write_bytes((renewed / "server.pem").read_bytes())
+        assert await alter(c, node, (KEYSTORE, SET, str(copy))) == (ErrorCode.none, None)
+        assert not await is_refused(listener, client_context(renewed))
+        assert await is_refused(listener, client_context(certs))
