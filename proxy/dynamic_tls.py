@@ -29,6 +29,7 @@ which kafkad does not do (``listeners`` / ``advertised.listeners`` /
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -96,7 +97,14 @@ def _sans(cert: x509.Certificate) -> set[tuple[int, str]]:
         ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
     except x509.ExtensionNotFound:
         return set()
-    return {(_SAN_TYPES.get(type(n), 0), str(n.value)) for n in ext.value}
+    return {(_SAN_TYPES.get(type(n), 0), _java_san(n.value)) for n in ext.value}
+
+
+def _java_san(value: Any) -> str:
+    """Java's string of a name: an IPv6 address in full, no leading zeros (0:0:0:0:0:0:0:1)."""
+    if isinstance(value, ipaddress.IPv6Address):
+        return ":".join(f"{int(g, 16):x}" for g in value.exploded.split(":"))
+    return str(value)
 
 
 def _java_sans(sans: set[tuple[int, str]]) -> str:

@@ -135,7 +135,7 @@ async def test_kafkas_checks_refuse_and_change_nothing(
         code, message = await alter(c, node, (KEYSTORE, SET, str(tmp_path / "no-sans.pem")))
         assert message == (
             f"{failed}{exc}Keystore SubjectAltNames do not match:  existing={{alias=kafka, "
-            "SAN=[[2, localhost], [7, 127.0.0.1], [7, ::1]]}, new={alias=kafka, SAN=[]}"
+            "SAN=[[2, localhost], [7, 0:0:0:0:0:0:0:1], [7, 127.0.0.1]]}, new={alias=kafka, SAN=[]}"
         )
         code, message = await alter(c, node, (KEYSTORE, SET, str(tmp_path / "missing.pem")))
         assert code == ErrorCode.invalid_request
