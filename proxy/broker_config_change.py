@@ -4,7 +4,8 @@ order: duplicate config names and null values (INVALID_REQUEST), unknown operati
 (INVALID_REQUEST), APPEND/SUBTRACT on a config that is not a list (INVALID_CONFIG), then
 ``DynamicBrokerConfig.validateConfigs`` over the resource's whole new set (INVALID_REQUEST:
 "Cannot update these configs dynamically: Set(...)" for a config Kafka or kafkad has that is
-not dynamic, "Invalid value ..." for a bad value)."""
+not dynamic, "Invalid value ..." for a bad value), then the reconfigurables' checks
+(``DynamicBrokerConfigs.validators``: a listener's new keystore, proxy/dynamic_tls.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from collections.abc import Sequence
 
 from kio.schema.errors import ErrorCode
 
-from proxy.broker_config_types import LIST, UNKNOWN, config_type
+from proxy.broker_config_types import LIST, UNKNOWN, exact_type
 from proxy.config import BROKER_CONFIGS
-from proxy.connection_quota_config import listener_base
+from proxy.connection_quota_config import quota_base
 from proxy.dynamic_broker import DynamicBrokerConfigs, refusal
 from proxy.kafka_properties import IGNORED, KRAFT, MUST_BE_ONE
 from proxy.tls import per_listener_base
@@ -49,7 +50,7 @@ def _known(name: str) -> bool:
     return (
         name in BROKER_CONFIGS
         or per_listener_base(name) is not None
-        or listener_base(name) is not None
+        or quota_base(name) is not None
     )
 
 
@@ -85,7 +86,7 @@ def incremental(
             props.pop(name, None)
         else:
             assert value is not None
-            kind = config_type(name)
+            kind = exact_type(name)  # Kafka's configKeys: no listener prefix
             if kind == UNKNOWN and not _known(name):
                 return ErrorCode.invalid_config, f"Unknown config name: {name}"
             if kind != LIST:
@@ -125,4 +126,7 @@ def _checked(
     known = _read_only_if_not_dynamic
     if (message := refusal(dyn, known, props, per_broker=resource != "")) is not None:
         return ErrorCode.invalid_request, message
+    for validate in dyn.validators if resource != "" else ():
+        if (message := validate(props)) is not None:
+            return ErrorCode.invalid_request, message
     return props

@@ -15,6 +15,7 @@ at once, busy ones finish the requests they already read and then close; after
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import signal
@@ -28,10 +29,11 @@ from proxy.config import BrokerConfig
 from proxy.connection import Connection, NetConfig, serve_connection
 from proxy.connection_quotas import ConnectionQuotas, serve_listener
 from proxy.dispatch import Dispatcher
+from proxy.dynamic_tls import ListenerTls, existing_listener_refusal
 from proxy.http.settings import parse_http_listeners
 from proxy.sasl.session import SaslSession
 from proxy.sasl.settings import SASL_PROTOCOLS, SaslSettings, listener_sasl
-from proxy.tls import TLS_PROTOCOLS, TlsSettings, server_settings
+from proxy.tls import TlsSettings
 from storage.backends import open_store
 
 log = logging.getLogger("kafkad.server")
@@ -70,11 +72,11 @@ class Server:
             broker = Broker(cfg, store)
             await broker.start()
             self.broker = broker
-            tls = {
-                e.name: server_settings(cfg.values or {}, e.name, e.protocol)
-                for e in cfg.endpoints()
-                if e.protocol in TLS_PROTOCOLS
-            }
+            tls = ListenerTls(broker.dynamic, cfg.endpoints()).settings  # kept current
+            names = frozenset(e.name.lower() for e in cfg.endpoints())
+            broker.dynamic.validators.append(
+                functools.partial(existing_listener_refusal, broker.dynamic, names)
+            )
             sasl = {
                 e.name: listener_sasl(cfg.values or {}, e.name)
                 for e in cfg.endpoints()

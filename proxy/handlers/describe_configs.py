@@ -39,9 +39,8 @@ from kio.static.primitive import i8
 
 from proxy.acl.checks import MESSAGES, config_refusal
 from proxy.acl.model import AclOperation
-from proxy.broker_config_types import config_type, documentation, sensitive
+from proxy.broker_config_types import config_type, documentation, listener_base, sensitive
 from proxy.config import BROKER_CONFIGS, INTERNAL_CONFIGS
-from proxy.connection_quota_config import listener_base
 from proxy.context import RequestContext
 from proxy.dynamic_broker import DYNAMIC, DynamicBrokerConfigs, render
 from proxy.registry import handler
