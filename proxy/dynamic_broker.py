@@ -17,11 +17,11 @@ stored and applied to new connections by proxy/dynamic_tls.py (``validators``, `
 without a listener prefix they get Kafka's own refusal ("... only per-listener using the
 listener prefix"). Another listener-prefixed config is refused for an existing listener
 with Kafka's "Configs cannot be updated dynamically for existing listener ..." and stored for
-any other name (a listener Kafka could add later). Kafka's other listener and security configs
-(listeners, advertised.listeners, listener.security.protocol.map, the unprefixed ssl.* and
-sasl.*) are dynamic per broker in Kafka but not in kafkad: a change to one is refused
-INVALID_REQUEST ("Cannot update these configs dynamically"), as Kafka refuses its read-only
-configs.
+any other name (a listener added later). ``listeners``, ``advertised.listeners`` and
+``listener.security.protocol.map`` are dynamic per broker (``LISTENERS``: checked and applied by
+proxy/dynamic_listeners.py). Kafka's other security configs (the unprefixed ssl.* and sasl.*)
+are dynamic per broker in Kafka but not in kafkad: a change to one is refused INVALID_REQUEST
+("Cannot update these configs dynamically"), as Kafka refuses its read-only configs.
 Kafka's static configs kafkad only reads from a server.properties (process.roles, log.dirs...)
 are refused the same way. Names Kafka does not know are accepted and stored, as Kafka stores
 them (no ConfigDef checks them), but change nothing.
@@ -47,6 +47,9 @@ log = logging.getLogger("kafkad.config")
 BLOB = "broker-configs"
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
+
+# DynamicListenerConfig's listener set, per broker (checked and applied: proxy/dynamic_listeners.py)
+LISTENERS = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})
 
 # Kafka's AllDynamicConfigs, restricted to the configs kafkad has and applies.
 DYNAMIC = frozenset(
@@ -280,7 +283,7 @@ def refusal(
     fixed = [
         n
         for n in configs
-        if n not in DYNAMIC | SECURITY
+        if n not in DYNAMIC | SECURITY | LISTENERS
         and (known(n) or n in KAFKA_DEFAULTS)
         and n not in later
         and not _LISTENER_CONFIG.fullmatch(n)  # no KafkaConfig name: checked per listener
@@ -314,6 +317,7 @@ _CLUSTER_LEVEL_LISTENER = frozenset(
 )
 _PER_BROKER = SECURITY | {
     "listeners",
+    "advertised.listeners",
     "listener.security.protocol.map",
     "principal.builder.class",
     "ssl.protocol",
