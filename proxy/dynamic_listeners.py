@@ -17,8 +17,9 @@ Checks (``validate``, one of ``DynamicBrokerConfigs.validators``), each refused 
   listener names must be equal to or a subset of ...");
 - Kafka's ``DynamicListenerConfig.validateReconfiguration``: the old advertised listeners stay
   listeners (without ``advertised.listeners`` every listener is advertised, so a listener is
-  removed in two steps, as in Kafka: first advertised.listeners without it, then listeners), every listener is in the protocol map, an existing listener keeps its security
-  protocol; those come wrapped as Kafka's ``processReconfiguration`` wraps them ("Invalid value
+  removed in two steps, as in Kafka: first advertised.listeners without it, then listeners),
+  every listener is in the protocol map, an existing listener keeps its security protocol;
+  those come wrapped as Kafka's ``processReconfiguration`` wraps them ("Invalid value
   org.apache.kafka.common.config.ConfigException: ... for configuration Invalid dynamic
   configuration");
 - the controller listener of a combined node (named in the static ``listeners``, not served by
