@@ -226,6 +226,9 @@ class DynamicBrokerConfigs:
             except ValueError as exc:  # stored by an older kafkad: ignored, as Kafka does
                 log.warning("dynamic broker config %s=%s ignored: %s", name, raw, exc)
                 self.values[name] = self.static[name]
+        for name in LISTENERS:  # what DescribeConfigs shows; served by proxy/dynamic_listeners.py
+            if name in self.static:
+                self.values[name] = mine.get(name, self.static[name])
         for listener in self.listeners:
             listener()
 

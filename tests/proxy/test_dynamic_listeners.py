@@ -17,7 +17,7 @@ from kio.schema.metadata.v12 import request as md
 from proxy.dynamic_listeners import invalid_dynamic
 from proxy.server import Server
 from tests.proxy.harness import RawClient, connect, running_broker
-from tests.proxy.test_dynamic_broker_configs import DELETE, SET, alter
+from tests.proxy.test_dynamic_broker_configs import DELETE, DYNAMIC_BROKER, SET, alter, describe
 
 PMAP = "PLAINTEXT:PLAINTEXT,EXTRA:PLAINTEXT,SECURE:SASL_PLAINTEXT"
 
@@ -56,6 +56,8 @@ async def test_added_listener_accepts_and_is_advertised_removed_one_closes() -> 
         assert await alter(admin, node, *ops(both)) == (ErrorCode.none, None)
         extra = extra_port(server)
         assert extra != port
+        shown = (await describe(admin, 4, node))["listeners"]
+        assert (shown.value, shown.config_source, shown.read_only) == (both, DYNAMIC_BROKER, False)
         async with connect(extra) as c:
             # each listener advertises itself (Kafka answers with the request's listener)
             assert await metadata_broker(c) == ("127.0.0.1", extra)
