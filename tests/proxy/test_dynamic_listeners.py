@@ -14,6 +14,7 @@ from kio.schema.describe_cluster.v0 import request as dcl
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import request as md
 
+from proxy.config import load_config
 from proxy.dynamic_listeners import invalid_dynamic
 from proxy.server import Server
 from tests.proxy.harness import RawClient, connect, running_broker
@@ -187,3 +188,46 @@ async def test_added_listener_survives_a_restart(tmp_path: Path) -> None:
         assert await alter(admin, node, *ops(both)) == (ErrorCode.none, None)
     async with running_broker(data) as (server, port), connect(extra_port(server)) as c:
         assert await metadata_broker(c) == ("127.0.0.1", extra_port(server))
+
+
+COMBINED = """\
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:19093
+listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19093
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,EXTRA:PLAINTEXT
+"""
+
+
+async def test_a_combined_nodes_controller_listener_stays(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text(COMBINED)
+    cfg = load_config(
+        listen=None,
+        advertise=None,
+        data_dir="memory://",
+        config_file=str(path),
+        overrides={},
+        environ={},
+    )
+    server = Server(cfg)
+    async with trio.open_nursery() as nursery:
+        _, port = await nursery.start(server.run)
+        async with connect(port) as admin:
+            controller = "CONTROLLER://127.0.0.1:19093"
+            for listeners in (
+                "PLAINTEXT://127.0.0.1:0",
+                "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19094",
+            ):
+                code, message = await alter(admin, "1", ("listeners", SET, listeners))
+                assert code == ErrorCode.invalid_request
+                assert message is not None and message.startswith(
+                    "requirement failed: controller.listener.names must only contain values "
+                    "appearing in the 'listeners' configuration when running the KRaft "
+                    "controller role"
+                )
+            added = f"PLAINTEXT://127.0.0.1:0,{controller},EXTRA://127.0.0.1:0"
+            assert await alter(admin, "1", ("listeners", SET, added)) == (ErrorCode.none, None)
+            assert set(server.bound_listeners) == {"PLAINTEXT", "EXTRA"}  # no controller bound
+        server.stop()
