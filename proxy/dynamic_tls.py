@@ -36,6 +36,7 @@ from typing import Any
 from cryptography import x509
 
 from proxy.dynamic_broker import SECURITY, DynamicBrokerConfigs, listener_prefixed
+from proxy.dynamic_listeners import invalid_dynamic
 from proxy.listeners import Listener, listener_value
 from proxy.tls import TLS_PROTOCOLS, TlsConfigError, TlsSettings, server_settings
 
@@ -130,7 +131,7 @@ def existing_listener_refusal(
         if parts is None or parts[0] not in listeners or parts[1] in SECURITY:
             continue
         if old.get(name) != layer.get(name):
-            return (
+            return invalid_dynamic(  # thrown inside Kafka's processReconfiguration
                 "Configs cannot be updated dynamically for existing listener "
                 f"ListenerName({parts[0].upper()}), restart broker or create a new listener "
                 "for update"

@@ -7,6 +7,11 @@ may hand the server its listeners instead (``Server(config, listeners={name: [..
 in-memory ones under trio's autojump clock in tests): then nothing is bound, and each name
 must be one of ``BrokerConfig.endpoints()`` (its configured port is what it advertises).
 
+Listeners change at runtime (proxy/dynamic_listeners.py: ``listeners`` & co. per broker, and the
+ones stored before a restart are bound at start): an added listener is bound and accepting
+before the AlterConfigs answer; a removed one stops accepting, its sockets are closed at once
+and its open connections cancelled (Kafka's SocketServer.removeListeners).
+
 Shutdown (SIGINT/SIGTERM, or ``Server.stop()``): stop accepting; idle connections are closed
 at once, busy ones finish the requests they already read and then close; after
 ``shutdown.grace.ms`` whatever is left is cancelled. Then the broker snapshots producer state

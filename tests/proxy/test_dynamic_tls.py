@@ -152,8 +152,9 @@ async def test_kafkas_checks_refuse_and_change_nothing(
         for name in ("ssl.client.auth", "plain.sasl.jaas.config", "sasl.enabled.mechanisms"):
             assert await alter(c, node, (f"listener.name.ssl.{name}", SET, "x")) == (
                 ErrorCode.invalid_request,
-                "Configs cannot be updated dynamically for existing listener ListenerName(SSL), "
-                "restart broker or create a new listener for update",
+                "Invalid value org.apache.kafka.common.config.ConfigException: Configs cannot be "
+                "updated dynamically for existing listener ListenerName(SSL), restart broker or "
+                "create a new listener for update for configuration Invalid dynamic configuration",
             )
         assert server.broker.dynamic.layer(node) == {}
         # another listener's (as Kafka: kept for a listener added later)
