@@ -20,11 +20,12 @@ listener prefix"). A listener's connection quota overrides
 are dynamic per broker and cluster-wide and applied, checked as their unprefixed configs
 (proxy/connection_quota_config.py). Another listener-prefixed config is refused for an
 existing listener with Kafka's "Configs cannot be updated dynamically for existing listener
-..." and stored for any other name (a listener Kafka could add later). Kafka's other
-listener and security configs (listeners, advertised.listeners,
-listener.security.protocol.map, the unprefixed ssl.* and sasl.*) are dynamic per broker in
-Kafka but not in kafkad: a change to one is refused INVALID_REQUEST ("Cannot update these
-configs dynamically"), as Kafka refuses its read-only configs.
+..." and stored for any other name (a listener added later). ``listeners``,
+``advertised.listeners`` and ``listener.security.protocol.map`` are dynamic per broker
+(``LISTENERS``: checked and applied by proxy/dynamic_listeners.py). Kafka's other security
+configs (the unprefixed ssl.* and sasl.*) are dynamic per broker in Kafka but not in kafkad: a
+change to one is refused INVALID_REQUEST ("Cannot update these configs dynamically"), as Kafka
+refuses its read-only configs.
 Kafka's static configs kafkad only reads from a server.properties (process.roles, log.dirs...)
 are refused the same way. Names Kafka does not know are accepted and stored, as Kafka stores
 them (no ConfigDef checks them), but change nothing.
@@ -64,6 +65,9 @@ log = logging.getLogger("kafkad.config")
 BLOB = "broker-configs"
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
+
+# DynamicListenerConfig's listener set, per broker (checked and applied: proxy/dynamic_listeners.py)
+LISTENERS = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})
 
 # Kafka's AllDynamicConfigs, restricted to the configs kafkad has and applies.
 DYNAMIC = frozenset(
@@ -261,6 +265,10 @@ class DynamicBrokerConfigs:
         for name in [n for n in self.values if quota_base(n) and n not in values]:
             del self.values[name]  # a per-listener override deleted: the broker-wide value
         self.values.update(values)
+        mine = self.layer(self.node)
+        for name in LISTENERS:  # what DescribeConfigs shows; served by proxy/dynamic_listeners.py
+            if name in self.static:
+                self.values[name] = mine.get(name, self.static[name])
         for listener in self.listeners:
             listener()
 
@@ -322,7 +330,7 @@ def refusal(
         n
         for n in configs
         if not dynamic(n)
-        and n not in SECURITY
+        and n not in SECURITY | LISTENERS
         and (known(n) or n in KAFKA_DEFAULTS)
         and n not in later
         and listener_base(n) is None  # no KafkaConfig name: checked per listener
@@ -361,6 +369,7 @@ _CLUSTER_LEVEL_LISTENER = frozenset(
 )
 _PER_BROKER = SECURITY | {
     "listeners",
+    "advertised.listeners",
     "listener.security.protocol.map",
     "principal.builder.class",
     "ssl.protocol",

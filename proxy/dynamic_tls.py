@@ -22,9 +22,9 @@ alias ``kafka``). Kafka's handshake check between old and new stores
 
 The other configs of an existing listener (``listener.name.<l>.sasl.jaas.config``,
 ``...sasl.enabled.mechanisms``, ``...ssl.client.auth``...) cannot change at runtime in Kafka
-either (``existing_listener_refusal``, Kafka's message): they serve a listener added at runtime,
-which kafkad does not do (``listeners`` / ``advertised.listeners`` /
-``listener.security.protocol.map`` are refused as not dynamic, proxy/dynamic_broker.py).
+either (``existing_listener_refusal``, Kafka's message): they serve a listener added at runtime
+(proxy/dynamic_listeners.py). Deviation: a TLS listener added at runtime keeps the keystore it
+was added with until a restart (this class only follows the listeners it was built with).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from typing import Any
 from cryptography import x509
 
 from proxy.dynamic_broker import SECURITY, DynamicBrokerConfigs, listener_prefixed
+from proxy.dynamic_listeners import invalid_dynamic
 from proxy.listeners import Listener, listener_value
 from proxy.tls import TLS_PROTOCOLS, TlsConfigError, TlsSettings, server_settings
 
@@ -138,7 +139,7 @@ def existing_listener_refusal(
         if parts is None or parts[0] not in listeners or parts[1] in _RECONFIGURABLE:
             continue
         if old.get(name) != layer.get(name):
-            return (
+            return invalid_dynamic(  # thrown inside Kafka's processReconfiguration
                 "Configs cannot be updated dynamically for existing listener "
                 f"ListenerName({parts[0].upper()}), restart broker or create a new listener "
                 "for update"
@@ -160,12 +161,19 @@ _RECONFIGURABLE = SECURITY | {
 class ListenerTls:
     """The TLS settings of every SSL/SASL_SSL listener, kept current with the dynamic configs."""
 
-    def __init__(self, dynamic: DynamicBrokerConfigs, endpoints: tuple[Listener, ...]) -> None:
+    def __init__(
+        self,
+        dynamic: DynamicBrokerConfigs,
+        endpoints: tuple[Listener, ...],
+        values: Mapping[str, Any] | None = None,
+    ) -> None:
+        """``values``: the broker's, with the listener-prefixed configs of listeners added at
+        runtime (DynamicListeners.values_with); default ``dynamic.values``."""
         self._dynamic = dynamic
         self._protocols = {e.name: e.protocol for e in endpoints if e.protocol in TLS_PROTOCOLS}
         self.settings: dict[str, TlsSettings] = {}
         self._built: dict[str, tuple[_Snapshot, x509.Certificate | None, bool]] = {}
-        values = dynamic.values
+        values = dynamic.values if values is None else values
         for name, protocol in self._protocols.items():
             try:
                 self._build(values, name, protocol)
