@@ -6,6 +6,7 @@ restart."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,6 +17,7 @@ from kio.schema.describe_cluster.v0 import request as dcl
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import request as md
 
+from proxy.certs import _issue, _name, _write, write_certs
 from proxy.config import load_config
 from proxy.dynamic_listeners import invalid_dynamic
 from proxy.server import Server
@@ -271,3 +273,42 @@ async def test_a_combined_nodes_controller_listener_stays(tmp_path: Path) -> Non
             assert await alter(admin, "1", ("listeners", SET, added)) == (ErrorCode.none, None)
             assert set(server.bound_listeners) == {"PLAINTEXT", "EXTRA"}  # no controller bound
         server.stop()
+
+
+async def test_tls_listener_added_at_runtime_has_its_keystore_checked_and_reconfigured(
+    tmp_path: Path,
+) -> None:
+    write_certs(tmp_path / "certs")
+    renewed = tmp_path / "renewed"
+    write_certs(renewed)  # the same subject and names, another CA
+    ca = _issue(_name("another CA"), None, ca=True)
+    other = _issue(_name("someone-else"), ca)
+    _write(tmp_path / "other.pem", other.key_pem() + other.cert_pem())
+    keystore = "listener.name.tls.ssl.keystore.location"
+    async with running_broker() as (server, port), connect(port) as admin:
+        assert server.broker is not None
+        node = str(server.broker.node_id)
+        result = await alter(
+            admin,
+            node,
+            ("listeners", SET, "PLAINTEXT://127.0.0.1:0,TLS://127.0.0.1:0"),
+            ("listener.security.protocol.map", SET, "PLAINTEXT:PLAINTEXT,TLS:SSL"),
+            ("listener.name.tls.ssl.keystore.type", SET, "PEM"),
+            (keystore, SET, str(tmp_path / "certs" / "server.pem")),
+        )
+        assert result == (ErrorCode.none, None)
+        assert "TLS" in server.bound_listeners
+        # Kafka's checks of a new keystore apply to it as to a listener it started with
+        code, message = await alter(admin, node, (keystore, SET, str(tmp_path / "other.pem")))
+        assert code == ErrorCode.invalid_request
+        assert message is not None and "Keystore DistinguishedName does not match" in message
+        # and an accepted one is what its new connections get
+        assert await alter(admin, node, (keystore, SET, str(renewed / "server.pem"))) == (
+            ErrorCode.none,
+            None,
+        )
+        host, tls_port = server.bound_listeners["TLS"]
+        ctx = ssl.create_default_context(cafile=str(renewed / "ca.crt"))
+        stream = await trio.open_ssl_over_tcp_stream(host, tls_port, ssl_context=ctx)
+        await stream.do_handshake()  # verified against the renewed CA only
+        await stream.aclose()
