@@ -2,7 +2,8 @@
 (IncrementalAlterConfigs of ``listeners``/``listener.security.protocol.map`` and the new SASL
 listener's ``listener.name.<l>.*`` configs on the broker): stock clients produce through a
 PLAINTEXT and a SASL_PLAINTEXT listener added at runtime, Metadata names the new listener's
-address, the listeners outlive a ``kill -9``, and a removed listener refuses connections."""
+address, the listeners outlive a ``kill -9``; advertised.listeners is not dynamic, and an
+advertised listener cannot be removed (Kafka 4)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -99,9 +100,15 @@ def test_listeners_added_at_runtime_serve_stock_clients(plain_broker: BrokerProc
         pytest.skip("the first listener's port was taken during the restart")
     produce(f"127.0.0.1:{extra}", topic)
     produce(f"127.0.0.1:{secure}", topic, **sasl)
-    # removed in Kafka's two steps: no longer advertised, then no longer a listener
+    # as Kafka 4: advertised.listeners is not dynamic (KAFKA-18405), and without it every
+    # listener is advertised, so none can be removed at runtime
     admin = AdminClient({"bootstrap.servers": plain_broker.bootstrap})
-    alter(admin, node, advertised_listeners=f"PLAINTEXT://{plain_broker.bootstrap}")
-    alter(admin, node, listeners=f"PLAINTEXT://{plain_broker.bootstrap}")
-    assert refused(extra) and refused(secure)
+    for change in (
+        {"advertised_listeners": f"PLAINTEXT://{plain_broker.bootstrap}"},
+        {"listeners": f"PLAINTEXT://{plain_broker.bootstrap}"},
+    ):
+        with pytest.raises(KafkaException) as info:
+            alter(admin, node, **change)
+        assert info.value.args[0].code() == KafkaError.INVALID_REQUEST
+    assert not refused(extra) and not refused(secure)
     produce(plain_broker.bootstrap, topic)

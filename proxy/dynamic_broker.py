@@ -20,12 +20,13 @@ listener prefix"). A listener's connection quota overrides
 are dynamic per broker and cluster-wide and applied, checked as their unprefixed configs
 (proxy/connection_quota_config.py). Another listener-prefixed config is refused for an
 existing listener with Kafka's "Configs cannot be updated dynamically for existing listener
-..." and stored for any other name (a listener added later). ``listeners``,
-``advertised.listeners`` and ``listener.security.protocol.map`` are dynamic per broker
-(``LISTENERS``: checked and applied by proxy/dynamic_listeners.py). Kafka's other security
-configs (the unprefixed ssl.* and sasl.*) are dynamic per broker in Kafka but not in kafkad: a
-change to one is refused INVALID_REQUEST ("Cannot update these configs dynamically"), as Kafka
-refuses its read-only configs.
+..." and stored for any other name (a listener added later). ``listeners`` and
+``listener.security.protocol.map`` are dynamic per broker (``LISTENERS``: checked and applied
+by proxy/dynamic_listeners.py); ``advertised.listeners`` is not (Kafka 4 dropped it from
+DynamicListenerConfig, KAFKA-18405): refused as Kafka's read-only configs are. Kafka's other
+security configs (the unprefixed ssl.* and sasl.*) are dynamic per broker in Kafka but not in
+kafkad: a change to one is refused INVALID_REQUEST ("Cannot update these configs
+dynamically"), as Kafka refuses its read-only configs.
 Kafka's static configs kafkad only reads from a server.properties (process.roles, log.dirs...)
 are refused the same way. Names Kafka does not know are accepted and stored, as Kafka stores
 them (no ConfigDef checks them), but change nothing.
@@ -67,7 +68,7 @@ DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 
 # DynamicListenerConfig's listener set, per broker (checked and applied: proxy/dynamic_listeners.py)
-LISTENERS = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})
+LISTENERS = frozenset({"listeners", "listener.security.protocol.map"})
 
 # Kafka's AllDynamicConfigs, restricted to the configs kafkad has and applies.
 DYNAMIC = frozenset(
@@ -369,7 +370,6 @@ _CLUSTER_LEVEL_LISTENER = frozenset(
 )
 _PER_BROKER = SECURITY | {
     "listeners",
-    "advertised.listeners",
     "listener.security.protocol.map",
     "principal.builder.class",
     "ssl.protocol",

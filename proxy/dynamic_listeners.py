@@ -1,5 +1,6 @@
-"""Listeners added and removed at runtime (Kafka's ``DynamicListenerConfig``): ``listeners``,
-``advertised.listeners`` and ``listener.security.protocol.map`` are dynamic per broker.
+"""Listeners added and removed at runtime (Kafka's ``DynamicListenerConfig``): ``listeners`` and
+``listener.security.protocol.map`` are dynamic per broker. ``advertised.listeners`` is not (Kafka
+4 dropped it, KAFKA-18405; proxy/dynamic_broker.py refuses it): the static one applies.
 
 The node's dynamic layer (proxy/dynamic_broker.py) holds the new strings; what it lacks is the
 static value (the listeners the broker started with). ``DynamicListeners.endpoints`` is the
@@ -16,8 +17,8 @@ Checks (``validate``, one of ``DynamicBrokerConfigs.validators``), each refused 
   Kafka's KafkaConfig words for the advertised subset ("requirement failed: advertised.listeners
   listener names must be equal to or a subset of ...");
 - Kafka's ``DynamicListenerConfig.validateReconfiguration``: the old advertised listeners stay
-  listeners (without ``advertised.listeners`` every listener is advertised, so a listener is
-  removed in two steps, as in Kafka: first advertised.listeners without it, then listeners),
+  listeners (without ``advertised.listeners`` every listener is advertised: as in Kafka 4, only
+  a listener the static ``advertised.listeners`` leaves out can be removed at runtime),
   every listener is in the protocol map, an existing listener keeps its security protocol;
   those come wrapped as Kafka's ``processReconfiguration`` wraps them ("Invalid value
   org.apache.kafka.common.config.ConfigException: ... for configuration Invalid dynamic
@@ -47,7 +48,7 @@ from proxy.tls import TLS_PROTOCOLS, TlsConfigError, server_settings
 log = logging.getLogger("kafkad.listeners")
 _ENDPOINT = re.compile(r"(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)")
 
-NAMES = ("listeners", "advertised.listeners", "listener.security.protocol.map")
+NAMES = ("listeners", "listener.security.protocol.map")
 Change = Callable[[tuple[Listener, ...], tuple[Listener, ...]], None]  # (added, removed)
 
 
@@ -95,7 +96,7 @@ class DynamicListeners:
         pmap = str(self._dynamic.static.get("listener.security.protocol.map") or "")
         return (
             layer.get("listeners", binds),
-            layer.get("advertised.listeners", adverts),
+            adverts,  # not dynamic in Kafka 4: one stored by an older kafkad is ignored
             layer.get("listener.security.protocol.map", pmap),
         )
 
@@ -152,9 +153,7 @@ class DynamicListeners:
             )
         old = {e.name: e for e in self.endpoints}
         # Kafka's effectiveAdvertisedBrokerListeners: advertised.listeners, else listeners
-        was = old_layer.get(
-            "advertised.listeners", self._dynamic.static.get("advertised.listeners")
-        )
+        was = self._dynamic.static.get("advertised.listeners")
         advertised = [n for n in listener_map(str(was or ""), "") if n in old] or list(old)
         if not set(advertised) <= bind_names.keys():
             return invalid_dynamic(

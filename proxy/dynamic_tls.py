@@ -23,8 +23,8 @@ alias ``kafka``). Kafka's handshake check between old and new stores
 The other configs of an existing listener (``listener.name.<l>.sasl.jaas.config``,
 ``...sasl.enabled.mechanisms``, ``...ssl.client.auth``...) cannot change at runtime in Kafka
 either (``existing_listener_refusal``, Kafka's message): they serve a listener added at runtime
-(proxy/dynamic_listeners.py). Deviation: a TLS listener added at runtime keeps the keystore it
-was added with until a restart (this class only follows the listeners it was built with).
+(proxy/dynamic_listeners.py); a TLS listener added at runtime joins ``ListenerTls`` (``add``),
+its keystore/truststore then reconfigurable and checked like a startup listener's.
 """
 
 from __future__ import annotations
@@ -182,6 +182,19 @@ class ListenerTls:
                 self._build(dynamic.with_security({}), name, protocol)
         dynamic.validators.append(self.validate)
         dynamic.listeners.append(self.reconfigure)
+
+    def add(self, listener: Listener, values: Mapping[str, Any]) -> None:
+        """A TLS listener added at runtime (proxy/dynamic_listeners.py), built from ``values``
+        (DynamicListeners.values_with): from now on its keystore/truststore are reconfigurable
+        and checked like the others'. Raises TlsConfigError."""
+        self._build(values, listener.name, listener.protocol)
+        self._protocols[listener.name] = listener.protocol
+
+    def remove(self, name: str) -> None:
+        """A listener removed at runtime."""
+        self._protocols.pop(name, None)
+        self._built.pop(name, None)
+        self.settings.pop(name, None)
 
     def _build(self, values: Mapping[str, Any], name: str, protocol: str) -> None:
         settings = server_settings(values, name, protocol, warn=name not in self.settings)

@@ -39,7 +39,7 @@ from proxy.http.settings import parse_http_listeners
 from proxy.listeners import Listener
 from proxy.sasl.session import SaslSession
 from proxy.sasl.settings import SASL_PROTOCOLS, SaslSettings, listener_sasl
-from proxy.tls import TLS_PROTOCOLS, TlsSettings, server_settings
+from proxy.tls import TLS_PROTOCOLS, TlsSettings
 from storage.backends import open_store
 
 log = logging.getLogger("kafkad.server")
@@ -82,7 +82,8 @@ class Server:
             endpoints = dyn.endpoints  # with those added at runtime before a restart
             broker.listeners_now(endpoints, {})
             values = dyn.values_with(broker.dynamic.layer(broker.dynamic.node))
-            tls = ListenerTls(broker.dynamic, endpoints, values).settings  # kept current
+            listener_tls = ListenerTls(broker.dynamic, endpoints, values)
+            tls = listener_tls.settings  # kept current
 
             def existing(layer: Mapping[str, str]) -> str | None:
                 # Kafka checks the listeners both before and after the change
@@ -159,7 +160,7 @@ class Server:
                                 if isinstance(lst, trio.SocketListener):
                                     lst.socket.close()
                             self.bound_listeners.pop(e.name, None)
-                            tls.pop(e.name, None)
+                            listener_tls.remove(e.name)
                             sasl.pop(e.name, None)
                             for conn in list(self.connections):
                                 if conn.listener == e.name:
@@ -169,7 +170,7 @@ class Server:
                         for e in added:
                             try:
                                 if e.protocol in TLS_PROTOCOLS:
-                                    tls[e.name] = server_settings(values, e.name, e.protocol)
+                                    listener_tls.add(e, values)
                                 if e.protocol in SASL_PROTOCOLS:
                                     sasl[e.name] = listener_sasl(values, e.name)
                                 socks = bind(e)
@@ -189,6 +190,8 @@ class Server:
                             log.info("listener %s added: %s", e.name, e.url())
                         ports = {n: p for n, (_, p) in self.bound_listeners.items()}
                         broker.listeners_now(dyn.endpoints, ports)
+                        if self.bound_listeners:
+                            self.bound = next(iter(self.bound_listeners.values()))
 
                     dyn.on_change.append(listeners_changed)
                     task_status.started(self.bound)

@@ -6,6 +6,9 @@ restart."""
 
 from __future__ import annotations
 
+import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from kio.schema.describe_cluster.v0 import request as dcl
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import request as md
 
+from proxy.certs import _issue, _name, _write, write_certs
 from proxy.config import load_config
 from proxy.dynamic_listeners import invalid_dynamic
 from proxy.server import Server
@@ -50,7 +54,31 @@ def extra_port(server: Server) -> int:
     return server.bound_listeners["EXTRA"][1]
 
 
-async def test_added_listener_accepts_and_is_advertised_removed_one_closes() -> None:
+@asynccontextmanager
+async def advertising_first_only() -> AsyncIterator[tuple[Server, int]]:
+    """A broker whose static advertised.listeners names PLAINTEXT only (so, as in Kafka 4, a
+    listener added beside it can be removed again)."""
+    cfg = load_config(
+        listen=None,
+        advertise=None,
+        data_dir="memory://",
+        config_file=None,
+        overrides={
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "advertised.listeners": "PLAINTEXT://adv.example:9092",
+        },
+        environ={},
+    )
+    server = Server(cfg)
+    async with trio.open_nursery() as nursery:
+        _, port = await nursery.start(server.run)
+        try:
+            yield server, port
+        finally:
+            server.stop()
+
+
+async def test_added_listener_accepts_and_is_advertised() -> None:
     async with running_broker() as (server, port), connect(port) as admin:
         assert server.broker is not None
         node = str(server.broker.node_id)
@@ -65,39 +93,61 @@ async def test_added_listener_accepts_and_is_advertised_removed_one_closes() -> 
             assert await metadata_broker(c) == ("127.0.0.1", extra)
             assert await cluster_broker(c) == ("127.0.0.1", extra)
             assert await metadata_broker(admin) == ("127.0.0.1", port)
-            # as Kafka: an advertised listener cannot go (every one is, without
-            # advertised.listeners); first it stops being advertised, then it goes
-            only_first = ("advertised.listeners", SET, f"PLAINTEXT://127.0.0.1:{port}")
+            # as Kafka 4: without advertised.listeners every listener is advertised, and an
+            # advertised listener cannot go
             code, message = await alter(admin, node, *ops("PLAINTEXT://127.0.0.1:0"))
             assert code == ErrorCode.invalid_request
             assert message == invalid_dynamic(
                 "Advertised listeners 'Set(ListenerName(PLAINTEXT), ListenerName(EXTRA))' must "
                 "be a subset of listeners 'Set(ListenerName(PLAINTEXT))'"
             )
-            assert await alter(admin, node, *ops(both), only_first) == (ErrorCode.none, None)
             assert await metadata_broker(c) == ("127.0.0.1", extra)  # still served
+
+
+async def test_advertised_listeners_is_not_dynamic() -> None:
+    # Kafka 4 dropped advertised.listeners from DynamicListenerConfig (KAFKA-18405): it is
+    # not in AllDynamicConfigs, so AlterConfigs refuses it and DescribeConfigs marks it read-only
+    async with running_broker() as (server, port), connect(port) as admin:
+        assert server.broker is not None
+        node = str(server.broker.node_id)
+        for resource in (node, ""):
+            code, message = await alter(
+                admin, resource, ("advertised.listeners", SET, f"PLAINTEXT://127.0.0.1:{port}")
+            )
+            assert (code, message) == (
+                ErrorCode.invalid_request,
+                "Cannot update these configs dynamically: Set(advertised.listeners)",
+            )
+        assert server.broker.dynamic.layer(node) == {}
+        assert (await describe(admin, 4, node))["advertised.listeners"].read_only is True
+
+
+async def test_a_listener_left_out_of_advertised_listeners_is_removed() -> None:
+    async with advertising_first_only() as (server, port), connect(port) as admin:
+        assert server.broker is not None
+        node = str(server.broker.node_id)
+        both = "PLAINTEXT://127.0.0.1:0,EXTRA://127.0.0.1:0"
+        assert await alter(admin, node, *ops(both)) == (ErrorCode.none, None)
+        extra = extra_port(server)
+        async with connect(extra) as c:
+            assert await metadata_broker(admin) == ("adv.example", 9092)
             # removed: the open connection is closed, the port refuses new ones
-            result = await alter(admin, node, *ops("PLAINTEXT://127.0.0.1:0"), only_first)
-            assert result == (ErrorCode.none, None)
+            assert await alter(admin, node, *ops("PLAINTEXT://127.0.0.1:0")) == (
+                ErrorCode.none,
+                None,
+            )
             assert await c.read_frame() is None
         with pytest.raises(OSError):
             await trio.open_tcp_stream("127.0.0.1", extra)
         assert "EXTRA" not in server.bound_listeners
-        assert await metadata_broker(admin) == ("127.0.0.1", port)  # the first one carries on
-
-
-async def test_advertised_listener_of_an_added_one_and_its_change() -> None:
-    async with running_broker() as (server, port), connect(port) as admin:
-        assert server.broker is not None
-        node = str(server.broker.node_id)
-        both = "PLAINTEXT://127.0.0.1:0,EXTRA://127.0.0.1:0"
-        adv = ("advertised.listeners", SET, "EXTRA://extra.example:19092")
-        assert await alter(admin, node, *ops(both), adv) == (ErrorCode.none, None)
-        async with connect(extra_port(server)) as c:
-            assert await metadata_broker(c) == ("extra.example", 19092)
-            adv = ("advertised.listeners", SET, "EXTRA://moved.example:29092")
-            assert await alter(admin, node, *ops(both), adv) == (ErrorCode.none, None)
-            assert await metadata_broker(c) == ("moved.example", 29092)  # same connection
+        assert await metadata_broker(admin) == ("adv.example", 9092)  # the first one carries on
+        # the advertised one cannot go (Kafka's KafkaConfig requirement comes first)
+        code, message = await alter(admin, node, *ops("EXTRA://127.0.0.1:0"))
+        assert code == ErrorCode.invalid_request
+        assert message is not None and message.startswith(
+            "requirement failed: advertised.listeners listener names must be equal to or a "
+            "subset of the ones defined in listeners. Found PLAINTEXT."
+        )
 
 
 async def test_bad_updates_are_refused_with_nothing_applied() -> None:
@@ -125,18 +175,10 @@ async def test_bad_updates_are_refused_with_nothing_applied() -> None:
             "cannot be updated for existing listener ListenerName(PLAINTEXT) for configuration "
             "Invalid dynamic configuration"
         )
-        # a listener without a protocol, an advertised one not bound
+        # a listener without a protocol
         message = await refused(("listeners", SET, "PLAINTEXT://127.0.0.1:0,NEW://127.0.0.1:0"))
         assert message.startswith("Invalid value org.apache.kafka.common.config.ConfigException")
         assert "must be subset of listener map" in message
-        assert await refused(
-            *ops("PLAINTEXT://127.0.0.1:0"),
-            ("advertised.listeners", SET, "EXTRA://h:1"),
-        ) == (
-            "requirement failed: advertised.listeners listener names must be equal to or a "
-            "subset of the ones defined in listeners. Found EXTRA. The valid options based on "
-            "the current configuration are PLAINTEXT"
-        )
         # a port already taken, a SASL listener without its configs: refused, nothing bound
         with trio.socket.socket() as taken:
             await taken.bind(("127.0.0.1", 0))
@@ -234,23 +276,64 @@ async def test_a_combined_nodes_controller_listener_stays(tmp_path: Path) -> Non
         server.stop()
 
 
+async def test_tls_listener_added_at_runtime_has_its_keystore_checked_and_reconfigured(
+    tmp_path: Path,
+) -> None:
+    write_certs(tmp_path / "certs")
+    renewed = tmp_path / "renewed"
+    write_certs(renewed)  # the same subject and names, another CA
+    ca = _issue(_name("another CA"), None, ca=True)
+    other = _issue(_name("someone-else"), ca)
+    _write(tmp_path / "other.pem", other.key_pem() + other.cert_pem())
+    keystore = "listener.name.tls.ssl.keystore.location"
+    async with running_broker() as (server, port), connect(port) as admin:
+        assert server.broker is not None
+        node = str(server.broker.node_id)
+        result = await alter(
+            admin,
+            node,
+            ("listeners", SET, "PLAINTEXT://127.0.0.1:0,TLS://127.0.0.1:0"),
+            ("listener.security.protocol.map", SET, "PLAINTEXT:PLAINTEXT,TLS:SSL"),
+            ("listener.name.tls.ssl.keystore.type", SET, "PEM"),
+            (keystore, SET, str(tmp_path / "certs" / "server.pem")),
+        )
+        assert result == (ErrorCode.none, None)
+        assert "TLS" in server.bound_listeners
+        # Kafka's checks of a new keystore apply to it as to a listener it started with
+        code, message = await alter(admin, node, (keystore, SET, str(tmp_path / "other.pem")))
+        assert code == ErrorCode.invalid_request
+        assert message is not None and "Keystore DistinguishedName does not match" in message
+        # and an accepted one is what its new connections get
+        assert await alter(admin, node, (keystore, SET, str(renewed / "server.pem"))) == (
+            ErrorCode.none,
+            None,
+        )
+        host, tls_port = server.bound_listeners["TLS"]
+        ctx = ssl.create_default_context(cafile=str(renewed / "ca.crt"))
+        stream = await trio.open_ssl_over_tcp_stream(host, tls_port, ssl_context=ctx)
+        await stream.do_handshake()  # verified against the renewed CA only
+        await stream.aclose()
+
+
 async def test_added_listener_has_its_own_connection_limit() -> None:
     # Kafka's ConnectionQuotas.addListener: an added listener is counted under its own
     # listener.name.<l>.max.connections (proxy/connection_quotas.py), which stays alterable
-    async with running_broker() as (server, port), connect(port) as admin:
+    async with advertising_first_only() as (server, port), connect(port) as admin:
         assert server.broker is not None and server.connection_quotas is not None
         node = str(server.broker.node_id)
         both = "PLAINTEXT://127.0.0.1:0,EXTRA://127.0.0.1:0"
         limit = "listener.name.extra.max.connections"
         assert await alter(admin, node, *ops(both), (limit, SET, "1")) == (ErrorCode.none, None)
         async with connect(extra_port(server)) as first:
-            assert await metadata_broker(first) == ("127.0.0.1", extra_port(server))
+            await first.stream.send_all(encode_request(ApiVersionsRequest(), 1))
+            assert await first.read_frame() is not None
             async with connect(extra_port(server)) as second:
                 await second.stream.send_all(encode_request(ApiVersionsRequest(), 1))
                 with trio.fail_after(5):
                     await server.connection_quotas.until_waiting(1)  # held: EXTRA is full
                 async with connect(port) as other:  # the first listener is not limited
-                    assert await metadata_broker(other) == ("127.0.0.1", port)
+                    await other.stream.send_all(encode_request(ApiVersionsRequest(), 1))
+                    assert await other.read_frame() is not None
                 assert await alter(admin, node, *ops(both), (limit, SET, "2")) == (
                     ErrorCode.none,
                     None,
@@ -263,10 +346,8 @@ async def test_added_listener_has_its_own_connection_limit() -> None:
             "Invalid value org.apache.kafka.common.config.ConfigException: Invalid "
             "max.connections 0 for configuration Invalid dynamic configuration"
         )
-        # removed with its connections: the broker's count is back to the admin's
-        only_first = ("advertised.listeners", SET, f"PLAINTEXT://127.0.0.1:{port}")
-        assert await alter(admin, node, *ops(both), only_first) == (ErrorCode.none, None)
-        result = await alter(admin, node, *ops("PLAINTEXT://127.0.0.1:0"), only_first)
+        # removed (the static advertised.listeners leaves it out): its count and limits dropped
+        result = await alter(admin, node, *ops("PLAINTEXT://127.0.0.1:0"))
         assert result == (ErrorCode.none, None)
         assert "EXTRA" not in server.connection_quotas.listeners
         assert server.connection_quotas.total == 1
