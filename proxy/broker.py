@@ -35,6 +35,7 @@ from proxy.dynamic_broker import DynamicBrokerConfigs
 from proxy.fault_injection import CRASH_EXIT_CODE, injector_from_config
 from proxy.features import FeatureStore
 from proxy.fetch_session import FetchSessionCache
+from proxy.listeners import Listener
 from proxy.metrics.requests import BrokerMetrics
 from proxy.metrics.telemetry import ClientTelemetry
 from proxy.quotas.enforce import Throttles
@@ -102,14 +103,13 @@ class Broker:
             {n: default for n, (_, default) in BROKER_CONFIGS.items()},
         )
         self.dynamic.listeners.append(self._dynamic_changed)
-        self.dynamic.listener_names = tuple(lst.name for lst in config.endpoints())
         # Listener name -> the address advertised on it; a port-0 listener without an
         # advertised entry gets its bound port once the server binds it (``bind_port``).
-        self.advertised: dict[str, tuple[str, int]] = {
-            lst.name: (lst.advertised_host, lst.advertised_port or lst.port)
-            for lst in config.endpoints()
-        }
-        self.first_listener = config.endpoints()[0].name
+        # ``endpoints``: the client listeners now (``listeners_now``: added/removed at runtime)
+        self.endpoints: tuple[Listener, ...] = ()
+        self.advertised: dict[str, tuple[str, int]] = {}
+        self.first_listener = ""
+        self.listeners_now(config.endpoints(), {})
         self.shutting_down = trio.Event()
         # incremental fetch sessions (KIP-227): Kafka's FetchSessionCache
         self.fetch_sessions = FetchSessionCache(
@@ -177,9 +177,19 @@ class Broker:
             if not t.internal
         }
 
+    def listeners_now(self, endpoints: tuple[Listener, ...], ports: Mapping[str, int]) -> None:
+        """The client listeners are now ``endpoints`` (``ports``: each bound one's port)."""
+        self.endpoints = endpoints
+        self.dynamic.listener_names = tuple(e.name for e in endpoints)  # connection quotas
+        self.advertised = {
+            e.name: (e.advertised_host, e.advertised_port or ports.get(e.name) or e.port)
+            for e in endpoints
+        }
+        self.first_listener = endpoints[0].name
+
     def bound(self, name: str, port: int) -> None:
         """Listener ``name`` is bound to ``port``: advertise it if nothing else was given."""
-        listener = next(x for x in self.config.endpoints() if x.name == name)
+        listener = next(x for x in self.endpoints if x.name == name)
         if listener.advertised_port is None:
             self.advertised[name] = (listener.advertised_host, port)
 

@@ -7,7 +7,8 @@ NoSuchElementException ``ApiError.fromThrowable`` answers so) or on a config tha
 (INVALID_CONFIG), then
 ``DynamicBrokerConfig.validateConfigs`` over the resource's whole new set (INVALID_REQUEST:
 "Cannot update these configs dynamically: Set(...)" for a config Kafka or kafkad has that is
-not dynamic, "Invalid value ..." for a bad value)."""
+not dynamic, "Invalid value ..." for a bad value), then the reconfigurables' checks
+(``DynamicBrokerConfigs.validators``: a listener's new keystore, proxy/dynamic_tls.py)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ from collections.abc import Sequence
 
 from kio.schema.errors import ErrorCode
 
-from proxy.broker_config_types import BROKER_QUOTA_RATES, LIST, UNKNOWN, config_type
+from proxy.broker_config_types import BROKER_QUOTA_RATES, LIST, UNKNOWN, exact_type
 from proxy.config import BROKER_CONFIGS
-from proxy.connection_quota_config import listener_base
+from proxy.connection_quota_config import quota_base
 from proxy.dynamic_broker import DynamicBrokerConfigs, refusal
 from proxy.kafka_properties import IGNORED, KRAFT, MUST_BE_ONE
 from proxy.tls import per_listener_base
@@ -61,7 +62,7 @@ def _known(name: str) -> bool:
     return (
         name in BROKER_CONFIGS
         or per_listener_base(name) is not None
-        or listener_base(name) is not None
+        or quota_base(name) is not None
     )
 
 
@@ -97,7 +98,7 @@ def incremental(
             props.pop(name, None)
         else:
             assert value is not None
-            kind = LIST if name in _KAFKA_STATIC_LISTS else config_type(name)
+            kind = LIST if name in _KAFKA_STATIC_LISTS else exact_type(name)  # configKeys
             if name in BROKER_QUOTA_RATES:  # not in KafkaConfig.configKeys
                 kind = UNKNOWN
             if kind == UNKNOWN and name not in _KAFKA_STATIC:  # kafkad's own names and
@@ -141,4 +142,7 @@ def _checked(
     known = _read_only_if_not_dynamic
     if (message := refusal(dyn, known, props, per_broker=resource != "")) is not None:
         return ErrorCode.invalid_request, message
+    for validate in dyn.validators if resource != "" else ():
+        if (message := validate(props)) is not None:
+            return ErrorCode.invalid_request, message
     return props

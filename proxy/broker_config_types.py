@@ -4,14 +4,14 @@ IncrementalAlterConfigs' list check) and a short documentation line (DescribeCon
 A name Kafka's KafkaConfig does not define (kafkad's own ``kafkad.*`` and ``shutdown.grace.ms``,
 the authorizer's ``super.users``/``allow.everyone.if.no.acl.found``, mechanism-prefixed JAAS
 configs) has no type: Kafka's ConfigHelper describes such a config as UNKNOWN, sensitive (its
-value never shown) and read-only.
+value never shown) and read-only. A listener-prefixed config (``listener.name.<l>.<config>``)
+is described with its unprefixed config's type, as Kafka's ``KafkaConfig.configType``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-
-from proxy.connection_quota_config import listener_base
 
 UNKNOWN, BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = range(10)
 
@@ -218,6 +218,14 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
     "ssl.trustmanager.algorithm": (_S, "The algorithm used by trust manager factory."),
     "ssl.secure.random.implementation": (_S, "The SecureRandom PRNG implementation."),
     "ssl.engine.factory.class": (_C, "The class providing SSLEngine objects."),
+    "ssl.allow.dn.changes": (
+        _B,
+        "Whether a dynamic keystore update may change the certificate's distinguished name.",
+    ),
+    "ssl.allow.san.changes": (
+        _B,
+        "Whether a dynamic keystore update may change the certificate's subject alternative names.",
+    ),
     "sasl.enabled.mechanisms": (_LS, "The list of SASL mechanisms enabled in the server."),
     "sasl.oauthbearer.jwks.endpoint.url": (_S, "The URL of the OAuth/OIDC JWKS."),
     "sasl.oauthbearer.expected.audience": (_LS, "The expected audiences of the JWT."),
@@ -287,12 +295,43 @@ BROKER_QUOTA_RATES = frozenset(
 )
 
 
+def exact_type(name: str) -> int:
+    """Kafka's type of broker config ``name`` (``KafkaConfig.configKeys``); UNKNOWN for a name
+    Kafka does not define, a listener-prefixed one included."""
+    info = BROKER_CONFIG_INFO.get(name)
+    return UNKNOWN if info is None else info[0]
+
+
+# Kafka's DynamicBrokerConfig.ListenerMechanismConfigs: listener.name.<l>.<mechanism>.<config>
+_MECHANISM_CONFIGS = (
+    "sasl.jaas.config",
+    "sasl.login.callback.handler.class",
+    "sasl.login.class",
+    "sasl.server.callback.handler.class",
+    "connections.max.reauth.ms",
+)
+# KafkaConfig's types of the mechanism configs kafkad has no unprefixed config for
+_MECHANISM_TYPES = dict.fromkeys(_MECHANISM_CONFIGS[1:4], CLASS) | {"sasl.jaas.config": PASSWORD}
+
+
+def listener_base(name: str) -> str | None:
+    """Kafka's ``brokerConfigSynonyms`` of a listener-prefixed config: its unprefixed name
+    (``listener.name.ssl.ssl.keystore.location`` -> ``ssl.keystore.location``,
+    ``listener.name.sasl_ssl.plain.sasl.jaas.config`` -> ``sasl.jaas.config``), else None."""
+    if (m := re.fullmatch(r"listener\.name\.[^.]*\.(.*)", name, re.DOTALL)) is None:
+        return None
+    return next((c for c in _MECHANISM_CONFIGS if m[1].endswith(c)), m[1])
+
+
 def config_type(name: str) -> int:
-    """Kafka's type of broker config ``name``; UNKNOWN for a name Kafka does not define."""
-    info = BROKER_CONFIG_INFO.get(listener_base(name) or name)  # a listener's: its base's
-    if info is None:
-        return LONG if name in BROKER_QUOTA_RATES else UNKNOWN
-    return info[0]
+    """Kafka's ``KafkaConfig.configType`` (DescribeConfigs): a listener-prefixed config has its
+    unprefixed config's type; UNKNOWN for a name Kafka does not define."""
+    kind = exact_type(name)
+    if kind == UNKNOWN and (base := listener_base(name)) is not None:
+        return _MECHANISM_TYPES.get(base, exact_type(base))
+    if kind == UNKNOWN and name in BROKER_QUOTA_RATES:  # DynamicConfig.Broker's: LONGs
+        return LONG
+    return kind
 
 
 def sensitive(name: str) -> bool:

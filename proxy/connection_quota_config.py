@@ -25,6 +25,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from proxy.broker_config_types import listener_base
+
 INT_MAX = 2**31 - 1
 MAX_CONNECTIONS = "max.connections"
 MAX_CONNECTIONS_PER_IP = "max.connections.per.ip"
@@ -39,17 +41,14 @@ BROKER_WIDE = (
 )
 PER_LISTENER = (MAX_CONNECTIONS, MAX_CONNECTION_CREATION_RATE)
 
-_LISTENER_NAME = re.compile(
-    r"listener\.name\.([^.]+)\.(max\.connections|max\.connection\.creation\.rate)"
-)
 _HOST_CHARACTERS = re.compile(r"[0-9a-zA-Z\-%._:]*")  # Kafka's Utils.VALID_HOST_CHARACTERS
 
 
-def listener_base(name: str) -> str | None:
-    """``max.connections`` for ``listener.name.<listener>.max.connections`` (and the rate's);
-    None for any other name."""
-    m = _LISTENER_NAME.fullmatch(name)
-    return m[2] if m else None
+def quota_base(name: str) -> str | None:
+    """``max.connections`` for ``listener.name.<listener>.max.connections`` (and the rate's):
+    a listener's connection quota override's base config; None for any other name."""
+    base = listener_base(name)
+    return base if base in PER_LISTENER else None
 
 
 def non_negative_int(v: str) -> int:

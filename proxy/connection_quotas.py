@@ -184,6 +184,17 @@ class ConnectionQuotas:
             limit.quota = listener_limit(v, name, MAX_CONNECTION_CREATION_RATE)
         self._notify()
 
+    def add_listener(self, name: str) -> None:
+        """Kafka's ConnectionQuotas.addListener: a listener added at runtime gets its own count
+        and limits (its ``listener.name.<l>.`` overrides, else the broker-wide ones)."""
+        self.listeners[name] = _Limit(self._samples, self._window_ms)
+        self.configure()
+
+    def remove_listener(self, name: str) -> None:
+        """Kafka's ConnectionQuotas.removeListener: its count and limits are dropped (its
+        connections, closing, still leave the broker's and their IP's counts)."""
+        self.listeners.pop(name, None)
+
     async def _resolve_overrides(self, text: str, parsed: Mapping[str, int]) -> None:
         """The overrides naming hosts, once resolved in a worker thread (a slow resolver must
         not stall the broker); dropped if the config changed again meanwhile."""
@@ -248,7 +259,8 @@ class ConnectionQuotas:
         else:
             self.per_ip[ip] = count - 1
         self.broker.count -= 1
-        self.listeners[listener].count -= 1
+        if (limit := self.listeners.get(listener)) is not None:  # None: removed at runtime
+            limit.count -= 1
         if self._waiting:
             self._notify()
 

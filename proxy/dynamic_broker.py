@@ -10,11 +10,23 @@ defaults of topics without overrides are re-applied to their open partitions.
 
 Which configs are dynamic: Kafka's ``AllDynamicConfigs`` that kafkad has (``DYNAMIC``): the log
 defaults (Kafka's ``DynamicLogConfig``: every broker synonym of a topic config), the log
-cleaner's (``LogCleaner.ReconfigurableConfigs``) and ``producer.id.expiration.ms``. Kafka's
-listener and security configs (listeners, ssl.*, sasl.*) are dynamic per broker in Kafka but
-are not in kafkad: a change to one is refused INVALID_REQUEST ("Cannot update these configs
-dynamically"), as Kafka refuses its read-only configs; the keystore/truststore ones without a
-listener prefix get Kafka's own refusal ("... only per-listener using the listener prefix").
+cleaner's (``LogCleaner.ReconfigurableConfigs``) and ``producer.id.expiration.ms``. A TLS
+listener's keystore and truststore (``listener.name.<l>.ssl.keystore.location`` and the other
+``SECURITY`` names, with a listener prefix) are dynamic per broker, as in Kafka: checked,
+stored and applied to new connections by proxy/dynamic_tls.py (``validators``, ``listeners``);
+without a listener prefix they get Kafka's own refusal ("... only per-listener using the
+listener prefix"). A listener's connection quota overrides
+(``listener.name.<l>.max.connections``, ``...max.connection.creation.rate``: ``quota_base``)
+are dynamic per broker and cluster-wide and applied, checked as their unprefixed configs
+(proxy/connection_quota_config.py). Another listener-prefixed config is refused for an
+existing listener with Kafka's "Configs cannot be updated dynamically for existing listener
+..." and stored for any other name (a listener added later). ``listeners`` and
+``listener.security.protocol.map`` are dynamic per broker (``LISTENERS``: checked and applied
+by proxy/dynamic_listeners.py); ``advertised.listeners`` is not (Kafka 4 dropped it from
+DynamicListenerConfig, KAFKA-18405): refused as Kafka's read-only configs are. Kafka's other
+security configs (the unprefixed ssl.* and sasl.*) are dynamic per broker in Kafka but not in
+kafkad: a change to one is refused INVALID_REQUEST ("Cannot update these configs
+dynamically"), as Kafka refuses its read-only configs.
 Kafka's static configs kafkad only reads from a server.properties (process.roles, log.dirs...)
 are refused the same way. Names Kafka does not know are accepted and stored, as Kafka stores
 them (no ConfigDef checks them), but change nothing.
@@ -43,10 +55,11 @@ from proxy.broker_config_types import (
     NULL_DEFAULTS,
     SHORT,
     config_type,
+    listener_base,
 )
 from proxy.connection_quota_config import (
     BROKER_WIDE,
-    listener_base,
+    quota_base,
     reconfiguration_error,
     validate_values,
 )
@@ -55,6 +68,9 @@ log = logging.getLogger("kafkad.config")
 BLOB = "broker-configs"
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
+
+# DynamicListenerConfig's listener set, per broker (checked and applied: proxy/dynamic_listeners.py)
+LISTENERS = frozenset({"listeners", "listener.security.protocol.map"})
 
 # Kafka's AllDynamicConfigs, restricted to the configs kafkad has and applies.
 DYNAMIC = frozenset(
@@ -96,11 +112,11 @@ DYNAMIC = frozenset(
 
 def dynamic(name: str) -> bool:
     """Whether Kafka lets a dynamic config change ``name`` (and kafkad applies it)."""
-    return name in DYNAMIC or listener_base(name) is not None
+    return name in DYNAMIC or quota_base(name) is not None
 
 
 # Kafka's DynamicSecurityConfigs (SslConfigs.RECONFIGURABLE_CONFIGS): dynamic only with a
-# listener prefix (listener.name.<name>.ssl.keystore.location), which kafkad does not support.
+# listener prefix (listener.name.<name>.ssl.keystore.location), per broker.
 SECURITY = frozenset(
     {
         "ssl.keystore.type",
@@ -143,6 +159,17 @@ class MetadataStore(Protocol):
 Configs = dict[str, dict[str, str]]  # resource name ("" or the node id) -> name -> value
 
 
+def listener_prefixed(name: str) -> tuple[str, str] | None:
+    """``listener.name.<l>.<config>`` -> (l, config)."""
+    m = re.fullmatch(r"listener\.name\.([^.]+)\.(.+)", name)
+    return None if m is None else (m[1], m[2])
+
+
+def listener_security(name: str) -> bool:
+    """A keystore/truststore config with a listener prefix: dynamic per broker."""
+    return listener_base(name) in SECURITY
+
+
 def encode(configs: Configs) -> bytes:
     return json.dumps({"version": 1, "configs": configs}, sort_keys=True).encode()
 
@@ -176,6 +203,8 @@ class DynamicBrokerConfigs:
         self.lock = trio.Lock()  # held across a read-decide-write
         self.listeners: list[Callable[[], None]] = []  # told after each applied change
         self.listener_names: tuple[str, ...] = ()  # the client listeners (connection quotas)
+        # checks of a per-broker resource's whole new set: a refusal's message, or None
+        self.validators: list[Callable[[Mapping[str, str]], str | None]] = []
 
     def layer(self, resource: str) -> Mapping[str, str]:
         """The dynamic configs of ``resource`` ("" the cluster default, else the node id)."""
@@ -198,10 +227,21 @@ class DynamicBrokerConfigs:
     def parse(self, name: str, value: str) -> Any:
         return self._parsers[listener_base(name) or name](value.strip())
 
+    def with_security(self, layer: Mapping[str, str]) -> dict[str, Any]:
+        """The effective values with ``layer``'s listener keystore/truststore configs (this
+        node's dynamic set) in place of the current ones."""
+        out = {n: v for n, v in self.values.items() if not listener_security(n)}
+        out |= {n: v for n, v in self.static.items() if listener_security(n)}
+        for name, raw in layer.items():
+            if listener_security(name):
+                out[name] = self.parse(name, raw)
+        return out
+
     def effective(self, configs: Configs) -> dict[str, Any]:
-        """The values of the dynamic configs over the static ones with layers ``configs``."""
+        """The values of the dynamic configs (the listener keystore/truststore ones aside:
+        ``with_security``) over the static ones with layers ``configs``."""
         mine, cluster = configs.get(self.node, {}), configs.get("", {})
-        prefixed = {n for n in (*self.static, *mine, *cluster) if listener_base(n)}
+        prefixed = {n for n in (*self.static, *mine, *cluster) if quota_base(n)}
         out: dict[str, Any] = {}
         for name in DYNAMIC | prefixed:
             raw = mine.get(name, cluster.get(name))
@@ -216,10 +256,22 @@ class DynamicBrokerConfigs:
         return out
 
     def _apply(self) -> None:
+        try:
+            security = self.with_security(self.layer(self.node))
+        except ValueError as exc:  # stored by an older kafkad: ignored, as Kafka does
+            log.warning("dynamic listener keystore/truststore configs ignored: %s", exc)
+            security = self.with_security({})
+        for name in [n for n in self.values if listener_security(n)]:
+            del self.values[name]
+        self.values.update({n: v for n, v in security.items() if listener_security(n)})
         values = self.effective(self._configs)
-        for name in [n for n in self.values if listener_base(n) and n not in values]:
+        for name in [n for n in self.values if quota_base(n) and n not in values]:
             del self.values[name]  # a per-listener override deleted: the broker-wide value
         self.values.update(values)
+        mine = self.layer(self.node)
+        for name in LISTENERS:  # what DescribeConfigs shows; served by proxy/dynamic_listeners.py
+            if name in self.static:
+                self.values[name] = mine.get(name, self.static[name])
         for listener in self.listeners:
             listener()
 
@@ -243,8 +295,8 @@ class DynamicBrokerConfigs:
         """Kafka's ConfigHelper.configSynonyms: (name, value, source) for each alternate name
         in each layer, highest precedence first, from the first entry of ``name`` itself; for
         the cluster default only the DYNAMIC_DEFAULT_BROKER_CONFIG ones."""
-        base = listener_base(name)  # Kafka: a listener's override has its base as synonym
-        names = (name, base) if base else ALTERNATES.get(name, (name,))
+        base = listener_base(name)  # Kafka: a listener config's synonym is its base config
+        names = ALTERNATES.get(name, (name,) if base is None else (name, base))
         out: list[tuple[str, str, int]] = []
         for source, layer in (
             (DYNAMIC_BROKER_CONFIG, self.layer(self.node)),
@@ -281,9 +333,10 @@ def refusal(
         n
         for n in configs
         if not dynamic(n)
-        and n not in SECURITY
+        and n not in SECURITY | LISTENERS
         and (known(n) or n in KAFKA_DEFAULTS)
         and n not in later
+        and listener_base(n) is None  # no KafkaConfig name: checked per listener
     ]
     if fixed:
         return f"Cannot update these configs dynamically: Set({', '.join(fixed)})"
@@ -309,7 +362,7 @@ def refusal(
         )
     # Kafka then builds the whole new KafkaConfig (validateValues) and asks each reconfigurable
     new = dyn.effective({**dyn._configs, dyn.node if per_broker else "": dict(configs)})
-    new_values = {n: v for n, v in dyn.values.items() if not listener_base(n)} | new
+    new_values = {n: v for n, v in dyn.values.items() if not quota_base(n)} | new
     if (problem := validate_values(new_values)) is not None:
         return problem
     return reconfiguration_error(dyn.values, new_values, dyn.listener_names)
@@ -351,8 +404,8 @@ _PER_BROKER = SECURITY | {
 
 
 def _per_broker_only(name: str) -> bool:
-    if m := re.fullmatch(r"listener\.name\.[^.]*\.(.*)", name):
-        return m[1] not in _CLUSTER_LEVEL_LISTENER
+    if (base := listener_base(name)) is not None:
+        return base not in _CLUSTER_LEVEL_LISTENER
     return name in _PER_BROKER
 
 

@@ -7,6 +7,11 @@ may hand the server its listeners instead (``Server(config, listeners={name: [..
 in-memory ones under trio's autojump clock in tests): then nothing is bound, and each name
 must be one of ``BrokerConfig.endpoints()`` (its configured port is what it advertises).
 
+Listeners change at runtime (proxy/dynamic_listeners.py: ``listeners`` & co. per broker, and the
+ones stored before a restart are bound at start): an added listener is bound and accepting
+before the AlterConfigs answer; a removed one stops accepting, its sockets are closed at once
+and its open connections cancelled (Kafka's SocketServer.removeListeners).
+
 Shutdown (SIGINT/SIGTERM, or ``Server.stop()``): stop accepting; idle connections are closed
 at once, busy ones finish the requests they already read and then close; after
 ``shutdown.grace.ms`` whatever is left is cancelled. Then the broker snapshots producer state
@@ -28,10 +33,13 @@ from proxy.config import BrokerConfig
 from proxy.connection import Connection, NetConfig, serve_connection
 from proxy.connection_quotas import ConnectionQuotas, serve_listener
 from proxy.dispatch import Dispatcher
+from proxy.dynamic_listeners import DynamicListeners, bind
+from proxy.dynamic_tls import ListenerTls, existing_listener_refusal
 from proxy.http.settings import parse_http_listeners
+from proxy.listeners import Listener
 from proxy.sasl.session import SaslSession
 from proxy.sasl.settings import SASL_PROTOCOLS, SaslSettings, listener_sasl
-from proxy.tls import TLS_PROTOCOLS, TlsSettings, server_settings
+from proxy.tls import TLS_PROTOCOLS, TlsSettings
 from storage.backends import open_store
 
 log = logging.getLogger("kafkad.server")
@@ -70,17 +78,29 @@ class Server:
             broker = Broker(cfg, store)
             await broker.start()
             self.broker = broker
-            tls = {
-                e.name: server_settings(cfg.values or {}, e.name, e.protocol)
-                for e in cfg.endpoints()
-                if e.protocol in TLS_PROTOCOLS
-            }
+            dyn = DynamicListeners(broker.dynamic, cfg.endpoints())
+            endpoints = dyn.endpoints  # with those added at runtime before a restart
+            broker.listeners_now(endpoints, {})
+            values = dyn.values_with(broker.dynamic.layer(broker.dynamic.node))
+            listener_tls = ListenerTls(broker.dynamic, endpoints, values)
+            tls = listener_tls.settings  # kept current
+
+            def existing(layer: Mapping[str, str]) -> str | None:
+                # Kafka checks the listeners both before and after the change
+                try:
+                    after = {e.name for e in dyn.new_endpoints(layer)}
+                except ValueError:
+                    return None  # refused by DynamicListeners.validate
+                names = frozenset(e.name.lower() for e in dyn.endpoints if e.name in after)
+                return existing_listener_refusal(broker.dynamic, names, layer)
+
+            broker.dynamic.validators.append(existing)
             sasl = {
-                e.name: listener_sasl(cfg.values or {}, e.name)
-                for e in cfg.endpoints()
+                e.name: listener_sasl(values, e.name)
+                for e in endpoints
                 if e.protocol in SASL_PROTOCOLS
             }
-            sockets = await self._listeners(broker)
+            sockets = await self._listeners(broker, endpoints)
             self.bound = next(iter(self.bound_listeners.values()))
             dispatch = Dispatcher(broker)
             # max.connections & co. (proxy/connection_quotas.py), following dynamic changes
@@ -127,6 +147,53 @@ class Server:
 
                     for name, bound in sockets.items():
                         conns.start_soon(accept_loop, name, bound)
+
+                    def listeners_changed(
+                        added: tuple[Listener, ...], removed: tuple[Listener, ...]
+                    ) -> None:
+                        # Kafka's SocketServer.removeListeners/addListeners
+                        for e in removed:
+                            # cancelled, then closed at once: refused before the answer is sent
+                            accept_scopes.pop(e.name).cancel()
+                            quotas.remove_listener(e.name)
+                            for lst in sockets.pop(e.name, []):
+                                if isinstance(lst, trio.SocketListener):
+                                    lst.socket.close()
+                            self.bound_listeners.pop(e.name, None)
+                            listener_tls.remove(e.name)
+                            sasl.pop(e.name, None)
+                            for conn in list(self.connections):
+                                if conn.listener == e.name:
+                                    conn.scope.cancel()
+                            log.info("listener %s removed: its connections closed", e.name)
+                        values = dyn.values_with(broker.dynamic.layer(broker.dynamic.node))
+                        for e in added:
+                            try:
+                                if e.protocol in TLS_PROTOCOLS:
+                                    listener_tls.add(e, values)
+                                if e.protocol in SASL_PROTOCOLS:
+                                    sasl[e.name] = listener_sasl(values, e.name)
+                                socks = bind(e)
+                            except (OSError, ValueError) as exc:
+                                log.error("listener %s not served: %s", e.name, exc)
+                                continue
+                            bound: list[StreamListener] = [
+                                trio.SocketListener(trio.socket.from_stdlib_socket(x))
+                                for x in socks
+                            ]
+                            port = socks[0].getsockname()[1]
+                            self.bound_listeners[e.name] = (socks[0].getsockname()[0], port)
+                            quotas.add_listener(e.name)
+                            accept_scopes[e.name] = trio.CancelScope()
+                            sockets[e.name] = list(bound)
+                            conns.start_soon(accept_loop, e.name, bound)
+                            log.info("listener %s added: %s", e.name, e.url())
+                        ports = {n: p for n, (_, p) in self.bound_listeners.items()}
+                        broker.listeners_now(dyn.endpoints, ports)
+                        if self.bound_listeners:
+                            self.bound = next(iter(self.bound_listeners.values()))
+
+                    dyn.on_change.append(listeners_changed)
                     task_status.started(self.bound)
                     if on_ready is not None:
                         on_ready(self)
@@ -159,10 +226,11 @@ class Server:
                 log.info("closing %s: more than max.connections are open", conn.peer)
                 conn.scope.cancel()
 
-    async def _listeners(self, broker: Broker) -> dict[str, list[StreamListener]]:
-        """Every client listener, bound (or as given), in ``endpoints()`` order; records each
+    async def _listeners(
+        self, broker: Broker, endpoints: tuple[Listener, ...]
+    ) -> dict[str, list[StreamListener]]:
+        """Every client listener, bound (or as given), in ``endpoints`` order; records each
         one's address in ``bound_listeners`` and tells the broker its port."""
-        endpoints = self.config.endpoints()
         if self.given_listeners is not None:
             names = {e.name for e in endpoints}
             unknown = sorted(set(self.given_listeners) - names)

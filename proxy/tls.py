@@ -80,6 +80,12 @@ def _client_auth(v: str) -> str:
     return v.lower()
 
 
+def _bool(v: str) -> bool:
+    if v.lower() not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return v.lower() == "true"
+
+
 def _store_type(v: str) -> str:
     return v.upper()
 
@@ -122,6 +128,10 @@ SSL_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
         _empty_only("a Java class; kafkad builds its TLS engine itself"),
         "",
     ),
+    # BrokerSecurityConfigs: whether a dynamic keystore update may change the certificate's
+    # subject / subject alternative names (proxy/dynamic_tls.py)
+    "ssl.allow.dn.changes": (_bool, "false"),
+    "ssl.allow.san.changes": (_bool, "false"),
 }
 # Kafka's PASSWORD-type ssl configs (and the JAAS configs, which hold passwords; and the
 # authorizer's super.users and allow.everyone.if.no.acl.found, which Kafka does not type):

@@ -56,9 +56,7 @@ def allow_token_requests(ctx: RequestContext) -> bool:
     if ctx.session is not None and ctx.session.token_authenticated:
         return False
     name = ctx.listener or ctx.broker.first_listener
-    protocol = next(
-        (e.protocol for e in ctx.broker.config.endpoints() if e.name == name), "PLAINTEXT"
-    )
+    protocol = next((e.protocol for e in ctx.broker.endpoints if e.name == name), "PLAINTEXT")
     if protocol == "PLAINTEXT":
         return False
     return not (protocol == "SSL" and ctx.principal == ANONYMOUS)

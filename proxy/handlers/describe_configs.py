@@ -42,11 +42,16 @@ from kio.static.primitive import i8
 
 from proxy.acl.checks import MESSAGES, config_refusal
 from proxy.acl.model import AclOperation
-from proxy.broker_config_types import NULL_DEFAULTS, config_type, documentation, sensitive
+from proxy.broker_config_types import (
+    NULL_DEFAULTS,
+    config_type,
+    documentation,
+    listener_base,
+    sensitive,
+)
 from proxy.config import BROKER_CONFIGS, INTERNAL_CONFIGS
-from proxy.connection_quota_config import listener_base
 from proxy.context import RequestContext
-from proxy.dynamic_broker import DYNAMIC, DynamicBrokerConfigs, render
+from proxy.dynamic_broker import DYNAMIC, LISTENERS, DynamicBrokerConfigs, render
 from proxy.registry import handler
 from storage.topic_config import TOPIC_CONFIG_TYPES, TOPIC_CONFIGS, effective_configs
 from storage.topics import topic_name_error
@@ -222,7 +227,7 @@ def broker_entries(
                 value=None if hidden else raw,
                 # Kafka: AllDynamicConfigs.contains(name), base names only (so a listener's
                 # override listener.name.<l>.max.connections is read-only, though alterable)
-                read_only=name not in DYNAMIC,
+                read_only=name not in DYNAMIC | LISTENERS,
                 config_source=i8(all_syn[0].source if all_syn else DEFAULT_CONFIG),
                 is_sensitive=hidden,
                 synonyms=tuple(all_syn) if synonyms else (),
