@@ -38,14 +38,15 @@ _I64 = struct.Struct(">q")
 _PARTITION_V0 = struct.Struct(">ihq")  # index, error_code, base_offset
 
 
-def _uvarint(out: bytearray, n: int) -> None:
+def append_uvarint(out: bytearray, n: int) -> None:
+    """The unsigned varint ``n`` onto ``out`` (also wire/txn_responses.py's)."""
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
 
 
-def _string(out: bytearray, s: str | None, flexible: bool) -> None:
+def append_string(out: bytearray, s: str | None, flexible: bool) -> None:
     if s is None:
         if flexible:
             out.append(0)
@@ -54,15 +55,15 @@ def _string(out: bytearray, s: str | None, flexible: bool) -> None:
         return
     raw = s.encode()
     if flexible:
-        _uvarint(out, len(raw) + 1)
+        append_uvarint(out, len(raw) + 1)
     else:
         out += _I16.pack(len(raw))
     out += raw
 
 
-def _count(out: bytearray, n: int, flexible: bool) -> None:
+def append_count(out: bytearray, n: int, flexible: bool) -> None:
     if flexible:
-        _uvarint(out, n + 1)
+        append_uvarint(out, n + 1)
     else:
         out += _I32.pack(n)
 
@@ -79,13 +80,13 @@ def _partition(out: bytearray, p: Any, v: int, code: int) -> None:
     if v >= 5:
         out += _I64.pack(p.log_start_offset)
     if v >= 8:
-        _count(out, len(p.record_errors), flexible)
+        append_count(out, len(p.record_errors), flexible)
         for e in p.record_errors:
             out += _I32.pack(e.batch_index)
-            _string(out, e.batch_index_error_message, flexible)
+            append_string(out, e.batch_index_error_message, flexible)
             if flexible:
                 out.append(0)
-        _string(out, p.error_message, flexible)
+        append_string(out, p.error_message, flexible)
     if flexible:
         leader = p.current_leader
         if v >= 10 and (leader.leader_id != -1 or leader.leader_epoch != -1):
@@ -97,12 +98,12 @@ def _partition(out: bytearray, p: Any, v: int, code: int) -> None:
 
 def _node_endpoints(resp: Any) -> bytes:
     body = bytearray()
-    _count(body, len(resp.node_endpoints), True)
+    append_count(body, len(resp.node_endpoints), True)
     for n in resp.node_endpoints:
         body += _I32.pack(n.node_id)
-        _string(body, n.host, True)
+        append_string(body, n.host, True)
         body += _I32.pack(n.port)
-        _string(body, n.rack, True)
+        append_string(body, n.rack, True)
         body.append(0)
     return bytes(body)
 
@@ -116,13 +117,13 @@ def encode_produce_response(correlation_id: int, version: int, resp: Any) -> byt
     code_of: Callable[[Any], int] = (lambda c: int(codes.get(c, c))) if codes else int
     out = bytearray(b"\0\0\0\0")
     out += response_header(correlation_id, flexible)
-    _count(out, len(resp.responses), flexible)
+    append_count(out, len(resp.responses), flexible)
     for t in resp.responses:
         if version >= 13:
             out += t.topic_id.bytes if t.topic_id is not None else _NO_ID
         else:
-            _string(out, t.name, flexible)
-        _count(out, len(t.partition_responses), flexible)
+            append_string(out, t.name, flexible)
+        append_count(out, len(t.partition_responses), flexible)
         for p in t.partition_responses:
             _partition(out, p, version, code_of(p.error_code))
         if flexible:
@@ -134,7 +135,7 @@ def encode_produce_response(correlation_id: int, version: int, resp: Any) -> byt
             tagged = _node_endpoints(resp)
             out.append(1)
             out.append(0)
-            _uvarint(out, len(tagged))
+            append_uvarint(out, len(tagged))
             out += tagged
         else:
             out.append(0)

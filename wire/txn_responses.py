@@ -32,6 +32,7 @@ from typing import Any
 
 from wire.errors import translations_for
 from wire.headers import response_header
+from wire.produce_response import append_count, append_string
 
 END_TXN_KEY = 26
 ADD_PARTITIONS_KEY = 24
@@ -43,29 +44,6 @@ _I32 = struct.Struct(">i")
 _HEAD_V0 = struct.Struct(">ih")  # throttle_time_ms, error_code
 _PRODUCER = struct.Struct(">qh")  # producer_id, producer_epoch
 _PARTITION = struct.Struct(">ih")  # partition_index, partition_error_code
-
-
-def _uvarint(out: bytearray, n: int) -> None:
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
-def _count(out: bytearray, n: int, flexible: bool) -> None:
-    if flexible:
-        _uvarint(out, n + 1)
-    else:
-        out += _I32.pack(n)
-
-
-def _string(out: bytearray, s: str, flexible: bool) -> None:
-    raw = s.encode()
-    if flexible:
-        _uvarint(out, len(raw) + 1)
-    else:
-        out += _I16.pack(len(raw))
-    out += raw
 
 
 def _millis(resp: Any) -> int:
@@ -95,11 +73,11 @@ def encode_end_txn_response(correlation_id: int, version: int, resp: Any) -> byt
 
 
 def _topics(out: bytearray, topics: Any, flexible: bool, code_of: Callable[[Any], int]) -> None:
-    _count(out, len(topics), flexible)
+    append_count(out, len(topics), flexible)
     for t in topics:
-        _string(out, t.name, flexible)
+        append_string(out, t.name, flexible)
         parts = t.results_by_partition
-        _count(out, len(parts), flexible)
+        append_count(out, len(parts), flexible)
         for p in parts:
             out += _PARTITION.pack(p.partition_index, code_of(p.partition_error_code))
             if flexible:
@@ -122,9 +100,9 @@ def encode_add_partitions_to_txn_response(correlation_id: int, version: int, res
         _topics(out, txns[0].topic_results if txns else (), flexible, code_of)
     else:
         out += _I16.pack(code_of(resp.error_code))
-        _count(out, len(txns), True)
+        append_count(out, len(txns), True)
         for txn in txns:
-            _string(out, txn.transactional_id, True)
+            append_string(out, txn.transactional_id, True)
             _topics(out, txn.topic_results, True, code_of)
             out.append(0)
     if flexible:
