@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from kio.schema.errors import ErrorCode
 
-from proxy.broker_config_types import BROKER_QUOTA_RATES, LIST, UNKNOWN, exact_type
+from proxy.broker_config_types import LIST, UNKNOWN, exact_type
 from proxy.config import BROKER_CONFIGS
 from proxy.connection_quota_config import quota_base
 from proxy.dynamic_broker import DynamicBrokerConfigs, refusal
@@ -99,8 +99,6 @@ def incremental(
         else:
             assert value is not None
             kind = LIST if name in _KAFKA_STATIC_LISTS else exact_type(name)  # configKeys
-            if name in BROKER_QUOTA_RATES:  # not in KafkaConfig.configKeys
-                kind = UNKNOWN
             if kind == UNKNOWN and name not in _KAFKA_STATIC:  # kafkad's own names and
                 return ErrorCode.unknown_server_error, None  # listener-prefixed ones too
             if name in _KAFKA_STATIC_LISTS_WITHOUT_DEFAULT and name not in props:
