@@ -41,17 +41,16 @@ change wakes the waiting accepts at once (Kafka's ``counts.notifyAll``). Times c
 
 from __future__ import annotations
 
-import errno
 import ipaddress
 import logging
 import math
-import os
 import socket
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import trio
 
+from proxy.accept import accept_retrying
 from proxy.connection_quota_config import (
     INT_MAX,
     MAX_CONNECTION_CREATION_RATE,
@@ -358,8 +357,6 @@ def _now_ms() -> int:
 
 
 # accept(2) errors that mean the system is overloaded: trio.serve_listeners' list and pause
-ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
-ACCEPT_RETRY_S = 0.1
 
 
 def peer_ip(stream: trio.abc.Stream) -> str:
@@ -398,14 +395,7 @@ async def serve_listener(
 
     async with listener, trio.open_nursery() as throttled:
         while True:
-            try:
-                stream = await listener.accept()
-            except OSError as exc:
-                if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
-                    raise
-                log.error("accept: %s; retrying in %s s", os.strerror(exc.errno), ACCEPT_RETRY_S)
-                await trio.sleep(ACCEPT_RETRY_S)
-                continue
+            stream = await accept_retrying(listener, log)
             ip = peer_ip(stream)
             try:
                 await quotas.inc(name, ip)

@@ -36,7 +36,6 @@ answer in hand; ``--http`` serves it (``http.py``).
 
 from __future__ import annotations
 
-import errno
 import functools
 import logging
 import os
@@ -49,6 +48,7 @@ from pathlib import Path
 
 import trio
 
+from proxy.accept import accept_retrying
 from proxy.fault_injection import FaultInjector, PartitionRule, injector_from_config
 from proxy.forward.connection import Live, forward_connection
 from proxy.forward.record import Recorder
@@ -62,8 +62,6 @@ log = logging.getLogger("kafkad.proxy")
 REWRITE_CACHE = 256  # rewritten response bodies kept
 REMEMBERED_PORTS = 1024  # ports of released listeners kept for their broker's return
 BOOTSTRAP = "bootstrap"  # the family of connections through --listen
-ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
-ACCEPT_BACKOFF_S = 0.1  # as trio.serve_listeners, when out of descriptors
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,14 +250,7 @@ class ForwardProxy:
         assert self._nursery is not None
         async with listener:
             while True:
-                try:
-                    stream = await listener.accept()
-                except OSError as exc:
-                    if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
-                        raise
-                    log.error("proxy: accept failed (%s); retrying", exc)
-                    await trio.sleep(ACCEPT_BACKOFF_S)
-                    continue
+                stream = await accept_retrying(listener, log)
                 self._nursery.start_soon(_run_handler, handler, stream)
 
     # -- running ------------------------------------------------------------------------
