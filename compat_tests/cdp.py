@@ -151,7 +151,10 @@ class Browser:
         message: dict[str, Any] = {"id": ident, "method": method, "params": params or {}}
         if session is not None:
             message["sessionId"] = session
-        self._out.write(json.dumps(message).encode() + b"\0")
+        try:
+            self._out.write(json.dumps(message).encode() + b"\0")
+        except BrokenPipeError:  # the browser closed its end: as a reply that never came
+            raise CdpError(f"{method}: no reply (browser closed: True)") from None
         deadline = time.monotonic() + CALL_TIMEOUT_S
         with self._lock:
             while ident not in self._replies:
