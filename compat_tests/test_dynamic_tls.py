@@ -22,7 +22,7 @@ from confluent_kafka.admin import (
 from compat_tests._support import EXTERNAL, topic_name
 from compat_tests.conftest import _LIVE, BrokerProcess, BrokerStartError, _spawn
 from compat_tests.test_ssl import _refused_by_broker
-from proxy.certs import write_certs
+from tests.cert_fixtures import cert_dir_fixture
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL), reason="starts its own SSL broker")
 
@@ -30,18 +30,10 @@ TIMEOUT_S = 30
 KEYSTORE = "listener.name.ssl.ssl.keystore.location"
 
 
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("certs")
-    write_certs(d)
-    return d
+certs = cert_dir_fixture("certs")
 
 
-@pytest.fixture(scope="module")
-def renewed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("renewed")
-    write_certs(d)
-    return d
+renewed = cert_dir_fixture("renewed")
 
 
 @pytest.fixture(scope="module")

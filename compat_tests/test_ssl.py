@@ -26,6 +26,7 @@ from compat_tests._support import EXTERNAL, topic_name, wait_for
 from compat_tests.conftest import _LIVE, BrokerProcess, _spawn
 from compat_tests.test_kafkajs import run as kafkajs_run
 from proxy.certs import write_certs
+from tests.cert_fixtures import cert_dir_fixture
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL), reason="starts its own SSL broker")
 
@@ -33,11 +34,7 @@ TIMEOUT_S = 30
 N = 20
 
 
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("certs")
-    write_certs(d)
-    return d
+certs = cert_dir_fixture("certs")
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import pytest
 import trio
 import trio.testing
 from kio.schema.errors import ErrorCode
 
-from proxy.certs import _issue, _name, _write, write_certs
+from proxy.certs import _issue, _name, _write
 from proxy.config import load_config
 from proxy.server import Server
+from tests.cert_fixtures import cert_dir_fixture
 from tests.proxy.harness import RawClient
 from tests.proxy.test_dynamic_broker_configs import (
     APPEND,
@@ -37,19 +37,11 @@ from tests.proxy.test_tls import answers, client_context, is_refused, ssl_settin
 KEYSTORE = "listener.name.ssl.ssl.keystore.location"
 
 
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("certs")
-    write_certs(d)
-    return d
+certs = cert_dir_fixture("certs")
 
 
-@pytest.fixture(scope="module")
-def renewed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The same subject and names, signed by another CA."""
-    d = tmp_path_factory.mktemp("renewed")
-    write_certs(d)
-    return d
+# The same subject and names, signed by another CA.
+renewed = cert_dir_fixture("renewed")
 
 
 @asynccontextmanager

@@ -20,29 +20,20 @@ import trio
 import trio.testing
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
-from proxy.certs import write_certs
 from proxy.config import ConfigError, load_config
 from proxy.context import RequestContext
 from proxy.principal import ANONYMOUS, KafkaPrincipal
 from proxy.registry import REGISTRY, entry
 from proxy.server import Server
+from tests.cert_fixtures import cert_dir_fixture
 from tests.proxy.harness import RawClient
 from tests.proxy.test_server_timeouts import MemoryListener, closed_at, memory_broker
 
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("certs")
-    write_certs(d)
-    return d
+certs = cert_dir_fixture("certs")
 
 
-@pytest.fixture(scope="module")
-def other_certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Another CA and its client certificate: unknown to the broker."""
-    d = tmp_path_factory.mktemp("other")
-    write_certs(d)
-    return d
+# Another CA and its client certificate: unknown to the broker.
+other_certs = cert_dir_fixture("other")
 
 
 def ssl_settings(certs: Path, **more: str) -> dict[str, str]:

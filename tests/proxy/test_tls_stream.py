@@ -10,15 +10,10 @@ import pytest
 import trio
 import trio.testing
 
-from proxy.certs import write_certs
 from proxy.tls_stream import TlsStream
+from tests.cert_fixtures import cert_dir_fixture
 
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("certs")
-    write_certs(d)
-    return d
+certs = cert_dir_fixture("certs")
 
 
 def server_context(certs: Path) -> ssl.SSLContext:
