@@ -166,16 +166,11 @@ class Dispatcher:
             raise
         except ErrorReply as exc:  # refused as a whole (e.g. not authorized): its error reply
             log.debug("api %d v%d refused: %s", header.api_key, header.api_version, exc)
-            _no_error_reply_for_acks0(header, body, exc)
-            response = _error_reply(handler, header, req, body, exc.code)
-            if quota_bound:
-                response = enforce.settle_error(throttles, ctx, req, response, mute)
+            response = _refused(handler, header, req, body, exc, exc.code, ctx, mute, quota_bound)
         except StorageError as exc:  # e.g. a read from a log that went offline
             log.error("api %d v%d: storage error: %s", header.api_key, header.api_version, exc)
-            _no_error_reply_for_acks0(header, body, exc)
-            response = _error_reply(handler, header, req, body, ErrorCode.kafka_storage_error)
-            if quota_bound:
-                response = enforce.settle_error(throttles, ctx, req, response, mute)
+            code = ErrorCode.kafka_storage_error
+            response = _refused(handler, header, req, body, exc, code, ctx, mute, quota_bound)
         except Exception as exc:
             log.exception(
                 "handler for api %d v%d failed (client %s, corr %d)",
@@ -184,10 +179,8 @@ class Dispatcher:
                 header.client_id,
                 header.correlation_id,
             )
-            _no_error_reply_for_acks0(header, body, exc)
-            response = _error_reply(handler, header, req, body, ErrorCode.unknown_server_error)
-            if quota_bound:
-                response = enforce.settle_error(throttles, ctx, req, response, mute)
+            code = ErrorCode.unknown_server_error
+            response = _refused(handler, header, req, body, exc, code, ctx, mute, quota_bound)
         finally:  # (settle stopped it already unless the handler failed, closed or was cancelled)
             if quota_bound:
                 enforce.stop(throttles)
@@ -240,6 +233,26 @@ def _error_reply(
     except Exception:
         log.exception("error reply for api %d v%d failed", header.api_key, header.api_version)
         return _every_code(header, code)
+
+
+def _refused(
+    entry: Handler[Any, Any],
+    header: RequestHeader,
+    req: Any,
+    body: Any,
+    exc: Exception,
+    code: ErrorCode,
+    ctx: RequestContext,
+    mute: Callable[[int], None] | None,
+    quota_bound: bool,
+) -> Any:
+    """The answer to a request that failed as a whole with ``code`` (none for acks=0: closed),
+    charged to the request quota as Kafka's sendErrorResponseMaybeThrottle."""
+    _no_error_reply_for_acks0(header, body, exc)
+    response = _error_reply(entry, header, req, body, code)
+    if quota_bound:
+        response = enforce.settle_error(ctx.broker.throttles, ctx, req, response, mute)
+    return response
 
 
 def _every_code(header: RequestHeader, code: ErrorCode) -> Any:

@@ -171,13 +171,7 @@ def settle(
         throttle = getattr(answer, "throttle_time", None)
         ms = round(throttle.total_seconds() * 1000) if throttle else 0
         ms = max(ms, throttles.request.record(user, client_id, spent, now))
-    if ms <= 0:
-        return answer
-    if mute is not None:
-        mute(ms)
-    if answer is NO_RESPONSE or not hasattr(answer, "throttle_time"):
-        return answer
-    return dataclasses.replace(answer, throttle_time=datetime.timedelta(milliseconds=ms))
+    return _throttled(answer, ms, mute)
 
 
 def settle_error(
@@ -194,13 +188,19 @@ def settle_error(
     if int(ctx.header.api_key) == FETCH_KEY and _from_follower(req):
         return response
     ms = throttles.request.record(*_who(ctx), spent, _now_ms())
+    return _throttled(response, ms, mute)
+
+
+def _throttled(answer: Any, ms: int, mute: Callable[[int], None] | None) -> Any:
+    """A throttle of ``ms`` (if any): the connection muted for it (KIP-219) and the time in the
+    answer, when the answer has a throttle field."""
     if ms <= 0:
-        return response
+        return answer
     if mute is not None:
         mute(ms)
-    if response is NO_RESPONSE or not hasattr(response, "throttle_time"):
-        return response
-    return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=ms))
+    if answer is NO_RESPONSE or not hasattr(answer, "throttle_time"):
+        return answer
+    return dataclasses.replace(answer, throttle_time=datetime.timedelta(milliseconds=ms))
 
 
 def charge_fetch(ctx: RequestContext, response: Any) -> i32Timedelta | None:
