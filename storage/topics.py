@@ -146,10 +146,7 @@ class TopicManager:
 
     async def _open(self, meta: TopicMeta) -> Topic:
         parts = [await self._open_partition(meta, i) for i in range(meta.partitions)]
-        settings = {
-            k: v for k, (v, _) in effective_configs(meta.configs, self.broker_values).items()
-        }
-        topic = Topic(meta, parts, settings)
+        topic = Topic(meta, parts, self._settings(meta))
         self._topics[meta.name] = topic
         self._by_id[meta.topic_id] = topic
         return topic
@@ -352,12 +349,7 @@ class TopicManager:
             meta = replace(topic.meta, configs=dict(overrides))
             await self.store.update_topic(meta)
             topic.meta = meta
-            topic.settings = {
-                k: v for k, (v, _) in effective_configs(meta.configs, self.broker_values).items()
-            }
-            cfg = self._log_config(meta)
-            for p in topic.partitions:
-                p.update_config(cfg, self._log_append_time(meta))
+            self._reconfigure(topic)
             return None
 
     def set_log_defaults(self, log_defaults: LogConfig) -> None:
@@ -365,13 +357,20 @@ class TopicManager:
         config is recomputed (its topic's overrides over them) and applied at once."""
         self.log_defaults = log_defaults
         for topic in self._topics.values():
-            meta = topic.meta
-            topic.settings = {
-                k: v for k, (v, _) in effective_configs(meta.configs, self.broker_values).items()
-            }
-            cfg = self._log_config(meta)
-            for p in topic.partitions:
-                p.update_config(cfg, self._log_append_time(meta))
+            self._reconfigure(topic)
+
+    def _reconfigure(self, topic: Topic) -> None:
+        """The topic's shown settings and its partitions' log config recomputed from its
+        overrides over the broker's defaults, applied at once."""
+        meta = topic.meta
+        topic.settings = self._settings(meta)
+        cfg = self._log_config(meta)
+        for p in topic.partitions:
+            p.update_config(cfg, self._log_append_time(meta))
+
+    def _settings(self, meta: TopicMeta) -> dict[str, str]:
+        """Every topic config's effective value: the topic's overrides over the broker's."""
+        return {k: v for k, (v, _) in effective_configs(meta.configs, self.broker_values).items()}
 
     async def take_snapshots(self) -> None:
         """Producer-state snapshots of every partition (clean shutdown)."""
