@@ -95,6 +95,8 @@ def summarize(rows: list[dict[str, Any]], brokers: list[Broker]) -> list[dict[st
                         "broker_us_per_txn": _median_or_none(
                             [r.get("broker_us_per_txn") for r in ok]
                         ),
+                        "broker_us_per_txn_runs": [r.get("broker_us_per_txn") for r in ok],
+                        "txns_per_s_runs": [r.get("txns_per_s") for r in ok],
                         "p50_ms": _median_or_none([r.get("p50_ms") for r in ok]),
                         "p99_ms": _median_or_none([r.get("p99_ms") for r in ok]),
                         "runs": len(ok),
