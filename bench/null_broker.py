@@ -64,7 +64,7 @@ from proxy.features import DEFAULTS
 from proxy.handlers.api_versions import api_versions
 from proxy.registry import advertised, entry
 from wire.codec import RequestHeader, encode_response, response_class
-from wire.errors import UnsupportedVersion
+from wire.errors import FramingError, UnsupportedVersion
 from wire.framing import FrameDecoder, Want
 from wire.values import AUTHORIZED_OPERATIONS_OMITTED, ms32
 from wire.versions import zero_value
@@ -257,7 +257,7 @@ async def _trio_connection(stream: trio.SocketStream, table: Table) -> None:
                 await io.send(answers(table, frames), 30.0)
             if eof:
                 return
-    except (Unanswered, trio.BrokenResourceError) as exc:
+    except (Unanswered, FramingError, trio.BrokenResourceError) as exc:
         print(f"null broker: closing a connection: {exc!r}", file=sys.stderr, flush=True)
     finally:
         await trio.aclose_forcefully(stream)
@@ -290,12 +290,12 @@ class _NullProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         assert self.transport is not None
-        self.decoder.feed(data)
-        frames, _ = _frames(self.decoder)
         try:
+            self.decoder.feed(data)
+            frames, _ = _frames(self.decoder)
             if frames:
                 self.transport.write(answers(self.table, frames))
-        except Unanswered as exc:
+        except (Unanswered, FramingError) as exc:
             print(f"null broker: closing a connection: {exc!r}", file=sys.stderr, flush=True)
             self.transport.close()
 
@@ -334,9 +334,9 @@ def _serve_selectors(sock: socket.socket, build: Callable[[], Table]) -> None:
                 continue
             except OSError:
                 n = 0
-            decoder.feed(view[:n])
-            frames, eof = _frames(decoder)
             try:
+                decoder.feed(view[:n])
+                frames, eof = _frames(decoder)
                 if frames:
                     data = answers(table, frames)
                     while data:  # blocking at worst: this is a bench, not a server
@@ -344,7 +344,7 @@ def _serve_selectors(sock: socket.socket, build: Callable[[], Table]) -> None:
                             data = data[os.write(fd, data) :]
                         except BlockingIOError:
                             select.select([], [fd], [])
-            except (Unanswered, OSError) as exc:
+            except (Unanswered, FramingError, OSError) as exc:
                 print(f"null broker: closing a connection: {exc!r}", file=sys.stderr, flush=True)
                 eof = True
             if eof:
