@@ -68,6 +68,9 @@ class Broker:
     kind: str = "external"
     detail: dict[str, Any] = field(default_factory=dict)
     log_path: Path | None = None
+    # A null broker (bench/null_broker.py) knows one topic and answers nothing but a
+    # transactional producer's requests: only the txn and latency phases run on it, on this topic.
+    fixed_topic: str | None = None
     _tmp: tempfile.TemporaryDirectory[str] | None = None
 
     @property
@@ -187,6 +190,35 @@ def start_kafkad(data_dir: str | None, log_dir: Path, extra: list[str]) -> Broke
         detail={"cmd": cmd, "data_dir": data_dir, "ready": line.decode().strip()},
         log_path=log_path,
         _tmp=tmp,
+    )
+
+
+NULL_TOPIC = "null"
+
+
+def start_null(log_dir: Path, loop: str, partitions: int) -> Broker:
+    """bench/null_broker.py on a free port: canned answers, the floor of a Python server."""
+    log_path = log_dir / f"null-{loop}-{os.getpid()}.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - handed to the child
+    cmd = [sys.executable, "-m", "bench.null_broker", "--loop", loop,
+           "--topic", NULL_TOPIC, "--partitions", str(partitions)]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=log)
+    log.close()
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()
+    proc.stdout.close()
+    if not line.startswith("null ready "):
+        proc.kill()
+        raise RuntimeError(f"the null broker did not start ({line!r}); see {log_path}")
+    fields = dict(kv.split("=", 1) for kv in line.split()[2:])
+    return Broker(
+        name=f"null-{loop}",
+        bootstrap=fields["advertise"],
+        proc=proc,
+        kind="started",
+        detail={"cmd": cmd},
+        log_path=log_path,
+        fixed_topic=NULL_TOPIC,
     )
 
 

@@ -170,7 +170,9 @@ def txn_phases(
     last: tuple[str, dict[int, int]] | None = None
     for per_txn in sorted(args.txn_sizes):
         phase = f"txn {per_txn}/txn"
-        topic = topics[phase] = create_topic(broker.bootstrap, args.partitions)
+        topic = topics[phase] = broker.fixed_topic or create_topic(
+            broker.bootstrap, args.partitions
+        )
         overrides = {**args.producer_set, "bench.records.per.txn": per_txn}
         if profiled is not None:
             res = profiled(broker, "txn", topic, plans, size, "all", args, phase, overrides)
@@ -183,7 +185,7 @@ def txn_phases(
             last = (topic, res["per_partition"])
         if not broker.alive():
             raise RuntimeError(f"{broker.name} died during {phase}; see {broker.log_path}")
-    if last is None:
+    if last is None or broker.fixed_topic is not None:  # a null broker serves no Fetch
         return rows
     topic, per_partition = last
     ends = high_watermarks(broker.bootstrap, topic, args.partitions)
@@ -211,7 +213,7 @@ LATENCY_PHASE = "latency acks=all"
 def latency_phase(broker: Broker, size: int, args: argparse.Namespace) -> dict[str, Any]:
     """``--latency``: one producer, one partition, one record in flight at a time
     (``linger.ms=0``, acks=all): p50/p99 of the produce-to-acknowledgement round trip."""
-    topic = create_topic(broker.bootstrap, 1)
+    topic = broker.fixed_topic or create_topic(broker.bootstrap, 1)
     plans = [{0: args.latency_records}]
     res = run_phase(
         broker, "latency", topic, plans, size, "all", args.phase_timeout, args.producer_set

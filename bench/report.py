@@ -69,6 +69,11 @@ def summarize(rows: list[dict[str, Any]], brokers: list[Broker]) -> list[dict[st
     for size in sizes:
         for phase in phases:
             entry: dict[str, Any] = {"size": size, "phase": phase}
+            entry["not_run"] = [  # e.g. a null broker's consume phases
+                n for n in names if not any(
+                    r["broker"] == n and r["size"] == size and r["phase"] == phase for r in rows
+                )
+            ]  # fmt: skip
             for name in names:
                 ok = [
                     r
@@ -95,6 +100,8 @@ def summarize(rows: list[dict[str, Any]], brokers: list[Broker]) -> list[dict[st
                         "broker_us_per_txn": _median_or_none(
                             [r.get("broker_us_per_txn") for r in ok]
                         ),
+                        "broker_us_per_txn_runs": [r.get("broker_us_per_txn") for r in ok],
+                        "txns_per_s_runs": [r.get("txns_per_s") for r in ok],
                         "p50_ms": _median_or_none([r.get("p50_ms") for r in ok]),
                         "p99_ms": _median_or_none([r.get("p99_ms") for r in ok]),
                         "runs": len(ok),
@@ -131,7 +138,8 @@ def print_summary(summary: list[dict[str, Any]], brokers: list[Broker]) -> None:
                     f" {spread:>6} {cpu:>10}"
                 )
             else:
-                line += f" {'failed':>14} {'':>7} {'':>6} {'':>10}"
+                what = "not run" if n in e.get("not_run", ()) else "failed"
+                line += f" {what:>14} {'':>7} {'':>6} {'':>10}"
         if len(names) == 2:
             ratio = f"{e['ratio']:.2f}" if e.get("ratio") is not None else "-"
             cpu_ratio = f"{e['cpu_ratio']:.2f}" if e.get("cpu_ratio") is not None else "-"

