@@ -30,9 +30,25 @@ creation-rate quota is set (broker-wide or on the listener), so with no quota th
 costs two dict updates. A quota set at runtime therefore starts from an empty window (Kafka's
 may throttle at once if the last window already saw more connections than the new quota).
 
-Host names in ``max.connections.per.ip.overrides`` are resolved in a worker thread (Kafka's
-``InetAddress.getByName`` blocks the thread applying the config; here that would stall every
-connection): an override naming a host applies once the lookup answers, an IP literal at once.
+Host names in ``max.connections.per.ip.overrides`` are resolved as Kafka's ConnectionQuotas
+resolves them (``InetAddress.getByName``, keyed by address), in a worker thread (Kafka blocks the
+thread applying the config; here that would stall every connection). A host that does not
+resolve:
+
+* in the static config: the broker does not start (Kafka's ConnectionQuotas constructor throws
+  UnknownHostException and the node shuts down; ``resolve_overrides`` raises UnknownHost, an
+  OSError the CLI prints in one line);
+* in a dynamic change: IncrementalAlterConfigs accepts and stores it (Kafka's validation,
+  ``KafkaConfig.validateValues``, checks the characters only), and applying it fails: the error
+  is logged and the previous overrides stay in force, whole (Kafka's
+  ``updateMaxConnectionsPerIpOverride`` throws before replacing its map; DynamicBrokerConfig logs
+  "Per-broker configs of N could not be applied"). The same at start for a stored dynamic value.
+  Deviation: the same failure makes Kafka skip the rest of SocketServer.reconfigure
+  (``max.connections``, ``max.connection.creation.rate`` changed in the same update) and the
+  reconfigurables after it; kafkad applies those.
+
+A new overrides value applies whole once every host in it is resolved (the old map meanwhile, as
+while Kafka's config thread resolves); one of IP literals only applies at once.
 
 Limits are re-read by ``configure`` (at start and after each dynamic config change) and a
 change wakes the waiting accepts at once (Kafka's ``counts.notifyAll``). Times come from
@@ -89,18 +105,45 @@ def _ip_literal(host: str) -> str | None:
         return None
 
 
-def _resolve(host: str) -> str | None:
-    """Kafka's ``InetAddress.getByName``: an IP literal as is, a host name's first address
-    (blocking: called in a worker thread)."""
+class UnknownHost(OSError):
+    """A host of ``max.connections.per.ip.overrides`` that does not resolve (Kafka's
+    UnknownHostException)."""
+
+    def __init__(self, host: str, why: str) -> None:
+        super().__init__(f"{MAX_CONNECTIONS_PER_IP_OVERRIDES}: unknown host {host}: {why}")
+        self.host = host
+
+
+def _resolve(host: str) -> str:
+    """Kafka's ``InetAddress.getByName``: an IP literal as is, "" the loopback address, a host
+    name's first address, IPv4 first (Java's default); UnknownHost if it has none. Blocking:
+    called in a worker thread."""
     if (ip := _ip_literal(host)) is not None:
         return ip
+    if not host:
+        return "127.0.0.1"
     try:
-        return normalise_ip(str(socket.getaddrinfo(host, None)[0][4][0]))
-    except OSError as exc:
-        log.warning(
-            "%s: cannot resolve %s (%s); ignored", MAX_CONNECTIONS_PER_IP_OVERRIDES, host, exc
-        )
-        return None
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise UnknownHost(host, getattr(exc, "strerror", None) or str(exc)) from None
+    infos.sort(key=lambda i: i[0] != socket.AF_INET)
+    return normalise_ip(str(infos[0][4][0]))
+
+
+def _resolve_all(parsed: Mapping[str, int]) -> dict[str, int]:
+    """The overrides keyed by address (a later host resolving to the same address wins, as in
+    Kafka's map); UnknownHost for the first that does not resolve. Blocking."""
+    return {_resolve(host): n for host, n in parsed.items()}
+
+
+async def resolve_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides`` (checked already: ``validate_values``), each host
+    resolved in a worker thread; UnknownHost if one does not resolve. The server calls it on the
+    static value before binding: Kafka does not start then."""
+    parsed = parse_overrides(text)
+    if all(_ip_literal(h) is not None for h in parsed):
+        return _resolve_all(parsed)
+    return await trio.to_thread.run_sync(_resolve_all, parsed, abandon_on_cancel=True)
 
 
 class ConnectionThrottled(Exception):
@@ -127,7 +170,14 @@ class _Limit:
 
 
 class ConnectionQuotas:
-    def __init__(self, values: Mapping[str, Any], listeners: Iterable[str]) -> None:
+    def __init__(
+        self,
+        values: Mapping[str, Any],
+        listeners: Iterable[str],
+        overrides: tuple[str, Mapping[str, int]] | None = None,
+    ) -> None:
+        """``overrides``: a ``max.connections.per.ip.overrides`` text and its resolved map
+        (``resolve_overrides``: the static one) in force until ``values``' own is resolved."""
         self.values = values
         samples, window_s = values["quota.window.num"], values["quota.window.size.seconds"]
         self.max_throttle_ms: int = window_s * 1000
@@ -135,8 +185,8 @@ class ConnectionQuotas:
         self.listeners = {name: _Limit(samples, window_s * 1000) for name in listeners}
         self.per_ip: dict[str, int] = {}  # IP -> open connections
         self.per_ip_default = INT_MAX
-        self.per_ip_overrides: dict[str, int] = {}
-        self._overrides_text: str | None = None
+        self.per_ip_overrides: dict[str, int] = dict(overrides[1]) if overrides else {}
+        self._overrides_text: str | None = overrides[0] if overrides else None
         # the ip client-quota entities' connection_creation_rate (set_ip_rates)
         self.ip_rates: dict[str, int] = {}
         self.ip_rate_default = INT_MAX
@@ -148,7 +198,6 @@ class ConnectionQuotas:
         self._blocked = trio.Event()  # set (and replaced) when an accept starts waiting
         self._resolved = trio.Event()  # set once the overrides' host names are resolved
         self._resolved.set()
-        self._host_ips: dict[str, str] = {}  # override host name -> its last resolved IP
         self.configure()
 
     @property
@@ -167,13 +216,9 @@ class ConnectionQuotas:
                 log.warning("%s=%s ignored: %s", MAX_CONNECTIONS_PER_IP_OVERRIDES, text, exc)
             else:
                 self._overrides_text = text
-                # IP literals, and host names as last resolved, at once; new names once looked
-                # up (off the event loop)
-                known = {h: _ip_literal(h) or self._host_ips.get(h) for h in parsed}
-                self.per_ip_overrides = {
-                    ip: n for h, n in parsed.items() if (ip := known[h]) is not None
-                }
-                if any(ip is None and _ip_literal(h) is None for h, ip in known.items()):
+                if all(_ip_literal(h) is not None for h in parsed):
+                    self.per_ip_overrides = _resolve_all(parsed)  # no lookup: at once
+                else:  # whole, once looked up off the event loop; the old map meanwhile
                     self._resolved = trio.Event()
                     trio.lowlevel.spawn_system_task(self._resolve_overrides, text, parsed)
         self.broker.max = v[MAX_CONNECTIONS]
@@ -195,20 +240,23 @@ class ConnectionQuotas:
         self.listeners.pop(name, None)
 
     async def _resolve_overrides(self, text: str, parsed: Mapping[str, int]) -> None:
-        """The overrides naming hosts, once resolved in a worker thread (a slow resolver must
-        not stall the broker); dropped if the config changed again meanwhile."""
+        """The overrides naming hosts, resolved in a worker thread (a slow resolver must not
+        stall the broker) and applied whole; dropped if the config changed again meanwhile.
+        A host that does not resolve: logged, the previous overrides stay (see the module
+        docstring)."""
         done = self._resolved
         try:
-            resolved = await trio.to_thread.run_sync(
-                lambda: {host: _resolve(host) for host in parsed}, abandon_on_cancel=True
-            )
+            resolved = await trio.to_thread.run_sync(_resolve_all, parsed, abandon_on_cancel=True)
+        except UnknownHost as exc:
+            if text == self._overrides_text:
+                name = MAX_CONNECTIONS_PER_IP_OVERRIDES
+                log.error("%s=%s could not be applied: %s", name, text, exc)
+            return
+        else:
+            if text == self._overrides_text:
+                self.per_ip_overrides = resolved
         finally:
             done.set()
-        self._host_ips.update({h: ip for h, ip in resolved.items() if ip is not None})
-        if text == self._overrides_text:
-            self.per_ip_overrides = {
-                ip: n for h, n in parsed.items() if (ip := resolved[h]) is not None
-            }
 
     async def until_resolved(self) -> None:
         """Returns once the overrides' host names are resolved (tests)."""

@@ -31,7 +31,8 @@ import trio
 from proxy.broker import Broker
 from proxy.config import BrokerConfig
 from proxy.connection import Connection, NetConfig, serve_connection
-from proxy.connection_quotas import ConnectionQuotas, serve_listener
+from proxy.connection_quota_config import MAX_CONNECTIONS_PER_IP_OVERRIDES
+from proxy.connection_quotas import ConnectionQuotas, resolve_overrides, serve_listener
 from proxy.dispatch import Dispatcher
 from proxy.dynamic_listeners import DynamicListeners, bind
 from proxy.dynamic_tls import ListenerTls, existing_listener_refusal
@@ -100,11 +101,17 @@ class Server:
                 for e in endpoints
                 if e.protocol in SASL_PROTOCOLS
             }
+            # Kafka's ConnectionQuotas resolves the static overrides' hosts as the socket
+            # server is made: one that does not resolve stops the start (UnknownHost)
+            static_overrides = str(broker.dynamic.static[MAX_CONNECTIONS_PER_IP_OVERRIDES])
+            resolved = await resolve_overrides(static_overrides)
             sockets = await self._listeners(broker, endpoints)
             self.bound = next(iter(self.bound_listeners.values()))
             dispatch = Dispatcher(broker)
             # max.connections & co. (proxy/connection_quotas.py), following dynamic changes
-            quotas = ConnectionQuotas(cfg.values or {}, sockets)
+            quotas = ConnectionQuotas(
+                cfg.values or {}, sockets, overrides=(static_overrides, resolved)
+            )
             self.connection_quotas = quotas
             broker.dynamic.listeners.append(quotas.configure)
             broker.dynamic.listeners.append(self._close_excess)
