@@ -15,15 +15,20 @@ served (``inc``), and uncounted when it closes (``dec``). As Kafka's acceptor do
 * then the connection is counted, and if its IP already had ``max.connections.per.ip``
   connections (or its ``max.connections.per.ip.overrides`` count) it is closed at once.
 
-When ``max.connections`` is lowered below the connections open, the least recently active
-ones are closed (Kafka's Processor.closeExcessConnections; ``Server._close_excess``).
+When ``max.connections`` is lowered below the connections open, each listener's least recently
+active are closed in turn (Kafka's Processor.closeExcessConnections; ``Server._close_excess``);
+a lowered ``listener.name.<l>.max.connections`` closes none (it holds new ones).
 
 An ``ip`` client-quota entity's ``connection_creation_rate`` (AlterClientQuotas; the default
 ``ip`` entity for every other IP) is checked last: above it, the connection is taken back out
 of every rate, not counted, and closed after the throttle time, unserved (Kafka's
 ConnectionThrottledException and ``throttledSockets``).
 
-Not modelled: Kafka's inter-broker listener exemption (kafkad has no inter-broker listener).
+Not modelled: Kafka's inter-broker listener exemption. A Kafka 4.2 node with several listeners
+exempts its inter-broker one (``inter.broker.listener.name``, else the one named after
+``security.inter.broker.protocol``, PLAINTEXT) from the broker-wide ``max.connections`` and
+creation rate, and closeExcessConnections never closes its connections; kafkad, serving no
+inter-broker traffic, applies both limits to every listener.
 
 Deviation: Kafka records every connection in the rate sensors; kafkad records only while a
 creation-rate quota is set (broker-wide or on the listener), so with no quota the accept path

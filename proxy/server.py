@@ -20,6 +20,7 @@ at once, busy ones finish the requests they already read and then close; after
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import signal
@@ -221,17 +222,30 @@ class Server:
         log.info("stopped: segments flushed and closed")
 
     def _close_excess(self) -> None:
-        """Kafka's Processor.closeExcessConnections: while more connections are open than
-        ``max.connections`` (lowered at runtime), the least recently active are closed (Kafka:
-        one per network thread's poll; here all at once). A connection serving a request is
-        the last candidate (its idle deadline is unset)."""
+        """Kafka's Processor.closeExcessConnections: while more connections are open than the
+        broker-wide ``max.connections`` (lowered at runtime), every listener's network threads
+        each close their least recently active connection (``Selector.lowestPriorityChannel``),
+        one per poll. So the closing is spread over the listeners, not the least active of the
+        broker's: here round by round, in each round each listener's least recently active
+        (the round's own order: least recently active first), all at once. A connection
+        serving a request is its listener's last candidate (its idle deadline is unset).
+        A listener's own ``listener.name.<l>.max.connections`` closes nothing when lowered
+        (Kafka's ``maxConnectionsExceeded`` reads the broker-wide count only): it holds new
+        connections until the listener is under it again."""
         assert self.connection_quotas is not None
         open_ = [c for c in self.connections if not c.scope.cancel_called]
         excess = len(open_) - self.connection_quotas.broker.max
-        if excess > 0:
-            for conn in sorted(open_, key=lambda c: c.scope.deadline)[:excess]:
-                log.info("closing %s: more than max.connections are open", conn.peer)
-                conn.scope.cancel()
+        if excess <= 0:
+            return
+        lru: dict[str, list[Connection]] = {}
+        for conn in sorted(open_, key=lambda c: c.scope.deadline):
+            lru.setdefault(conn.listener, []).append(conn)
+        order: list[Connection] = []
+        for turn in itertools.zip_longest(*lru.values()):
+            order += sorted((c for c in turn if c is not None), key=lambda c: c.scope.deadline)
+        for conn in order[:excess]:
+            log.info("closing %s: more than max.connections are open", conn.peer)
+            conn.scope.cancel()
 
     async def _listeners(
         self, broker: Broker, endpoints: tuple[Listener, ...]

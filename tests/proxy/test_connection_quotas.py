@@ -133,6 +133,69 @@ async def test_lowered_limit_closes_the_least_recently_active() -> None:
         assert await served(recent) and await served(admin)
 
 
+@asynccontextmanager
+async def two_listeners(**overrides: str) -> AsyncIterator[tuple[Server, int, int]]:
+    """A broker with listeners A and B: (server, A's port, B's port)."""
+    cfg = load_config(
+        listen=None,
+        advertise=None,
+        data_dir="memory://",
+        config_file=None,
+        overrides={
+            "listeners": "A://127.0.0.1:0,B://127.0.0.1:0",
+            "listener.security.protocol.map": "A:PLAINTEXT,B:PLAINTEXT",
+            **overrides,
+        },
+        environ={},
+    )
+    server = Server(cfg)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        try:
+            yield server, server.bound_listeners["A"][1], server.bound_listeners["B"][1]
+        finally:
+            server.stop()
+
+
+async def test_lowered_limit_closes_each_listeners_least_recently_active_in_turn() -> None:
+    # Kafka: each listener's network threads close their own least recently active connection
+    # while the broker is over max.connections: one of A's and one of B's, not A's two oldest
+    async with (
+        two_listeners() as (_, port_a, port_b),
+        open_clients(port_a, 2) as (a1, a2),
+        open_clients(port_b, 2) as (b1, admin),
+    ):
+        for c in (a1, a2, b1, admin):
+            assert await served(c)
+        assert await alter(admin, "", ("max.connections", SET, "2")) == (ErrorCode.none, None)
+        with trio.fail_after(5):
+            assert await a1.read_frame() is None
+            assert await b1.read_frame() is None
+        assert await served(a2) and await served(admin)
+
+
+async def test_lowered_listener_limit_closes_nothing() -> None:
+    # Kafka's closeExcessConnections reads the broker-wide limit only: a listener's lowered
+    # limit holds its next connection, and keeps the ones it has
+    async with (
+        two_listeners() as (server, port_a, port_b),
+        open_clients(port_a, 2) as (a1, a2),
+        connect(port_b) as admin,
+    ):
+        for c in (a1, a2, admin):
+            assert await served(c)
+        key = "listener.name.a.max.connections"
+        assert await alter(admin, "", (key, SET, "1")) == (ErrorCode.none, None)
+        assert await served(a1) and await served(a2)
+        async with connect(port_a) as a3:
+            await a3.stream.send_all(encode_request(API_VERSIONS, 1))
+            await held(server)
+            await a1.aclose()
+            await a2.aclose()
+            with trio.fail_after(5):
+                assert await a3.read_frame() is not None
+
+
 async def test_runtime_per_ip_limit_applies_to_the_next_connection() -> None:
     async with running_broker() as (server, port), connect(port) as admin:
         node = str(server.broker.node_id)  # type: ignore[union-attr]
