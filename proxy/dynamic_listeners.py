@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from proxy.dynamic_broker import DynamicBrokerConfigs, listener_prefixed
+from proxy.listen_sockets import bind_sockets
 from proxy.listeners import Listener, ListenerError, listener_map, parse_listeners, protocol_map
 from proxy.sasl.settings import SASL_PROTOCOLS, SaslConfigError, listener_sasl
 from proxy.tls import TLS_PROTOCOLS, TlsConfigError, server_settings
@@ -213,26 +214,5 @@ class DynamicListeners:
 
 
 def bind(listener: Listener) -> list[socket.socket]:
-    """The listening sockets of ``listener`` (every address its host resolves to, as
-    trio.open_tcp_listeners), bound now."""
-    host = None if listener.host in ("0.0.0.0", "") else listener.host
-    infos = socket.getaddrinfo(
-        host, listener.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )
-    if host is None:
-        infos = [i for i in infos if i[0] == socket.AF_INET]  # 0.0.0.0: IPv4's every interface
-    out: list[socket.socket] = []
-    try:
-        for family, kind, proto, _, address in infos:
-            sock = socket.socket(family, kind, proto)
-            out.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
-            sock.listen(128)
-    except OSError:
-        for sock in out:
-            sock.close()
-        raise
-    return out
+    """The listening sockets of ``listener``, bound now, as at start (proxy/listen_sockets.py)."""
+    return bind_sockets(listener.host, listener.port)

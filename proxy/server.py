@@ -62,6 +62,7 @@ class Server:
         self.connections: set[Connection] = set()
         self.bound: tuple[str, int] | None = None
         self.bound_listeners: dict[str, tuple[str, int]] = {}
+        self.sockets: dict[str, list[StreamListener]] = {}  # each listener's, while it serves
         self.broker: Broker | None = None
         self.console_urls: list[str] = []  # the web console's, if it runs (proxy/http/)
         self.connection_quotas: ConnectionQuotas | None = None
@@ -106,7 +107,7 @@ class Server:
             # server is made: one that does not resolve stops the start (UnknownHost)
             static_overrides = str(broker.dynamic.static[MAX_CONNECTIONS_PER_IP_OVERRIDES])
             resolved = await resolve_overrides(static_overrides)
-            sockets = await self._listeners(broker, endpoints)
+            sockets = self.sockets = await self._listeners(broker, endpoints)
             self.bound = next(iter(self.bound_listeners.values()))
             dispatch = Dispatcher(broker)
             # max.connections & co. (proxy/connection_quotas.py), following dynamic changes
@@ -267,15 +268,16 @@ class Server:
         sockets: dict[str, list[StreamListener]] = {}
         for endpoint in endpoints:
             try:
-                bound = await trio.open_tcp_listeners(endpoint.port, host=endpoint.host)
+                socks = await trio.to_thread.run_sync(bind, endpoint)
             except OSError as exc:  # name the listener that failed (cli: one line)
                 for opened in sockets.values():
                     for listener in opened:
                         await trio.aclose_forcefully(listener)
                 where = f"{endpoint.host}:{endpoint.port}"
                 raise OSError(exc.errno, exc.strerror, where) from exc
+            bound = [trio.SocketListener(trio.socket.from_stdlib_socket(x)) for x in socks]
             sockets[endpoint.name] = list(bound)
-            sockname = bound[0].socket.getsockname()
+            sockname = socks[0].getsockname()
             self.bound_listeners[endpoint.name] = (sockname[0], sockname[1])
             broker.bound(endpoint.name, sockname[1])
         return sockets
