@@ -161,12 +161,24 @@ class ConnectionThrottled(Exception):
 
 
 class _Limit:
-    """One listener's (or the broker's) count, connection limit and creation-rate sensor."""
+    """One listener's (or the broker's) count, connection limit and creation-rate sensor, and
+    its connections served and closed since it started (Kafka's socket-server-metrics
+    connection-creation-total and connection-close-total: /metrics)."""
 
-    __slots__ = ("count", "max", "quota", "rate", "throttle_ms_total", "throttled")
+    __slots__ = (
+        "closed",
+        "count",
+        "created",
+        "max",
+        "quota",
+        "rate",
+        "throttle_ms_total",
+        "throttled",
+    )
 
     def __init__(self, samples: int, window_ms: int) -> None:
         self.count = 0
+        self.created = self.closed = 0
         self.max = INT_MAX
         self.quota = INT_MAX
         self.rate = Rate(samples, window_ms)
@@ -301,10 +313,17 @@ class ConnectionQuotas:
         limit.count += 1
         most = self.per_ip_overrides.get(ip, self.per_ip_default)
         if count >= most:
-            self.dec(listener, ip)
+            self._uncount(listener, ip)
             raise TooManyConnections(ip, most)
+        limit.created += 1  # Kafka counts a connection once a processor registers it
 
     def dec(self, listener: str, ip: str) -> None:
+        """A connection ``inc`` counted has closed."""
+        if (limit := self.listeners.get(listener)) is not None:
+            limit.closed += 1
+        self._uncount(listener, ip)
+
+    def _uncount(self, listener: str, ip: str) -> None:
         count = self.per_ip[ip]
         if count == 1:
             del self.per_ip[ip]

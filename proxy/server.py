@@ -114,7 +114,7 @@ class Server:
             quotas = ConnectionQuotas(
                 cfg.values or {}, sockets, overrides=(static_overrides, resolved)
             )
-            self.connection_quotas = quotas
+            self.connection_quotas = broker.connection_quotas = quotas
             broker.dynamic.listeners.append(quotas.configure)
             broker.dynamic.listeners.append(self._close_excess)
             quotas.set_ip_rates(broker.quotas.quotas)  # and the ip entities' creation rates
