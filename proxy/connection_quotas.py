@@ -82,7 +82,7 @@ from proxy.connection_quota_config import (
     parse_overrides,
 )
 from proxy.quotas.model import CONNECTION_CREATION_RATE, IP, Quotas
-from proxy.quotas.throttle import Rate
+from proxy.quotas.throttle import Rate, throttle_time_ms
 
 IP_SENSOR_EXPIRY_MS = 3600 * 1000  # Kafka's ConnectionQuotaEntity.sensorExpiration for an IP
 IP_SENSORS_PRUNE_AT = 4096
@@ -419,9 +419,8 @@ class ConnectionQuotas:
         measured = rate.measure(now_ms)
         if measured <= quota:
             return 0
-        window = rate.window_size(now_ms)
-        throttle = math.floor((measured - quota) / quota * window + 0.5)
-        return min(throttle, self.max_throttle_ms)
+        # QuotaUtils.boundedThrottleTime
+        return min(throttle_time_ms(rate, quota, measured, now_ms), self.max_throttle_ms)
 
 
 def _now_ms() -> int:
