@@ -427,33 +427,34 @@ def _now_ms() -> int:
     return int(trio.current_time() * 1000)
 
 
-# accept(2) errors that mean the system is overloaded: trio.serve_listeners' list and pause
-
-
-def peer_ip(stream: trio.abc.Stream) -> str:
-    """The peer's IP ("" for a stream without a socket, e.g. an in-memory one)."""
+def peer_address(stream: trio.abc.Stream) -> tuple[str, str]:
+    """The peer's IP, normalised (the connection quotas' key), and ``host:port`` as the logs
+    show it; ("", "?") for a stream without a socket (e.g. an in-memory one)."""
     if isinstance(stream, trio.SocketStream):
         try:
-            return normalise_ip(str(stream.socket.getpeername()[0]))
+            host, port = stream.socket.getpeername()[:2]
         except OSError:
             pass
-    return ""
+        else:
+            return normalise_ip(str(host)), f"{host}:{port}"
+    return "", "?"
 
 
 async def serve_listener(
     quotas: ConnectionQuotas,
     name: str,
     listener: trio.abc.Listener[trio.abc.Stream],
-    handler: Callable[[trio.abc.Stream], Awaitable[None]],
+    handler: Callable[[trio.abc.Stream, str], Awaitable[None]],
     handler_nursery: trio.Nursery,
 ) -> None:
     """trio.serve_listeners' loop for one listening socket of listener ``name``, each accepted
     connection first passed through ``quotas.inc`` (which may delay it, as Kafka's acceptor
-    waits) and counted until its handler returns."""
+    waits) and counted until its handler returns. The handler is given the peer's
+    ``host:port`` (looked up once per accept)."""
 
-    async def run(stream: trio.abc.Stream, ip: str) -> None:
+    async def run(stream: trio.abc.Stream, ip: str, peer: str) -> None:
         try:
-            await handler(stream)
+            await handler(stream, peer)
         finally:
             quotas.dec(name, ip)
             await trio.aclose_forcefully(stream)
@@ -467,7 +468,7 @@ async def serve_listener(
     async with listener, trio.open_nursery() as throttled:
         while True:
             stream = await accept_retrying(listener, log)
-            ip = peer_ip(stream)
+            ip, peer = peer_address(stream)
             try:
                 await quotas.inc(name, ip)
             except TooManyConnections as exc:
@@ -486,4 +487,4 @@ async def serve_listener(
             except BaseException:  # cancelled while waiting for a slot: shutting down
                 await trio.aclose_forcefully(stream)
                 raise
-            handler_nursery.start_soon(run, stream, ip)
+            handler_nursery.start_soon(run, stream, ip, peer)

@@ -142,9 +142,9 @@ class Server:
                     accept_scopes = {name: trio.CancelScope() for name in sockets}
 
                     async def accept_loop(name: str, bound: list[StreamListener]) -> None:
-                        async def handle(stream: trio.abc.Stream) -> None:
+                        async def handle(stream: trio.abc.Stream, peer: str) -> None:
                             await self._serve(
-                                stream, dispatch, net, name, tls.get(name), sasl.get(name)
+                                stream, peer, dispatch, net, name, tls.get(name), sasl.get(name)
                             )
 
                         with accept_scopes[name]:
@@ -285,19 +285,14 @@ class Server:
     async def _serve(
         self,
         stream: trio.abc.Stream,
+        peer: str,
         dispatch: Dispatcher,
         net: NetConfig,
         listener: str = "",
         tls: TlsSettings | None = None,
         sasl: SaslSettings | None = None,
     ) -> None:
-        peer = "?"
-        if isinstance(stream, trio.SocketStream):
-            try:
-                host, port = stream.socket.getpeername()[:2]
-                peer = f"{host}:{port}"
-            except OSError:
-                pass
+        """``peer``: its ``host:port`` ("?" if unknown), as ``serve_listener`` looked it up."""
         conn = Connection(stream, peer, listener)
         if sasl is not None:
             assert self.broker is not None
