@@ -2,6 +2,16 @@
 ``listener.security.protocol.map`` are dynamic per broker. ``advertised.listeners`` is not (Kafka
 4 dropped it, KAFKA-18405; proxy/dynamic_broker.py refuses it): the static one applies.
 
+Deviation (deliberate): a listener added at runtime is in kafkad's Metadata, FindCoordinator and
+DescribeCluster answers at once (``Broker.listeners_now``), and after a restart while stored.
+Kafka 4.2 registers a broker's listeners once, at start: BrokerServer builds its ``ListenerInfo``
+from the static config and sends it in the BrokerRegistration request, and
+``DynamicListenerConfig.reconfigure`` only adds acceptors (``SocketServer.addListeners``), never
+registers again. So in Kafka a client bootstrapping on an added listener is answered with no
+brokers (the metadata cache has no endpoint for that listener) until the listener is in the
+static config and the broker restarts. kafkad serves a developer adding a listener to a running
+broker; no client that works with Kafka's behaviour breaks on it.
+
 The node's dynamic layer (proxy/dynamic_broker.py) holds the new strings; what it lacks is the
 static value (the listeners the broker started with). ``DynamicListeners.endpoints`` is the
 effective client listeners, computed at start from the stored layer (so an added listener
