@@ -16,9 +16,20 @@ dual-stack socket (IPv4 too), and listens with ``socket.listen.backlog.size`` (5
 from __future__ import annotations
 
 import errno
+import ipaddress
 import socket
 
 BACKLOG = 0xFFFF  # trio's _compute_backlog(None)
+
+
+def needs_lookup(host: str) -> bool:
+    """Whether binding ``host`` asks the resolver (a host name), so may block: trio's
+    getaddrinfo answers a numeric host at once and runs only a name's lookup in a thread."""
+    try:
+        ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        return bool(host)
+    return False
 
 
 def bind_sockets(host: str, port: int) -> list[socket.socket]:

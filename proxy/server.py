@@ -38,6 +38,7 @@ from proxy.dispatch import Dispatcher
 from proxy.dynamic_listeners import DynamicListeners, bind
 from proxy.dynamic_tls import ListenerTls, existing_listener_refusal
 from proxy.http.settings import parse_http_listeners
+from proxy.listen_sockets import needs_lookup
 from proxy.listeners import Listener
 from proxy.sasl.session import SaslSession
 from proxy.sasl.settings import SASL_PROTOCOLS, SaslSettings, listener_sasl
@@ -268,7 +269,10 @@ class Server:
         sockets: dict[str, list[StreamListener]] = {}
         for endpoint in endpoints:
             try:
-                socks = await trio.to_thread.run_sync(bind, endpoint)
+                if needs_lookup(endpoint.host):  # off the event loop, as trio's getaddrinfo
+                    socks = await trio.to_thread.run_sync(bind, endpoint)
+                else:
+                    socks = bind(endpoint)
             except OSError as exc:  # name the listener that failed (cli: one line)
                 for opened in sockets.values():
                     for listener in opened:
