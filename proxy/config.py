@@ -342,6 +342,9 @@ class BrokerConfig:
     listeners: tuple[Listener, ...] = ()
     # ``--feature NAME=LEVEL`` (proxy/features.py): levels a new data dir is formatted with
     features: Mapping[str, int] | None = None
+    # Kafka's interBrokerListenerName: ``inter.broker.listener.name``, else the listener named
+    # after ``security.inter.broker.protocol`` (PLAINTEXT); its connection quotas differ
+    inter_broker_listener: str = "PLAINTEXT"
 
     def endpoints(self) -> tuple[Listener, ...]:
         """The client listeners, the first being the one ``listen_*``/``advertised_*`` name."""
@@ -703,4 +706,5 @@ def load_config(
         data_dir=data_dir or kafka.data_dir or DEFAULT_DATA_DIR,
         values=values,
         listeners=parsed,
+        inter_broker_listener=kafka.inter_broker or "PLAINTEXT",
     )

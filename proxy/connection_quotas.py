@@ -24,11 +24,12 @@ An ``ip`` client-quota entity's ``connection_creation_rate`` (AlterClientQuotas;
 of every rate, not counted, and closed after the throttle time, unserved (Kafka's
 ConnectionThrottledException and ``throttledSockets``).
 
-Not modelled: Kafka's inter-broker listener exemption. A Kafka 4.2 node with several listeners
-exempts its inter-broker one (``inter.broker.listener.name``, else the one named after
-``security.inter.broker.protocol``, PLAINTEXT) from the broker-wide ``max.connections`` and
-creation rate, and closeExcessConnections never closes its connections; kafkad, serving no
-inter-broker traffic, applies both limits to every listener.
+The inter-broker listener (Kafka's ``inter.broker.listener.name``, else the listener named after
+``security.inter.broker.protocol``: PLAINTEXT), while the broker has other listeners too, is
+Kafka's protected listener: the broker-wide ``max.connections`` and creation rate do not apply
+to it (its own ``listener.name.<l>.`` limits do), and a lowered ``max.connections`` closes none
+of its connections (``protectedListener``). A one-node cluster still has one: Kafka requires it
+among the listeners.
 
 Deviation: Kafka records every connection in the rate sensors; kafkad records only while a
 creation-rate quota is set (broker-wide or on the listener), so with no quota the accept path
@@ -170,6 +171,7 @@ class _Limit:
         "count",
         "created",
         "max",
+        "protected",
         "quota",
         "rate",
         "throttle_ms_total",
@@ -180,6 +182,7 @@ class _Limit:
         self.count = 0
         self.created = self.closed = 0
         self.max = INT_MAX
+        self.protected = False  # the inter-broker listener, beside others
         self.quota = INT_MAX
         self.rate = Rate(samples, window_ms)
         self.throttle_ms_total = 0  # connection-accept-throttle-time's inputs
@@ -192,10 +195,13 @@ class ConnectionQuotas:
         values: Mapping[str, Any],
         listeners: Iterable[str],
         overrides: tuple[str, Mapping[str, int]] | None = None,
+        inter_broker: str | None = None,
     ) -> None:
         """``overrides``: a ``max.connections.per.ip.overrides`` text and its resolved map
-        (``resolve_overrides``: the static one) in force until ``values``' own is resolved."""
+        (``resolve_overrides``: the static one) in force until ``values``' own is resolved.
+        ``inter_broker``: Kafka's inter-broker listener name (see the module docstring)."""
         self.values = values
+        self.inter_broker = inter_broker
         samples, window_s = values["quota.window.num"], values["quota.window.size.seconds"]
         self.max_throttle_ms: int = window_s * 1000
         self.broker = _Limit(samples, window_s * 1000)
@@ -243,7 +249,18 @@ class ConnectionQuotas:
         for name, limit in self.listeners.items():
             limit.max = listener_limit(v, name, MAX_CONNECTIONS)
             limit.quota = listener_limit(v, name, MAX_CONNECTION_CREATION_RATE)
+        self._protect()
         self._notify()
+
+    def _protect(self) -> None:
+        """Kafka's protectedListener: the inter-broker listener, while there are others."""
+        for name, limit in self.listeners.items():
+            limit.protected = name == self.inter_broker and len(self.listeners) > 1
+
+    def protected(self, listener: str) -> bool:
+        """Whether ``listener``'s connections are outside the broker-wide limits."""
+        limit = self.listeners.get(listener)
+        return limit is not None and limit.protected
 
     def add_listener(self, name: str) -> None:
         """Kafka's ConnectionQuotas.addListener: a listener added at runtime gets its own count
@@ -255,6 +272,8 @@ class ConnectionQuotas:
         """Kafka's ConnectionQuotas.removeListener: its count and limits are dropped (its
         connections, closing, still leave the broker's and their IP's counts)."""
         self.listeners.pop(name, None)
+        self._protect()
+        self._notify()  # Kafka's counts.notifyAll: a waiting accept may now have room
 
     async def _resolve_overrides(self, text: str, parsed: Mapping[str, int]) -> None:
         """The overrides naming hosts, resolved in a worker thread (a slow resolver must not
@@ -344,7 +363,10 @@ class ConnectionQuotas:
             await blocked.wait()
 
     def _slot_available(self, limit: _Limit) -> bool:
-        return limit.count < limit.max and self.broker.count < self.broker.max
+        """Kafka's connectionSlotAvailable."""
+        if limit.count >= limit.max:
+            return False
+        return limit.protected or self.broker.count < self.broker.max
 
     def _record_ip(self, limit: _Limit, ip: str, recorded: bool) -> None:
         """Kafka's recordIpConnectionMaybeThrottle: above the IP's quota the connection is
@@ -363,7 +385,8 @@ class ConnectionQuotas:
         if throttle_ms > 0:
             sensor.record(-1.0, now_ms)
             if recorded:
-                self.broker.rate.record(-1.0, now_ms)
+                if not limit.protected:
+                    self.broker.rate.record(-1.0, now_ms)
                 limit.rate.record(-1.0, now_ms)
             raise ConnectionThrottled(ip, throttle_ms)
 
@@ -376,14 +399,15 @@ class ConnectionQuotas:
     async def _wait_for_slot(self, limit: _Limit) -> bool:
         """Waits out the creation-rate throttle and for a free slot; whether the connection
         was recorded in the broker's and the listener's rates."""
-        if limit.quota >= INT_MAX and self.broker.quota >= INT_MAX:
+        if limit.quota >= INT_MAX and (limit.protected or self.broker.quota >= INT_MAX):
             # no rate quota: nothing recorded (the fast path; see the module docstring)
             if self._slot_available(limit):
                 return False
             start_ms, throttle_ms, recorded = _now_ms(), 0, False
         else:
             start_ms, recorded = _now_ms(), True
-            throttle_ms = self._record(self.broker, start_ms)
+            # the inter-broker listener's rate only (Kafka's recordConnectionAndGetThrottleTimeMs)
+            throttle_ms = 0 if limit.protected else self._record(self.broker, start_ms)
             throttle_ms = max(throttle_ms, self._record(limit, start_ms))
             if throttle_ms > 0:
                 limit.throttle_ms_total += throttle_ms

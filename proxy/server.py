@@ -113,7 +113,10 @@ class Server:
             dispatch = Dispatcher(broker)
             # max.connections & co. (proxy/connection_quotas.py), following dynamic changes
             quotas = ConnectionQuotas(
-                cfg.values or {}, sockets, overrides=(static_overrides, resolved)
+                cfg.values or {},
+                sockets,
+                overrides=(static_overrides, resolved),
+                inter_broker=cfg.inter_broker_listener,
             )
             self.connection_quotas = broker.connection_quotas = quotas
             broker.dynamic.listeners.append(quotas.configure)
@@ -231,16 +234,20 @@ class Server:
         broker's: here round by round, in each round each listener's least recently active
         (the round's own order: least recently active first), all at once. A connection
         serving a request is its listener's last candidate (its idle deadline is unset).
+        The inter-broker listener beside others (Kafka's protected listener,
+        proxy/connection_quotas.py) closes none of its connections; they still count.
         A listener's own ``listener.name.<l>.max.connections`` closes nothing when lowered
         (Kafka's ``maxConnectionsExceeded`` reads the broker-wide count only): it holds new
         connections until the listener is under it again."""
         assert self.connection_quotas is not None
+        quotas = self.connection_quotas
         open_ = [c for c in self.connections if not c.scope.cancel_called]
-        excess = len(open_) - self.connection_quotas.broker.max
+        excess = len(open_) - quotas.broker.max
         if excess <= 0:
             return
         lru: dict[str, list[Connection]] = {}
-        for conn in sorted(open_, key=lambda c: c.scope.deadline):
+        candidates = [c for c in open_ if not quotas.protected(c.listener)]
+        for conn in sorted(candidates, key=lambda c: c.scope.deadline):
             lru.setdefault(conn.listener, []).append(conn)
         order: list[Connection] = []
         for turn in itertools.zip_longest(*lru.values()):

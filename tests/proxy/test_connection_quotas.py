@@ -134,16 +134,18 @@ async def test_lowered_limit_closes_the_least_recently_active() -> None:
 
 
 @asynccontextmanager
-async def two_listeners(**overrides: str) -> AsyncIterator[tuple[Server, int, int]]:
-    """A broker with listeners A and B: (server, A's port, B's port)."""
+async def two_listeners(
+    first: str = "A", **overrides: str
+) -> AsyncIterator[tuple[Server, int, int]]:
+    """A broker with listeners ``first`` and B: (server, its port, B's port)."""
     cfg = load_config(
         listen=None,
         advertise=None,
         data_dir="memory://",
         config_file=None,
         overrides={
-            "listeners": "A://127.0.0.1:0,B://127.0.0.1:0",
-            "listener.security.protocol.map": "A:PLAINTEXT,B:PLAINTEXT",
+            "listeners": f"{first}://127.0.0.1:0,B://127.0.0.1:0",
+            "listener.security.protocol.map": f"{first}:PLAINTEXT,B:PLAINTEXT",
             **overrides,
         },
         environ={},
@@ -152,7 +154,7 @@ async def two_listeners(**overrides: str) -> AsyncIterator[tuple[Server, int, in
     async with trio.open_nursery() as nursery:
         await nursery.start(server.run)
         try:
-            yield server, server.bound_listeners["A"][1], server.bound_listeners["B"][1]
+            yield server, server.bound_listeners[first][1], server.bound_listeners["B"][1]
         finally:
             server.stop()
 
@@ -194,6 +196,37 @@ async def test_lowered_listener_limit_closes_nothing() -> None:
             await a2.aclose()
             with trio.fail_after(5):
                 assert await a3.read_frame() is not None
+
+
+async def test_inter_broker_listener_is_outside_the_broker_wide_limit() -> None:
+    # Kafka's protectedListener: the inter-broker listener (PLAINTEXT by default), beside
+    # others, is held only by its own limit (which defaults to max.connections too), not by
+    # the broker's total; its connections count in that total ...
+    async with (
+        two_listeners("PLAINTEXT", **{"max.connections": "2"}) as (server, port_p, port_b),
+        open_clients(port_b, 2) as (b1, b2),
+    ):
+        assert await served(b1) and await served(b2)
+        async with connect(port_p) as p1, connect(port_p) as p2:
+            assert await served(p1) and await served(p2)
+            async with connect(port_b) as b3:  # the others' are held
+                await b3.stream.send_all(encode_request(API_VERSIONS, 1))
+                await held(server)
+
+
+async def test_lowered_limit_closes_no_inter_broker_connection() -> None:
+    # ... and closeExcessConnections leaves its connections alone (maxConnectionsExceeded)
+    async with (
+        two_listeners("PLAINTEXT") as (_, port_p, port_b),
+        open_clients(port_p, 2) as (p1, admin),
+        open_clients(port_b, 2) as (b1, b2),
+    ):
+        for c in (p1, admin, b1, b2):
+            assert await served(c)
+        assert await alter(admin, "", ("max.connections", SET, "3")) == (ErrorCode.none, None)
+        with trio.fail_after(5):
+            assert await b1.read_frame() is None
+        assert await served(p1) and await served(b2)
 
 
 async def test_runtime_per_ip_limit_applies_to_the_next_connection() -> None:
