@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 from kio.schema.errors import ErrorCode
@@ -44,6 +45,9 @@ from proxy.sasl.scram_store import ScramStore
 from storage.api import StorageError, Store, TopicPartition
 from storage.cleaner.runner import LogCleaner
 from storage.topics import TopicManager
+
+if TYPE_CHECKING:
+    from proxy.connection_quotas import ConnectionQuotas
 
 log = logging.getLogger("kafkad.broker")
 
@@ -124,6 +128,8 @@ class Broker:
         self.producer_ids = ProducerIdManager(store)
         self.scram = ScramStore(store)  # SCRAM credentials (proxy/sasl/scram_store.py)
         self.quotas = QuotaStore(store)  # client quotas (proxy/quotas/store.py)
+        # the server's, once it serves (proxy/connection_quotas.py; /metrics reads its counts)
+        self.connection_quotas: ConnectionQuotas | None = None
         # their byte-rate enforcement (proxy/quotas/enforce.py), following the store
         self.throttles = Throttles(
             config.get("quota.window.num"),

@@ -23,7 +23,6 @@ from typing import Any
 
 from proxy.acl.settings import ACL_CONFIGS
 from proxy.connection_quota_config import (
-    non_negative_int,
     overrides_parser,
     quota_base,
     validate_values,
@@ -256,10 +255,10 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "socket.request.max.bytes": (_positive_int, "104857600"),
     # Connection quotas (proxy/connection_quotas.py), Kafka's defaults (Integer.MAX_VALUE: no
     # limit); max.connections and the rate also per listener (listener.name.<name>.<config>)
-    "max.connections": (non_negative_int, str(INT_MAX)),
-    "max.connections.per.ip": (non_negative_int, str(INT_MAX)),
+    "max.connections": (_non_negative_int, str(INT_MAX)),
+    "max.connections.per.ip": (_non_negative_int, str(INT_MAX)),
     "max.connections.per.ip.overrides": (overrides_parser, ""),
-    "max.connection.creation.rate": (non_negative_int, str(INT_MAX)),
+    "max.connection.creation.rate": (_non_negative_int, str(INT_MAX)),
     "connections.max.idle.ms": (_long, "600000"),
     "message.max.bytes": (_non_negative_int, "1048588"),
     # Kafka 4.2's atLeast(1 MiB); small segments for tests: the topic's internal.segment.bytes
@@ -343,6 +342,9 @@ class BrokerConfig:
     listeners: tuple[Listener, ...] = ()
     # ``--feature NAME=LEVEL`` (proxy/features.py): levels a new data dir is formatted with
     features: Mapping[str, int] | None = None
+    # Kafka's interBrokerListenerName: ``inter.broker.listener.name``, else the listener named
+    # after ``security.inter.broker.protocol`` (PLAINTEXT); its connection quotas differ
+    inter_broker_listener: str = "PLAINTEXT"
 
     def endpoints(self) -> tuple[Listener, ...]:
         """The client listeners, the first being the one ``listen_*``/``advertised_*`` name."""
@@ -704,4 +706,5 @@ def load_config(
         data_dir=data_dir or kafka.data_dir or DEFAULT_DATA_DIR,
         values=values,
         listeners=parsed,
+        inter_broker_listener=kafka.inter_broker or "PLAINTEXT",
     )

@@ -51,19 +51,6 @@ def quota_base(name: str) -> str | None:
     return base if base in PER_LISTENER else None
 
 
-def non_negative_int(v: str) -> int:
-    """Kafka's INT with ``atLeast(0)``."""
-    try:
-        n = int(v.strip())
-    except ValueError:
-        raise ValueError("must be a whole number") from None
-    if n > INT_MAX:
-        raise ValueError(f"must be between 0 and {INT_MAX}")
-    if n < 0:
-        raise ValueError("must be at least 0")
-    return n
-
-
 def _java_int(text: str) -> int:
     """Java's ``Integer.parseInt`` (Scala's ``toInt``), with its NumberFormatException text."""
     if not re.fullmatch(r"[+-]?[0-9]+", text) or not -(2**31) <= int(text) <= INT_MAX:

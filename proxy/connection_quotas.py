@@ -15,24 +15,46 @@ served (``inc``), and uncounted when it closes (``dec``). As Kafka's acceptor do
 * then the connection is counted, and if its IP already had ``max.connections.per.ip``
   connections (or its ``max.connections.per.ip.overrides`` count) it is closed at once.
 
-When ``max.connections`` is lowered below the connections open, the least recently active
-ones are closed (Kafka's Processor.closeExcessConnections; ``Server._close_excess``).
+When ``max.connections`` is lowered below the connections open, each listener's least recently
+active are closed in turn (Kafka's Processor.closeExcessConnections; ``Server._close_excess``);
+a lowered ``listener.name.<l>.max.connections`` closes none (it holds new ones).
 
 An ``ip`` client-quota entity's ``connection_creation_rate`` (AlterClientQuotas; the default
 ``ip`` entity for every other IP) is checked last: above it, the connection is taken back out
 of every rate, not counted, and closed after the throttle time, unserved (Kafka's
 ConnectionThrottledException and ``throttledSockets``).
 
-Not modelled: Kafka's inter-broker listener exemption (kafkad has no inter-broker listener).
+The inter-broker listener (Kafka's ``inter.broker.listener.name``, else the listener named after
+``security.inter.broker.protocol``: PLAINTEXT), while the broker has other listeners too, is
+Kafka's protected listener: the broker-wide ``max.connections`` and creation rate do not apply
+to it (its own ``listener.name.<l>.`` limits do), and a lowered ``max.connections`` closes none
+of its connections (``protectedListener``). A one-node cluster still has one: Kafka requires it
+among the listeners.
 
 Deviation: Kafka records every connection in the rate sensors; kafkad records only while a
 creation-rate quota is set (broker-wide or on the listener), so with no quota the accept path
 costs two dict updates. A quota set at runtime therefore starts from an empty window (Kafka's
 may throttle at once if the last window already saw more connections than the new quota).
 
-Host names in ``max.connections.per.ip.overrides`` are resolved in a worker thread (Kafka's
-``InetAddress.getByName`` blocks the thread applying the config; here that would stall every
-connection): an override naming a host applies once the lookup answers, an IP literal at once.
+Host names in ``max.connections.per.ip.overrides`` are resolved as Kafka's ConnectionQuotas
+resolves them (``InetAddress.getByName``, keyed by address), in a worker thread (Kafka blocks the
+thread applying the config; here that would stall every connection). A host that does not
+resolve:
+
+* in the static config: the broker does not start (Kafka's ConnectionQuotas constructor throws
+  UnknownHostException and the node shuts down; ``resolve_overrides`` raises UnknownHost, an
+  OSError the CLI prints in one line);
+* in a dynamic change: IncrementalAlterConfigs accepts and stores it (Kafka's validation,
+  ``KafkaConfig.validateValues``, checks the characters only), and applying it fails: the error
+  is logged and the previous overrides stay in force, whole (Kafka's
+  ``updateMaxConnectionsPerIpOverride`` throws before replacing its map; DynamicBrokerConfig logs
+  "Per-broker configs of N could not be applied"). The same at start for a stored dynamic value.
+  Deviation: the same failure makes Kafka skip the rest of SocketServer.reconfigure
+  (``max.connections``, ``max.connection.creation.rate`` changed in the same update) and the
+  reconfigurables after it; kafkad applies those.
+
+A new overrides value applies whole once every host in it is resolved (the old map meanwhile, as
+while Kafka's config thread resolves); one of IP literals only applies at once.
 
 Limits are re-read by ``configure`` (at start and after each dynamic config change) and a
 change wakes the waiting accepts at once (Kafka's ``counts.notifyAll``). Times come from
@@ -61,7 +83,7 @@ from proxy.connection_quota_config import (
     parse_overrides,
 )
 from proxy.quotas.model import CONNECTION_CREATION_RATE, IP, Quotas
-from proxy.quotas.throttle import Rate
+from proxy.quotas.throttle import Rate, throttle_time_ms
 
 IP_SENSOR_EXPIRY_MS = 3600 * 1000  # Kafka's ConnectionQuotaEntity.sensorExpiration for an IP
 IP_SENSORS_PRUNE_AT = 4096
@@ -89,18 +111,45 @@ def _ip_literal(host: str) -> str | None:
         return None
 
 
-def _resolve(host: str) -> str | None:
-    """Kafka's ``InetAddress.getByName``: an IP literal as is, a host name's first address
-    (blocking: called in a worker thread)."""
+class UnknownHost(OSError):
+    """A host of ``max.connections.per.ip.overrides`` that does not resolve (Kafka's
+    UnknownHostException)."""
+
+    def __init__(self, host: str, why: str) -> None:
+        super().__init__(f"{MAX_CONNECTIONS_PER_IP_OVERRIDES}: unknown host {host}: {why}")
+        self.host = host
+
+
+def _resolve(host: str) -> str:
+    """Kafka's ``InetAddress.getByName``: an IP literal as is, "" the loopback address, a host
+    name's first address, IPv4 first (Java's default); UnknownHost if it has none. Blocking:
+    called in a worker thread."""
     if (ip := _ip_literal(host)) is not None:
         return ip
+    if not host:
+        return "127.0.0.1"
     try:
-        return normalise_ip(str(socket.getaddrinfo(host, None)[0][4][0]))
-    except OSError as exc:
-        log.warning(
-            "%s: cannot resolve %s (%s); ignored", MAX_CONNECTIONS_PER_IP_OVERRIDES, host, exc
-        )
-        return None
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise UnknownHost(host, getattr(exc, "strerror", None) or str(exc)) from None
+    infos.sort(key=lambda i: i[0] != socket.AF_INET)
+    return normalise_ip(str(infos[0][4][0]))
+
+
+def _resolve_all(parsed: Mapping[str, int]) -> dict[str, int]:
+    """The overrides keyed by address (a later host resolving to the same address wins, as in
+    Kafka's map); UnknownHost for the first that does not resolve. Blocking."""
+    return {_resolve(host): n for host, n in parsed.items()}
+
+
+async def resolve_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides`` (checked already: ``validate_values``), each host
+    resolved in a worker thread; UnknownHost if one does not resolve. The server calls it on the
+    static value before binding: Kafka does not start then."""
+    parsed = parse_overrides(text)
+    if all(_ip_literal(h) is not None for h in parsed):
+        return _resolve_all(parsed)
+    return await trio.to_thread.run_sync(_resolve_all, parsed, abandon_on_cancel=True)
 
 
 class ConnectionThrottled(Exception):
@@ -113,13 +162,27 @@ class ConnectionThrottled(Exception):
 
 
 class _Limit:
-    """One listener's (or the broker's) count, connection limit and creation-rate sensor."""
+    """One listener's (or the broker's) count, connection limit and creation-rate sensor, and
+    its connections served and closed since it started (Kafka's socket-server-metrics
+    connection-creation-total and connection-close-total: /metrics)."""
 
-    __slots__ = ("count", "max", "quota", "rate", "throttle_ms_total", "throttled")
+    __slots__ = (
+        "closed",
+        "count",
+        "created",
+        "max",
+        "protected",
+        "quota",
+        "rate",
+        "throttle_ms_total",
+        "throttled",
+    )
 
     def __init__(self, samples: int, window_ms: int) -> None:
         self.count = 0
+        self.created = self.closed = 0
         self.max = INT_MAX
+        self.protected = False  # the inter-broker listener, beside others
         self.quota = INT_MAX
         self.rate = Rate(samples, window_ms)
         self.throttle_ms_total = 0  # connection-accept-throttle-time's inputs
@@ -127,16 +190,26 @@ class _Limit:
 
 
 class ConnectionQuotas:
-    def __init__(self, values: Mapping[str, Any], listeners: Iterable[str]) -> None:
+    def __init__(
+        self,
+        values: Mapping[str, Any],
+        listeners: Iterable[str],
+        overrides: tuple[str, Mapping[str, int]] | None = None,
+        inter_broker: str | None = None,
+    ) -> None:
+        """``overrides``: a ``max.connections.per.ip.overrides`` text and its resolved map
+        (``resolve_overrides``: the static one) in force until ``values``' own is resolved.
+        ``inter_broker``: Kafka's inter-broker listener name (see the module docstring)."""
         self.values = values
+        self.inter_broker = inter_broker
         samples, window_s = values["quota.window.num"], values["quota.window.size.seconds"]
         self.max_throttle_ms: int = window_s * 1000
         self.broker = _Limit(samples, window_s * 1000)
         self.listeners = {name: _Limit(samples, window_s * 1000) for name in listeners}
         self.per_ip: dict[str, int] = {}  # IP -> open connections
         self.per_ip_default = INT_MAX
-        self.per_ip_overrides: dict[str, int] = {}
-        self._overrides_text: str | None = None
+        self.per_ip_overrides: dict[str, int] = dict(overrides[1]) if overrides else {}
+        self._overrides_text: str | None = overrides[0] if overrides else None
         # the ip client-quota entities' connection_creation_rate (set_ip_rates)
         self.ip_rates: dict[str, int] = {}
         self.ip_rate_default = INT_MAX
@@ -148,7 +221,6 @@ class ConnectionQuotas:
         self._blocked = trio.Event()  # set (and replaced) when an accept starts waiting
         self._resolved = trio.Event()  # set once the overrides' host names are resolved
         self._resolved.set()
-        self._host_ips: dict[str, str] = {}  # override host name -> its last resolved IP
         self.configure()
 
     @property
@@ -167,13 +239,9 @@ class ConnectionQuotas:
                 log.warning("%s=%s ignored: %s", MAX_CONNECTIONS_PER_IP_OVERRIDES, text, exc)
             else:
                 self._overrides_text = text
-                # IP literals, and host names as last resolved, at once; new names once looked
-                # up (off the event loop)
-                known = {h: _ip_literal(h) or self._host_ips.get(h) for h in parsed}
-                self.per_ip_overrides = {
-                    ip: n for h, n in parsed.items() if (ip := known[h]) is not None
-                }
-                if any(ip is None and _ip_literal(h) is None for h, ip in known.items()):
+                if all(_ip_literal(h) is not None for h in parsed):
+                    self.per_ip_overrides = _resolve_all(parsed)  # no lookup: at once
+                else:  # whole, once looked up off the event loop; the old map meanwhile
                     self._resolved = trio.Event()
                     trio.lowlevel.spawn_system_task(self._resolve_overrides, text, parsed)
         self.broker.max = v[MAX_CONNECTIONS]
@@ -181,7 +249,18 @@ class ConnectionQuotas:
         for name, limit in self.listeners.items():
             limit.max = listener_limit(v, name, MAX_CONNECTIONS)
             limit.quota = listener_limit(v, name, MAX_CONNECTION_CREATION_RATE)
+        self._protect()
         self._notify()
+
+    def _protect(self) -> None:
+        """Kafka's protectedListener: the inter-broker listener, while there are others."""
+        for name, limit in self.listeners.items():
+            limit.protected = name == self.inter_broker and len(self.listeners) > 1
+
+    def protected(self, listener: str) -> bool:
+        """Whether ``listener``'s connections are outside the broker-wide limits."""
+        limit = self.listeners.get(listener)
+        return limit is not None and limit.protected
 
     def add_listener(self, name: str) -> None:
         """Kafka's ConnectionQuotas.addListener: a listener added at runtime gets its own count
@@ -193,22 +272,27 @@ class ConnectionQuotas:
         """Kafka's ConnectionQuotas.removeListener: its count and limits are dropped (its
         connections, closing, still leave the broker's and their IP's counts)."""
         self.listeners.pop(name, None)
+        self._protect()
+        self._notify()  # Kafka's counts.notifyAll: a waiting accept may now have room
 
     async def _resolve_overrides(self, text: str, parsed: Mapping[str, int]) -> None:
-        """The overrides naming hosts, once resolved in a worker thread (a slow resolver must
-        not stall the broker); dropped if the config changed again meanwhile."""
+        """The overrides naming hosts, resolved in a worker thread (a slow resolver must not
+        stall the broker) and applied whole; dropped if the config changed again meanwhile.
+        A host that does not resolve: logged, the previous overrides stay (see the module
+        docstring)."""
         done = self._resolved
         try:
-            resolved = await trio.to_thread.run_sync(
-                lambda: {host: _resolve(host) for host in parsed}, abandon_on_cancel=True
-            )
+            resolved = await trio.to_thread.run_sync(_resolve_all, parsed, abandon_on_cancel=True)
+        except UnknownHost as exc:
+            if text == self._overrides_text:
+                name = MAX_CONNECTIONS_PER_IP_OVERRIDES
+                log.error("%s=%s could not be applied: %s", name, text, exc)
+            return
+        else:
+            if text == self._overrides_text:
+                self.per_ip_overrides = resolved
         finally:
             done.set()
-        self._host_ips.update({h: ip for h, ip in resolved.items() if ip is not None})
-        if text == self._overrides_text:
-            self.per_ip_overrides = {
-                ip: n for h, n in parsed.items() if (ip := resolved[h]) is not None
-            }
 
     async def until_resolved(self) -> None:
         """Returns once the overrides' host names are resolved (tests)."""
@@ -248,10 +332,17 @@ class ConnectionQuotas:
         limit.count += 1
         most = self.per_ip_overrides.get(ip, self.per_ip_default)
         if count >= most:
-            self.dec(listener, ip)
+            self._uncount(listener, ip)
             raise TooManyConnections(ip, most)
+        limit.created += 1  # Kafka counts a connection once a processor registers it
 
     def dec(self, listener: str, ip: str) -> None:
+        """A connection ``inc`` counted has closed."""
+        if (limit := self.listeners.get(listener)) is not None:
+            limit.closed += 1
+        self._uncount(listener, ip)
+
+    def _uncount(self, listener: str, ip: str) -> None:
         count = self.per_ip[ip]
         if count == 1:
             del self.per_ip[ip]
@@ -272,7 +363,10 @@ class ConnectionQuotas:
             await blocked.wait()
 
     def _slot_available(self, limit: _Limit) -> bool:
-        return limit.count < limit.max and self.broker.count < self.broker.max
+        """Kafka's connectionSlotAvailable."""
+        if limit.count >= limit.max:
+            return False
+        return limit.protected or self.broker.count < self.broker.max
 
     def _record_ip(self, limit: _Limit, ip: str, recorded: bool) -> None:
         """Kafka's recordIpConnectionMaybeThrottle: above the IP's quota the connection is
@@ -291,7 +385,8 @@ class ConnectionQuotas:
         if throttle_ms > 0:
             sensor.record(-1.0, now_ms)
             if recorded:
-                self.broker.rate.record(-1.0, now_ms)
+                if not limit.protected:
+                    self.broker.rate.record(-1.0, now_ms)
                 limit.rate.record(-1.0, now_ms)
             raise ConnectionThrottled(ip, throttle_ms)
 
@@ -304,14 +399,15 @@ class ConnectionQuotas:
     async def _wait_for_slot(self, limit: _Limit) -> bool:
         """Waits out the creation-rate throttle and for a free slot; whether the connection
         was recorded in the broker's and the listener's rates."""
-        if limit.quota >= INT_MAX and self.broker.quota >= INT_MAX:
+        if limit.quota >= INT_MAX and (limit.protected or self.broker.quota >= INT_MAX):
             # no rate quota: nothing recorded (the fast path; see the module docstring)
             if self._slot_available(limit):
                 return False
             start_ms, throttle_ms, recorded = _now_ms(), 0, False
         else:
             start_ms, recorded = _now_ms(), True
-            throttle_ms = self._record(self.broker, start_ms)
+            # the inter-broker listener's rate only (Kafka's recordConnectionAndGetThrottleTimeMs)
+            throttle_ms = 0 if limit.protected else self._record(self.broker, start_ms)
             throttle_ms = max(throttle_ms, self._record(limit, start_ms))
             if throttle_ms > 0:
                 limit.throttle_ms_total += throttle_ms
@@ -347,42 +443,42 @@ class ConnectionQuotas:
         measured = rate.measure(now_ms)
         if measured <= quota:
             return 0
-        window = rate.window_size(now_ms)
-        throttle = math.floor((measured - quota) / quota * window + 0.5)
-        return min(throttle, self.max_throttle_ms)
+        # QuotaUtils.boundedThrottleTime
+        return min(throttle_time_ms(rate, quota, measured, now_ms), self.max_throttle_ms)
 
 
 def _now_ms() -> int:
     return int(trio.current_time() * 1000)
 
 
-# accept(2) errors that mean the system is overloaded: trio.serve_listeners' list and pause
-
-
-def peer_ip(stream: trio.abc.Stream) -> str:
-    """The peer's IP ("" for a stream without a socket, e.g. an in-memory one)."""
+def peer_address(stream: trio.abc.Stream) -> tuple[str, str]:
+    """The peer's IP, normalised (the connection quotas' key), and ``host:port`` as the logs
+    show it; ("", "?") for a stream without a socket (e.g. an in-memory one)."""
     if isinstance(stream, trio.SocketStream):
         try:
-            return normalise_ip(str(stream.socket.getpeername()[0]))
+            host, port = stream.socket.getpeername()[:2]
         except OSError:
             pass
-    return ""
+        else:
+            return normalise_ip(str(host)), f"{host}:{port}"
+    return "", "?"
 
 
 async def serve_listener(
     quotas: ConnectionQuotas,
     name: str,
     listener: trio.abc.Listener[trio.abc.Stream],
-    handler: Callable[[trio.abc.Stream], Awaitable[None]],
+    handler: Callable[[trio.abc.Stream, str], Awaitable[None]],
     handler_nursery: trio.Nursery,
 ) -> None:
     """trio.serve_listeners' loop for one listening socket of listener ``name``, each accepted
     connection first passed through ``quotas.inc`` (which may delay it, as Kafka's acceptor
-    waits) and counted until its handler returns."""
+    waits) and counted until its handler returns. The handler is given the peer's
+    ``host:port`` (looked up once per accept)."""
 
-    async def run(stream: trio.abc.Stream, ip: str) -> None:
+    async def run(stream: trio.abc.Stream, ip: str, peer: str) -> None:
         try:
-            await handler(stream)
+            await handler(stream, peer)
         finally:
             quotas.dec(name, ip)
             await trio.aclose_forcefully(stream)
@@ -396,7 +492,7 @@ async def serve_listener(
     async with listener, trio.open_nursery() as throttled:
         while True:
             stream = await accept_retrying(listener, log)
-            ip = peer_ip(stream)
+            ip, peer = peer_address(stream)
             try:
                 await quotas.inc(name, ip)
             except TooManyConnections as exc:
@@ -415,4 +511,4 @@ async def serve_listener(
             except BaseException:  # cancelled while waiting for a slot: shutting down
                 await trio.aclose_forcefully(stream)
                 raise
-            handler_nursery.start_soon(run, stream, ip)
+            handler_nursery.start_soon(run, stream, ip, peer)

@@ -2,6 +2,16 @@
 ``listener.security.protocol.map`` are dynamic per broker. ``advertised.listeners`` is not (Kafka
 4 dropped it, KAFKA-18405; proxy/dynamic_broker.py refuses it): the static one applies.
 
+Deviation (deliberate): a listener added at runtime is in kafkad's Metadata, FindCoordinator and
+DescribeCluster answers at once (``Broker.listeners_now``), and after a restart while stored.
+Kafka 4.2 registers a broker's listeners once, at start: BrokerServer builds its ``ListenerInfo``
+from the static config and sends it in the BrokerRegistration request, and
+``DynamicListenerConfig.reconfigure`` only adds acceptors (``SocketServer.addListeners``), never
+registers again. So in Kafka a client bootstrapping on an added listener is answered with no
+brokers (the metadata cache has no endpoint for that listener) until the listener is in the
+static config and the broker restarts. kafkad serves a developer adding a listener to a running
+broker; no client that works with Kafka's behaviour breaks on it.
+
 The node's dynamic layer (proxy/dynamic_broker.py) holds the new strings; what it lacks is the
 static value (the listeners the broker started with). ``DynamicListeners.endpoints`` is the
 effective client listeners, computed at start from the stored layer (so an added listener
@@ -41,6 +51,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from proxy.dynamic_broker import DynamicBrokerConfigs, listener_prefixed
+from proxy.listen_sockets import bind_sockets
 from proxy.listeners import Listener, ListenerError, listener_map, parse_listeners, protocol_map
 from proxy.sasl.settings import SASL_PROTOCOLS, SaslConfigError, listener_sasl
 from proxy.tls import TLS_PROTOCOLS, TlsConfigError, server_settings
@@ -213,26 +224,5 @@ class DynamicListeners:
 
 
 def bind(listener: Listener) -> list[socket.socket]:
-    """The listening sockets of ``listener`` (every address its host resolves to, as
-    trio.open_tcp_listeners), bound now."""
-    host = None if listener.host in ("0.0.0.0", "") else listener.host
-    infos = socket.getaddrinfo(
-        host, listener.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )
-    if host is None:
-        infos = [i for i in infos if i[0] == socket.AF_INET]  # 0.0.0.0: IPv4's every interface
-    out: list[socket.socket] = []
-    try:
-        for family, kind, proto, _, address in infos:
-            sock = socket.socket(family, kind, proto)
-            out.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
-            sock.listen(128)
-    except OSError:
-        for sock in out:
-            sock.close()
-        raise
-    return out
+    """The listening sockets of ``listener``, bound now, as at start (proxy/listen_sockets.py)."""
+    return bind_sockets(listener.host, listener.port)

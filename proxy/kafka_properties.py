@@ -72,6 +72,7 @@ _TIME_ALIASES = {
 class Translated:
     values: dict[str, str] = field(default_factory=dict)  # kafkad broker configs and unknowns
     controllers: frozenset[str] = frozenset()  # controller.listener.names
+    inter_broker: str | None = None  # inter.broker.listener.name
     data_dir: str | None = None
     errors: list[str] = field(default_factory=list)
 
@@ -154,6 +155,7 @@ def _controller_listeners(props: dict[str, str], out: Translated, source: str) -
         inter = props["inter.broker.listener.name"].strip().upper()
         if inter not in clients:
             bad("inter.broker.listener.name", f"must be a client listener ({', '.join(clients)})")
+        out.inter_broker = inter
 
 
 def _data_dir(props: dict[str, str], out: Translated, source: str) -> None:

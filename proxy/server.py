@@ -20,6 +20,7 @@ at once, busy ones finish the requests they already read and then close; after
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import signal
@@ -31,11 +32,13 @@ import trio
 from proxy.broker import Broker
 from proxy.config import BrokerConfig
 from proxy.connection import Connection, NetConfig, serve_connection
-from proxy.connection_quotas import ConnectionQuotas, serve_listener
+from proxy.connection_quota_config import MAX_CONNECTIONS_PER_IP_OVERRIDES
+from proxy.connection_quotas import ConnectionQuotas, resolve_overrides, serve_listener
 from proxy.dispatch import Dispatcher
 from proxy.dynamic_listeners import DynamicListeners, bind
 from proxy.dynamic_tls import ListenerTls, existing_listener_refusal
 from proxy.http.settings import parse_http_listeners
+from proxy.listen_sockets import needs_lookup
 from proxy.listeners import Listener
 from proxy.sasl.session import SaslSession
 from proxy.sasl.settings import SASL_PROTOCOLS, SaslSettings, listener_sasl
@@ -60,6 +63,7 @@ class Server:
         self.connections: set[Connection] = set()
         self.bound: tuple[str, int] | None = None
         self.bound_listeners: dict[str, tuple[str, int]] = {}
+        self.sockets: dict[str, list[StreamListener]] = {}  # each listener's, while it serves
         self.broker: Broker | None = None
         self.console_urls: list[str] = []  # the web console's, if it runs (proxy/http/)
         self.connection_quotas: ConnectionQuotas | None = None
@@ -100,12 +104,21 @@ class Server:
                 for e in endpoints
                 if e.protocol in SASL_PROTOCOLS
             }
-            sockets = await self._listeners(broker, endpoints)
+            # Kafka's ConnectionQuotas resolves the static overrides' hosts as the socket
+            # server is made: one that does not resolve stops the start (UnknownHost)
+            static_overrides = str(broker.dynamic.static[MAX_CONNECTIONS_PER_IP_OVERRIDES])
+            resolved = await resolve_overrides(static_overrides)
+            sockets = self.sockets = await self._listeners(broker, endpoints)
             self.bound = next(iter(self.bound_listeners.values()))
             dispatch = Dispatcher(broker)
             # max.connections & co. (proxy/connection_quotas.py), following dynamic changes
-            quotas = ConnectionQuotas(cfg.values or {}, sockets)
-            self.connection_quotas = quotas
+            quotas = ConnectionQuotas(
+                cfg.values or {},
+                sockets,
+                overrides=(static_overrides, resolved),
+                inter_broker=cfg.inter_broker_listener,
+            )
+            self.connection_quotas = broker.connection_quotas = quotas
             broker.dynamic.listeners.append(quotas.configure)
             broker.dynamic.listeners.append(self._close_excess)
             quotas.set_ip_rates(broker.quotas.quotas)  # and the ip entities' creation rates
@@ -133,9 +146,9 @@ class Server:
                     accept_scopes = {name: trio.CancelScope() for name in sockets}
 
                     async def accept_loop(name: str, bound: list[StreamListener]) -> None:
-                        async def handle(stream: trio.abc.Stream) -> None:
+                        async def handle(stream: trio.abc.Stream, peer: str) -> None:
                             await self._serve(
-                                stream, dispatch, net, name, tls.get(name), sasl.get(name)
+                                stream, peer, dispatch, net, name, tls.get(name), sasl.get(name)
                             )
 
                         with accept_scopes[name]:
@@ -214,17 +227,34 @@ class Server:
         log.info("stopped: segments flushed and closed")
 
     def _close_excess(self) -> None:
-        """Kafka's Processor.closeExcessConnections: while more connections are open than
-        ``max.connections`` (lowered at runtime), the least recently active are closed (Kafka:
-        one per network thread's poll; here all at once). A connection serving a request is
-        the last candidate (its idle deadline is unset)."""
+        """Kafka's Processor.closeExcessConnections: while more connections are open than the
+        broker-wide ``max.connections`` (lowered at runtime), every listener's network threads
+        each close their least recently active connection (``Selector.lowestPriorityChannel``),
+        one per poll. So the closing is spread over the listeners, not the least active of the
+        broker's: here round by round, in each round each listener's least recently active
+        (the round's own order: least recently active first), all at once. A connection
+        serving a request is its listener's last candidate (its idle deadline is unset).
+        The inter-broker listener beside others (Kafka's protected listener,
+        proxy/connection_quotas.py) closes none of its connections; they still count.
+        A listener's own ``listener.name.<l>.max.connections`` closes nothing when lowered
+        (Kafka's ``maxConnectionsExceeded`` reads the broker-wide count only): it holds new
+        connections until the listener is under it again."""
         assert self.connection_quotas is not None
+        quotas = self.connection_quotas
         open_ = [c for c in self.connections if not c.scope.cancel_called]
-        excess = len(open_) - self.connection_quotas.broker.max
-        if excess > 0:
-            for conn in sorted(open_, key=lambda c: c.scope.deadline)[:excess]:
-                log.info("closing %s: more than max.connections are open", conn.peer)
-                conn.scope.cancel()
+        excess = len(open_) - quotas.broker.max
+        if excess <= 0:
+            return
+        lru: dict[str, list[Connection]] = {}
+        candidates = [c for c in open_ if not quotas.protected(c.listener)]
+        for conn in sorted(candidates, key=lambda c: c.scope.deadline):
+            lru.setdefault(conn.listener, []).append(conn)
+        order: list[Connection] = []
+        for turn in itertools.zip_longest(*lru.values()):
+            order += sorted((c for c in turn if c is not None), key=lambda c: c.scope.deadline)
+        for conn in order[:excess]:
+            log.info("closing %s: more than max.connections are open", conn.peer)
+            conn.scope.cancel()
 
     async def _listeners(
         self, broker: Broker, endpoints: tuple[Listener, ...]
@@ -246,15 +276,19 @@ class Server:
         sockets: dict[str, list[StreamListener]] = {}
         for endpoint in endpoints:
             try:
-                bound = await trio.open_tcp_listeners(endpoint.port, host=endpoint.host)
+                if needs_lookup(endpoint.host):  # off the event loop, as trio's getaddrinfo
+                    socks = await trio.to_thread.run_sync(bind, endpoint)
+                else:
+                    socks = bind(endpoint)
             except OSError as exc:  # name the listener that failed (cli: one line)
                 for opened in sockets.values():
                     for listener in opened:
                         await trio.aclose_forcefully(listener)
                 where = f"{endpoint.host}:{endpoint.port}"
                 raise OSError(exc.errno, exc.strerror, where) from exc
+            bound = [trio.SocketListener(trio.socket.from_stdlib_socket(x)) for x in socks]
             sockets[endpoint.name] = list(bound)
-            sockname = bound[0].socket.getsockname()
+            sockname = socks[0].getsockname()
             self.bound_listeners[endpoint.name] = (sockname[0], sockname[1])
             broker.bound(endpoint.name, sockname[1])
         return sockets
@@ -262,19 +296,14 @@ class Server:
     async def _serve(
         self,
         stream: trio.abc.Stream,
+        peer: str,
         dispatch: Dispatcher,
         net: NetConfig,
         listener: str = "",
         tls: TlsSettings | None = None,
         sasl: SaslSettings | None = None,
     ) -> None:
-        peer = "?"
-        if isinstance(stream, trio.SocketStream):
-            try:
-                host, port = stream.socket.getpeername()[:2]
-                peer = f"{host}:{port}"
-            except OSError:
-                pass
+        """``peer``: its ``host:port`` ("?" if unknown), as ``serve_listener`` looked it up."""
         conn = Connection(stream, peer, listener)
         if sasl is not None:
             assert self.broker is not None

@@ -12,7 +12,12 @@ Kafka names (JMX exporter rules, see the package docstring):
   ``kafka_network_requestmetrics_errors_total{request,error}`` (NONE included, as Kafka counts),
   ``kafka_network_requestmetrics_totaltimems{request,quantile}`` with ``_count`` and ``_sum``;
 * ``kafka_log_log_{logstartoffset,logendoffset,size,numlogsegments}{topic,partition}``;
-* ``kafka_server_replicamanager_{partitioncount,produceridcount}``.
+* ``kafka_server_replicamanager_{partitioncount,produceridcount}``;
+* ``kafka_server_socket_server_metrics_connection_count{listener}``,
+  ``..._connection_creation_total{listener}`` and ``..._connection_close_total{listener}``
+  (Kafka's socket-server-metrics MBeans, tagged ``listener`` and ``networkProcessor``; kafkad
+  has no network threads, so one series per listener, no ``networkProcessor`` label; Kafka's
+  ``-rate`` attributes are left out: ``rate()`` of the totals gives them).
 
 kafkad's own: ``kafkad_request_duration_seconds`` (histogram per request),
 ``kafkad_partition_{high_watermark,last_stable_offset,lso_lag}``,
@@ -89,6 +94,7 @@ class BrokerCollector(Collector):
         yield from self._groups()
         yield from self._cleaner()
         yield from self._fetch_sessions()
+        yield from self._connections()
         telemetry = getattr(self.broker, "client_telemetry", None)
         if telemetry is not None:
             yield from telemetry.metric_families()
@@ -359,3 +365,27 @@ class BrokerCollector(Collector):
             "Fetch requests answered from a fetch session (incremental, KIP-227)",
             value=cache.incremental_fetches,
         )
+
+    def _connections(self) -> Iterator[Metric]:
+        """Kafka's socket-server-metrics per listener: the connections served now (counted once
+        admitted by the connection quotas, as Kafka counts them once a processor registers
+        them: one closed at once for its IP's limit or throttled is in neither), served since
+        the listener started, and closed since."""
+        quotas = getattr(self.broker, "connection_quotas", None)
+        if quotas is None:
+            return
+        prefix = "kafka_server_socket_server_metrics_connection_"
+        count = GaugeMetricFamily(
+            prefix + "count", "Connections open on the listener", labels=["listener"]
+        )
+        created = CounterMetricFamily(
+            prefix + "creation", "Connections the listener has served", labels=["listener"]
+        )
+        closed = CounterMetricFamily(
+            prefix + "close", "Connections of the listener closed", labels=["listener"]
+        )
+        for name, limit in quotas.listeners.items():
+            count.add_metric([name], limit.count)
+            created.add_metric([name], limit.created)
+            closed.add_metric([name], limit.closed)
+        yield from (count, created, closed)

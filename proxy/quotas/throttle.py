@@ -135,6 +135,12 @@ def _java_round(x: float) -> int:
     return math.floor(x + 0.5)
 
 
+def throttle_time_ms(rate: Rate, bound: float, measured: float, now_ms: int) -> int:
+    """Kafka's ``QuotaUtils.throttleTime``: how long until ``rate``, measured at ``measured``
+    (above ``bound``), is back at its bound: ``round((measured - bound) / bound * window)``."""
+    return _java_round((measured - bound) / bound * rate.window_size(now_ms))
+
+
 def _java_long_to_int(x: int) -> int:
     """``(long).toInt``: the low 32 bits, signed (after ``Math.round`` saturated at a long)."""
     x = max(-(2**63), min(x, 2**63 - 1))
@@ -244,7 +250,7 @@ class QuotaManager:
         measured = rate.measure(now_ms)
         if measured <= bound:
             return 0
-        ms = _java_round((measured - bound) / bound * rate.window_size(now_ms))
+        ms = throttle_time_ms(rate, bound, measured, now_ms)
         if self.max_throttle_ms is not None:
             ms = min(ms, self.max_throttle_ms)
         return max(_java_long_to_int(ms), 0)

@@ -9,6 +9,7 @@ import socket
 import threading
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from kio.schema.alter_client_quotas.v1 import request as aq1
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
+from proxy.cli import startup_failure
 from proxy.config import ConfigError, load_config
 from proxy.connection_quota_config import parse_overrides, validate_values
 from proxy.connection_quotas import ConnectionQuotas, ConnectionThrottled, TooManyConnections
@@ -129,6 +131,102 @@ async def test_lowered_limit_closes_the_least_recently_active() -> None:
         with trio.fail_after(5):
             assert await old.read_frame() is None
         assert await served(recent) and await served(admin)
+
+
+@asynccontextmanager
+async def two_listeners(
+    first: str = "A", **overrides: str
+) -> AsyncIterator[tuple[Server, int, int]]:
+    """A broker with listeners ``first`` and B: (server, its port, B's port)."""
+    cfg = load_config(
+        listen=None,
+        advertise=None,
+        data_dir="memory://",
+        config_file=None,
+        overrides={
+            "listeners": f"{first}://127.0.0.1:0,B://127.0.0.1:0",
+            "listener.security.protocol.map": f"{first}:PLAINTEXT,B:PLAINTEXT",
+            **overrides,
+        },
+        environ={},
+    )
+    server = Server(cfg)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        try:
+            yield server, server.bound_listeners[first][1], server.bound_listeners["B"][1]
+        finally:
+            server.stop()
+
+
+async def test_lowered_limit_closes_each_listeners_least_recently_active_in_turn() -> None:
+    # Kafka: each listener's network threads close their own least recently active connection
+    # while the broker is over max.connections: one of A's and one of B's, not A's two oldest
+    async with (
+        two_listeners() as (_, port_a, port_b),
+        open_clients(port_a, 2) as (a1, a2),
+        open_clients(port_b, 2) as (b1, admin),
+    ):
+        for c in (a1, a2, b1, admin):
+            assert await served(c)
+        assert await alter(admin, "", ("max.connections", SET, "2")) == (ErrorCode.none, None)
+        with trio.fail_after(5):
+            assert await a1.read_frame() is None
+            assert await b1.read_frame() is None
+        assert await served(a2) and await served(admin)
+
+
+async def test_lowered_listener_limit_closes_nothing() -> None:
+    # Kafka's closeExcessConnections reads the broker-wide limit only: a listener's lowered
+    # limit holds its next connection, and keeps the ones it has
+    async with (
+        two_listeners() as (server, port_a, port_b),
+        open_clients(port_a, 2) as (a1, a2),
+        connect(port_b) as admin,
+    ):
+        for c in (a1, a2, admin):
+            assert await served(c)
+        key = "listener.name.a.max.connections"
+        assert await alter(admin, "", (key, SET, "1")) == (ErrorCode.none, None)
+        assert await served(a1) and await served(a2)
+        async with connect(port_a) as a3:
+            await a3.stream.send_all(encode_request(API_VERSIONS, 1))
+            await held(server)
+            await a1.aclose()
+            await a2.aclose()
+            with trio.fail_after(5):
+                assert await a3.read_frame() is not None
+
+
+async def test_inter_broker_listener_is_outside_the_broker_wide_limit() -> None:
+    # Kafka's protectedListener: the inter-broker listener (PLAINTEXT by default), beside
+    # others, is held only by its own limit (which defaults to max.connections too), not by
+    # the broker's total; its connections count in that total ...
+    async with (
+        two_listeners("PLAINTEXT", **{"max.connections": "2"}) as (server, port_p, port_b),
+        open_clients(port_b, 2) as (b1, b2),
+    ):
+        assert await served(b1) and await served(b2)
+        async with connect(port_p) as p1, connect(port_p) as p2:
+            assert await served(p1) and await served(p2)
+            async with connect(port_b) as b3:  # the others' are held
+                await b3.stream.send_all(encode_request(API_VERSIONS, 1))
+                await held(server)
+
+
+async def test_lowered_limit_closes_no_inter_broker_connection() -> None:
+    # ... and closeExcessConnections leaves its connections alone (maxConnectionsExceeded)
+    async with (
+        two_listeners("PLAINTEXT") as (_, port_p, port_b),
+        open_clients(port_p, 2) as (p1, admin),
+        open_clients(port_b, 2) as (b1, b2),
+    ):
+        for c in (p1, admin, b1, b2):
+            assert await served(c)
+        assert await alter(admin, "", ("max.connections", SET, "3")) == (ErrorCode.none, None)
+        with trio.fail_after(5):
+            assert await b1.read_frame() is None
+        assert await served(p1) and await served(b2)
 
 
 async def test_runtime_per_ip_limit_applies_to_the_next_connection() -> None:
@@ -370,9 +468,10 @@ async def test_listener_overrides_described_as_kafka_with_the_base_synonym() -> 
 async def test_override_host_names_resolved_off_the_event_loop(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Kafka resolves them (InetAddress.getByName) on the thread applying the config; here a
-    # slow resolver must not stall every connection: the lookup runs in a worker thread and
-    # the override applies once it answers (an IP literal at once).
+    # Kafka resolves them (InetAddress.getByName) on the thread applying the config, the old
+    # map in force meanwhile; here a slow resolver must not stall every connection: the lookup
+    # runs in a worker thread and the new overrides apply whole once it answers (a value of IP
+    # literals only at once).
     release = threading.Event()
 
     real = socket.getaddrinfo
@@ -388,21 +487,76 @@ async def test_override_host_names_resolved_off_the_event_loop(
         q = server.connection_quotas
         assert q is not None
         node = str(server.broker.node_id)  # type: ignore[union-attr]
+        key = "max.connections.per.ip.overrides"
+        assert await alter(admin, node, (key, SET, "10.9.9.9:1")) == (ErrorCode.none, None)
+        assert q.per_ip_overrides == {"10.9.9.9": 1}  # literals only: at once
         overrides = "clients.example:7,10.1.2.3:4"
         with trio.fail_after(2):  # the broker still answers while the lookup hangs
-            ok = await alter(admin, node, ("max.connections.per.ip.overrides", SET, overrides))
+            ok = await alter(admin, node, (key, SET, overrides))
             assert ok == (ErrorCode.none, None)
             async with connect(port) as other:
                 assert await served(other)
-        assert q.per_ip_overrides == {"10.1.2.3": 4}
+        assert q.per_ip_overrides == {"10.9.9.9": 1}  # the old map until resolved
         release.set()
         with trio.fail_after(5):
             await q.until_resolved()
         assert q.per_ip_overrides == {"127.0.0.1": 7, "10.1.2.3": 4}
-        release.clear()  # looked up again, the last answer meanwhile
-        ok = await alter(
-            admin, node, ("max.connections.per.ip.overrides", SET, "clients.example:8")
-        )
+
+
+def _unresolvable(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: str, *args: Any, **kwargs: Any) -> list[Any]:
+        if host == name:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+async def test_static_override_host_that_does_not_resolve_stops_the_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Kafka's ConnectionQuotas constructor: InetAddress.getByName throws UnknownHostException,
+    # the node does not start; the CLI prints it in one line
+    _unresolvable(monkeypatch, "nosuch.example")
+    overrides = {"max.connections.per.ip.overrides": "127.0.0.1:5,nosuch.example:3"}
+    with pytest.raises(BaseException) as caught:  # a group around the error
+        async with running_broker(**overrides):
+            pytest.fail("the broker started")
+    line = startup_failure(caught.value, "127.0.0.1:0")
+    assert line == (
+        "max.connections.per.ip.overrides: unknown host nosuch.example: Name or service not known"
+    )
+
+
+async def test_dynamic_override_host_that_does_not_resolve_keeps_the_old_overrides(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    # Kafka: IncrementalAlterConfigs accepts it (validateValues checks characters only) and
+    # stores it; applying it throws in updateMaxConnectionsPerIpOverride before the map is
+    # replaced: logged, the previous overrides stay whole. At a restart with it stored the
+    # broker starts (the socket server is made from the static config).
+    _unresolvable(monkeypatch, "nosuch.example")
+    static = {"max.connections.per.ip.overrides": "127.0.0.1:3"}
+    data = str(tmp_path / "data")
+    async with running_broker(data, **static) as (server, port), connect(port) as c:
+        q = server.connection_quotas
+        assert q is not None
+        node = str(server.broker.node_id)  # type: ignore[union-attr]
+        bad = "10.0.0.1:2,nosuch.example:5"
+        ok = await alter(c, node, ("max.connections.per.ip.overrides", SET, bad))
         assert ok == (ErrorCode.none, None)
-        assert q.per_ip_overrides == {"127.0.0.1": 8}
-        release.set()
+        with trio.fail_after(5):
+            await q.until_resolved()
+        assert q.per_ip_overrides == {"127.0.0.1": 3}
+        assert "unknown host nosuch.example" in caplog.text
+        assert (await describe(c, 4, node))["max.connections.per.ip.overrides"].value == bad
+    caplog.clear()
+    async with running_broker(data, **static) as (server, _):
+        q = server.connection_quotas
+        assert q is not None
+        with trio.fail_after(5):
+            await q.until_resolved()
+        assert q.per_ip_overrides == {"127.0.0.1": 3}
+        assert "unknown host nosuch.example" in caplog.text

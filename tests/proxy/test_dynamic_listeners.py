@@ -6,7 +6,10 @@ restart."""
 
 from __future__ import annotations
 
+import socket
 import ssl
+import struct
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -351,3 +354,54 @@ async def test_added_listener_has_its_own_connection_limit() -> None:
         assert result == (ErrorCode.none, None)
         assert "EXTRA" not in server.connection_quotas.listeners
         assert server.connection_quotas.total == 1
+
+
+def _bound_as(sock: socket.socket) -> tuple[object, ...]:
+    """How a listening socket was made: family, address, options and listen backlog (Linux's
+    TCP_INFO gives a listening socket's backlog in tcpi_sacked)."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    backlog = struct.unpack_from("I", info, 28)[0]
+    v6only = (
+        sock.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY)
+        if sock.family == socket.AF_INET6
+        else None
+    )
+    reuse = sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR)
+    return (sock.family, sock.getsockname()[0], v6only, reuse, backlog)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="TCP_INFO's listen backlog is Linux's")
+@pytest.mark.parametrize("host", ["", "127.0.0.1", "localhost"])
+async def test_added_listener_binds_as_a_startup_one(host: str) -> None:
+    # one function binds both (proxy/listen_sockets.py): same families, addresses, options
+    # and backlog; a blank host binds 0.0.0.0
+    cfg = load_config(
+        listen=None,
+        advertise=None,
+        data_dir="memory://",
+        config_file=None,
+        overrides={"listeners": f"PLAINTEXT://{host}:0"},
+        environ={},
+    )
+    server = Server(cfg)
+    async with trio.open_nursery() as nursery:
+        _, port = await nursery.start(server.run)
+        try:
+            async with connect(port) as admin:
+                assert server.broker is not None
+                both = f"PLAINTEXT://{host}:0,EXTRA://{host}:0"
+                node = str(server.broker.node_id)
+                assert await alter(admin, node, *ops(both)) == (ErrorCode.none, None)
+                made = {
+                    name: sorted(
+                        _bound_as(s.socket)  # type: ignore[attr-defined]
+                        for s in server.sockets[name]
+                    )
+                    for name in ("PLAINTEXT", "EXTRA")
+                }
+                assert made["EXTRA"] == made["PLAINTEXT"]
+                assert made["EXTRA"]
+                async with connect(extra_port(server)) as c:
+                    assert await metadata_broker(c) != ("", 0)
+        finally:
+            server.stop()

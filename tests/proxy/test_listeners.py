@@ -196,6 +196,8 @@ def test_a_server_properties_with_two_client_listeners(tmp_path: Path) -> None:
         ("HOST", "0.0.0.0", 19092, "localhost", 19092),
         ("INTERNAL", "0.0.0.0", 29092, "kafka", 29092),
     ]  # the controller listener is not bound
+    assert cfg.inter_broker_listener == "INTERNAL"  # its connection quotas differ
+    assert _load(listen="127.0.0.1:0").inter_broker_listener == "PLAINTEXT"  # Kafka's default
     # --listen is the one-listener form and replaces the file's listeners (one clear rule) ...
     assert _addresses(_load(config_file=str(path), listen="127.0.0.1:0")) == [
         ("PLAINTEXT", "127.0.0.1", 0, "127.0.0.1", None)

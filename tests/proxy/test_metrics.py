@@ -12,6 +12,7 @@ from typing import Any
 import confluent_kafka
 import trio
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.metrics.http import render_metrics
@@ -337,3 +338,30 @@ async def test_consumer_protocol_groups() -> None:
         assert value(m, "kafkad_consumer_groups", state="Reconciling") == 1
         assert value(m, "kafkad_consumer_groups", state="Stable") == 0
         assert value(m, "kafkad_groups", state="Stable") == 0  # classic groups only
+
+
+async def test_socket_server_metrics_per_listener() -> None:
+    # Kafka's socket-server-metrics (JMX exporter: kafka_server_socket_server_metrics_*):
+    # connections served count once admitted; one closed at once for its IP's limit is not
+    async with running_broker(**{"max.connections.per.ip": "3"}) as (server, port):
+        prefix = "kafka_server_socket_server_metrics_connection_"
+
+        def counts() -> tuple[float | None, ...]:
+            m = scrape(server)
+            return tuple(
+                value(m, prefix + n, listener="PLAINTEXT")
+                for n in ("count", "creation_total", "close_total")
+            )
+
+        assert counts() == (0, 0, 0)
+        async with connect(port) as a, connect(port) as b:
+            for c in (a, b):
+                assert await c.request(ApiVersionsRequest()) is not None
+            async with connect(port) as third:
+                assert await third.request(ApiVersionsRequest()) is not None
+                async with connect(port) as fourth:  # over the IP's limit: closed at once
+                    with trio.fail_after(5):
+                        assert await fourth.read_frame() is None
+                assert counts() == (3, 3, 0)
+            await until(lambda: counts() == (2, 3, 1))
+        await until(lambda: counts() == (0, 3, 3))
