@@ -29,12 +29,22 @@ TIMEOUT_S = 20.0
 
 
 class BrokerThread:
-    """An in-process broker in a thread; ``call`` runs an async function on its trio loop."""
+    """An in-process broker in a thread; ``call`` runs an async function on its trio loop. A
+    broker that fails to start fails ``__enter__`` with its own error at once; one that does not
+    stop in time fails ``__exit__`` (no broker thread is left behind unnoticed)."""
 
     def __init__(self) -> None:
-        self.ready: queue.Queue[tuple[int, Any, trio.lowlevel.TrioToken]] = queue.Queue()
+        self.ready: queue.Queue[tuple[int, Any, trio.lowlevel.TrioToken] | BaseException] = (
+            queue.Queue()
+        )
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=trio.run, args=(self._main,), daemon=True)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            trio.run(self._main)
+        except BaseException as exc:  # reported to __enter__ (or lost after a clean start)
+            self.ready.put(exc)
 
     async def _main(self) -> None:
         async with running_broker() as (server, port):
@@ -43,12 +53,20 @@ class BrokerThread:
 
     def __enter__(self) -> BrokerThread:
         self.thread.start()
-        self.port, self.broker, self.token = self.ready.get(timeout=TIMEOUT_S)
+        started = self.ready.get(timeout=TIMEOUT_S)
+        if isinstance(started, BaseException):
+            raise RuntimeError("the in-process broker failed to start") from started
+        self.port, self.broker, self.token = started
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
         self.thread.join(TIMEOUT_S)
+        if self.thread.is_alive():
+            raise RuntimeError(f"the in-process broker did not stop within {TIMEOUT_S} s")
+        failed = None if self.ready.empty() else self.ready.get()
+        if isinstance(failed, BaseException):
+            raise RuntimeError("the in-process broker failed while stopping") from failed
 
     def call(self, fn: Callable[[], Any]) -> Any:
         return trio.from_thread.run(fn, trio_token=self.token)
