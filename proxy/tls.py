@@ -21,7 +21,9 @@ Deviations from Kafka:
 - PEM only. ``ssl.keystore.type`` / ``ssl.truststore.type`` default to JKS as in Kafka, and a
   JKS or PKCS12 store is refused with a config error naming PEM (convert with ``keytool`` /
   ``openssl``, or make throwaway PEM files with ``kafkad certs DIR``). Kafka reads only PKCS#8
-  PEM keys; OpenSSL also reads the traditional ``RSA/EC PRIVATE KEY`` forms.
+  PEM keys; OpenSSL also reads the traditional ``RSA/EC PRIVATE KEY`` forms. The type is
+  kept as given and compared with ``PEM`` case-sensitively, as Kafka's ``PEM_TYPE.equals``
+  (``pem`` is a Java KeyStore type Kafka cannot load; DescribeConfigs shows ``pem``).
 - ``ssl.enabled.protocols`` may name TLSv1.2 and TLSv1.3 only (Kafka passes any name on to the
   JVM, whose defaults refuse the older ones at handshake time).
 - ``ssl.cipher.suites`` must be empty (OpenSSL's defaults): Java's suite names are not
@@ -86,10 +88,6 @@ def _bool(v: str) -> bool:
     return v.lower() == "true"
 
 
-def _store_type(v: str) -> str:
-    return v.upper()
-
-
 def _empty_only(why: str) -> Callable[[str], str]:
     def parse(v: str) -> str:
         if v:
@@ -108,13 +106,13 @@ SSL_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
         "",
     ),
     "ssl.client.auth": (_client_auth, "none"),
-    "ssl.keystore.type": (_store_type, "JKS"),
+    "ssl.keystore.type": (str, "JKS"),
     "ssl.keystore.location": (str, ""),
     "ssl.keystore.password": (str, ""),
     "ssl.keystore.key": (str, ""),
     "ssl.keystore.certificate.chain": (str, ""),
     "ssl.key.password": (str, ""),
-    "ssl.truststore.type": (_store_type, "JKS"),
+    "ssl.truststore.type": (str, "JKS"),
     "ssl.truststore.location": (str, ""),
     "ssl.truststore.password": (str, ""),
     "ssl.truststore.certificates": (str, ""),
