@@ -25,6 +25,18 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
     "advertised.listeners": (_LS, "Listeners to publish for clients to use."),
     "listener.security.protocol.map": (_S, "Map between listener names and security protocols."),
     "auto.create.topics.enable": (_B, "Enable auto creation of topic on the server."),
+    # Kafka's configs kafkad shows (``KAFKA_ONLY``) but has none of its own
+    "process.roles": (_LS, "The roles that this process plays: 'broker', 'controller', or both."),
+    "controller.listener.names": (_LS, "A comma-separated list of the controller listeners."),
+    "log.dir": (_LS, "The directories where the log data is stored (supplemental to log.dirs)."),
+    "log.dirs": (_LS, "The directories where the log data is stored; if unset, log.dir's."),
+    "log.retention.hours": (_I, "The number of hours to keep a log file before deleting it."),
+    "log.retention.minutes": (_I, "The number of minutes to keep a log file before deleting it."),
+    "log.roll.hours": (_I, "The maximum time before a new log segment is rolled out (hours)."),
+    "log.flush.scheduler.interval.ms": (
+        _L,
+        "The frequency in ms that the log flusher checks whether any log needs to be flushed.",
+    ),
     "num.partitions": (_I, "The default number of log partitions per topic."),
     "default.replication.factor": (_I, "The replication factor for automatically created topics."),
     "delete.topic.enable": (_B, "Enables delete topic."),
@@ -257,6 +269,23 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
         "Scan interval to remove expired delegation tokens.",
     ),
 }
+
+
+# Kafka configs DescribeConfigs lists though kafkad has no config of that name: the data dir
+# (log.dirs), the roles, the hours/minutes forms a server.properties may give (kafkad keeps
+# their ms form) and the flush scheduler; controller.listener.names only when the config file
+# sets it (kafkad has no controller listener).
+KAFKA_ONLY = frozenset(
+    {
+        "log.dir",
+        "log.dirs",
+        "process.roles",
+        "log.retention.hours",
+        "log.retention.minutes",
+        "log.roll.hours",
+        "log.flush.scheduler.interval.ms",
+    }
+)
 
 
 # kafkad's configs whose default in Kafka's ConfigDef is null (kafkad's is ""): unset, Kafka's

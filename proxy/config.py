@@ -17,7 +17,7 @@ import difflib
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from proxy.listeners import (
     parse_listeners,
 )
 from proxy.sasl.settings import SASL_CONFIGS, SASL_PROTOCOLS, SaslConfigError, listener_sasl
+from proxy.static_originals import static_originals
 from proxy.tls import (
     PER_LISTENER,
     SENSITIVE_CONFIGS,
@@ -343,6 +344,8 @@ class BrokerConfig:
     listeners: tuple[Listener, ...] = ()
     # ``--feature NAME=LEVEL`` (proxy/features.py): levels a new data dir is formatted with
     features: Mapping[str, int] | None = None
+    # Kafka's originals (proxy/static_originals.py): the names the static config sets, as given
+    originals: Mapping[str, str] = field(default_factory=dict)
 
     def endpoints(self) -> tuple[Listener, ...]:
         """The client listeners, the first being the one ``listen_*``/``advertised_*`` name."""
@@ -632,7 +635,8 @@ def load_config(
     and sets its advertised address (refused if the file has several)."""
     env = os.environ if environ is None else environ
     source = f"config file {config_file}"
-    kafka = translate(_read_config_file(config_file) if config_file else {}, source)
+    props = _read_config_file(config_file) if config_file else {}
+    kafka = translate(props, source)
     try:
         values = resolve_values(kafka.values, env, overrides, file_source=source)
     except ConfigError as exc:
@@ -648,6 +652,7 @@ def load_config(
             f"{given} and {' and '.join(explicit)} are both given: use --listen/--advertise for "
             "one listener or listeners/advertised.listeners for several, not both"
         )
+    from_file: str | None = None  # --advertise applied to a config file's one listener
     # As in Kafka, advertised.listeners alone applies to the default listener (PLAINTEXT).
     default = "" if advertise else f"PLAINTEXT://{DEFAULT_LISTEN}"
     binds = values["listeners"] or (default if values["advertised.listeners"] else "")
@@ -661,6 +666,7 @@ def load_config(
                     f"({', '.join(names)}): use advertised.listeners"
                 )
             adverts = ",".join(f"{n}://{advertise}" for n in names)  # checked as the file's
+            from_file = adverts
         parsed = (
             parse_listeners(
                 binds,
@@ -696,6 +702,17 @@ def load_config(
         listen_what = "--listen" if listen else "the default listener"
         parsed = (_one_listener(listen or DEFAULT_LISTEN, advertise, listen_what, "--advertise"),)
     first = parsed[0]
+    env_values = {n: env[env_name(n)] for n in BROKER_CONFIGS if env_name(n) in env}
+    originals = static_originals(
+        {**props, **env_values, **overrides},
+        listen=listen,
+        advertise=advertise,
+        adverts=from_file,
+        data_dir=data_dir,
+        default_listen=DEFAULT_LISTEN,
+        default_data_dir=DEFAULT_DATA_DIR,
+        node_id=values["node.id"],
+    )
     return BrokerConfig(
         listen_host=first.host,
         listen_port=first.port,
@@ -704,4 +721,5 @@ def load_config(
         data_dir=data_dir or kafka.data_dir or DEFAULT_DATA_DIR,
         values=values,
         listeners=parsed,
+        originals=originals,
     )
