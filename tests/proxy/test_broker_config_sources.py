@@ -77,6 +77,13 @@ async def test_command_line_configs_are_static_as_in_a_server_properties() -> No
         )
         assert (e.config_type, e.read_only) == (LIST, False)
         assert shown(own["advertised.listeners"]) == (None, DEFAULT, [])  # no --advertise
+        # SocketServerConfigs' default, in the order its HashMap of listener names gives
+        kafka_map = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
+        assert shown(own["listener.security.protocol.map"]) == (
+            kafka_map,
+            DEFAULT,
+            [("listener.security.protocol.map", kafka_map, DEFAULT)],
+        )
         e = own["log.dirs"]  # the data dir
         assert shown(e) == ("memory://", STATIC, [("log.dirs", "memory://", STATIC)])
         assert (e.config_type, e.read_only) == (LIST, True)
