@@ -343,13 +343,21 @@ _MECHANISM_CONFIGS = (
 _MECHANISM_TYPES = dict.fromkeys(_MECHANISM_CONFIGS[1:4], CLASS) | {"sasl.jaas.config": PASSWORD}
 
 
+def listener_prefixed(name: str) -> tuple[str, str] | None:
+    """``listener.name.<l>.<config>`` -> (l, config), else None: Kafka's ``ListenerConfigRegex``
+    (DynamicBrokerConfig), whose ``[^.]*`` lets the listener name be empty (no listener is
+    named so: such a config is kept but applies to none). The one parser of these names."""
+    m = re.fullmatch(r"listener\.name\.([^.]*)\.(.*)", name, re.DOTALL)
+    return None if m is None else (m[1], m[2])
+
+
 def listener_base(name: str) -> str | None:
     """Kafka's ``brokerConfigSynonyms`` of a listener-prefixed config: its unprefixed name
     (``listener.name.ssl.ssl.keystore.location`` -> ``ssl.keystore.location``,
     ``listener.name.sasl_ssl.plain.sasl.jaas.config`` -> ``sasl.jaas.config``), else None."""
-    if (m := re.fullmatch(r"listener\.name\.[^.]*\.(.*)", name, re.DOTALL)) is None:
+    if (parts := listener_prefixed(name)) is None:
         return None
-    return next((c for c in _MECHANISM_CONFIGS if m[1].endswith(c)), m[1])
+    return next((c for c in _MECHANISM_CONFIGS if parts[1].endswith(c)), parts[1])
 
 
 def config_type(name: str) -> int:

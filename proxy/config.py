@@ -25,7 +25,6 @@ from proxy.acl.settings import ACL_CONFIGS
 from proxy.connection_quota_config import (
     non_negative_int,
     overrides_parser,
-    quota_base,
     validate_values,
 )
 from proxy.fault_injection import parse_spec
@@ -516,7 +515,7 @@ def resolve_values(
         ("--set", overrides),
     ):
         for name, value in values.items():
-            if per_listener_base(name) or quota_base(name):
+            if per_listener_base(name):
                 raw[name] = (value, source)  # listener.name.<name>.<config>: parsed as <config>
             elif name not in BROKER_CONFIGS:
                 errors.append(_unknown(name, source, BROKER_CONFIGS))
@@ -530,10 +529,7 @@ def resolve_values(
     resolved: dict[str, Any] = {}
     for name, (value, source) in raw.items():
         base = per_listener_base(name)
-        if quota := quota_base(name):
-            declared = BROKER_CONFIGS[quota][0]
-        else:
-            declared = PER_LISTENER[base] if base else BROKER_CONFIGS[name][0]
+        declared = PER_LISTENER[base] if base else BROKER_CONFIGS[name][0]
         parser = _READABLE.get(declared, declared)
         try:
             resolved[name] = parser(_java_trim(value))

@@ -172,12 +172,6 @@ class MetadataStore(Protocol):
 Configs = dict[str, dict[str, str]]  # resource name ("" or the node id) -> name -> value
 
 
-def listener_prefixed(name: str) -> tuple[str, str] | None:
-    """``listener.name.<l>.<config>`` -> (l, config)."""
-    m = re.fullmatch(r"listener\.name\.([^.]+)\.(.+)", name)
-    return None if m is None else (m[1], m[2])
-
-
 def listener_security(name: str) -> bool:
     """A keystore/truststore config with a listener prefix: dynamic per broker."""
     return listener_base(name) in SECURITY

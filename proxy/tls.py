@@ -52,6 +52,9 @@ from typing import Any
 import trio
 
 from proxy.acl.settings import SENSITIVE as ACL_SENSITIVE
+from proxy.broker_config_types import listener_prefixed
+from proxy.connection_quota_config import PER_LISTENER as QUOTA_PER_LISTENER
+from proxy.connection_quota_config import non_negative_int
 from proxy.listeners import LISTENER_PREFIX, listener_value
 from proxy.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from proxy.sasl.settings import SASL_CONFIGS, SASL_MECHANISM_CONFIGS
@@ -149,23 +152,20 @@ SENSITIVE_CONFIGS = (
         }
     )
 )
-# Configs a listener may override with its listener.name.<name>. prefix (a SASL layer adds its
-# own names here).
+# Configs a listener may override with its listener.name.<name>. prefix, each with its parser.
 PER_LISTENER: dict[str, Callable[[str], Any]] = {
     **{n: p for n, (p, _) in SSL_CONFIGS.items()},
     **{n: p for n, (p, _) in SASL_CONFIGS.items()},
     **SASL_MECHANISM_CONFIGS,
+    # a listener's connection quotas (proxy/connection_quota_config.py), INTs of at least 0
+    **dict.fromkeys(QUOTA_PER_LISTENER, non_negative_int),
 }
 
 
 def per_listener_base(name: str) -> str | None:
     """The config ``listener.name.<listener>.<config>`` overrides (None: not such a name)."""
-    if not name.startswith(LISTENER_PREFIX):
-        return None
-    listener, sep, base = name[len(LISTENER_PREFIX) :].partition(".")
-    if not listener or not sep or base not in PER_LISTENER:
-        return None
-    return base
+    parts = listener_prefixed(name)
+    return None if parts is None or parts[1] not in PER_LISTENER else parts[1]
 
 
 class TlsConfigError(ValueError):
