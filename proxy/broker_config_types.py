@@ -270,6 +270,9 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
     ),
 }
 
+# Kafka's PASSWORD configs among kafkad's: their values are never shown
+PASSWORDS = frozenset(n for n, (kind, _) in BROKER_CONFIG_INFO.items() if kind == PASSWORD)
+
 
 # Kafka configs DescribeConfigs lists though kafkad has no config of that name: the data dir
 # (log.dirs), the roles, the hours/minutes forms a server.properties may give (kafkad keeps

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from proxy.acl.settings import ACL_CONFIGS
+from proxy.acl.settings import SENSITIVE as ACL_SENSITIVE
+from proxy.broker_config_types import PASSWORDS
 from proxy.connection_quota_config import (
     non_negative_int,
     overrides_parser,
@@ -40,10 +42,10 @@ from proxy.listeners import (
     parse_listeners,
 )
 from proxy.sasl.settings import SASL_CONFIGS, SASL_PROTOCOLS, SaslConfigError, listener_sasl
+from proxy.sasl.settings import SENSITIVE as SASL_SENSITIVE
 from proxy.static_originals import static_originals
 from proxy.tls import (
     PER_LISTENER,
-    SENSITIVE_CONFIGS,
     SSL_CONFIGS,
     TLS_PROTOCOLS,
     TlsConfigError,
@@ -491,6 +493,12 @@ def _unknown(name: str, source: str, known: Iterable[str], what: str = "config")
     close = difflib.get_close_matches(name, list(known), n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
     return f"unknown {what} {name} in {source}{hint}"
+
+
+# Configs whose value a start-up error never shows, as Kafka's ConfigException shows a PASSWORD
+# "[hidden]": Kafka's PASSWORD configs, the mechanisms' JAAS configs (they hold passwords), and
+# the authorizer's super.users and allow.everyone.if.no.acl.found, which DescribeConfigs hides.
+SENSITIVE_CONFIGS = PASSWORDS | SASL_SENSITIVE | ACL_SENSITIVE
 
 
 def resolve_values(

@@ -51,14 +51,12 @@ from typing import Any
 
 import trio
 
-from proxy.acl.settings import SENSITIVE as ACL_SENSITIVE
 from proxy.broker_config_types import listener_prefixed
 from proxy.connection_quota_config import PER_LISTENER as QUOTA_PER_LISTENER
 from proxy.connection_quota_config import non_negative_int
 from proxy.listeners import LISTENER_PREFIX, listener_value
 from proxy.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from proxy.sasl.settings import SASL_CONFIGS, SASL_MECHANISM_CONFIGS
-from proxy.sasl.settings import SENSITIVE as SASL_SENSITIVE
 from proxy.ssl_principal import SslPrincipalMapper, certificate_dn, check_rules
 from proxy.tls_stream import TlsStream
 
@@ -134,24 +132,6 @@ SSL_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "ssl.allow.dn.changes": (_bool, "false"),
     "ssl.allow.san.changes": (_bool, "false"),
 }
-# Kafka's PASSWORD-type ssl configs (and the JAAS configs, which hold passwords; and the
-# authorizer's super.users and allow.everyone.if.no.acl.found, which Kafka does not type):
-# DescribeConfigs shows them as sensitive, with no value.
-SENSITIVE_CONFIGS = (
-    SASL_SENSITIVE
-    | ACL_SENSITIVE
-    | frozenset(
-        {
-            "ssl.keystore.password",
-            "ssl.key.password",
-            "ssl.keystore.key",
-            "ssl.keystore.certificate.chain",
-            "ssl.truststore.password",
-            "ssl.truststore.certificates",
-            "delegation.token.secret.key",
-        }
-    )
-)
 # Configs a listener may override with its listener.name.<name>. prefix, each with its parser.
 PER_LISTENER: dict[str, Callable[[str], Any]] = {
     **{n: p for n, (p, _) in SSL_CONFIGS.items()},
