@@ -54,6 +54,7 @@ from proxy.tls import (
 )
 from storage.api import LogConfig
 from storage.topic_config import COMPRESSION_CONFIGS, TOPIC_CONFIGS, cleanup_flags
+from wire.values import INT_MAX
 
 
 def _bool(v: str) -> bool:
@@ -83,7 +84,6 @@ def _number(v: str) -> float:
 _READABLE: dict[Any, Callable[[str], Any]] = {int: _integer, float: _number}
 
 # Kafka's ConfigDef types: INT and LONG ranges (a value outside them fails to parse in Kafka).
-INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 
 
