@@ -28,6 +28,9 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
     # Kafka's configs kafkad shows (``KAFKA_ONLY``) but has none of its own
     "process.roles": (_LS, "The roles that this process plays: 'broker', 'controller', or both."),
     "controller.listener.names": (_LS, "A comma-separated list of the controller listeners."),
+    "controller.quorum.voters": (_LS, "The quorum's voters, as id@host:port."),
+    "controller.quorum.bootstrap.servers": (_LS, "The controller quorum's bootstrap servers."),
+    "inter.broker.listener.name": (_S, "The listener brokers use to talk to each other."),
     "log.dir": (_LS, "The directories where the log data is stored (supplemental to log.dirs)."),
     "log.dirs": (_LS, "The directories where the log data is stored; if unset, log.dir's."),
     "log.retention.hours": (_I, "The number of hours to keep a log file before deleting it."),
@@ -276,8 +279,9 @@ PASSWORDS = frozenset(n for n, (kind, _) in BROKER_CONFIG_INFO.items() if kind =
 
 # Kafka configs DescribeConfigs lists though kafkad has no config of that name: the data dir
 # (log.dirs), the roles, the hours/minutes forms a server.properties may give (kafkad keeps
-# their ms form) and the flush scheduler; controller.listener.names only when the config file
-# sets it (kafkad has no controller listener).
+# their ms form) and the flush scheduler. Kafka's other KRaft names here
+# (controller.listener.names, controller.quorum.*, inter.broker.listener.name) are listed only
+# when the config file sets them: kafkad checks them but has no controller listener.
 KAFKA_ONLY = frozenset(
     {
         "log.dir",

@@ -158,6 +158,9 @@ KAFKA_DEFAULTS: Mapping[str, str | None] = {
     "node.id": None,
     "process.roles": None,
     "controller.listener.names": None,
+    "controller.quorum.voters": "",  # empty lists
+    "controller.quorum.bootstrap.servers": "",
+    "inter.broker.listener.name": None,
     "log.dir": "/tmp/kafka-logs",
     "log.dirs": None,
 }

@@ -207,3 +207,40 @@ async def test_time_configs_with_a_null_default_show_null_under_their_alternates
         )
         assert shown(own["log.dirs"]) == (None, DEFAULT, [])
         assert server.broker.config.data_dir == one
+
+
+async def test_kafkas_own_server_properties_is_described_as_kafka_describes_it(
+    tmp_path: Path,
+) -> None:
+    """Kafka 4.2's config/server.properties (its ports 0, its log dir here): the KRaft names
+    kafkad only checks are listed as Kafka lists them when set."""
+    props = (
+        "process.roles=broker,controller\nnode.id=1\n"
+        "controller.quorum.bootstrap.servers=localhost:9093\n"
+        "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0\n"
+        "inter.broker.listener.name=PLAINTEXT\ncontroller.listener.names=CONTROLLER\n"
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n"
+        f"log.dirs={tmp_path / 'logs'}\nlog.retention.hours=168\n"
+    )
+    async with broker_from(tmp_path, props) as (server, port), connect(port) as c:
+        own = await describe(c, 4, str(server.broker.node_id))
+        for name, value in (
+            ("controller.quorum.bootstrap.servers", "localhost:9093"),
+            ("inter.broker.listener.name", "PLAINTEXT"),
+            ("controller.listener.names", "CONTROLLER"),
+            ("log.dirs", str(tmp_path / "logs")),
+            ("listeners", "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"),
+        ):
+            assert (own[name].value, own[name].config_source, own[name].read_only) == (
+                value,
+                STATIC,
+                name != "listeners",
+            ), name
+        assert synonyms(own["controller.quorum.bootstrap.servers"]) == [
+            ("controller.quorum.bootstrap.servers", "localhost:9093", STATIC),
+            ("controller.quorum.bootstrap.servers", "", DEFAULT),  # an empty list
+        ]
+        assert synonyms(own["inter.broker.listener.name"]) == [
+            ("inter.broker.listener.name", "PLAINTEXT", STATIC)  # null default
+        ]
+        assert shown(own["log.retention.ms"]) == (None, DEFAULT, [])
