@@ -235,7 +235,7 @@ def broker_entries(
         out.append(
             DescribeConfigsResourceResult(
                 name=name,
-                value=None if hidden or raw is None else _kafka_form(raw, config_type(name)),
+                value=None if hidden else raw,
                 # Kafka: AllDynamicConfigs.contains(name), base names only (so a listener's
                 # override listener.name.<l>.max.connections is read-only, though alterable)
                 read_only=name not in DYNAMIC | LISTENERS,
@@ -260,14 +260,16 @@ _AS_SET |= {"controller.listener.names"}
 def _value(
     dynamic: DynamicBrokerConfigs, values: Mapping[str, Any], name: str, resource: str
 ) -> str | None:
-    """Kafka's value of ``name`` (its KafkaConfig's ``nonInternalValues``, else originals);
-    for the cluster default, the dynamic default's."""
-    if resource == "":
+    """Kafka's value of ``name``: its KafkaConfig's (``nonInternalValues``, parsed and printed
+    back); for the cluster default, the dynamic default's string as stored."""
+    if resource == "":  # Kafka: currentDynamicDefaultConfigs, the strings as stored
         return dynamic.layer("").get(name)
     layers = (dynamic.layer(resource), dynamic.layer(""), dynamic.originals)
     if name in values and (name not in _AS_SET or any(name in x for x in layers[:2])):
-        return render(values[name])
-    return next((x[name] for x in layers if name in x), dynamic.default(name))
+        value: str | None = render(values[name])
+    else:
+        value = next((x[name] for x in layers if name in x), dynamic.default(name))
+    return None if value is None else _kafka_form(value, config_type(name))
 
 
 def _kafka_form(value: str, kind: int) -> str:

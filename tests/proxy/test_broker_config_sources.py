@@ -22,6 +22,7 @@ from tests.proxy.harness import connect, running_broker
 from tests.proxy.test_dynamic_broker_configs import (
     DEFAULT,
     DYNAMIC_BROKER,
+    DYNAMIC_DEFAULT,
     INT,
     LIST,
     LONG,
@@ -244,3 +245,21 @@ async def test_kafkas_own_server_properties_is_described_as_kafka_describes_it(
             ("inter.broker.listener.name", "PLAINTEXT", STATIC)  # null default
         ]
         assert shown(own["log.retention.ms"]) == (None, DEFAULT, [])
+
+
+async def test_the_cluster_default_shows_its_strings_as_stored() -> None:
+    """Kafka's cluster default is described from its stored strings
+    (currentDynamicDefaultConfigs); a broker's from its parsed config, a LIST's items trimmed."""
+    async with running_broker() as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)
+        assert await alter(c, "", ("log.cleanup.policy", SET, "compact, delete")) == (0, None)
+        e = (await describe(c, 4, ""))["log.cleanup.policy"]
+        assert (e.value, synonyms(e)) == (
+            "compact, delete",
+            [("log.cleanup.policy", "compact, delete", DYNAMIC_DEFAULT)],
+        )
+        e = (await describe(c, 4, node))["log.cleanup.policy"]
+        assert (e.value, synonyms(e)[0]) == (
+            "compact,delete",
+            ("log.cleanup.policy", "compact, delete", DYNAMIC_DEFAULT),
+        )
