@@ -20,6 +20,7 @@ _B, _S, _I, _L, _D, _LS, _C, _P = BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, CLAS
 # name -> (Kafka's type, documentation)
 BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
     "node.id": (_I, "The node ID associated with the roles this process is playing."),
+    "broker.id": (_I, "The broker id for this server (node.id's value unless set)."),
     # LIST in Kafka 4.2 (KIP-1161: SocketServerConfigs' ValidList.anyNonDuplicateValues)
     "listeners": (_LS, "Listener List - Comma-separated list of URIs we will listen on."),
     "advertised.listeners": (_LS, "Listeners to publish for clients to use."),
@@ -277,13 +278,14 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
 PASSWORDS = frozenset(n for n, (kind, _) in BROKER_CONFIG_INFO.items() if kind == PASSWORD)
 
 
-# Kafka configs DescribeConfigs lists though kafkad has no config of that name: the data dir
-# (log.dirs), the roles, the hours/minutes forms a server.properties may give (kafkad keeps
-# their ms form) and the flush scheduler. Kafka's other KRaft names here
+# Kafka configs DescribeConfigs lists though kafkad has no config of that name: broker.id
+# (node.id's), the data dir (log.dirs), the roles, the hours/minutes forms a server.properties
+# may give (kafkad keeps their ms form) and the flush scheduler. Kafka's other KRaft names here
 # (controller.listener.names, controller.quorum.*, inter.broker.listener.name) are listed only
 # when the config file sets them: kafkad checks them but has no controller listener.
 KAFKA_ONLY = frozenset(
     {
+        "broker.id",
         "log.dir",
         "log.dirs",
         "process.roles",

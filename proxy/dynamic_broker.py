@@ -156,6 +156,7 @@ KAFKA_DEFAULTS: Mapping[str, str | None] = {
     "log.flush.scheduler.interval.ms": str(2**63 - 1),
     "listeners": "PLAINTEXT://:9092",  # SocketServerConfigs.LISTENERS_DEFAULT
     "node.id": None,
+    "broker.id": "-1",  # ServerConfigs.BROKER_ID_DEFAULT
     "process.roles": None,
     "controller.listener.names": None,
     "controller.quorum.voters": "",  # empty lists

@@ -7,7 +7,8 @@ Besides the config file (Kafka's names, before ``proxy/kafka_properties.py`` tra
 a Kafka node's server.properties must: ``--listen``/``--advertise`` are ``listeners`` /
 ``advertised.listeners`` (``PLAINTEXT://HOST:PORT``; kafkad's default listener when none is
 given), the data dir is ``log.dirs`` (unless a config file's ``log.dir`` alone named it),
-``node.id`` and ``process.roles`` (one combined node) are always set, as KRaft requires.
+``node.id`` and ``process.roles`` (one combined node) are always set, as KRaft requires, and
+``broker.id`` is ``node.id``'s string unless given (Kafka's ``populateSynonyms``).
 """
 
 from __future__ import annotations
@@ -48,5 +49,6 @@ def static_originals(
     elif "log.dirs" not in out and "log.dir" not in out:
         out["log.dirs"] = default_data_dir
     out.setdefault("node.id", str(node_id))
+    out.setdefault("broker.id", out["node.id"])  # KafkaConfig.populateSynonyms
     out.setdefault("process.roles", "broker,controller")
     return out

@@ -94,6 +94,13 @@ async def test_command_line_configs_are_static_as_in_a_server_properties() -> No
         # NO_DEFAULT_VALUE in KRaftConfigs: always set, no DEFAULT_CONFIG synonym
         e = own["node.id"]
         assert (shown(e), e.config_type) == (("1", STATIC, [("node.id", "1", STATIC)]), INT)
+        # KafkaConfig.populateSynonyms: broker.id is node.id's string unless set itself
+        e = own["broker.id"]
+        assert (shown(e), e.config_type, e.read_only) == (
+            ("1", STATIC, [("broker.id", "1", STATIC), ("broker.id", "-1", DEFAULT)]),
+            INT,
+            True,
+        )
         e = own["process.roles"]
         assert shown(e) == (
             "broker,controller",
