@@ -100,3 +100,21 @@ def test_connection_quotas_altered_and_refused_as_kafka(own_broker: BrokerProces
     assert own[rate].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
     _alter(admin, node, ConfigEntry(rate, None, incremental_operation=AlterConfigOpType.DELETE))
     assert rate not in _describe(admin, node)
+
+
+def test_static_configs_described_as_a_kafka_node_shows_them(bootstrap: str) -> None:
+    """What the command line and server.properties set, as Kafka 4.2 shows a server.properties
+    that sets it (STATIC_BROKER_CONFIG); a config whose default is null, null."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    own = _describe(admin, _node_id(admin))
+    static = ConfigSource.STATIC_BROKER_CONFIG.value
+    for name in ("listeners", "log.dirs", "node.id", "process.roles"):
+        assert own[name].source == static, name
+        assert own[name].is_read_only == (name != "listeners"), name
+    assert own["listeners"].value.startswith("PLAINTEXT://")
+    assert own["node.id"].value == _node_id(admin)
+    for name in ("log.retention.ms", "log.roll.ms", "log.flush.interval.ms"):
+        entry = own[name]
+        assert (entry.value, entry.source) == (None, ConfigSource.DEFAULT_CONFIG.value), name
+    assert own["log.retention.hours"].value == "168"
+    assert own["log.dir"].source == ConfigSource.DEFAULT_CONFIG.value

@@ -105,6 +105,7 @@ class Broker:
             config.values,
             {n: parser for n, (parser, _) in BROKER_CONFIGS.items()},
             {n: default for n, (_, default) in BROKER_CONFIGS.items()},
+            config.originals,
         )
         self.dynamic.listeners.append(self._dynamic_changed)
         # Listener name -> the address advertised on it; a port-0 listener without an

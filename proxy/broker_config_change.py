@@ -19,7 +19,6 @@ from kio.schema.errors import ErrorCode
 
 from proxy.broker_config_types import LIST, UNKNOWN, exact_type
 from proxy.config import BROKER_CONFIGS
-from proxy.connection_quota_config import quota_base
 from proxy.dynamic_broker import DynamicBrokerConfigs, refusal
 from proxy.kafka_properties import IGNORED, KRAFT, MUST_BE_ONE
 from proxy.tls import per_listener_base
@@ -59,11 +58,7 @@ _KAFKA_STATIC_LISTS_WITHOUT_DEFAULT = frozenset({"process.roles", "controller.li
 
 
 def _known(name: str) -> bool:
-    return (
-        name in BROKER_CONFIGS
-        or per_listener_base(name) is not None
-        or quota_base(name) is not None
-    )
+    return name in BROKER_CONFIGS or per_listener_base(name) is not None
 
 
 def _read_only_if_not_dynamic(name: str) -> bool:

@@ -20,11 +20,27 @@ _B, _S, _I, _L, _D, _LS, _C, _P = BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, CLAS
 # name -> (Kafka's type, documentation)
 BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
     "node.id": (_I, "The node ID associated with the roles this process is playing."),
+    "broker.id": (_I, "The broker id for this server (node.id's value unless set)."),
     # LIST in Kafka 4.2 (KIP-1161: SocketServerConfigs' ValidList.anyNonDuplicateValues)
     "listeners": (_LS, "Listener List - Comma-separated list of URIs we will listen on."),
     "advertised.listeners": (_LS, "Listeners to publish for clients to use."),
     "listener.security.protocol.map": (_S, "Map between listener names and security protocols."),
     "auto.create.topics.enable": (_B, "Enable auto creation of topic on the server."),
+    # Kafka's configs kafkad shows (``KAFKA_ONLY``) but has none of its own
+    "process.roles": (_LS, "The roles that this process plays: 'broker', 'controller', or both."),
+    "controller.listener.names": (_LS, "A comma-separated list of the controller listeners."),
+    "controller.quorum.voters": (_LS, "The quorum's voters, as id@host:port."),
+    "controller.quorum.bootstrap.servers": (_LS, "The controller quorum's bootstrap servers."),
+    "inter.broker.listener.name": (_S, "The listener brokers use to talk to each other."),
+    "log.dir": (_LS, "The directories where the log data is stored (supplemental to log.dirs)."),
+    "log.dirs": (_LS, "The directories where the log data is stored; if unset, log.dir's."),
+    "log.retention.hours": (_I, "The number of hours to keep a log file before deleting it."),
+    "log.retention.minutes": (_I, "The number of minutes to keep a log file before deleting it."),
+    "log.roll.hours": (_I, "The maximum time before a new log segment is rolled out (hours)."),
+    "log.flush.scheduler.interval.ms": (
+        _L,
+        "The frequency in ms that the log flusher checks whether any log needs to be flushed.",
+    ),
     "num.partitions": (_I, "The default number of log partitions per topic."),
     "default.replication.factor": (_I, "The replication factor for automatically created topics."),
     "delete.topic.enable": (_B, "Enables delete topic."),
@@ -258,6 +274,28 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
     ),
 }
 
+# Kafka's PASSWORD configs among kafkad's: their values are never shown
+PASSWORDS = frozenset(n for n, (kind, _) in BROKER_CONFIG_INFO.items() if kind == PASSWORD)
+
+
+# Kafka configs DescribeConfigs lists though kafkad has no config of that name: broker.id
+# (node.id's), the data dir (log.dirs), the roles, the hours/minutes forms a server.properties
+# may give (kafkad keeps their ms form) and the flush scheduler. Kafka's other KRaft names here
+# (controller.listener.names, controller.quorum.*, inter.broker.listener.name) are listed only
+# when the config file sets them: kafkad checks them but has no controller listener.
+KAFKA_ONLY = frozenset(
+    {
+        "broker.id",
+        "log.dir",
+        "log.dirs",
+        "process.roles",
+        "log.retention.hours",
+        "log.retention.minutes",
+        "log.roll.hours",
+        "log.flush.scheduler.interval.ms",
+    }
+)
+
 
 # kafkad's configs whose default in Kafka's ConfigDef is null (kafkad's is ""): unset, Kafka's
 # DescribeConfigs shows them with a null value, source DEFAULT_CONFIG and no synonym
@@ -314,13 +352,21 @@ _MECHANISM_CONFIGS = (
 _MECHANISM_TYPES = dict.fromkeys(_MECHANISM_CONFIGS[1:4], CLASS) | {"sasl.jaas.config": PASSWORD}
 
 
+def listener_prefixed(name: str) -> tuple[str, str] | None:
+    """``listener.name.<l>.<config>`` -> (l, config), else None: Kafka's ``ListenerConfigRegex``
+    (DynamicBrokerConfig), whose ``[^.]*`` lets the listener name be empty (no listener is
+    named so: such a config is kept but applies to none). The one parser of these names."""
+    m = re.fullmatch(r"listener\.name\.([^.]*)\.(.*)", name, re.DOTALL)
+    return None if m is None else (m[1], m[2])
+
+
 def listener_base(name: str) -> str | None:
     """Kafka's ``brokerConfigSynonyms`` of a listener-prefixed config: its unprefixed name
     (``listener.name.ssl.ssl.keystore.location`` -> ``ssl.keystore.location``,
     ``listener.name.sasl_ssl.plain.sasl.jaas.config`` -> ``sasl.jaas.config``), else None."""
-    if (m := re.fullmatch(r"listener\.name\.[^.]*\.(.*)", name, re.DOTALL)) is None:
+    if (parts := listener_prefixed(name)) is None:
         return None
-    return next((c for c in _MECHANISM_CONFIGS if m[1].endswith(c)), m[1])
+    return next((c for c in _MECHANISM_CONFIGS if parts[1].endswith(c)), parts[1])
 
 
 def config_type(name: str) -> int:

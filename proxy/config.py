@@ -17,14 +17,16 @@ import difflib
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from proxy.acl.settings import ACL_CONFIGS
+from proxy.acl.settings import SENSITIVE as ACL_SENSITIVE
+from proxy.broker_config_types import PASSWORDS
+from proxy.config_ranges import at_least, whole_number
 from proxy.connection_quota_config import (
     overrides_parser,
-    quota_base,
     validate_values,
 )
 from proxy.fault_injection import parse_spec
@@ -40,9 +42,10 @@ from proxy.listeners import (
     parse_listeners,
 )
 from proxy.sasl.settings import SASL_CONFIGS, SASL_PROTOCOLS, SaslConfigError, listener_sasl
+from proxy.sasl.settings import SENSITIVE as SASL_SENSITIVE
+from proxy.static_originals import static_originals
 from proxy.tls import (
     PER_LISTENER,
-    SENSITIVE_CONFIGS,
     SSL_CONFIGS,
     TLS_PROTOCOLS,
     TlsConfigError,
@@ -51,6 +54,7 @@ from proxy.tls import (
 )
 from storage.api import LogConfig
 from storage.topic_config import COMPRESSION_CONFIGS, TOPIC_CONFIGS, cleanup_flags
+from wire.values import INT_MAX, LONG_MAX
 
 
 def _bool(v: str) -> bool:
@@ -62,13 +66,6 @@ def _bool(v: str) -> bool:
     raise ValueError("must be true or false")
 
 
-def _integer(v: str) -> int:
-    try:
-        return int(v.strip())
-    except ValueError:
-        raise ValueError("must be a whole number") from None
-
-
 def _number(v: str) -> float:
     try:
         return float(v.strip())
@@ -77,32 +74,14 @@ def _number(v: str) -> float:
 
 
 # Plain ``int``/``float`` parsers (configs added without a range) still get readable errors.
-_READABLE: dict[Any, Callable[[str], Any]] = {int: _integer, float: _number}
-
-# Kafka's ConfigDef types: INT and LONG ranges (a value outside them fails to parse in Kafka).
-INT_MAX = 2**31 - 1
-LONG_MAX = 2**63 - 1
-
-
-def at_least(low: int, high: int = LONG_MAX) -> Callable[[str], int]:
-    """Kafka's ``Range.atLeast(low)`` for an INT (high=INT_MAX) or LONG config."""
-
-    def parse(v: str) -> int:
-        n = _integer(v)
-        if not low <= n <= high:
-            raise ValueError(
-                f"must be between {low} and {high}" if n > high else f"must be at least {low}"
-            )
-        return n
-
-    return parse
+_READABLE: dict[Any, Callable[[str], Any]] = {int: whole_number, float: _number}
 
 
 def unlimited_or_at_least(low: int) -> Callable[[str], int]:
     """-1 (no limit) or ``low`` and up: Kafka's rule for ``log.retention.ms``."""
 
     def parse(v: str) -> int:
-        n = _integer(v)
+        n = whole_number(v)
         if n != -1 and not low <= n <= LONG_MAX:
             raise ValueError(f"must be -1 (unlimited) or at least {low}")
         return n
@@ -345,6 +324,8 @@ class BrokerConfig:
     # Kafka's interBrokerListenerName: ``inter.broker.listener.name``, else the listener named
     # after ``security.inter.broker.protocol`` (PLAINTEXT); its connection quotas differ
     inter_broker_listener: str = "PLAINTEXT"
+    # Kafka's originals (proxy/static_originals.py): the names the static config sets, as given
+    originals: Mapping[str, str] = field(default_factory=dict)
 
     def endpoints(self) -> tuple[Listener, ...]:
         """The client listeners, the first being the one ``listen_*``/``advertised_*`` name."""
@@ -493,6 +474,12 @@ def _unknown(name: str, source: str, known: Iterable[str], what: str = "config")
     return f"unknown {what} {name} in {source}{hint}"
 
 
+# Configs whose value a start-up error never shows, as Kafka's ConfigException shows a PASSWORD
+# "[hidden]": Kafka's PASSWORD configs, the mechanisms' JAAS configs (they hold passwords), and
+# the authorizer's super.users and allow.everyone.if.no.acl.found, which DescribeConfigs hides.
+SENSITIVE_CONFIGS = PASSWORDS | SASL_SENSITIVE | ACL_SENSITIVE
+
+
 def resolve_values(
     file_values: Mapping[str, str],
     environ: Mapping[str, str],
@@ -515,7 +502,7 @@ def resolve_values(
         ("--set", overrides),
     ):
         for name, value in values.items():
-            if per_listener_base(name) or quota_base(name):
+            if per_listener_base(name):
                 raw[name] = (value, source)  # listener.name.<name>.<config>: parsed as <config>
             elif name not in BROKER_CONFIGS:
                 errors.append(_unknown(name, source, BROKER_CONFIGS))
@@ -529,10 +516,7 @@ def resolve_values(
     resolved: dict[str, Any] = {}
     for name, (value, source) in raw.items():
         base = per_listener_base(name)
-        if quota := quota_base(name):
-            declared = BROKER_CONFIGS[quota][0]
-        else:
-            declared = PER_LISTENER[base] if base else BROKER_CONFIGS[name][0]
+        declared = PER_LISTENER[base] if base else BROKER_CONFIGS[name][0]
         parser = _READABLE.get(declared, declared)
         try:
             resolved[name] = parser(_java_trim(value))
@@ -634,7 +618,8 @@ def load_config(
     and sets its advertised address (refused if the file has several)."""
     env = os.environ if environ is None else environ
     source = f"config file {config_file}"
-    kafka = translate(_read_config_file(config_file) if config_file else {}, source)
+    props = _read_config_file(config_file) if config_file else {}
+    kafka = translate(props, source)
     try:
         values = resolve_values(kafka.values, env, overrides, file_source=source)
     except ConfigError as exc:
@@ -650,6 +635,7 @@ def load_config(
             f"{given} and {' and '.join(explicit)} are both given: use --listen/--advertise for "
             "one listener or listeners/advertised.listeners for several, not both"
         )
+    from_file: str | None = None  # --advertise applied to a config file's one listener
     # As in Kafka, advertised.listeners alone applies to the default listener (PLAINTEXT).
     default = "" if advertise else f"PLAINTEXT://{DEFAULT_LISTEN}"
     binds = values["listeners"] or (default if values["advertised.listeners"] else "")
@@ -663,6 +649,7 @@ def load_config(
                     f"({', '.join(names)}): use advertised.listeners"
                 )
             adverts = ",".join(f"{n}://{advertise}" for n in names)  # checked as the file's
+            from_file = adverts
         parsed = (
             parse_listeners(
                 binds,
@@ -698,6 +685,17 @@ def load_config(
         listen_what = "--listen" if listen else "the default listener"
         parsed = (_one_listener(listen or DEFAULT_LISTEN, advertise, listen_what, "--advertise"),)
     first = parsed[0]
+    env_values = {n: env[env_name(n)] for n in BROKER_CONFIGS if env_name(n) in env}
+    originals = static_originals(
+        {**props, **env_values, **overrides},
+        listen=listen,
+        advertise=advertise,
+        adverts=from_file,
+        data_dir=data_dir,
+        default_listen=DEFAULT_LISTEN,
+        default_data_dir=DEFAULT_DATA_DIR,
+        node_id=values["node.id"],
+    )
     return BrokerConfig(
         listen_host=first.host,
         listen_port=first.port,
@@ -707,4 +705,5 @@ def load_config(
         values=values,
         listeners=parsed,
         inter_broker_listener=kafka.inter_broker or "PLAINTEXT",
+        originals=originals,
     )

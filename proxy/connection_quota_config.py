@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from proxy.broker_config_types import listener_base
+from wire.values import INT_MAX
 
-INT_MAX = 2**31 - 1
 MAX_CONNECTIONS = "max.connections"
 MAX_CONNECTIONS_PER_IP = "max.connections.per.ip"
 MAX_CONNECTIONS_PER_IP_OVERRIDES = "max.connections.per.ip.overrides"

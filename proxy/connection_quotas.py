@@ -74,7 +74,6 @@ import trio
 
 from proxy.accept import accept_retrying
 from proxy.connection_quota_config import (
-    INT_MAX,
     MAX_CONNECTION_CREATION_RATE,
     MAX_CONNECTIONS,
     MAX_CONNECTIONS_PER_IP,
@@ -84,6 +83,7 @@ from proxy.connection_quota_config import (
 )
 from proxy.quotas.model import CONNECTION_CREATION_RATE, IP, Quotas
 from proxy.quotas.throttle import Rate, throttle_time_ms
+from wire.values import INT_MAX
 
 IP_SENSOR_EXPIRY_MS = 3600 * 1000  # Kafka's ConnectionQuotaEntity.sensorExpiration for an IP
 IP_SENSORS_PRUNE_AT = 4096

@@ -4,9 +4,10 @@ or cluster-wide (resource name ""), kept durably and applied at once.
 
 Layers, highest precedence first (Kafka's synonym order): DYNAMIC_BROKER_CONFIG (this node's),
 DYNAMIC_DEFAULT_BROKER_CONFIG (the cluster default), STATIC_BROKER_CONFIG (server.properties,
-the environment, ``--set``), DEFAULT_CONFIG. The effective values are written into the broker's
-one values mapping (``BrokerConfig.values``), which every reader looks up at use time; the log
-defaults of topics without overrides are re-applied to their open partitions.
+the environment, ``--set``, the command line: Kafka's originals, ``originals``), DEFAULT_CONFIG.
+The effective values are written into the broker's one values mapping (``BrokerConfig.values``),
+which every reader looks up at use time; the log defaults of topics without overrides are
+re-applied to their open partitions.
 
 Which configs are dynamic: Kafka's ``AllDynamicConfigs`` that kafkad has (``DYNAMIC``): the log
 defaults (Kafka's ``DynamicLogConfig``: every broker synonym of a topic config), the log
@@ -132,13 +133,19 @@ SECURITY = frozenset(
     }
 )
 
-# Kafka's alternates of one broker config (DynamicBrokerConfig.brokerConfigSynonyms), and the
-# defaults Kafka's ConfigDef gives them (the ms forms have none).
+# Kafka's alternates of one broker config (DynamicBrokerConfig.brokerConfigSynonyms): ms, then
+# minutes, then hours; log.flush.scheduler.interval.ms is the default of log.flush.interval.ms
+# but has no synonym of its own.
+_RETENTION = ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
+_ROLL = ("log.roll.ms", "log.roll.hours")
 ALTERNATES: Mapping[str, tuple[str, ...]] = {
-    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    **dict.fromkeys(_RETENTION, _RETENTION),
+    **dict.fromkeys(_ROLL, _ROLL),
     "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
 }
+# Kafka's ConfigDef defaults where kafkad's differ or kafkad has no config of that name (None:
+# null or NO_DEFAULT_VALUE, so no DEFAULT_CONFIG synonym): the ms forms, whose value kafkad
+# takes from their alternates, the configs its command line sets, log.dir(s).
 KAFKA_DEFAULTS: Mapping[str, str | None] = {
     "log.retention.ms": None,
     "log.retention.minutes": None,
@@ -147,6 +154,16 @@ KAFKA_DEFAULTS: Mapping[str, str | None] = {
     "log.roll.hours": "168",
     "log.flush.interval.ms": None,
     "log.flush.scheduler.interval.ms": str(2**63 - 1),
+    "listeners": "PLAINTEXT://:9092",  # SocketServerConfigs.LISTENERS_DEFAULT
+    "node.id": None,
+    "broker.id": "-1",  # ServerConfigs.BROKER_ID_DEFAULT
+    "process.roles": None,
+    "controller.listener.names": None,
+    "controller.quorum.voters": "",  # empty lists
+    "controller.quorum.bootstrap.servers": "",
+    "inter.broker.listener.name": None,
+    "log.dir": "/tmp/kafka-logs",
+    "log.dirs": None,
 }
 
 
@@ -157,12 +174,6 @@ class MetadataStore(Protocol):
 
 
 Configs = dict[str, dict[str, str]]  # resource name ("" or the node id) -> name -> value
-
-
-def listener_prefixed(name: str) -> tuple[str, str] | None:
-    """``listener.name.<l>.<config>`` -> (l, config)."""
-    m = re.fullmatch(r"listener\.name\.([^.]+)\.(.+)", name)
-    return None if m is None else (m[1], m[2])
 
 
 def listener_security(name: str) -> bool:
@@ -192,11 +203,15 @@ class DynamicBrokerConfigs:
         values: MutableMapping[str, Any],
         parsers: Mapping[str, Callable[[str], Any]],
         defaults: Mapping[str, str],
+        originals: Mapping[str, str],
     ) -> None:
         self._store = store
         self.node = str(node_id)
         self.values = values
         self.static = dict(values)  # as the broker started, before any dynamic layer
+        # Kafka's staticBrokerConfigs: what the static config sets, as given
+        # (proxy/static_originals.py)
+        self.originals = dict(originals)
         self._parsers = parsers
         self._defaults = defaults
         self._configs: Configs = {}
@@ -275,21 +290,11 @@ class DynamicBrokerConfigs:
         for listener in self.listeners:
             listener()
 
-    def source(self, name: str) -> int:
-        if name in self.layer(self.node):
-            return DYNAMIC_BROKER_CONFIG
-        if name in self.layer(""):
-            return DYNAMIC_DEFAULT_BROKER_CONFIG
-        return self.static_source(name)
-
-    def static_source(self, name: str) -> int:
-        """STATIC_BROKER_CONFIG if the static value differs from kafkad's default."""
-        if name in self.static and listener_base(name):
-            return STATIC_BROKER_CONFIG  # a listener's override (no default of its own)
-        if name not in self.static or name not in self._defaults:
-            return DEFAULT_CONFIG  # a name only stored dynamically
-        set_ = render(self.static[name]) != self._defaults[name]
-        return STATIC_BROKER_CONFIG if set_ else DEFAULT_CONFIG
+    def default(self, name: str) -> str | None:
+        """Kafka's ConfigDef default of ``name`` as a string (None: null or no default)."""
+        if name in KAFKA_DEFAULTS:
+            return KAFKA_DEFAULTS[name]
+        return None if name in NULL_DEFAULTS else self._defaults.get(name)
 
     def synonyms(self, name: str, *, per_broker: bool) -> list[tuple[str, str, int]]:
         """Kafka's ConfigHelper.configSynonyms: (name, value, source) for each alternate name
@@ -301,14 +306,11 @@ class DynamicBrokerConfigs:
         for source, layer in (
             (DYNAMIC_BROKER_CONFIG, self.layer(self.node)),
             (DYNAMIC_DEFAULT_BROKER_CONFIG, self.layer("")),
+            (STATIC_BROKER_CONFIG, self.originals),
         ):
             out += [(n, layer[n], source) for n in names if n in layer]
         for n in names:
-            if n in (name, base) and self.static_source(n) == STATIC_BROKER_CONFIG:
-                out.append((n, render(self.static[n]), STATIC_BROKER_CONFIG))
-        for n in names:
-            default = KAFKA_DEFAULTS[n] if n in KAFKA_DEFAULTS else self._defaults.get(n)
-            if default is not None and n not in NULL_DEFAULTS:
+            if (default := self.default(n)) is not None:
                 out.append((n, default, DEFAULT_CONFIG))
         while out and out[0][0] != name:
             out.pop(0)

@@ -50,7 +50,8 @@ import socket
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from proxy.dynamic_broker import DynamicBrokerConfigs, listener_prefixed
+from proxy.broker_config_types import listener_prefixed
+from proxy.dynamic_broker import DynamicBrokerConfigs
 from proxy.listen_sockets import bind_sockets
 from proxy.listeners import Listener, ListenerError, listener_map, parse_listeners, protocol_map
 from proxy.sasl.settings import SASL_PROTOCOLS, SaslConfigError, listener_sasl

@@ -36,7 +36,8 @@ from typing import Any
 
 from cryptography import x509
 
-from proxy.dynamic_broker import SECURITY, DynamicBrokerConfigs, listener_prefixed
+from proxy.broker_config_types import listener_prefixed
+from proxy.dynamic_broker import SECURITY, DynamicBrokerConfigs
 from proxy.dynamic_listeners import invalid_dynamic
 from proxy.listeners import Listener, listener_value
 from proxy.tls import TLS_PROTOCOLS, TlsConfigError, TlsSettings, server_settings

@@ -66,11 +66,12 @@ from typing import NamedTuple, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from wire.values import INT_MAX
+
 ZERO_ID = uuid.UUID(int=0)
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
-INT_MAX = 2**31 - 1
 NUM_SHARDS = 8  # Kafka's KafkaBroker.NumFetchSessionCacheShards
 EVICTION_MS = 120_000  # Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
 TOPIC_ID_VERSION = 13  # Fetch v13+ name topics by id (KIP-516)

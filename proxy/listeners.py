@@ -28,8 +28,11 @@ from typing import Any
 
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "0:0:0:0:0:0:0:0"})
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-# Kafka's default listener.security.protocol.map: each protocol's name maps to itself.
-DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
+# Kafka's default listener.security.protocol.map: each protocol's name maps to itself, in the
+# order Kafka prints it (SocketServerConfigs collects them in a HashMap of listener names).
+DEFAULT_PROTOCOL_MAP = ",".join(
+    f"{p}:{p}" for p in ("SASL_SSL", "PLAINTEXT", "SSL", "SASL_PLAINTEXT")
+)
 SERVED_PROTOCOLS = frozenset(SECURITY_PROTOCOLS)
 
 

@@ -21,7 +21,9 @@ Deviations from Kafka:
 - PEM only. ``ssl.keystore.type`` / ``ssl.truststore.type`` default to JKS as in Kafka, and a
   JKS or PKCS12 store is refused with a config error naming PEM (convert with ``keytool`` /
   ``openssl``, or make throwaway PEM files with ``kafkad certs DIR``). Kafka reads only PKCS#8
-  PEM keys; OpenSSL also reads the traditional ``RSA/EC PRIVATE KEY`` forms.
+  PEM keys; OpenSSL also reads the traditional ``RSA/EC PRIVATE KEY`` forms. The type is
+  kept as given and compared with ``PEM`` case-sensitively, as Kafka's ``PEM_TYPE.equals``
+  (``pem`` is a Java KeyStore type Kafka cannot load; DescribeConfigs shows ``pem``).
 - ``ssl.enabled.protocols`` may name TLSv1.2 and TLSv1.3 only (Kafka passes any name on to the
   JVM, whose defaults refuse the older ones at handshake time).
 - ``ssl.cipher.suites`` must be empty (OpenSSL's defaults): Java's suite names are not
@@ -49,13 +51,15 @@ from typing import Any
 
 import trio
 
-from proxy.acl.settings import SENSITIVE as ACL_SENSITIVE
+from proxy.broker_config_types import listener_prefixed
+from proxy.config_ranges import at_least
+from proxy.connection_quota_config import PER_LISTENER as QUOTA_PER_LISTENER
 from proxy.listeners import LISTENER_PREFIX, listener_value
 from proxy.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from proxy.sasl.settings import SASL_CONFIGS, SASL_MECHANISM_CONFIGS
-from proxy.sasl.settings import SENSITIVE as SASL_SENSITIVE
 from proxy.ssl_principal import SslPrincipalMapper, certificate_dn, check_rules
 from proxy.tls_stream import TlsStream
+from wire.values import INT_MAX
 
 log = logging.getLogger("kafkad.tls")
 
@@ -86,10 +90,6 @@ def _bool(v: str) -> bool:
     return v.lower() == "true"
 
 
-def _store_type(v: str) -> str:
-    return v.upper()
-
-
 def _empty_only(why: str) -> Callable[[str], str]:
     def parse(v: str) -> str:
         if v:
@@ -108,13 +108,13 @@ SSL_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
         "",
     ),
     "ssl.client.auth": (_client_auth, "none"),
-    "ssl.keystore.type": (_store_type, "JKS"),
+    "ssl.keystore.type": (str, "JKS"),
     "ssl.keystore.location": (str, ""),
     "ssl.keystore.password": (str, ""),
     "ssl.keystore.key": (str, ""),
     "ssl.keystore.certificate.chain": (str, ""),
     "ssl.key.password": (str, ""),
-    "ssl.truststore.type": (_store_type, "JKS"),
+    "ssl.truststore.type": (str, "JKS"),
     "ssl.truststore.location": (str, ""),
     "ssl.truststore.password": (str, ""),
     "ssl.truststore.certificates": (str, ""),
@@ -133,41 +133,20 @@ SSL_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "ssl.allow.dn.changes": (_bool, "false"),
     "ssl.allow.san.changes": (_bool, "false"),
 }
-# Kafka's PASSWORD-type ssl configs (and the JAAS configs, which hold passwords; and the
-# authorizer's super.users and allow.everyone.if.no.acl.found, which Kafka does not type):
-# DescribeConfigs shows them as sensitive, with no value.
-SENSITIVE_CONFIGS = (
-    SASL_SENSITIVE
-    | ACL_SENSITIVE
-    | frozenset(
-        {
-            "ssl.keystore.password",
-            "ssl.key.password",
-            "ssl.keystore.key",
-            "ssl.keystore.certificate.chain",
-            "ssl.truststore.password",
-            "ssl.truststore.certificates",
-            "delegation.token.secret.key",
-        }
-    )
-)
-# Configs a listener may override with its listener.name.<name>. prefix (a SASL layer adds its
-# own names here).
+# Configs a listener may override with its listener.name.<name>. prefix, each with its parser.
 PER_LISTENER: dict[str, Callable[[str], Any]] = {
     **{n: p for n, (p, _) in SSL_CONFIGS.items()},
     **{n: p for n, (p, _) in SASL_CONFIGS.items()},
     **SASL_MECHANISM_CONFIGS,
+    # a listener's connection quotas (proxy/connection_quota_config.py), INTs of at least 0
+    **dict.fromkeys(QUOTA_PER_LISTENER, at_least(0, INT_MAX)),
 }
 
 
 def per_listener_base(name: str) -> str | None:
     """The config ``listener.name.<listener>.<config>`` overrides (None: not such a name)."""
-    if not name.startswith(LISTENER_PREFIX):
-        return None
-    listener, sep, base = name[len(LISTENER_PREFIX) :].partition(".")
-    if not listener or not sep or base not in PER_LISTENER:
-        return None
-    return base
+    parts = listener_prefixed(name)
+    return None if parts is None or parts[1] not in PER_LISTENER else parts[1]
 
 
 class TlsConfigError(ValueError):

@@ -26,11 +26,12 @@ from dataclasses import replace
 from typing import Any
 
 from storage.api import LogConfig
+from wire.values import INT_MAX
 
 _LONG_MAX = str(2**63 - 1)
 
 
-_INT_MIN, _INT_MAX, _LONG_MIN, _LONG_MAX_N = -(2**31), 2**31 - 1, -(2**63), 2**63 - 1
+_INT_MIN, _LONG_MIN, _LONG_MAX_N = -(2**31), -(2**63), 2**63 - 1
 
 
 class WholeMessage(ValueError):
@@ -40,7 +41,7 @@ class WholeMessage(ValueError):
 
 def _number(kind: str, low: int | None = None) -> Callable[[str], int]:
     """Kafka's ConfigDef INT or LONG, with ``Range.atLeast(low)``: its messages."""
-    lo, hi = (_INT_MIN, _INT_MAX) if kind == "INT" else (_LONG_MIN, _LONG_MAX_N)
+    lo, hi = (_INT_MIN, INT_MAX) if kind == "INT" else (_LONG_MIN, _LONG_MAX_N)
 
     def parse(v: str) -> int:
         try:

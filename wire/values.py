@@ -27,6 +27,8 @@ def ms64(ms: int) -> i64Timedelta:
     return i64Timedelta.parse(datetime.timedelta(milliseconds=ms))
 
 
+INT_MAX: Final = 2**31 - 1  # Java's Integer.MAX_VALUE (Kafka's INT configs, int32 fields)
+LONG_MAX: Final = 2**63 - 1  # Java's Long.MAX_VALUE
 NO_THROTTLE: Final = ms32(0)
 # authorized_operations when they were not asked for (Kafka's Integer.MIN_VALUE)
 AUTHORIZED_OPERATIONS_OMITTED: Final = i32(-(2**31))

@@ -36,8 +36,7 @@ from dataclasses import dataclass, replace
 from kio.schema.errors import ErrorCode
 
 from proxy.principal import USER_TYPE, KafkaPrincipal
-
-LONG_MAX = 2**63 - 1
+from wire.values import LONG_MAX
 
 
 @dataclass(frozen=True)

@@ -3,22 +3,25 @@ documentation. v4: flexible.
 
 Resource types: TOPIC (2) lists every topic config with its effective value; an illegal topic
 name is INVALID_TOPIC_EXCEPTION, a missing topic UNKNOWN_TOPIC_OR_PARTITION. BROKER (4) lists,
-for this node's id, every broker config kafkad has (and any stored dynamically) with its
-effective value, Kafka's type, documentation (v3+), read_only unless dynamic
-(``proxy/dynamic_broker.py``), sensitive (no value) for a password or a config Kafka does not
-define (``proxy/broker_config_types.py``); "" (the cluster default) lists, as Kafka's
-ConfigHelper, only the dynamic cluster-wide defaults. Anything else is INVALID_REQUEST.
-Synonyms and source, as Kafka's ConfigHelper: the topic override (for a topic), then the broker
-config's alternates (log.retention.ms/minutes/hours, ...) in each layer, DYNAMIC_BROKER_CONFIG,
-DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, from the config's own
-first entry; the source is the first synonym's, else DEFAULT_CONFIG.
+for this node's id, every broker config kafkad has (and any stored dynamically; and Kafka's
+log.dir(s), process.roles and time alternates, ``KAFKA_ONLY``) with its value, Kafka's type,
+documentation (v3+), read_only unless dynamic (``proxy/dynamic_broker.py``), sensitive (no
+value) for a password or a config Kafka does not define (``proxy/broker_config_types.py``); ""
+(the cluster default) lists, as Kafka's ConfigHelper, only the dynamic cluster-wide defaults.
+Anything else is INVALID_REQUEST. Synonyms and source, as Kafka's ConfigHelper: the topic
+override (for a topic), then the broker config's alternates (log.retention.ms/minutes/hours,
+...) in each layer, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
+DEFAULT_CONFIG, from the config's own first entry; the source is the first synonym's, else
+DEFAULT_CONFIG.
 
-Deviations: a broker config counts as set (STATIC_BROKER_CONFIG) when its value differs from
-its default; Kafka also reports one set explicitly to its default value as static. A broker
-config whose Kafka default is null shows null while unset, as in Kafka (``NULL_DEFAULTS``:
-advertised.listeners, ssl.keystore.location, ...), except log.retention.ms / log.roll.ms /
-log.flush.interval.ms, which show their effective value (from their hours / scheduler
-synonyms), not null.
+STATIC_BROKER_CONFIG is what the static config sets, as Kafka's originals
+(``proxy/static_originals.py``): a config file, the environment, ``--set``, and the command
+line's ``listeners`` (``--listen``), ``advertised.listeners``, ``log.dirs`` (the data dir),
+``node.id`` and ``process.roles``, whatever their value. A broker config's value is Kafka's:
+a config whose Kafka default is null shows null while unset (``NULL_DEFAULTS``:
+advertised.listeners, ssl.keystore.location, ...; log.retention.ms, log.roll.ms and
+log.flush.interval.ms too, though kafkad's effective value then comes from their hours /
+scheduler alternates, which are listed as Kafka lists them); a LIST with its items trimmed.
 
 Authorization (Kafka's ``ConfigHelper.handleDescribeConfigsRequest``): DESCRIBE_CONFIGS on the
 topic for a topic, on the cluster for a broker; a refused resource is answered, after the
@@ -27,6 +30,7 @@ others, TOPIC_ / CLUSTER_AUTHORIZATION_FAILED with Kafka's message and no config
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,15 +47,22 @@ from kio.static.primitive import i8
 from proxy.acl.checks import MESSAGES, config_refusal
 from proxy.acl.model import AclOperation
 from proxy.broker_config_types import (
+    INT,
+    KAFKA_ONLY,
+    LIST,
+    LONG,
     NULL_DEFAULTS,
+    SHORT,
+    UNKNOWN,
     config_type,
     documentation,
+    exact_type,
     listener_base,
     sensitive,
 )
 from proxy.config import BROKER_CONFIGS, INTERNAL_CONFIGS
 from proxy.context import RequestContext
-from proxy.dynamic_broker import DYNAMIC, LISTENERS, DynamicBrokerConfigs, render
+from proxy.dynamic_broker import ALTERNATES, DYNAMIC, LISTENERS, DynamicBrokerConfigs, render
 from proxy.registry import handler
 from storage.topic_config import TOPIC_CONFIG_TYPES, TOPIC_CONFIGS, effective_configs
 from storage.topics import topic_name_error
@@ -200,8 +211,11 @@ def broker_entries(
     dynamic cluster-wide ones. Source: the first synonym's (Kafka's order), else DEFAULT."""
     per_broker = resource != ""
     if per_broker:  # Kafka: the KafkaConfig's originals, a static listener override too
-        names = set(BROKER_CONFIGS) | set(dynamic.layer("")) | set(dynamic.layer(resource))
+        names = (
+            set(BROKER_CONFIGS) | KAFKA_ONLY | set(dynamic.layer("")) | set(dynamic.layer(resource))
+        )
         names |= {n for n in dynamic.static if listener_base(n)}
+        names |= {n for n in dynamic.originals if exact_type(n) != UNKNOWN}
     else:
         names = set(dynamic.layer(""))
     out = []
@@ -209,10 +223,7 @@ def broker_entries(
         if wanted is not None and name not in wanted:
             continue
         hidden = sensitive(name)  # as Kafka: a password or an unknown config, never shown
-        if name in values and per_broker:
-            raw: str | None = render(values[name])
-        else:
-            raw = dynamic.layer(resource).get(name, dynamic.layer("").get(name))
+        raw = _value(dynamic, values, name, resource)
         all_syn = [
             _synonym(n, None if hidden else v, src)
             for n, v, src in dynamic.synonyms(name, per_broker=per_broker)
@@ -236,3 +247,37 @@ def broker_entries(
             )
         )
     return out
+
+
+# Configs whose Kafka value is not kafkad's effective value: the configs the command line sets
+# (kafkad keeps "" for --listen's), the ms forms (kafkad's value comes from their alternates
+# too) and Kafka's configs kafkad has none of. Shown as Kafka's KafkaConfig holds them: the
+# highest layer that sets exactly that name, else Kafka's default.
+_AS_SET = KAFKA_ONLY | set(ALTERNATES) | {"listeners", "advertised.listeners"}
+_AS_SET |= {"controller.listener.names"}
+
+
+def _value(
+    dynamic: DynamicBrokerConfigs, values: Mapping[str, Any], name: str, resource: str
+) -> str | None:
+    """Kafka's value of ``name``: its KafkaConfig's (``nonInternalValues``, parsed and printed
+    back); for the cluster default, the dynamic default's string as stored."""
+    if resource == "":  # Kafka: currentDynamicDefaultConfigs, the strings as stored
+        return dynamic.layer("").get(name)
+    layers = (dynamic.layer(resource), dynamic.layer(""), dynamic.originals)
+    if name in values and (name not in _AS_SET or any(name in x for x in layers[:2])):
+        value: str | None = render(values[name])
+    else:
+        value = next((x[name] for x in layers if name in x), dynamic.default(name))
+    return None if value is None else _kafka_form(value, config_type(name))
+
+
+def _kafka_form(value: str, kind: int) -> str:
+    """A value as Kafka's ConfigDef parses and prints it: trimmed (``String.trim``); a LIST's
+    items trimmed and joined with commas; a number in its canonical form."""
+    text = value.strip("".join(map(chr, range(33))))
+    if kind == LIST:
+        return ",".join(re.split(r"\s*,\s*", text)) if text else ""
+    if kind in (INT, LONG, SHORT) and re.fullmatch(r"[+-]?[0-9]+", text):
+        return str(int(text))
+    return text

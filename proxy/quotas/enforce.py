@@ -50,13 +50,13 @@ from proxy.quotas.mutation import THROTTLING_MESSAGE, MutationQuotaManager
 from proxy.quotas.request_time import TaskClock
 from proxy.quotas.throttle import QuotaManager, quota_keys
 from wire.codec import encode_response
+from wire.values import INT_MAX
 
 PRODUCE_KEY, FETCH_KEY = 0, 1
 # Never throttled: WriteTxnMarkers (a cluster action: Kafka's sendResponseExemptThrottle) and
 # SASL's own requests (answered by Kafka's authenticator, outside KafkaApis and its quotas).
 SASL_HANDSHAKE_KEY, WRITE_TXN_MARKERS_KEY, SASL_AUTHENTICATE_KEY = 17, 27, 36
 EXEMPT_KEYS = frozenset({SASL_HANDSHAKE_KEY, WRITE_TXN_MARKERS_KEY, SASL_AUTHENTICATE_KEY})
-INT_MAX = 2**31 - 1
 PERCENT_PER_SECOND = 100.0  # Kafka's nanosToPercentage: a second of work is 100 (%)
 
 

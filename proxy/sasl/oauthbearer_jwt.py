@@ -68,6 +68,8 @@ from jwt import PyJWS, PyJWTError
 from jwt.algorithms import get_default_algorithms
 from jwt.utils import base64url_decode
 
+from wire.values import LONG_MAX
+
 VALIDATOR_CLASS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 UNSECURED_CLASS = (
     "org.apache.kafka.common.security.oauthbearer.internals.unsecured."
@@ -321,12 +323,9 @@ def _numeric_date(claims: Mapping[str, Any], name: str, *, required: bool) -> in
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidToken(f"the {name} claim is not a number")
     ms = int(value * 1000)
-    if abs(ms) > _LONG_MAX:  # jose4j's getValueInMillis overflows: Kafka fails the login
+    if abs(ms) > LONG_MAX:  # jose4j's getValueInMillis overflows: Kafka fails the login
         raise InvalidToken(f"the {name} claim is too large to be milliseconds")
     return ms
-
-
-_LONG_MAX = 2**63 - 1
 
 
 _PROTOCOL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")

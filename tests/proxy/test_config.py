@@ -421,3 +421,26 @@ def test_consumer_group_configs() -> None:
     )
     assert cfg.get("group.consumer.assignors") == "range"
     assert cfg.get("group.coordinator.rebalance.protocols") == "classic,consumer"
+
+
+def test_listener_prefixed_names_follow_kafkas_one_rule() -> None:
+    """One parser of ``listener.name.<l>.<config>`` (Kafka's ListenerConfigRegex, whose
+    listener part may be empty) serves the start-up configs, the dynamic ones and DescribeConfigs;
+    a listener's connection quota override is one of the per-listener configs."""
+    from proxy.broker_config_types import listener_base, listener_prefixed
+
+    assert listener_prefixed("listener.name..max.connections") == ("", "max.connections")
+    assert listener_prefixed("listener.name.ssl.ssl.key.password") == ("ssl", "ssl.key.password")
+    assert listener_prefixed("listener.name.ssl") is None
+    assert listener_base("listener.name.sasl_ssl.plain.sasl.jaas.config") == "sasl.jaas.config"
+    v = resolve_values(
+        {},
+        {},
+        {"listener.name..max.connections": "5", "listener.name..ssl.client.auth": "required"},
+    )
+    assert (v["listener.name..max.connections"], v["listener.name..ssl.client.auth"]) == (
+        5,
+        "required",
+    )
+    with pytest.raises(ConfigError, match=r"listener.name.ext.max.connections=-1 from --set"):
+        resolve_values({}, {}, {"listener.name.ext.max.connections": "-1"})

@@ -307,6 +307,10 @@ async def test_describe_broker_types_read_only_and_unknown_configs() -> None:
         e = own["group.consumer.migration.policy"]
         assert (e.value, e.config_type, e.is_sensitive) == ("bidirectional", STRING, False)
         # a null default set in the server's configs: its value, STATIC_BROKER_CONFIG
+    # a STRING shown as given (ConfigDef trims it, nothing more): a keystore type too
+    async with running_broker(**{"ssl.keystore.type": "pem"}) as (server, port), connect(port) as c:
+        e = (await describe(c, 4, str(server.broker.node_id)))["ssl.keystore.type"]
+        assert (e.value, synonyms(e)[0]) == ("pem", ("ssl.keystore.type", "pem", STATIC))
     async with running_broker(**{"ssl.provider": "SunJSSE"}) as (server, port), connect(port) as c:
         e = (await describe(c, 4, str(server.broker.node_id)))["ssl.provider"]
         assert (e.value, e.config_source, synonyms(e)) == (

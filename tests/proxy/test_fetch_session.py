@@ -11,7 +11,6 @@ from kio.schema.errors import ErrorCode
 
 from proxy.fetch_session import (
     EVICTION_MS,
-    INT_MAX,
     NUM_SHARDS,
     FetchSessionCache,
     Kind,
@@ -19,6 +18,7 @@ from proxy.fetch_session import (
     TopicIdPartition,
     next_epoch,
 )
+from wire.values import INT_MAX
 
 T1 = uuid.UUID(int=11)
 T2 = uuid.UUID(int=22)

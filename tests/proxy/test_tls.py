@@ -326,6 +326,11 @@ def test_config_rules(certs: Path, tmp_path: Path) -> None:
     default_type = {k: v for k, v in base.items() if k != "ssl.keystore.type"}
     assert "kafkad reads PEM keystores only" in _error(default_type)  # Kafka's default: JKS
     assert "PEM truststores only" in _error({**base, "ssl.truststore.type": "PKCS12"})
+    # Kafka compares the type with "PEM" exactly (DefaultSslEngineFactory's PEM_TYPE.equals):
+    # "pem" is a Java KeyStore type it cannot load
+    assert "ssl.keystore.type=pem: kafkad reads PEM keystores only" in _error(
+        {**base, "ssl.keystore.type": "pem"}
+    )
     assert "a PEM keystore has no store password" in _error({**base, "ssl.keystore.password": "x"})
     assert "ssl.keystore.key is given but ssl.keystore.certificate.chain is not" in _error(
         {k: v for k, v in base.items() if k != "ssl.keystore.location"} | {"ssl.keystore.key": "x"}
