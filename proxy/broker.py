@@ -29,7 +29,8 @@ from coordinator.txn.runtime import TxnConfig, TxnCoordinator
 from proxy.acl.model import Authorizer
 from proxy.acl.settings import authorizer_from_values
 from proxy.acl.store import AclStore
-from proxy.config import BROKER_CONFIGS, BrokerConfig
+from proxy.broker_config_defs import BROKER_CONFIGS
+from proxy.config import BrokerConfig
 from proxy.delegation.store import TokenStore
 from proxy.delegation.tokens import Token, TokenSettings, sweep
 from proxy.dynamic_broker import DynamicBrokerConfigs

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from kio.schema.errors import ErrorCode
 
+from proxy.broker_config_defs import BROKER_CONFIGS
 from proxy.broker_config_types import LIST, UNKNOWN, exact_type
-from proxy.config import BROKER_CONFIGS
 from proxy.dynamic_broker import DynamicBrokerConfigs, refusal
 from proxy.kafka_properties import IGNORED, KRAFT, MUST_BE_ONE
 from proxy.tls import per_listener_base

@@ -58,17 +58,12 @@ else:
 
 import trio
 
-from proxy.config import (
-    DEFAULT_DATA_DIR,
-    DEFAULT_LISTEN,
-    ConfigError,
-    load_config,
-    split_host_port,
-)
+from proxy.config import DEFAULT_DATA_DIR, DEFAULT_LISTEN, load_config, split_host_port
 from proxy.features import parse_feature
 from proxy.forward import cli as forward_cli
 from proxy.healthcheck import check
 from proxy.listeners import WILDCARD_HOSTS
+from proxy.properties_file import ConfigError
 from proxy.server import serve_until_signal
 from storage.api import StorageError
 

@@ -40,7 +40,7 @@ class Security:
 
 
 def read_properties(path: str) -> dict[str, str]:
-    from proxy.config import ConfigError, parse_properties
+    from proxy.properties_file import ConfigError, parse_properties
 
     try:
         text = Path(path).read_text()

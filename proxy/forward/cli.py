@@ -15,7 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-from proxy.config import ConfigError, split_host_port
+from proxy.config import split_host_port
+from proxy.properties_file import ConfigError
 
 FAULTS = "kafkad.fault.injection"
 TLS_SETTINGS_HELP = "ssl.* (toward clients, with --tls), upstream.ssl.* (with --upstream-tls)"

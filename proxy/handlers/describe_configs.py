@@ -46,6 +46,7 @@ from kio.static.primitive import i8
 
 from proxy.acl.checks import MESSAGES, config_refusal
 from proxy.acl.model import AclOperation
+from proxy.broker_config_defs import BROKER_CONFIGS, INTERNAL_CONFIGS
 from proxy.broker_config_types import (
     INT,
     KAFKA_ONLY,
@@ -60,7 +61,6 @@ from proxy.broker_config_types import (
     listener_base,
     sensitive,
 )
-from proxy.config import BROKER_CONFIGS, INTERNAL_CONFIGS
 from proxy.context import RequestContext
 from proxy.dynamic_broker import ALTERNATES, DYNAMIC, LISTENERS, DynamicBrokerConfigs, render
 from proxy.registry import handler

@@ -5,8 +5,10 @@ from pathlib import Path
 
 import pytest
 
+import proxy.broker_config_defs as broker_config_defs
 import proxy.config as config_module
-from proxy.config import BrokerConfig, ConfigError, load_config, parse_properties, resolve_values
+from proxy.config import BrokerConfig, load_config, resolve_values
+from proxy.properties_file import ConfigError, parse_properties
 
 
 def test_defaults_are_kafkas() -> None:
@@ -249,7 +251,7 @@ def test_range_errors_name_the_config_and_source_all_at_once() -> None:
 
 
 def test_a_config_added_with_plain_int_still_reads_well(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(config_module.BROKER_CONFIGS, "some.new.ms", (int, "5"))
+    monkeypatch.setitem(broker_config_defs.BROKER_CONFIGS, "some.new.ms", (int, "5"))
     with pytest.raises(ConfigError, match=r"some\.new\.ms=soon from --set: must be a whole number"):
         resolve_values({}, {}, {"some.new.ms": "soon"})
 
@@ -332,7 +334,7 @@ def test_every_kafkad_variable_the_repo_sets_is_allowed() -> None:
         except UnicodeDecodeError:
             continue
     allowed = config_module.CLI_ENV | config_module.TOOL_ENV | _DELIBERATELY_UNKNOWN
-    allowed |= {config_module.env_name(n) for n in config_module.BROKER_CONFIGS}
+    allowed |= {config_module.env_name(n) for n in broker_config_defs.BROKER_CONFIGS}
     assert "KAFKAD_SOAK_SECONDS" in used  # the scan sees the compat tests
     assert used - allowed == set()
 

@@ -20,9 +20,10 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
 from proxy.cli import startup_failure
-from proxy.config import ConfigError, load_config
+from proxy.config import load_config
 from proxy.connection_quota_config import parse_overrides, validate_values
 from proxy.connection_quotas import ConnectionQuotas, ConnectionThrottled, TooManyConnections
+from proxy.properties_file import ConfigError
 from proxy.server import Server
 from tests.proxy.harness import RawClient, connect, encode_request, running_broker
 from tests.proxy.quotas.test_client_quotas_apis import alter_req

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9 import request as pr
 
-from proxy.config import ConfigError, resolve_values
+from proxy.config import resolve_values
 from proxy.fault_injection import NO_FAULT, CrashRule, Fault, FaultInjector, parse_spec
+from proxy.properties_file import ConfigError
 from proxy.registry import entry, served
 from tests.proxy.harness import connect, encode_request, running_broker
 from tests.proxy.test_broker_requests import MS, batch, create, fetch_request, produce

@@ -16,8 +16,9 @@ from kio.schema.find_coordinator.v4 import request as fc
 from kio.schema.metadata.v12 import request as md
 
 from proxy.cli import startup_failure
-from proxy.config import BrokerConfig, ConfigError, load_config
+from proxy.config import BrokerConfig, load_config
 from proxy.listeners import Listener
+from proxy.properties_file import ConfigError
 from proxy.server import Server
 from tests.proxy.harness import connect
 

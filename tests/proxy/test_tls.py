@@ -20,9 +20,10 @@ import trio
 import trio.testing
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
-from proxy.config import ConfigError, load_config
+from proxy.config import load_config
 from proxy.context import RequestContext
 from proxy.principal import ANONYMOUS, KafkaPrincipal
+from proxy.properties_file import ConfigError
 from proxy.registry import REGISTRY, entry
 from proxy.server import Server
 from tests.cert_fixtures import cert_dir_fixture

@@ -17,8 +17,9 @@ from proxy.acl.model import (
     ResourceType,
 )
 from proxy.acl.store import AclStore, decode, encode
-from proxy.config import ConfigError, load_config
+from proxy.config import load_config
 from proxy.principal import KafkaPrincipal
+from proxy.properties_file import ConfigError
 from storage.backends import open_store
 
 A = AclBinding(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.config import ConfigError
 from proxy.http.settings import HttpListener, parse_http_listeners
+from proxy.properties_file import ConfigError
 from tests.proxy.http.conftest import make_config
 
 

@@ -20,7 +20,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest as Auth2
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as Hand1
 
-from proxy.config import ConfigError, load_config
+from proxy.config import load_config
+from proxy.properties_file import ConfigError
 from proxy.sasl.mechanisms import AuthFailed
 from proxy.sasl.oauthbearer import OAuthBearerServer
 from proxy.sasl.oauthbearer_jwt import VALIDATOR_CLASS, InvalidToken, JwtValidator, load_jwks
