@@ -195,6 +195,7 @@ BROKER_CONFIGS: Mapping[str, tuple[Callable[[str], Any], str]] = {
     "controller.quota.window.num": (_positive_int, "11"),
     "controller.quota.window.size.seconds": (_positive_int, "1"),
     "socket.request.max.bytes": (_positive_int, "104857600"),
+    "socket.listen.backlog.size": (_positive_int, "50"),  # static, as in Kafka
     # Connection quotas (proxy/connection_quotas.py), Kafka's defaults (Integer.MAX_VALUE: no
     # limit); max.connections and the rate also per listener (listener.name.<name>.<config>)
     "max.connections": (_non_negative_int, str(INT_MAX)),

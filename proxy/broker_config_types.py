@@ -111,6 +111,12 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
         "The time span of each sample for controller mutations quotas",
     ),
     "socket.request.max.bytes": (_I, "The maximum number of bytes in a socket request."),
+    "socket.listen.backlog.size": (
+        _I,
+        "The maximum number of pending connections on the socket. In Linux, you may also need "
+        "to configure <code>somaxconn</code> and <code>tcp_max_syn_backlog</code> kernel "
+        "parameters accordingly to make the configuration takes effect.",
+    ),
     "connections.max.idle.ms": (_L, "Idle connections timeout."),
     "max.connections": (
         _I,

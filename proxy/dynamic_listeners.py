@@ -52,7 +52,7 @@ from typing import Any
 
 from proxy.broker_config_types import listener_prefixed
 from proxy.dynamic_broker import DynamicBrokerConfigs
-from proxy.listen_sockets import bind_sockets
+from proxy.listen_sockets import BACKLOG, bind_sockets
 from proxy.listeners import Listener, ListenerError, listener_map, parse_listeners, protocol_map
 from proxy.sasl.settings import SASL_PROTOCOLS, SaslConfigError, listener_sasl
 from proxy.tls import TLS_PROTOCOLS, TlsConfigError, server_settings
@@ -224,6 +224,6 @@ class DynamicListeners:
                 change(added, removed)
 
 
-def bind(listener: Listener) -> list[socket.socket]:
+def bind(listener: Listener, backlog: int = BACKLOG) -> list[socket.socket]:
     """The listening sockets of ``listener``, bound now, as at start (proxy/listen_sockets.py)."""
-    return bind_sockets(listener.host, listener.port)
+    return bind_sockets(listener.host, listener.port, backlog)

@@ -186,7 +186,7 @@ class Server:
                                     listener_tls.add(e, values)
                                 if e.protocol in SASL_PROTOCOLS:
                                     sasl[e.name] = listener_sasl(values, e.name)
-                                socks = bind(e)
+                                socks = bind(e, cfg.get("socket.listen.backlog.size"))
                             except (OSError, ValueError) as exc:
                                 log.error("listener %s not served: %s", e.name, exc)
                                 continue
@@ -273,13 +273,14 @@ class Server:
                     self.bound_listeners[endpoint.name] = (endpoint.host, endpoint.port)
                     broker.bound(endpoint.name, endpoint.port)
             return given
+        backlog = self.config.get("socket.listen.backlog.size")
         sockets: dict[str, list[StreamListener]] = {}
         for endpoint in endpoints:
             try:
                 if needs_lookup(endpoint.host):  # off the event loop, as trio's getaddrinfo
-                    socks = await trio.to_thread.run_sync(bind, endpoint)
+                    socks = await trio.to_thread.run_sync(bind, endpoint, backlog)
                 else:
-                    socks = bind(endpoint)
+                    socks = bind(endpoint, backlog)
             except OSError as exc:  # name the listener that failed (cli: one line)
                 for opened in sockets.values():
                     for listener in opened:

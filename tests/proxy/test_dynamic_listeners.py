@@ -405,3 +405,61 @@ async def test_added_listener_binds_as_a_startup_one(host: str) -> None:
                     assert await metadata_broker(c) != ("", 0)
         finally:
             server.stop()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="TCP_INFO's listen backlog is Linux's")
+async def test_listen_backlog_is_socket_listen_backlog_size_and_static() -> None:
+    # Kafka's Acceptor binds with socket.listen.backlog.size (default 50), a static config
+    cfg = load_config(
+        listen=None,
+        advertise=None,
+        data_dir="memory://",
+        config_file=None,
+        overrides={"listeners": "PLAINTEXT://127.0.0.1:0", "socket.listen.backlog.size": "7"},
+        environ={},
+    )
+    server = Server(cfg)
+    async with trio.open_nursery() as nursery:
+        _, port = await nursery.start(server.run)
+        try:
+            async with connect(port) as admin:
+                assert server.broker is not None
+                node = str(server.broker.node_id)
+                both = "PLAINTEXT://127.0.0.1:0,EXTRA://127.0.0.1:0"
+                assert await alter(admin, node, *ops(both)) == (ErrorCode.none, None)
+                for name in ("PLAINTEXT", "EXTRA"):
+                    backlogs = {_bound_as(s.socket)[4] for s in server.sockets[name]}  # type: ignore[attr-defined]
+                    assert backlogs == {7}, name
+                code, _ = await alter(admin, node, ("socket.listen.backlog.size", SET, "9"))
+                assert code == ErrorCode.invalid_request
+        finally:
+            server.stop()
+
+
+@pytest.mark.skipif(not socket.has_ipv6, reason="needs IPv6")
+async def test_ipv6_wildcard_listener_takes_ipv4_clients_too() -> None:
+    # Kafka's [::] listener is one Java socket, dual-stack: an IPv4 client connects to it
+    with socket.socket(socket.AF_INET6) as probe:  # a free port (advertised needs one)
+        probe.bind(("::", 0))
+        free = probe.getsockname()[1]
+    cfg = load_config(
+        listen=None,
+        advertise=None,
+        data_dir="memory://",
+        config_file=None,
+        overrides={
+            "listeners": f"PLAINTEXT://[::]:{free}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{free}",
+        },
+        environ={},
+    )
+    server = Server(cfg)
+    async with trio.open_nursery() as nursery:
+        _, port = await nursery.start(server.run)
+        try:
+            (listener,) = server.sockets["PLAINTEXT"]
+            assert listener.socket.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY) == 0  # type: ignore[attr-defined]
+            async with connect(port) as c:  # (connect: 127.0.0.1)
+                assert await metadata_broker(c) != ("", 0)
+        finally:
+            server.stop()
