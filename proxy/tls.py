@@ -79,9 +79,12 @@ def _protocol_list(v: str) -> str:
 
 
 def _client_auth(v: str) -> str:
-    if v.lower() not in ("none", "requested", "required"):
-        raise ValueError("must be none, requested or required")
-    return v.lower()
+    """Kafka's ValidString.in(required, requested, none): the lower-case names only (its STRING
+    values are trimmed; ``REQUIRED`` is refused, as by 4.2's ConfigDef)."""
+    v = v.strip()
+    if v not in ("required", "requested", "none"):
+        raise ValueError("String must be one of: required, requested, none")
+    return v
 
 
 def _bool(v: str) -> bool:

@@ -460,3 +460,14 @@ def test_a_sasl_ssl_listener_takes_client_auth_only_from_its_listener_prefix(
     assert "applied only to SSL listeners" in caplog.text
     prefixed = {**values, "listener.name.sasl_ssl.ssl.client.auth": "requested"}
     assert server_settings(prefixed, "SASL_SSL", "SASL_SSL").client_auth == "requested"
+
+
+@pytest.mark.parametrize("key", ["ssl.client.auth", "listener.name.ssl.ssl.client.auth"])
+def test_ssl_client_auth_takes_kafkas_lower_case_names_only(certs: Path, key: str) -> None:
+    # Kafka 4.2: ValidString.in(Utils.enumOptions(SslClientAuth.class)), case-sensitive, trimmed
+    assert "String must be one of: required, requested, none" in _error(
+        ssl_settings(certs, **{key: "REQUIRED"})
+    )
+    cfg = _load(ssl_settings(certs, **{key: " requested "}))
+    assert cfg.values is not None
+    assert cfg.values[key] == "requested"
