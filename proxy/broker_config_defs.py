@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from coordinator.consumer_group.assignors import ASSIGNOR_CLASSES
 from proxy.acl.settings import ACL_CONFIGS
 from proxy.config_ranges import at_least, whole_number
 from proxy.connection_quota_config import overrides_parser
@@ -84,33 +85,41 @@ def _list(v: str) -> list[str]:
     return [x.strip() for x in v.split(",") if x.strip()]
 
 
+def _valid_list(name: str, v: str, valid: str = "any non-empty value") -> list[str]:
+    """Kafka's LIST type (items split at commas, trimmed) under ``ValidList`` with neither empty
+    nor null allowed, with its texts: no items, a duplicate or an empty item is refused."""
+    items = [x.strip() for x in v.strip().split(",")] if v.strip() else []
+    if not items:
+        raise ValueError(f"Configuration '{name}' must not be empty. Valid values include: {valid}")
+    if len(set(items)) != len(items):
+        raise ValueError(f"Configuration '{name}' values must not be duplicated.")
+    if "" in items:
+        raise ValueError(f"Configuration '{name}' values must not be empty.")
+    return items
+
+
 def _rebalance_protocols(v: str) -> str:
-    """Kafka's GroupCoordinatorConfig: classic, consumer, share, streams; classic required.
-    kafkad serves classic and consumer; share and streams are refused."""
-    names = _list(v.lower())
+    """Kafka's GroupCoordinatorConfig: ValidList.in(classic, consumer, share, streams), names as
+    given (case-sensitive), classic required. kafkad serves classic and consumer; share and
+    streams are refused."""
+    valid = "[consumer, classic, share, streams]"  # Group.GroupType.documentValidValues
+    names = _valid_list("group.coordinator.rebalance.protocols", v, valid)
     for n in names:
         if n not in ("classic", "consumer"):
             raise ValueError(f"{n} is not a group protocol kafkad serves (classic, consumer)")
     if "classic" not in names:
         raise ValueError("must include classic")
-    return ",".join(dict.fromkeys(names))  # normalised, as DescribeConfigs shows it
-
-
-# Kafka's built-in assignor classes and the names they answer to.
-_ASSIGNOR_CLASSES = {
-    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
-    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
-}
+    return ",".join(names)
 
 
 def _assignors(v: str) -> str:
-    names = [_ASSIGNOR_CLASSES.get(n, n) for n in _list(v)]
-    if not names:
-        raise ValueError("must name at least one assignor")
+    """Kafka's ValidList.anyNonDuplicateValues: built-in names or class names, shown as given
+    (``assignor_names`` maps them to the assignors kafkad has)."""
+    names = _valid_list("group.consumer.assignors", v)
     for n in names:
-        if n not in ("uniform", "range"):
+        if ASSIGNOR_CLASSES.get(n, n) not in ("uniform", "range"):
             raise ValueError(f"{n} is not an assignor kafkad has (uniform, range)")
-    return ",".join(dict.fromkeys(names))  # normalised, as DescribeConfigs shows it
+    return ",".join(names)
 
 
 def _migration_policy(v: str) -> str:

@@ -25,6 +25,19 @@ from collections.abc import Callable, Mapping
 
 from coordinator.consumer_group.model import Assignment, TopicInfo
 
+# Kafka's built-in assignor classes and the names they answer to (group.consumer.assignors takes
+# either: GroupCoordinatorConfig.consumerGroupAssignors)
+ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def assignor_names(value: str) -> tuple[str, ...]:
+    """``group.consumer.assignors``' assignors by name, a class name as the name it answers to."""
+    return tuple(ASSIGNOR_CLASSES.get(n, n) for n in value.split(","))
+
+
 Subscriptions = Mapping[str, frozenset[str]]
 InstanceIds = Mapping[str, str | None]  # member id -> instance id (static members)
 Assignor = Callable[

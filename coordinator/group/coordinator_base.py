@@ -12,6 +12,7 @@ from typing import Any
 import trio
 from kio.schema.errors import ErrorCode
 
+from coordinator.consumer_group.assignors import assignor_names
 from coordinator.consumer_group.heartbeat import ConsumerGroupConfig
 from coordinator.consumer_group.model import ConsumerGroup, ConsumerGroupState, TopicInfo
 from coordinator.consumer_group.offsets import validate_offset_commit, validate_offset_fetch
@@ -107,7 +108,7 @@ class GroupCoordinatorBase:
         self.consumer_config = ConsumerGroupConfig(
             heartbeat_interval_ms=values.get("group.consumer.heartbeat.interval.ms", 5000),
             session_timeout_ms=values.get("group.consumer.session.timeout.ms", 45000),
-            assignors=tuple(values.get("group.consumer.assignors", "uniform,range").split(",")),
+            assignors=assignor_names(values.get("group.consumer.assignors", "uniform,range")),
             max_size=values.get("group.consumer.max.size", 2**31 - 1),
             regex_refresh_interval_ms=values.get(
                 "group.consumer.regex.refresh.interval.ms", 600_000

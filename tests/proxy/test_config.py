@@ -7,6 +7,7 @@ import pytest
 
 import proxy.broker_config_defs as broker_config_defs
 import proxy.config as config_module
+from coordinator.consumer_group.assignors import assignor_names
 from proxy.config import BrokerConfig, load_config, resolve_values
 from proxy.properties_file import ConfigError, parse_properties
 
@@ -396,6 +397,25 @@ def test_a_bad_jaas_config_never_shows_its_passwords() -> None:
         ({"group.coordinator.rebalance.protocols": "consumer"}, "must include classic"),
         ({"group.coordinator.rebalance.protocols": "classic,share"}, "share is not"),
         ({"group.consumer.assignors": "sticky"}, "sticky is not an assignor"),
+        # Kafka's ValidList (4.2): no duplicates, no empty item, not empty; names case-sensitive
+        (
+            {"group.consumer.assignors": "uniform,range,uniform"},
+            "Configuration 'group.consumer.assignors' values must not be duplicated.",
+        ),
+        (
+            {"group.consumer.assignors": "uniform,,range"},
+            "Configuration 'group.consumer.assignors' values must not be empty.",
+        ),
+        (
+            {"group.consumer.assignors": " "},
+            "Configuration 'group.consumer.assignors' must not be empty. "
+            "Valid values include: any non-empty value",
+        ),
+        (
+            {"group.coordinator.rebalance.protocols": "classic,consumer,classic"},
+            "values must not be duplicated.",
+        ),
+        ({"group.coordinator.rebalance.protocols": "CLASSIC,consumer"}, "CLASSIC is not"),
     ],
 )
 def test_consumer_group_configs_are_checked(overrides: dict[str, str], message: str) -> None:
@@ -421,7 +441,12 @@ def test_consumer_group_configs() -> None:
         },
         environ={},
     )
-    assert cfg.get("group.consumer.assignors") == "range"
+    # shown as given (Kafka's LIST), served as the assignor that class is
+    assert (
+        cfg.get("group.consumer.assignors")
+        == "org.apache.kafka.coordinator.group.assignor.RangeAssignor"
+    )
+    assert assignor_names(cfg.get("group.consumer.assignors")) == ("range",)
     assert cfg.get("group.coordinator.rebalance.protocols") == "classic,consumer"
 
 
