@@ -228,7 +228,9 @@ class Server:
 
     def _close_excess(self) -> None:
         """Kafka's Processor.closeExcessConnections: while more connections are open than the
-        broker-wide ``max.connections`` (lowered at runtime), every listener's network threads
+        broker-wide ``max.connections`` (lowered at runtime, or passed by the inter-broker
+        listener's, which it does not hold: checked as each connection starts, as Kafka checks
+        on every poll), every listener's network threads
         each close their least recently active connection (``Selector.lowestPriorityChannel``),
         one per poll. So the closing is spread over the listeners, not the least active of the
         broker's: here round by round, in each round each listener's least recently active
@@ -311,6 +313,11 @@ class Server:
                 sasl, self.broker.scram.lookup, token_lookup=self.broker.tokens.scram_lookup
             )
         self.connections.add(conn)
+        quotas = self.connection_quotas
+        if quotas is not None and quotas.total > quotas.broker.max:
+            # Kafka checks on every poll, not only when the limit is lowered: an inter-broker
+            # connection taken past max.connections closes another listener's (KIP-402)
+            self._close_excess()
         try:
             await serve_connection(conn, dispatch, net, self.stopping, tls)
         finally:

@@ -229,6 +229,25 @@ async def test_lowered_limit_closes_no_inter_broker_connection() -> None:
         assert await served(p1) and await served(b2)
 
 
+async def test_inter_broker_connection_over_the_limit_closes_another_listeners() -> None:
+    # Kafka: a protected listener's connection taken past max.connections puts the broker over
+    # it, and the other listeners' network threads close their least recently active ones
+    # (closeExcessConnections runs on every poll, not only when the limit is lowered:
+    # DynamicConnectionQuotaTest "closing connections on another listener")
+    async with (
+        two_listeners("PLAINTEXT", **{"max.connections": "2"}) as (server, port_p, port_b),
+        open_clients(port_b, 2) as (b1, b2),
+    ):
+        assert await served(b1) and await served(b2)
+        async with connect(port_p) as p1:
+            assert await served(p1)
+            with trio.fail_after(5):
+                assert await b1.read_frame() is None  # the older of B's
+            assert await served(b2) and await served(p1)
+            assert server.connection_quotas is not None
+            assert server.connection_quotas.total == 2
+
+
 async def test_runtime_per_ip_limit_applies_to_the_next_connection() -> None:
     async with running_broker() as (server, port), connect(port) as admin:
         node = str(server.broker.node_id)  # type: ignore[union-attr]
