@@ -7,7 +7,10 @@ AI_PASSIVE)`` gives (``0.0.0.0``: IPv4's every interface; ``::``: IPv6's, IPv6 o
 name: each of its addresses), ``SO_REUSEADDR``, ``IPV6_V6ONLY`` on IPv6 sockets, the backlog
 trio picks (0xFFFF, which the kernel caps at ``net.core.somaxconn``), an address family the
 system lacks skipped while another binds. A listener's blank host (``PLAINTEXT://:9092``)
-reaches here as ``0.0.0.0`` (proxy/listeners.py).
+reaches here as ``0.0.0.0`` (proxy/listeners.py). One difference from trio: port 0 on a host
+with several addresses (``localhost``: ``::1`` and ``127.0.0.1``) binds every address on the
+port the first one got (trio gives each its own), as the listener advertises one port (Kafka
+binds one socket, so has one).
 
 Deviations from Kafka, kept as at start: Kafka binds a blank host and ``::`` as Java does, one
 dual-stack socket (IPv4 too), and listens with ``socket.listen.backlog.size`` (50).
@@ -18,8 +21,10 @@ from __future__ import annotations
 import errno
 import ipaddress
 import socket
+from typing import Any
 
 BACKLOG = 0xFFFF  # trio's _compute_backlog(None)
+PORT_0_TRIES = 10  # port 0 on several addresses: picks of a port free on every one
 
 
 def needs_lookup(host: str) -> bool:
@@ -36,10 +41,26 @@ def bind_sockets(host: str, port: int) -> list[socket.socket]:
     """Bound, listening sockets for ``host:port`` (blocking: resolves ``host``). An OSError if
     one cannot bind (those already bound closed again)."""
     infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    infos = list(dict.fromkeys(infos))  # an address twice (/etc/hosts): bound once
+    for _ in range(PORT_0_TRIES - 1):
+        try:
+            return _bind(infos, port)
+        except _TakenElsewhere:  # port 0's port taken on another address: pick again
+            continue
+    return _bind(infos, port, last=True)
+
+
+class _TakenElsewhere(Exception):
+    """Port 0: the port the first address got is in use on another."""
+
+
+def _bind(infos: list[Any], port: int, last: bool = False) -> list[socket.socket]:
     out: list[socket.socket] = []
     unsupported: list[OSError] = []
     try:
         for family, kind, proto, _, address in infos:
+            if port == 0 and out:  # one port for every address: the one the first got
+                address = (address[0], out[0].getsockname()[1], *address[2:])
             try:
                 sock = socket.socket(family, kind, proto)
             except OSError as exc:
@@ -51,7 +72,12 @@ def bind_sockets(host: str, port: int) -> list[socket.socket]:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                if port == 0 and len(out) > 1 and exc.errno == errno.EADDRINUSE and not last:
+                    raise _TakenElsewhere from exc
+                raise
             sock.listen(BACKLOG)
     except BaseException:
         for sock in out:
