@@ -32,7 +32,8 @@ of its connections (``protectedListener``). Its connections still count in the b
 one that takes the total past ``max.connections`` makes the other listeners close their least
 recently active (Kafka's processors check ``maxConnectionsExceeded`` on every poll; kafkad as
 each connection starts). A one-node cluster still has one: Kafka requires it among the
-listeners.
+static listeners. kafkad starts without it too, and then has none (a listener added at runtime
+under its name is an ordinary one: ``Server.run``).
 
 Deviation: Kafka records every connection in the rate sensors; kafkad records only while a
 creation-rate quota is set (broker-wide or on the listener), so with no quota the accept path

@@ -109,6 +109,11 @@ class Server:
             static_overrides = str(broker.dynamic.static[MAX_CONNECTIONS_PER_IP_OVERRIDES])
             resolved = await resolve_overrides(static_overrides)
             sockets = self.sockets = await self._listeners(broker, endpoints)
+            # Kafka starts only with the inter-broker listener among its static listeners;
+            # kafkad without it has none (one added at runtime under its name is ordinary)
+            inter_broker: str | None = cfg.inter_broker_listener
+            if inter_broker not in {e.name for e in cfg.endpoints()}:
+                inter_broker = None
             self.bound = next(iter(self.bound_listeners.values()))
             dispatch = Dispatcher(broker)
             # max.connections & co. (proxy/connection_quotas.py), following dynamic changes
@@ -116,7 +121,7 @@ class Server:
                 cfg.values or {},
                 sockets,
                 overrides=(static_overrides, resolved),
-                inter_broker=cfg.inter_broker_listener,
+                inter_broker=inter_broker,
             )
             self.connection_quotas = broker.connection_quotas = quotas
             broker.dynamic.listeners.append(quotas.configure)

@@ -248,6 +248,40 @@ async def test_inter_broker_connection_over_the_limit_closes_another_listeners()
             assert server.connection_quotas.total == 2
 
 
+async def test_a_listener_added_at_runtime_is_never_the_inter_broker_one() -> None:
+    # Kafka starts only with its inter-broker listener (PLAINTEXT by default) among the
+    # listeners (KafkaConfig.validateValues); kafkad starts without one, and then has none: a
+    # PLAINTEXT listener added at runtime is an ordinary one, held by max.connections
+    cfg = load_config(
+        listen=None,
+        advertise=None,
+        data_dir="memory://",
+        config_file=None,
+        overrides={
+            "listeners": "A://127.0.0.1:0",
+            "listener.security.protocol.map": "A:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "max.connections": "1",
+        },
+        environ={},
+    )
+    server = Server(cfg)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        try:
+            async with connect(server.bound_listeners["A"][1]) as admin:
+                assert server.broker is not None
+                node = str(server.broker.node_id)
+                both = "A://127.0.0.1:0,PLAINTEXT://127.0.0.1:0"
+                ok = await alter(admin, node, ("listeners", SET, both))
+                assert ok == (ErrorCode.none, None)
+                async with connect(server.bound_listeners["PLAINTEXT"][1]) as p:
+                    await p.stream.send_all(encode_request(API_VERSIONS, 1))
+                    await held(server)
+                    assert await served(admin)
+        finally:
+            server.stop()
+
+
 async def test_runtime_per_ip_limit_applies_to_the_next_connection() -> None:
     async with running_broker() as (server, port), connect(port) as admin:
         node = str(server.broker.node_id)  # type: ignore[union-attr]
