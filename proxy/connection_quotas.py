@@ -28,8 +28,12 @@ The inter-broker listener (Kafka's ``inter.broker.listener.name``, else the list
 ``security.inter.broker.protocol``: PLAINTEXT), while the broker has other listeners too, is
 Kafka's protected listener: the broker-wide ``max.connections`` and creation rate do not apply
 to it (its own ``listener.name.<l>.`` limits do), and a lowered ``max.connections`` closes none
-of its connections (``protectedListener``). A one-node cluster still has one: Kafka requires it
-among the listeners.
+of its connections (``protectedListener``). Its connections still count in the broker's total:
+one that takes the total past ``max.connections`` makes the other listeners close their least
+recently active (Kafka's processors check ``maxConnectionsExceeded`` on every poll; kafkad as
+each connection starts). A one-node cluster still has one: Kafka requires it among the
+static listeners. kafkad starts without it too, and then has none (a listener added at runtime
+under its name is an ordinary one: ``Server.run``).
 
 Deviation: Kafka records every connection in the rate sensors; kafkad records only while a
 creation-rate quota is set (broker-wide or on the listener), so with no quota the accept path

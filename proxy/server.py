@@ -109,6 +109,11 @@ class Server:
             static_overrides = str(broker.dynamic.static[MAX_CONNECTIONS_PER_IP_OVERRIDES])
             resolved = await resolve_overrides(static_overrides)
             sockets = self.sockets = await self._listeners(broker, endpoints)
+            # Kafka starts only with the inter-broker listener among its static listeners;
+            # kafkad without it has none (one added at runtime under its name is ordinary)
+            inter_broker: str | None = cfg.inter_broker_listener
+            if inter_broker not in {e.name for e in cfg.endpoints()}:
+                inter_broker = None
             self.bound = next(iter(self.bound_listeners.values()))
             dispatch = Dispatcher(broker)
             # max.connections & co. (proxy/connection_quotas.py), following dynamic changes
@@ -116,7 +121,7 @@ class Server:
                 cfg.values or {},
                 sockets,
                 overrides=(static_overrides, resolved),
-                inter_broker=cfg.inter_broker_listener,
+                inter_broker=inter_broker,
             )
             self.connection_quotas = broker.connection_quotas = quotas
             broker.dynamic.listeners.append(quotas.configure)
@@ -228,7 +233,9 @@ class Server:
 
     def _close_excess(self) -> None:
         """Kafka's Processor.closeExcessConnections: while more connections are open than the
-        broker-wide ``max.connections`` (lowered at runtime), every listener's network threads
+        broker-wide ``max.connections`` (lowered at runtime, or passed by the inter-broker
+        listener's, which it does not hold: checked as each connection starts, as Kafka checks
+        on every poll), every listener's network threads
         each close their least recently active connection (``Selector.lowestPriorityChannel``),
         one per poll. So the closing is spread over the listeners, not the least active of the
         broker's: here round by round, in each round each listener's least recently active
@@ -312,6 +319,11 @@ class Server:
                 sasl, self.broker.scram.lookup, token_lookup=self.broker.tokens.scram_lookup
             )
         self.connections.add(conn)
+        quotas = self.connection_quotas
+        if quotas is not None and quotas.total > quotas.broker.max:
+            # Kafka checks on every poll, not only when the limit is lowered: an inter-broker
+            # connection taken past max.connections closes another listener's (KIP-402)
+            self._close_excess()
         try:
             await serve_connection(conn, dispatch, net, self.stopping, tls)
         finally:

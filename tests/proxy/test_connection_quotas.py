@@ -230,6 +230,59 @@ async def test_lowered_limit_closes_no_inter_broker_connection() -> None:
         assert await served(p1) and await served(b2)
 
 
+async def test_inter_broker_connection_over_the_limit_closes_another_listeners() -> None:
+    # Kafka: a protected listener's connection taken past max.connections puts the broker over
+    # it, and the other listeners' network threads close their least recently active ones
+    # (closeExcessConnections runs on every poll, not only when the limit is lowered:
+    # DynamicConnectionQuotaTest "closing connections on another listener")
+    async with (
+        two_listeners("PLAINTEXT", **{"max.connections": "2"}) as (server, port_p, port_b),
+        open_clients(port_b, 2) as (b1, b2),
+    ):
+        assert await served(b1) and await served(b2)
+        async with connect(port_p) as p1:
+            assert await served(p1)
+            with trio.fail_after(5):
+                assert await b1.read_frame() is None  # the older of B's
+            assert await served(b2) and await served(p1)
+            assert server.connection_quotas is not None
+            assert server.connection_quotas.total == 2
+
+
+async def test_a_listener_added_at_runtime_is_never_the_inter_broker_one() -> None:
+    # Kafka starts only with its inter-broker listener (PLAINTEXT by default) among the
+    # listeners (KafkaConfig.validateValues); kafkad starts without one, and then has none: a
+    # PLAINTEXT listener added at runtime is an ordinary one, held by max.connections
+    cfg = load_config(
+        listen=None,
+        advertise=None,
+        data_dir="memory://",
+        config_file=None,
+        overrides={
+            "listeners": "A://127.0.0.1:0",
+            "listener.security.protocol.map": "A:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "max.connections": "1",
+        },
+        environ={},
+    )
+    server = Server(cfg)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        try:
+            async with connect(server.bound_listeners["A"][1]) as admin:
+                assert server.broker is not None
+                node = str(server.broker.node_id)
+                both = "A://127.0.0.1:0,PLAINTEXT://127.0.0.1:0"
+                ok = await alter(admin, node, ("listeners", SET, both))
+                assert ok == (ErrorCode.none, None)
+                async with connect(server.bound_listeners["PLAINTEXT"][1]) as p:
+                    await p.stream.send_all(encode_request(API_VERSIONS, 1))
+                    await held(server)
+                    assert await served(admin)
+        finally:
+            server.stop()
+
+
 async def test_runtime_per_ip_limit_applies_to_the_next_connection() -> None:
     async with running_broker() as (server, port), connect(port) as admin:
         node = str(server.broker.node_id)  # type: ignore[union-attr]
