@@ -78,7 +78,8 @@ class Broker:
         return self.proc.pid if self.proc is not None else self.external_pid
 
     def cpu_seconds(self) -> float | None:
-        """user+system CPU seconds of the broker process (and its reaped children)."""
+        """user+system CPU seconds of the broker process, all its threads (/proc/PID/stat
+        utime+stime; child processes are not counted)."""
         if self.pid is None:
             return None
         try:
