@@ -21,7 +21,8 @@ line's ``listeners`` (``--listen``), ``advertised.listeners``, ``log.dirs`` (the
 a config whose Kafka default is null shows null while unset (``NULL_DEFAULTS``:
 advertised.listeners, ssl.keystore.location, ...; log.retention.ms, log.roll.ms and
 log.flush.interval.ms too, though kafkad's effective value then comes from their hours /
-scheduler alternates, which are listed as Kafka lists them); a LIST with its items trimmed.
+scheduler alternates, which are listed as Kafka lists them); a LIST with its items trimmed,
+a DOUBLE as Java's Double.toString prints it (1.0E7).
 
 Authorization (Kafka's ``ConfigHelper.handleDescribeConfigsRequest``): DESCRIBE_CONFIGS on the
 topic for a topic, on the cluster for a broker; a refused resource is answered, after the
@@ -30,8 +31,10 @@ others, TOPIC_ / CLUSTER_AUTHORIZATION_FAILED with Kafka's message and no config
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
@@ -47,6 +50,7 @@ from kio.static.primitive import i8
 from proxy.acl.checks import MESSAGES, config_refusal
 from proxy.acl.model import AclOperation
 from proxy.broker_config_types import (
+    DOUBLE,
     INT,
     KAFKA_ONLY,
     LIST,
@@ -280,4 +284,26 @@ def _kafka_form(value: str, kind: int) -> str:
         return ",".join(re.split(r"\s*,\s*", text)) if text else ""
     if kind in (INT, LONG, SHORT) and re.fullmatch(r"[+-]?[0-9]+", text):
         return str(int(text))
+    if kind == DOUBLE:
+        try:
+            return java_double(float(text))
+        except ValueError:
+            return text
     return text
+
+
+def java_double(x: float) -> str:
+    """Java's ``Double.toString``: plain decimals from 10^-3 to 10^7 (``0.5``, ``100.0``),
+    else ``1.0E7`` / ``1.0E-4`` / ``1.7976931348623157E308``; the shortest digits that read
+    back (Python's repr; Java's since JDK 19)."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    sign = "-" if math.copysign(1.0, x) < 0 else ""
+    if x == 0 or 1e-3 <= abs(x) < 1e7:
+        return repr(x)  # Python's repr is plain in this range too, with a ".0" for a whole one
+    _, digits, exponent = Decimal(repr(abs(x))).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    shown = "".join(map(str, digits))
+    return f"{sign}{shown[0]}.{shown[1:] or '0'}E{exponent + len(digits) - 1}"

@@ -270,3 +270,33 @@ async def test_the_cluster_default_shows_its_strings_as_stored() -> None:
             "compact,delete",
             ("log.cleanup.policy", "compact, delete", DYNAMIC_DEFAULT),
         )
+
+
+async def test_a_double_is_shown_as_javas_double_to_string(tmp_path: Path) -> None:
+    """Kafka prints a DOUBLE config's parsed value with Java's Double.toString
+    (ConfigDef.convertToString): 1.0E7, not Python's 10000000.0; its synonyms as given."""
+    props = "log.cleaner.io.max.bytes.per.second=1e7\nlog.cleaner.min.cleanable.ratio=0.0001\n"
+    async with broker_from(tmp_path, props, "memory://") as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)
+        own = await describe(c, 4, node)
+        assert shown(own["log.cleaner.io.max.bytes.per.second"]) == (
+            "1.0E7",
+            STATIC,
+            [
+                ("log.cleaner.io.max.bytes.per.second", "1e7", STATIC),
+                ("log.cleaner.io.max.bytes.per.second", "1.7976931348623157E308", DEFAULT),
+            ],
+        )
+        assert shown(own["log.cleaner.min.cleanable.ratio"])[:2] == ("1.0E-4", STATIC)
+        assert await alter(c, node, ("log.cleaner.min.cleanable.ratio", SET, "0.25")) == (0, None)
+        e = (await describe(c, 4, node))["log.cleaner.min.cleanable.ratio"]
+        assert (e.value, e.config_source) == ("0.25", DYNAMIC_BROKER)
+    async with running_broker() as (server, port), connect(port) as c:
+        e = (await describe(c, 4, str(server.broker.node_id)))[
+            "log.cleaner.io.max.bytes.per.second"
+        ]
+        assert shown(e) == (  # Double.MAX_VALUE, as its DEFAULT synonym shows it
+            "1.7976931348623157E308",
+            DEFAULT,
+            [("log.cleaner.io.max.bytes.per.second", "1.7976931348623157E308", DEFAULT)],
+        )
