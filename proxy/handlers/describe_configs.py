@@ -146,7 +146,8 @@ async def describe_configs(
         if denied is not None:
             refused.append(_result(res, denied, MESSAGES[denied]))
             continue
-        wanted = set(res.configuration_keys) if res.configuration_keys is not None else None
+        # Kafka's ConfigHelperUtils: no names or an empty list of names asks for every config
+        wanted = set(res.configuration_keys) if res.configuration_keys else None
         entries: list[DescribeConfigsResourceResult] = []
         code: ErrorCode = ErrorCode.none
         message: str | None = None

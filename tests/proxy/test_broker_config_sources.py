@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from kio.schema.describe_configs.v4 import request as dc
+from kio.schema.errors import ErrorCode
 
 from proxy.config import load_config
 from proxy.server import Server
 from tests.proxy.harness import connect, running_broker
+from tests.proxy.test_broker_requests import create
 from tests.proxy.test_dynamic_broker_configs import (
     DEFAULT,
     DYNAMIC_BROKER,
@@ -300,3 +303,24 @@ async def test_a_double_is_shown_as_javas_double_to_string(tmp_path: Path) -> No
             DEFAULT,
             [("log.cleaner.io.max.bytes.per.second", "1.7976931348623157E308", DEFAULT)],
         )
+
+
+async def test_an_empty_list_of_config_names_asks_for_every_config() -> None:
+    """Kafka's ConfigHelperUtils: configurationKeys null or empty -> every config."""
+    async with running_broker() as (server, port), connect(port) as c:
+        assert await create(c, "t", 1) == ErrorCode.none
+        for kind, name in ((4, str(server.broker.node_id)), (2, "t")):
+            every = await describe(c, kind, name)
+            resp = await c.request(
+                dc.DescribeConfigsRequest(
+                    resources=(
+                        dc.DescribeConfigsResource(
+                            resource_type=kind, resource_name=name, configuration_keys=()
+                        ),
+                    ),
+                    include_synonyms=True,
+                    include_documentation=True,
+                )
+            )
+            assert resp.results[0].error_code == ErrorCode.none
+            assert [e.name for e in resp.results[0].configs] == list(every), kind
