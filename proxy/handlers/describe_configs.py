@@ -22,7 +22,8 @@ a config whose Kafka default is null shows null while unset (``NULL_DEFAULTS``:
 advertised.listeners, ssl.keystore.location, ...; log.retention.ms, log.roll.ms and
 log.flush.interval.ms too, though kafkad's effective value then comes from their hours /
 scheduler alternates, which are listed as Kafka lists them); a LIST with its items trimmed,
-a DOUBLE as Java's Double.toString prints it (1.0E7).
+a DOUBLE as Java's Double.toString prints it (1.0E7); a listener.name.<l>.<config>, no
+KafkaConfig key, as set (Kafka lists it from the originals).
 
 Authorization (Kafka's ``ConfigHelper.handleDescribeConfigsRequest``): DESCRIBE_CONFIGS on the
 topic for a topic, on the cluster for a broker; a refused resource is answered, after the
@@ -270,6 +271,9 @@ def _value(
     if resource == "":  # Kafka: currentDynamicDefaultConfigs, the strings as stored
         return dynamic.layer("").get(name)
     layers = (dynamic.layer(resource), dynamic.layer(""), dynamic.originals)
+    if listener_base(name) is not None:  # no KafkaConfig key: its originals' string as set
+        raw = next((x[name] for x in layers if name in x), None)
+        return render(values[name]) if raw is None and name in values else raw
     if name in values and (name not in _AS_SET or any(name in x for x in layers[:2])):
         value: str | None = render(values[name])
     else:

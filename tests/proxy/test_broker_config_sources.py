@@ -324,3 +324,23 @@ async def test_an_empty_list_of_config_names_asks_for_every_config() -> None:
             )
             assert resp.results[0].error_code == ErrorCode.none
             assert [e.name for e in resp.results[0].configs] == list(every), kind
+
+
+async def test_a_listener_override_shows_its_string_as_set(tmp_path: Path) -> None:
+    """A listener.name.<l>.<config> is no KafkaConfig key: Kafka lists it from the originals
+    (ConfigHelperUtils), its value the string as set, not parsed and printed back."""
+    props = "listener.name.plaintext.max.connections=05\n"
+    async with broker_from(tmp_path, props, "memory://") as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)
+        rate = "listener.name.plaintext.max.connection.creation.rate"
+        assert await alter(c, node, (rate, SET, "070")) == (0, None)
+        own = await describe(c, 4, node)
+        assert shown(own["listener.name.plaintext.max.connections"]) == (
+            "05",
+            STATIC,
+            [
+                ("listener.name.plaintext.max.connections", "05", STATIC),
+                ("max.connections", "2147483647", DEFAULT),
+            ],
+        )
+        assert shown(own[rate])[:2] == ("070", DYNAMIC_BROKER)
