@@ -8,11 +8,12 @@ log.dir(s), process.roles and time alternates, ``KAFKA_ONLY``) with its value, K
 documentation (v3+), read_only unless dynamic (``proxy/dynamic_broker.py``), sensitive (no
 value) for a password or a config Kafka does not define (``proxy/broker_config_types.py``); ""
 (the cluster default) lists, as Kafka's ConfigHelper, only the dynamic cluster-wide defaults.
-Anything else is INVALID_REQUEST. Synonyms and source, as Kafka's ConfigHelper: the topic
-override (for a topic), then the broker config's alternates (log.retention.ms/minutes/hours,
-...) in each layer, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
-DEFAULT_CONFIG, from the config's own first entry; the source is the first synonym's, else
-DEFAULT_CONFIG.
+A broker name is read as Java's Integer.parseInt reads it ("+1" and "01" are node 1); one that
+is no int, another node and any other resource type are INVALID_REQUEST. Synonyms and source,
+as Kafka's ConfigHelper: the topic override (for a topic), then the broker config's
+alternates (log.retention.ms/minutes/hours, ...) in each layer, DYNAMIC_BROKER_CONFIG,
+DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, from the config's own
+first entry; the source is the first synonym's, else DEFAULT_CONFIG.
 
 STATIC_BROKER_CONFIG is what the static config sets, as Kafka's originals
 (``proxy/static_originals.py``): a config file, the environment, ``--set``, and the command
@@ -179,17 +180,24 @@ async def describe_configs(
                     kind = TOPIC_CONFIG_TYPES[name]
                     entries.append(_entry(name, value, source, syn, False, kind))
         elif res.resource_type == BROKER:
-            if res.resource_name not in ("", str(broker.node_id)):
+            name = res.resource_name
+            broker_id = None if name == "" else _broker_id(name)
+            if name != "" and broker_id is None:
+                code, message = (
+                    ErrorCode.invalid_request,
+                    f"Broker id must be an integer, but it is: {name}",
+                )
+            elif broker_id is not None and broker_id != broker.node_id:
                 code, message = (
                     ErrorCode.invalid_request,
                     f"Unexpected broker id, expected {broker.node_id} or empty "
-                    f"string, but received {res.resource_name}",
+                    f"string, but received {name}",
                 )
             else:
                 entries = broker_entries(
                     broker.dynamic,
                     values,
-                    res.resource_name,
+                    "" if broker_id is None else str(broker_id),
                     wanted,
                     synonyms=synonyms_wanted,
                     docs=req.include_documentation,
@@ -201,6 +209,13 @@ async def describe_configs(
             )
         results.append(_result(res, code, message, tuple(entries)))
     return DescribeConfigsResponse(throttle_time=NO_THROTTLE, results=tuple(results + refused))
+
+
+def _broker_id(name: str) -> int | None:
+    """Kafka's ``resourceNameToBrokerId``: Java's ``Integer.parseInt`` ("+1", "01"), else None."""
+    if re.fullmatch(r"[+-]?[0-9]+", name) is None or not -(2**31) <= int(name) < 2**31:
+        return None
+    return int(name)
 
 
 def broker_entries(

@@ -344,3 +344,50 @@ async def test_a_listener_override_shows_its_string_as_set(tmp_path: Path) -> No
             ],
         )
         assert shown(own[rate])[:2] == ("070", DYNAMIC_BROKER)
+
+
+async def test_a_broker_resource_name_is_read_as_kafka_reads_a_broker_id() -> None:
+    """Kafka's ConfigHelper: the name is parsed as an int (resourceNameToBrokerId: "+1" and
+    "01" are node 1, described as it) before it is compared with the node id."""
+    async with running_broker() as (server, port), connect(port) as c:
+        node = server.broker.node_id
+        assert await alter(c, str(node), ("log.retention.ms", SET, "5000")) == (0, None)
+        for name in (f"+{node}", f"0{node}"):
+            resp = await c.request(
+                dc.DescribeConfigsRequest(
+                    resources=(
+                        dc.DescribeConfigsResource(
+                            resource_type=4, resource_name=name, configuration_keys=None
+                        ),
+                    ),
+                    include_synonyms=True,
+                    include_documentation=False,
+                )
+            )
+            (result,) = resp.results
+            assert (result.error_code, result.resource_name) == (ErrorCode.none, name)
+            own = {e.name: e for e in result.configs}
+            assert shown(own["log.retention.ms"])[:2] == ("5000", DYNAMIC_BROKER)
+        for name, message in (
+            ("x1", "Broker id must be an integer, but it is: x1"),
+            (f" {node}", f"Broker id must be an integer, but it is:  {node}"),
+            ("99999999999", "Broker id must be an integer, but it is: 99999999999"),
+            ("7", f"Unexpected broker id, expected {node} or empty string, but received 7"),
+        ):
+            resp = await c.request(
+                dc.DescribeConfigsRequest(
+                    resources=(
+                        dc.DescribeConfigsResource(
+                            resource_type=4, resource_name=name, configuration_keys=None
+                        ),
+                    ),
+                    include_synonyms=False,
+                    include_documentation=False,
+                )
+            )
+            (result,) = resp.results
+            assert (result.error_code, result.error_message, result.configs) == (
+                ErrorCode.invalid_request,
+                message,
+                (),
+            ), name
