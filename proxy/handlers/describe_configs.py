@@ -4,7 +4,8 @@ documentation. v4: flexible.
 Resource types: TOPIC (2) lists every topic config with its effective value; an illegal topic
 name is INVALID_TOPIC_EXCEPTION, a missing topic UNKNOWN_TOPIC_OR_PARTITION. BROKER (4) lists,
 for this node's id, every broker config kafkad has (and any stored dynamically; and Kafka's
-log.dir(s), process.roles and time alternates, ``KAFKA_ONLY``) with its value, Kafka's type,
+log.dir(s), process.roles and time alternates, ``KAFKA_ONLY``; Kafka's configs kafkad reads
+but does not serve, ``UNSERVED``, when the static config sets them) with its value, Kafka's type,
 documentation (v3+), read_only unless dynamic (``proxy/dynamic_broker.py``), sensitive (no
 value) for a password or a config Kafka does not define (``proxy/broker_config_types.py``); ""
 (the cluster default) lists, as Kafka's ConfigHelper, only the dynamic cluster-wide defaults.
@@ -59,6 +60,7 @@ from proxy.broker_config_types import (
     LONG,
     NULL_DEFAULTS,
     SHORT,
+    THREAD_POOLS,
     UNKNOWN,
     config_type,
     documentation,
@@ -259,7 +261,7 @@ def broker_entries(
                 value=None if hidden else raw,
                 # Kafka: AllDynamicConfigs.contains(name), base names only (so a listener's
                 # override listener.name.<l>.max.connections is read-only, though alterable)
-                read_only=name not in DYNAMIC | LISTENERS,
+                read_only=name not in DYNAMIC | LISTENERS | THREAD_POOLS,
                 config_source=i8(all_syn[0].source if all_syn else DEFAULT_CONFIG),
                 is_sensitive=hidden,
                 synonyms=tuple(all_syn) if synonyms else (),

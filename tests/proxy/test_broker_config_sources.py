@@ -23,6 +23,7 @@ from proxy.server import Server
 from tests.proxy.harness import connect, running_broker
 from tests.proxy.test_broker_requests import create
 from tests.proxy.test_dynamic_broker_configs import (
+    APPEND,
     DEFAULT,
     DYNAMIC_BROKER,
     DYNAMIC_DEFAULT,
@@ -37,6 +38,7 @@ from tests.proxy.test_dynamic_broker_configs import (
 )
 
 LONG_MAX = str(2**63 - 1)
+SHORT = 4
 
 
 def shown(e: Any) -> tuple[str | None, int, list[tuple[str, str | None, int]]]:
@@ -391,3 +393,44 @@ async def test_a_broker_resource_name_is_read_as_kafka_reads_a_broker_id() -> No
                 message,
                 (),
             ), name
+
+
+async def test_kafkas_tuning_configs_a_server_properties_sets_are_listed_as_set(
+    tmp_path: Path,
+) -> None:
+    """Kafka's own config/server.properties sets thread pools, socket buffers and internal
+    topics' replication, which kafkad reads but does not serve: a Kafka node lists them as
+    STATIC_BROKER_CONFIG with Kafka's type and default (kafkad omitted them)."""
+    props = (
+        "num.network.threads=3\nnum.io.threads=8\nsocket.send.buffer.bytes=102400\n"
+        "num.recovery.threads.per.data.dir=2\noffsets.topic.replication.factor=1\n"
+        "share.coordinator.state.topic.min.isr=1\ntransaction.state.log.min.isr=1\n"
+    )
+    async with broker_from(tmp_path, props, "memory://") as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)
+        own = await describe(c, 4, node)
+        e = own["offsets.topic.replication.factor"]
+        assert shown(e) == (
+            "1",
+            STATIC,
+            [
+                ("offsets.topic.replication.factor", "1", STATIC),
+                ("offsets.topic.replication.factor", "3", DEFAULT),
+            ],
+        )
+        assert (e.config_type, e.read_only) == (SHORT, True)
+        e = own["num.io.threads"]  # DynamicThreadPool's: dynamic in Kafka
+        assert shown(e) == (
+            "8",
+            STATIC,
+            [("num.io.threads", "8", STATIC), ("num.io.threads", "8", DEFAULT)],
+        )
+        assert (e.config_type, e.read_only) == (INT, False)
+        for line in props.splitlines():
+            name = line.partition("=")[0]
+            assert own[name].config_source == STATIC, name
+        assert "background.threads" not in own  # not set: kafkad lists only what is set
+        assert await alter(c, node, ("num.io.threads", APPEND, "1")) == (
+            ErrorCode.invalid_config,
+            "Config value append is not allowed for config key: num.io.threads",
+        )
