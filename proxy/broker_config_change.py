@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from kio.schema.errors import ErrorCode
 
 from proxy.broker_config_defs import BROKER_CONFIGS
-from proxy.broker_config_types import LIST, UNKNOWN, exact_type
+from proxy.broker_config_types import LIST, THREAD_POOLS, UNKNOWN, exact_type
 from proxy.dynamic_broker import DynamicBrokerConfigs, refusal
 from proxy.kafka_properties import IGNORED, KRAFT, MUST_BE_ONE
 from proxy.tls import per_listener_base
@@ -32,20 +32,7 @@ Refusal = tuple[ErrorCode, str | None]
 # not dynamic in Kafka (``DynamicConfig.Broker.nonDynamicProps``), so a change is refused, not
 # stored as a name Kafka does not know. Kafka's thread pool sizes (DynamicThreadPool,
 # num.network.threads) are dynamic; zookeeper.connect is no Kafka 4 config.
-_KAFKA_STATIC = (
-    (
-        IGNORED
-        - {
-            "num.network.threads",
-            "num.io.threads",
-            "num.replica.fetchers",
-            "num.recovery.threads.per.data.dir",
-            "background.threads",
-        }
-    )
-    | (KRAFT - {"zookeeper.connect"})
-    | MUST_BE_ONE
-)
+_KAFKA_STATIC = (IGNORED - THREAD_POOLS) | (KRAFT - {"zookeeper.connect"}) | MUST_BE_ONE
 
 
 # Kafka's LIST configs among them: an APPEND/SUBTRACT applies (then the change is refused as

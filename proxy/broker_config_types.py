@@ -280,6 +280,46 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
     ),
 }
 
+# Kafka's configs a server.properties may set that kafkad reads but does not serve
+# (proxy/kafka_properties.py: IGNORED, MUST_BE_ONE) -> (Kafka's type, its ConfigDef default).
+# DescribeConfigs lists them when the static config sets them, as Kafka lists its originals.
+UNSERVED: Mapping[str, tuple[int, str | None]] = {
+    "background.threads": (_I, "10"),
+    "controller.quorum.election.timeout.ms": (_I, "1000"),
+    "controller.quorum.fetch.timeout.ms": (_I, "2000"),
+    "metadata.log.dir": (_S, None),
+    "num.io.threads": (_I, "8"),
+    "num.network.threads": (_I, "3"),
+    "num.recovery.threads.per.data.dir": (_I, "2"),
+    "num.replica.fetchers": (_I, "1"),
+    "queued.max.requests": (_I, "500"),
+    "socket.receive.buffer.bytes": (_I, "102400"),
+    "socket.send.buffer.bytes": (_I, "102400"),
+    "offsets.topic.replication.factor": (SHORT, "3"),
+    "share.coordinator.state.topic.min.isr": (SHORT, "2"),
+    "share.coordinator.state.topic.replication.factor": (SHORT, "3"),
+    "transaction.state.log.min.isr": (_I, "2"),
+    "transaction.state.log.replication.factor": (SHORT, "3"),
+}
+# Kafka's thread pool sizes among them are dynamic (DynamicThreadPool, DynamicListenerConfig's
+# num.network.threads): not read-only, and a change is stored (it changes nothing in kafkad)
+THREAD_POOLS = frozenset(
+    {
+        "num.network.threads",
+        "num.io.threads",
+        "num.replica.fetchers",
+        "num.recovery.threads.per.data.dir",
+        "background.threads",
+    }
+)
+BROKER_CONFIG_INFO = {
+    **BROKER_CONFIG_INFO,
+    **{
+        n: (kind, f"Kafka's {n}: read from a server.properties, not used by kafkad.")
+        for n, (kind, _) in UNSERVED.items()
+    },
+}
+
 # Kafka's PASSWORD configs among kafkad's: their values are never shown
 PASSWORDS = frozenset(n for n, (kind, _) in BROKER_CONFIG_INFO.items() if kind == PASSWORD)
 

@@ -55,6 +55,7 @@ from proxy.broker_config_types import (
     LONG,
     NULL_DEFAULTS,
     SHORT,
+    UNSERVED,
     config_type,
     listener_base,
 )
@@ -294,6 +295,8 @@ class DynamicBrokerConfigs:
         """Kafka's ConfigDef default of ``name`` as a string (None: null or no default)."""
         if name in KAFKA_DEFAULTS:
             return KAFKA_DEFAULTS[name]
+        if name in UNSERVED:
+            return UNSERVED[name][1]
         return None if name in NULL_DEFAULTS else self._defaults.get(name)
 
     def synonyms(self, name: str, *, per_broker: bool) -> list[tuple[str, str, int]]:

@@ -4,15 +4,17 @@ documentation. v4: flexible.
 Resource types: TOPIC (2) lists every topic config with its effective value; an illegal topic
 name is INVALID_TOPIC_EXCEPTION, a missing topic UNKNOWN_TOPIC_OR_PARTITION. BROKER (4) lists,
 for this node's id, every broker config kafkad has (and any stored dynamically; and Kafka's
-log.dir(s), process.roles and time alternates, ``KAFKA_ONLY``) with its value, Kafka's type,
+log.dir(s), process.roles and time alternates, ``KAFKA_ONLY``; Kafka's configs kafkad reads
+but does not serve, ``UNSERVED``, when the static config sets them) with its value, Kafka's type,
 documentation (v3+), read_only unless dynamic (``proxy/dynamic_broker.py``), sensitive (no
 value) for a password or a config Kafka does not define (``proxy/broker_config_types.py``); ""
 (the cluster default) lists, as Kafka's ConfigHelper, only the dynamic cluster-wide defaults.
-Anything else is INVALID_REQUEST. Synonyms and source, as Kafka's ConfigHelper: the topic
-override (for a topic), then the broker config's alternates (log.retention.ms/minutes/hours,
-...) in each layer, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
-DEFAULT_CONFIG, from the config's own first entry; the source is the first synonym's, else
-DEFAULT_CONFIG.
+A broker name is read as Java's Integer.parseInt reads it ("+1" and "01" are node 1); one that
+is no int, another node and any other resource type are INVALID_REQUEST. Synonyms and source,
+as Kafka's ConfigHelper: the topic override (for a topic), then the broker config's
+alternates (log.retention.ms/minutes/hours, ...) in each layer, DYNAMIC_BROKER_CONFIG,
+DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, from the config's own
+first entry; the source is the first synonym's, else DEFAULT_CONFIG.
 
 STATIC_BROKER_CONFIG is what the static config sets, as Kafka's originals
 (``proxy/static_originals.py``): a config file, the environment, ``--set``, and the command
@@ -21,7 +23,9 @@ line's ``listeners`` (``--listen``), ``advertised.listeners``, ``log.dirs`` (the
 a config whose Kafka default is null shows null while unset (``NULL_DEFAULTS``:
 advertised.listeners, ssl.keystore.location, ...; log.retention.ms, log.roll.ms and
 log.flush.interval.ms too, though kafkad's effective value then comes from their hours /
-scheduler alternates, which are listed as Kafka lists them); a LIST with its items trimmed.
+scheduler alternates, which are listed as Kafka lists them); a LIST with its items trimmed,
+a DOUBLE as Java's Double.toString prints it (1.0E7); a listener.name.<l>.<config>, no
+KafkaConfig key, as set (Kafka lists it from the originals).
 
 Authorization (Kafka's ``ConfigHelper.handleDescribeConfigsRequest``): DESCRIBE_CONFIGS on the
 topic for a topic, on the cluster for a broker; a refused resource is answered, after the
@@ -30,8 +34,10 @@ others, TOPIC_ / CLUSTER_AUTHORIZATION_FAILED with Kafka's message and no config
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
@@ -48,12 +54,14 @@ from proxy.acl.checks import MESSAGES, config_refusal
 from proxy.acl.model import AclOperation
 from proxy.broker_config_defs import BROKER_CONFIGS, INTERNAL_CONFIGS
 from proxy.broker_config_types import (
+    DOUBLE,
     INT,
     KAFKA_ONLY,
     LIST,
     LONG,
     NULL_DEFAULTS,
     SHORT,
+    THREAD_POOLS,
     UNKNOWN,
     config_type,
     documentation,
@@ -142,7 +150,8 @@ async def describe_configs(
         if denied is not None:
             refused.append(_result(res, denied, MESSAGES[denied]))
             continue
-        wanted = set(res.configuration_keys) if res.configuration_keys is not None else None
+        # Kafka's ConfigHelperUtils: no names or an empty list of names asks for every config
+        wanted = set(res.configuration_keys) if res.configuration_keys else None
         entries: list[DescribeConfigsResourceResult] = []
         code: ErrorCode = ErrorCode.none
         message: str | None = None
@@ -173,17 +182,24 @@ async def describe_configs(
                     kind = TOPIC_CONFIG_TYPES[name]
                     entries.append(_entry(name, value, source, syn, False, kind))
         elif res.resource_type == BROKER:
-            if res.resource_name not in ("", str(broker.node_id)):
+            name = res.resource_name
+            broker_id = None if name == "" else _broker_id(name)
+            if name != "" and broker_id is None:
+                code, message = (
+                    ErrorCode.invalid_request,
+                    f"Broker id must be an integer, but it is: {name}",
+                )
+            elif broker_id is not None and broker_id != broker.node_id:
                 code, message = (
                     ErrorCode.invalid_request,
                     f"Unexpected broker id, expected {broker.node_id} or empty "
-                    f"string, but received {res.resource_name}",
+                    f"string, but received {name}",
                 )
             else:
                 entries = broker_entries(
                     broker.dynamic,
                     values,
-                    res.resource_name,
+                    "" if broker_id is None else str(broker_id),
                     wanted,
                     synonyms=synonyms_wanted,
                     docs=req.include_documentation,
@@ -195,6 +211,13 @@ async def describe_configs(
             )
         results.append(_result(res, code, message, tuple(entries)))
     return DescribeConfigsResponse(throttle_time=NO_THROTTLE, results=tuple(results + refused))
+
+
+def _broker_id(name: str) -> int | None:
+    """Kafka's ``resourceNameToBrokerId``: Java's ``Integer.parseInt`` ("+1", "01"), else None."""
+    if re.fullmatch(r"[+-]?[0-9]+", name) is None or not -(2**31) <= int(name) < 2**31:
+        return None
+    return int(name)
 
 
 def broker_entries(
@@ -238,7 +261,7 @@ def broker_entries(
                 value=None if hidden else raw,
                 # Kafka: AllDynamicConfigs.contains(name), base names only (so a listener's
                 # override listener.name.<l>.max.connections is read-only, though alterable)
-                read_only=name not in DYNAMIC | LISTENERS,
+                read_only=name not in DYNAMIC | LISTENERS | THREAD_POOLS,
                 config_source=i8(all_syn[0].source if all_syn else DEFAULT_CONFIG),
                 is_sensitive=hidden,
                 synonyms=tuple(all_syn) if synonyms else (),
@@ -265,6 +288,9 @@ def _value(
     if resource == "":  # Kafka: currentDynamicDefaultConfigs, the strings as stored
         return dynamic.layer("").get(name)
     layers = (dynamic.layer(resource), dynamic.layer(""), dynamic.originals)
+    if listener_base(name) is not None:  # no KafkaConfig key: its originals' string as set
+        raw = next((x[name] for x in layers if name in x), None)
+        return render(values[name]) if raw is None and name in values else raw
     if name in values and (name not in _AS_SET or any(name in x for x in layers[:2])):
         value: str | None = render(values[name])
     else:
@@ -280,4 +306,26 @@ def _kafka_form(value: str, kind: int) -> str:
         return ",".join(re.split(r"\s*,\s*", text)) if text else ""
     if kind in (INT, LONG, SHORT) and re.fullmatch(r"[+-]?[0-9]+", text):
         return str(int(text))
+    if kind == DOUBLE:
+        try:
+            return java_double(float(text))
+        except ValueError:
+            return text
     return text
+
+
+def java_double(x: float) -> str:
+    """Java's ``Double.toString``: plain decimals from 10^-3 to 10^7 (``0.5``, ``100.0``),
+    else ``1.0E7`` / ``1.0E-4`` / ``1.7976931348623157E308``; the shortest digits that read
+    back (Python's repr; Java's since JDK 19)."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    sign = "-" if math.copysign(1.0, x) < 0 else ""
+    if x == 0 or 1e-3 <= abs(x) < 1e7:
+        return repr(x)  # Python's repr is plain in this range too, with a ".0" for a whole one
+    _, digits, exponent = Decimal(repr(abs(x))).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    shown = "".join(map(str, digits))
+    return f"{sign}{shown[0]}.{shown[1:] or '0'}E{exponent + len(digits) - 1}"

@@ -15,11 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from kio.schema.describe_configs.v4 import request as dc
+from kio.schema.errors import ErrorCode
 
 from proxy.config import load_config
 from proxy.server import Server
 from tests.proxy.harness import connect, running_broker
+from tests.proxy.test_broker_requests import create
 from tests.proxy.test_dynamic_broker_configs import (
+    APPEND,
     DEFAULT,
     DYNAMIC_BROKER,
     DYNAMIC_DEFAULT,
@@ -34,6 +38,7 @@ from tests.proxy.test_dynamic_broker_configs import (
 )
 
 LONG_MAX = str(2**63 - 1)
+SHORT = 4
 
 
 def shown(e: Any) -> tuple[str | None, int, list[tuple[str, str | None, int]]]:
@@ -269,4 +274,163 @@ async def test_the_cluster_default_shows_its_strings_as_stored() -> None:
         assert (e.value, synonyms(e)[0]) == (
             "compact,delete",
             ("log.cleanup.policy", "compact, delete", DYNAMIC_DEFAULT),
+        )
+
+
+async def test_a_double_is_shown_as_javas_double_to_string(tmp_path: Path) -> None:
+    """Kafka prints a DOUBLE config's parsed value with Java's Double.toString
+    (ConfigDef.convertToString): 1.0E7, not Python's 10000000.0; its synonyms as given."""
+    props = "log.cleaner.io.max.bytes.per.second=1e7\nlog.cleaner.min.cleanable.ratio=0.0001\n"
+    async with broker_from(tmp_path, props, "memory://") as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)
+        own = await describe(c, 4, node)
+        assert shown(own["log.cleaner.io.max.bytes.per.second"]) == (
+            "1.0E7",
+            STATIC,
+            [
+                ("log.cleaner.io.max.bytes.per.second", "1e7", STATIC),
+                ("log.cleaner.io.max.bytes.per.second", "1.7976931348623157E308", DEFAULT),
+            ],
+        )
+        assert shown(own["log.cleaner.min.cleanable.ratio"])[:2] == ("1.0E-4", STATIC)
+        assert await alter(c, node, ("log.cleaner.min.cleanable.ratio", SET, "0.25")) == (0, None)
+        e = (await describe(c, 4, node))["log.cleaner.min.cleanable.ratio"]
+        assert (e.value, e.config_source) == ("0.25", DYNAMIC_BROKER)
+    async with running_broker() as (server, port), connect(port) as c:
+        e = (await describe(c, 4, str(server.broker.node_id)))[
+            "log.cleaner.io.max.bytes.per.second"
+        ]
+        assert shown(e) == (  # Double.MAX_VALUE, as its DEFAULT synonym shows it
+            "1.7976931348623157E308",
+            DEFAULT,
+            [("log.cleaner.io.max.bytes.per.second", "1.7976931348623157E308", DEFAULT)],
+        )
+
+
+async def test_an_empty_list_of_config_names_asks_for_every_config() -> None:
+    """Kafka's ConfigHelperUtils: configurationKeys null or empty -> every config."""
+    async with running_broker() as (server, port), connect(port) as c:
+        assert await create(c, "t", 1) == ErrorCode.none
+        for kind, name in ((4, str(server.broker.node_id)), (2, "t")):
+            every = await describe(c, kind, name)
+            resp = await c.request(
+                dc.DescribeConfigsRequest(
+                    resources=(
+                        dc.DescribeConfigsResource(
+                            resource_type=kind, resource_name=name, configuration_keys=()
+                        ),
+                    ),
+                    include_synonyms=True,
+                    include_documentation=True,
+                )
+            )
+            assert resp.results[0].error_code == ErrorCode.none
+            assert [e.name for e in resp.results[0].configs] == list(every), kind
+
+
+async def test_a_listener_override_shows_its_string_as_set(tmp_path: Path) -> None:
+    """A listener.name.<l>.<config> is no KafkaConfig key: Kafka lists it from the originals
+    (ConfigHelperUtils), its value the string as set, not parsed and printed back."""
+    props = "listener.name.plaintext.max.connections=05\n"
+    async with broker_from(tmp_path, props, "memory://") as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)
+        rate = "listener.name.plaintext.max.connection.creation.rate"
+        assert await alter(c, node, (rate, SET, "070")) == (0, None)
+        own = await describe(c, 4, node)
+        assert shown(own["listener.name.plaintext.max.connections"]) == (
+            "05",
+            STATIC,
+            [
+                ("listener.name.plaintext.max.connections", "05", STATIC),
+                ("max.connections", "2147483647", DEFAULT),
+            ],
+        )
+        assert shown(own[rate])[:2] == ("070", DYNAMIC_BROKER)
+
+
+async def test_a_broker_resource_name_is_read_as_kafka_reads_a_broker_id() -> None:
+    """Kafka's ConfigHelper: the name is parsed as an int (resourceNameToBrokerId: "+1" and
+    "01" are node 1, described as it) before it is compared with the node id."""
+    async with running_broker() as (server, port), connect(port) as c:
+        node = server.broker.node_id
+        assert await alter(c, str(node), ("log.retention.ms", SET, "5000")) == (0, None)
+        for name in (f"+{node}", f"0{node}"):
+            resp = await c.request(
+                dc.DescribeConfigsRequest(
+                    resources=(
+                        dc.DescribeConfigsResource(
+                            resource_type=4, resource_name=name, configuration_keys=None
+                        ),
+                    ),
+                    include_synonyms=True,
+                    include_documentation=False,
+                )
+            )
+            (result,) = resp.results
+            assert (result.error_code, result.resource_name) == (ErrorCode.none, name)
+            own = {e.name: e for e in result.configs}
+            assert shown(own["log.retention.ms"])[:2] == ("5000", DYNAMIC_BROKER)
+        for name, message in (
+            ("x1", "Broker id must be an integer, but it is: x1"),
+            (f" {node}", f"Broker id must be an integer, but it is:  {node}"),
+            ("99999999999", "Broker id must be an integer, but it is: 99999999999"),
+            ("7", f"Unexpected broker id, expected {node} or empty string, but received 7"),
+        ):
+            resp = await c.request(
+                dc.DescribeConfigsRequest(
+                    resources=(
+                        dc.DescribeConfigsResource(
+                            resource_type=4, resource_name=name, configuration_keys=None
+                        ),
+                    ),
+                    include_synonyms=False,
+                    include_documentation=False,
+                )
+            )
+            (result,) = resp.results
+            assert (result.error_code, result.error_message, result.configs) == (
+                ErrorCode.invalid_request,
+                message,
+                (),
+            ), name
+
+
+async def test_kafkas_tuning_configs_a_server_properties_sets_are_listed_as_set(
+    tmp_path: Path,
+) -> None:
+    """Kafka's own config/server.properties sets thread pools, socket buffers and internal
+    topics' replication, which kafkad reads but does not serve: a Kafka node lists them as
+    STATIC_BROKER_CONFIG with Kafka's type and default (kafkad omitted them)."""
+    props = (
+        "num.network.threads=3\nnum.io.threads=8\nsocket.send.buffer.bytes=102400\n"
+        "num.recovery.threads.per.data.dir=2\noffsets.topic.replication.factor=1\n"
+        "share.coordinator.state.topic.min.isr=1\ntransaction.state.log.min.isr=1\n"
+    )
+    async with broker_from(tmp_path, props, "memory://") as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)
+        own = await describe(c, 4, node)
+        e = own["offsets.topic.replication.factor"]
+        assert shown(e) == (
+            "1",
+            STATIC,
+            [
+                ("offsets.topic.replication.factor", "1", STATIC),
+                ("offsets.topic.replication.factor", "3", DEFAULT),
+            ],
+        )
+        assert (e.config_type, e.read_only) == (SHORT, True)
+        e = own["num.io.threads"]  # DynamicThreadPool's: dynamic in Kafka
+        assert shown(e) == (
+            "8",
+            STATIC,
+            [("num.io.threads", "8", STATIC), ("num.io.threads", "8", DEFAULT)],
+        )
+        assert (e.config_type, e.read_only) == (INT, False)
+        for line in props.splitlines():
+            name = line.partition("=")[0]
+            assert own[name].config_source == STATIC, name
+        assert "background.threads" not in own  # not set: kafkad lists only what is set
+        assert await alter(c, node, ("num.io.threads", APPEND, "1")) == (
+            ErrorCode.invalid_config,
+            "Config value append is not allowed for config key: num.io.threads",
         )
