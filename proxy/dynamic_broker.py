@@ -118,6 +118,14 @@ def dynamic(name: str) -> bool:
     return name in DYNAMIC or quota_base(name) is not None
 
 
+# Kafka's validateConfigTypes checks every listener-prefixed config as its base config when
+# DynamicConfig.Broker defines the base (AllDynamicConfigs: DynamicListenerConfig's, whatever the
+# listener, existing or not); kafkad checks so those whose parser is Kafka's validator (the
+# others are strings Kafka does not check, or kafkad's own stricter rules, applied when the
+# listener is added: proxy/dynamic_listeners.py). The connection quotas: ``dynamic``.
+LISTENER_CHECKED = frozenset({"ssl.client.auth"})
+
+
 # Kafka's DynamicSecurityConfigs (SslConfigs.RECONFIGURABLE_CONFIGS): dynamic only with a
 # listener prefix (listener.name.<name>.ssl.keystore.location), per broker.
 SECURITY = frozenset(
@@ -226,6 +234,20 @@ class DynamicBrokerConfigs:
     def layer(self, resource: str) -> Mapping[str, str]:
         """The dynamic configs of ``resource`` ("" the cluster default, else the node id)."""
         return self._configs.get(resource, {})
+
+    def persistent(self, resource: str) -> dict[str, str]:
+        """Kafka's ``fromPersistentProps``: ``resource``'s stored configs less those whose value
+        does not parse (stored by an older kafkad; ``removeInvalidConfigs``, logged), which a
+        change then builds on."""
+        out = dict(self.layer(resource))
+        for name, value in list(out.items()):
+            if dynamic(name) or listener_base(name) in LISTENER_CHECKED:
+                try:
+                    self.parse(name, value)
+                except ValueError as exc:
+                    log.error("dynamic broker config %s=%s ignored: %s", name, value, exc)
+                    del out[name]
+        return out
 
     async def load(self) -> None:
         data = await self._store.read_metadata(BLOB)
@@ -405,14 +427,6 @@ _PER_BROKER = SECURITY | {
     "sasl.login.refresh.min.period.seconds",
     "sasl.login.refresh.buffer.seconds",
 }
-
-
-# Kafka's validateConfigTypes checks every listener-prefixed config as its base config when
-# DynamicConfig.Broker defines the base (AllDynamicConfigs: DynamicListenerConfig's, whatever the
-# listener, existing or not); kafkad checks so those whose parser is Kafka's validator (the
-# others are strings Kafka does not check, or kafkad's own stricter rules, applied when the
-# listener is added: proxy/dynamic_listeners.py). The connection quotas: ``dynamic``.
-LISTENER_CHECKED = frozenset({"ssl.client.auth"})
 
 
 def _per_broker_only(name: str) -> bool:

@@ -485,7 +485,14 @@ async def test_a_listener_prefixed_client_auth_is_checked_as_kafka_checks_it(
         assert server.broker.dynamic.layer(node) == {}
         assert await alter(admin, node, (bad, SET, " required ")) == (ErrorCode.none, None)
         # one stored by an older kafkad (which took 'REQUIRED') is ignored, as Kafka's
-        # removeInvalidConfigs ignores it: the listener is added, and served after a restart
+        # removeInvalidConfigs ignores it: another change is taken (and drops it, as Kafka's
+        # fromPersistentProps), the listener is added, and served after a restart
+        await server.broker.dynamic.replace(node, {bad: "REQUIRED"})
+        assert await alter(admin, node, ("log.retention.ms", SET, "5000")) == (
+            ErrorCode.none,
+            None,
+        )
+        assert server.broker.dynamic.layer(node) == {"log.retention.ms": "5000"}
         both = "PLAINTEXT://127.0.0.1:0,EXTRA://127.0.0.1:0"
         layer = {bad: "REQUIRED", **{n: str(v) for n, _, v in ops(both)}}
         await server.broker.dynamic.replace(node, layer)
