@@ -10,9 +10,12 @@ can write markers between the consumer's polls.
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -53,7 +56,13 @@ class BrokerThread:
 
     def __enter__(self) -> BrokerThread:
         self.thread.start()
-        started = self.ready.get(timeout=TIMEOUT_S)
+        try:
+            started = self.ready.get(timeout=TIMEOUT_S)
+        except queue.Empty:
+            self.stop.set()  # a start that ends late stops at once
+            raise RuntimeError(
+                f"the in-process broker did not start within {TIMEOUT_S} s"
+            ) from None
         if isinstance(started, BaseException):
             raise RuntimeError("the in-process broker failed to start") from started
         self.port, self.broker, self.token = started
@@ -70,6 +79,26 @@ class BrokerThread:
 
     def call(self, fn: Callable[[], Any]) -> Any:
         return trio.from_thread.run(fn, trio_token=self.token)
+
+
+def test_a_broker_slow_to_start_fails_the_test_and_is_not_left_running(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gate = threading.Event()
+
+    @asynccontextmanager
+    async def slow() -> AsyncIterator[tuple[Any, int]]:
+        await trio.to_thread.run_sync(gate.wait)
+        yield SimpleNamespace(broker=None), 0
+
+    monkeypatch.setattr(sys.modules[__name__], "running_broker", slow)
+    monkeypatch.setattr(sys.modules[__name__], "TIMEOUT_S", 0.1)
+    b = BrokerThread()
+    with pytest.raises(RuntimeError, match="did not start within"):
+        b.__enter__()
+    gate.set()  # the start completes late: the broker stops at once
+    b.thread.join(10)
+    assert not b.thread.is_alive()
 
 
 @pytest.fixture

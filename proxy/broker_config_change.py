@@ -5,7 +5,9 @@ order: duplicate config names and null values (INVALID_REQUEST), unknown operati
 without a message: ``prepareIncrementalConfigs`` looks it up in a Scala map, whose
 NoSuchElementException ``ApiError.fromThrowable`` answers so) or on a config that is not a list
 (INVALID_CONFIG), then
-``DynamicBrokerConfig.validateConfigs`` over the resource's whole new set (INVALID_REQUEST:
+``DynamicBrokerConfig.validateConfigs`` over the resource's whole new set (an incremental
+change builds on the stored set less the values that do not parse, as Kafka's
+``fromPersistentProps``) (INVALID_REQUEST:
 "Cannot update these configs dynamically: Set(...)" for a config Kafka or kafkad has that is
 not dynamic, "Invalid value ..." for a bad value), then the reconfigurables' checks
 (``DynamicBrokerConfigs.validators``: a listener's new keystore, proxy/dynamic_tls.py)."""
@@ -71,7 +73,7 @@ def incremental(
     for _, op, _ in ops:
         if op not in (SET, DELETE, APPEND, SUBTRACT):
             return ErrorCode.invalid_request, f"Unknown operations type {op}"
-    props = dict(dyn.layer(resource))
+    props = dyn.persistent(resource)
     for name, op, value in ops:
         if op == SET:
             assert value is not None

@@ -85,30 +85,38 @@ def _list(v: str) -> list[str]:
     return [x.strip() for x in v.split(",") if x.strip()]
 
 
-def _valid_list(name: str, v: str, valid: str = "any non-empty value") -> list[str]:
+def _valid_list(name: str, v: str, valid: tuple[str, ...] = ()) -> list[str]:
     """Kafka's LIST type (items split at commas, trimmed) under ``ValidList`` with neither empty
-    nor null allowed, with its texts: no items, a duplicate or an empty item is refused."""
+    nor null allowed (``valid``: its ``ValidString``, none for ``anyNonDuplicateValues``), with
+    its texts and order: no items, a duplicate, then each item: empty, or not a valid string."""
     items = [x.strip() for x in v.strip().split(",")] if v.strip() else []
     if not items:
-        raise ValueError(f"Configuration '{name}' must not be empty. Valid values include: {valid}")
+        shown = f"[{', '.join(valid)}]" if valid else "any non-empty value"
+        raise ValueError(f"Configuration '{name}' must not be empty. Valid values include: {shown}")
     if len(set(items)) != len(items):
         raise ValueError(f"Configuration '{name}' values must not be duplicated.")
-    if "" in items:
-        raise ValueError(f"Configuration '{name}' values must not be empty.")
+    for item in items:
+        if not item:
+            raise ValueError(f"Configuration '{name}' values must not be empty.")
+        if valid and item not in valid:
+            raise ValueError(
+                f"Invalid value {item} for configuration {name}: String must be one of: "
+                f"{', '.join(valid)}"
+            )
     return items
 
 
 def _rebalance_protocols(v: str) -> str:
-    """Kafka's GroupCoordinatorConfig: ValidList.in(classic, consumer, share, streams), names as
-    given (case-sensitive), classic required. kafkad serves classic and consumer; share and
-    streams are refused."""
-    valid = "[consumer, classic, share, streams]"  # Group.GroupType.documentValidValues
+    """Kafka's GroupCoordinatorConfig: ValidList.in(consumer, classic, share, streams), names as
+    given (case-sensitive), then KafkaConfig's: classic required. kafkad serves classic and
+    consumer; share and streams are refused."""
+    valid = ("consumer", "classic", "share", "streams")  # Group.GroupType.documentValidValues
     names = _valid_list("group.coordinator.rebalance.protocols", v, valid)
+    if "classic" not in names:
+        raise ValueError("Disabling the 'classic' protocol is not supported.")
     for n in names:
         if n not in ("classic", "consumer"):
             raise ValueError(f"{n} is not a group protocol kafkad serves (classic, consumer)")
-    if "classic" not in names:
-        raise ValueError("must include classic")
     return ",".join(names)
 
 

@@ -21,13 +21,14 @@ listener prefix"). A listener's connection quota overrides
 are dynamic per broker and cluster-wide and applied, checked as their unprefixed configs
 (proxy/connection_quota_config.py). Another listener-prefixed config is refused for an
 existing listener with Kafka's "Configs cannot be updated dynamically for existing listener
-..." and stored for any other name (a listener added later). ``listeners`` and
-``listener.security.protocol.map`` are dynamic per broker (``LISTENERS``: checked and applied
-by proxy/dynamic_listeners.py); ``advertised.listeners`` is not (Kafka 4 dropped it from
-DynamicListenerConfig, KAFKA-18405): refused as Kafka's read-only configs are. Kafka's other
-security configs (the unprefixed ssl.* and sasl.*) are dynamic per broker in Kafka but not in
-kafkad: a change to one is refused INVALID_REQUEST ("Cannot update these configs
-dynamically"), as Kafka refuses its read-only configs.
+..." and stored for any other name (a listener added later); a listener's ``ssl.client.auth``
+is first checked as its base config, as Kafka's validateConfigTypes (``LISTENER_CHECKED``).
+``listeners`` and ``listener.security.protocol.map`` are dynamic per broker (``LISTENERS``:
+checked and applied by proxy/dynamic_listeners.py); ``advertised.listeners`` is not (Kafka 4
+dropped it from DynamicListenerConfig, KAFKA-18405): refused as Kafka's read-only configs are.
+Kafka's other security configs (the unprefixed ssl.* and sasl.*) are dynamic per broker in
+Kafka but not in kafkad: a change to one is refused INVALID_REQUEST ("Cannot update these
+configs dynamically"), as Kafka refuses its read-only configs.
 Kafka's static configs kafkad only reads from a server.properties (process.roles, log.dirs...)
 are refused the same way. Names Kafka does not know are accepted and stored, as Kafka stores
 them (no ConfigDef checks them), but change nothing.
@@ -55,6 +56,7 @@ from proxy.broker_config_types import (
     LONG,
     NULL_DEFAULTS,
     SHORT,
+    STRING,
     UNSERVED,
     config_type,
     listener_base,
@@ -115,6 +117,14 @@ DYNAMIC = frozenset(
 def dynamic(name: str) -> bool:
     """Whether Kafka lets a dynamic config change ``name`` (and kafkad applies it)."""
     return name in DYNAMIC or quota_base(name) is not None
+
+
+# Kafka's validateConfigTypes checks every listener-prefixed config as its base config when
+# DynamicConfig.Broker defines the base (AllDynamicConfigs: DynamicListenerConfig's, whatever the
+# listener, existing or not); kafkad checks so those whose parser is Kafka's validator (the
+# others are strings Kafka does not check, or kafkad's own stricter rules, applied when the
+# listener is added: proxy/dynamic_listeners.py). The connection quotas: ``dynamic``.
+LISTENER_CHECKED = frozenset({"ssl.client.auth"})
 
 
 # Kafka's DynamicSecurityConfigs (SslConfigs.RECONFIGURABLE_CONFIGS): dynamic only with a
@@ -225,6 +235,20 @@ class DynamicBrokerConfigs:
     def layer(self, resource: str) -> Mapping[str, str]:
         """The dynamic configs of ``resource`` ("" the cluster default, else the node id)."""
         return self._configs.get(resource, {})
+
+    def persistent(self, resource: str) -> dict[str, str]:
+        """Kafka's ``fromPersistentProps``: ``resource``'s stored configs less those whose value
+        does not parse (stored by an older kafkad; ``removeInvalidConfigs``, logged), which a
+        change then builds on."""
+        out = dict(self.layer(resource))
+        for name, value in list(out.items()):
+            if dynamic(name) or listener_base(name) in LISTENER_CHECKED:
+                try:
+                    self.parse(name, value)
+                except ValueError as exc:
+                    log.error("dynamic broker config %s=%s ignored: %s", name, value, exc)
+                    del out[name]
+        return out
 
     async def load(self) -> None:
         data = await self._store.read_metadata(BLOB)
@@ -354,7 +378,7 @@ def refusal(
         if name in BROKER_QUOTA_RATES and not _long_at_least_zero(value):
             return kafka_value_error(name, value, "must be at least 0")
     for name, value in configs.items():
-        if not dynamic(name):
+        if not dynamic(name) and listener_base(name) not in LISTENER_CHECKED:
             continue
         try:
             dyn.parse(name, value)
@@ -460,7 +484,7 @@ def kafka_value_error(name: str, value: str, problem: str) -> str:
         return invalid(v, f"String must be one of: {m[1]}")
     if name == "log.message.timestamp.type":
         return invalid(v, "String must be one of: CreateTime, LogAppendTime")
-    return invalid(value, problem)
+    return invalid(v if kind == STRING else value, problem)  # a STRING is validated trimmed
 
 
 def render(value: Any) -> str:

@@ -120,7 +120,9 @@ class DynamicListeners:
 
     def values_with(self, layer: Mapping[str, str]) -> dict[str, Any]:
         """The broker's values with ``layer``'s listener-prefixed configs (a new listener's
-        SASL and TLS configs), each parsed as its unprefixed config if kafkad knows it."""
+        SASL and TLS configs), each parsed as its unprefixed config if kafkad knows it. One
+        that does not parse (stored by an older kafkad) is ignored with a warning, as Kafka's
+        ``DynamicBrokerConfig.removeInvalidConfigs`` ignores an invalid stored config."""
         out = self._dynamic.with_security(layer)
         for name, raw in layer.items():
             parts = listener_prefixed(name)
@@ -130,6 +132,8 @@ class DynamicListeners:
                 out[name] = self._dynamic.parse(parts[1], raw)
             except KeyError:
                 out[name] = raw
+            except ValueError as exc:
+                log.warning("dynamic broker config %s=%s ignored: %s", name, raw, exc)
         return out
 
     def validate(self, layer: Mapping[str, str]) -> str | None:

@@ -463,3 +463,41 @@ async def test_ipv6_wildcard_listener_takes_ipv4_clients_too() -> None:
                 assert await metadata_broker(c) != ("", 0)
         finally:
             server.stop()
+
+
+async def test_a_listener_prefixed_client_auth_is_checked_as_kafka_checks_it(
+    tmp_path: Path,
+) -> None:
+    # Kafka's validateConfigTypes checks listener.name.<l>.ssl.client.auth as ssl.client.auth
+    # (ValidString: lower-case names, trimmed), for a listener that does not exist yet too
+    data = str(tmp_path / "data")
+    bad = "listener.name.extra.ssl.client.auth"
+    refused = (
+        ErrorCode.invalid_request,
+        "Invalid value REQUIRED for configuration ssl.client.auth: String must be one of: "
+        "required, requested, none",
+    )
+    async with running_broker(data) as (server, port), connect(port) as admin:
+        assert server.broker is not None
+        node = str(server.broker.node_id)
+        assert await alter(admin, node, (bad, SET, " REQUIRED ")) == refused
+        assert await alter(admin, "", (bad, SET, "REQUIRED")) == refused  # before per-broker
+        assert server.broker.dynamic.layer(node) == {}
+        assert await alter(admin, node, (bad, SET, " required ")) == (ErrorCode.none, None)
+        # one stored by an older kafkad (which took 'REQUIRED') is ignored, as Kafka's
+        # removeInvalidConfigs ignores it: another change is taken (and drops it, as Kafka's
+        # fromPersistentProps), the listener is added, and served after a restart
+        await server.broker.dynamic.replace(node, {bad: "REQUIRED"})
+        assert await alter(admin, node, ("log.retention.ms", SET, "5000")) == (
+            ErrorCode.none,
+            None,
+        )
+        assert server.broker.dynamic.layer(node) == {"log.retention.ms": "5000"}
+        both = "PLAINTEXT://127.0.0.1:0,EXTRA://127.0.0.1:0"
+        layer = {bad: "REQUIRED", **{n: str(v) for n, _, v in ops(both)}}
+        await server.broker.dynamic.replace(node, layer)
+        assert "EXTRA" in server.bound_listeners
+    async with running_broker(data) as (server, port), connect(port) as admin:
+        assert await metadata_broker(admin) == ("127.0.0.1", port)
+        async with connect(extra_port(server)) as c:
+            assert await metadata_broker(c) == ("127.0.0.1", extra_port(server))

@@ -155,8 +155,18 @@ async def test_kafkas_checks_refuse_and_change_nothing(
             ErrorCode.invalid_request,
             "Cannot update these configs dynamically: Set(advertised.listeners)",
         )
-        for name in ("ssl.client.auth", "plain.sasl.jaas.config", "sasl.enabled.mechanisms"):
-            assert await alter(c, node, (f"listener.name.ssl.{name}", SET, "x")) == (
+        # Kafka's validateConfigTypes first: a listener's ssl.client.auth as ssl.client.auth
+        assert await alter(c, node, ("listener.name.ssl.ssl.client.auth", SET, "x")) == (
+            ErrorCode.invalid_request,
+            "Invalid value x for configuration ssl.client.auth: String must be one of: "
+            "required, requested, none",
+        )
+        for name, value in (
+            ("ssl.client.auth", "required"),
+            ("plain.sasl.jaas.config", "x"),
+            ("sasl.enabled.mechanisms", "x"),
+        ):
+            assert await alter(c, node, (f"listener.name.ssl.{name}", SET, value)) == (
                 ErrorCode.invalid_request,
                 "Invalid value org.apache.kafka.common.config.ConfigException: Configs cannot be "
                 "updated dynamically for existing listener ListenerName(SSL), restart broker or "
