@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from proxy.kafka_only_configs import KAFKA_ONLY_CONFIGS
+
 UNKNOWN, BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = range(10)
 
 _B, _S, _I, _L, _D, _LS, _C, _P = BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, CLASS, PASSWORD
@@ -340,9 +342,10 @@ BROKER_QUOTA_RATES = frozenset(
 
 
 def exact_type(name: str) -> int:
-    """Kafka's type of broker config ``name`` (``KafkaConfig.configKeys``); UNKNOWN for a name
-    Kafka does not define, a listener-prefixed one included."""
-    info = BROKER_CONFIG_INFO.get(name)
+    """Kafka's type of broker config ``name`` (``KafkaConfig.configKeys``: kafkad's configs and
+    Kafka's others, proxy/kafka_only_configs.py); UNKNOWN for a name Kafka does not define, a
+    listener-prefixed one included."""
+    info = BROKER_CONFIG_INFO.get(name) or KAFKA_ONLY_CONFIGS.get(name)
     return UNKNOWN if info is None else info[0]
 
 

@@ -64,6 +64,7 @@ from proxy.connection_quota_config import (
     reconfiguration_error,
     validate_values,
 )
+from proxy.kafka_only_configs import KAFKA_DYNAMIC, KAFKA_ONLY_CONFIGS, parse_value
 
 log = logging.getLogger("kafkad.config")
 BLOB = "broker-configs"
@@ -112,8 +113,9 @@ DYNAMIC = frozenset(
 
 
 def dynamic(name: str) -> bool:
-    """Whether Kafka lets a dynamic config change ``name`` (and kafkad applies it)."""
-    return name in DYNAMIC or quota_base(name) is not None
+    """Whether Kafka lets a dynamic config change ``name`` (kafkad applies it, or stores it:
+    ``KAFKA_DYNAMIC``, Kafka's dynamic configs kafkad has no use for)."""
+    return name in DYNAMIC or name in KAFKA_DYNAMIC or quota_base(name) is not None
 
 
 # Kafka's DynamicSecurityConfigs (SslConfigs.RECONFIGURABLE_CONFIGS): dynamic only with a
@@ -138,9 +140,11 @@ SECURITY = frozenset(
 # but has no synonym of its own.
 _RETENTION = ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
 _ROLL = ("log.roll.ms", "log.roll.hours")
+_JITTER = ("log.roll.jitter.ms", "log.roll.jitter.hours")
 ALTERNATES: Mapping[str, tuple[str, ...]] = {
     **dict.fromkeys(_RETENTION, _RETENTION),
     **dict.fromkeys(_ROLL, _ROLL),
+    **dict.fromkeys(_JITTER, _JITTER),
     "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
 }
 # Kafka's ConfigDef defaults where kafkad's differ or kafkad has no config of that name (None:
@@ -240,6 +244,8 @@ class DynamicBrokerConfigs:
         self._apply()
 
     def parse(self, name: str, value: str) -> Any:
+        if name in KAFKA_DYNAMIC:  # Kafka's, stored only: its ConfigDef's checks
+            return parse_value(name, value)
         return self._parsers[listener_base(name) or name](value.strip())
 
     def with_security(self, layer: Mapping[str, str]) -> dict[str, Any]:
@@ -294,6 +300,8 @@ class DynamicBrokerConfigs:
         """Kafka's ConfigDef default of ``name`` as a string (None: null or no default)."""
         if name in KAFKA_DEFAULTS:
             return KAFKA_DEFAULTS[name]
+        if name in KAFKA_ONLY_CONFIGS:
+            return KAFKA_ONLY_CONFIGS[name][1]
         return None if name in NULL_DEFAULTS else self._defaults.get(name)
 
     def synonyms(self, name: str, *, per_broker: bool) -> list[tuple[str, str, int]]:

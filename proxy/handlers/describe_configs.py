@@ -4,10 +4,12 @@ documentation. v4: flexible.
 Resource types: TOPIC (2) lists every topic config with its effective value; an illegal topic
 name is INVALID_TOPIC_EXCEPTION, a missing topic UNKNOWN_TOPIC_OR_PARTITION. BROKER (4) lists,
 for this node's id, every broker config kafkad has (and any stored dynamically; and Kafka's
-log.dir(s), process.roles and time alternates, ``KAFKA_ONLY``) with its value, Kafka's type,
-documentation (v3+), read_only unless dynamic (``proxy/dynamic_broker.py``), sensitive (no
-value) for a password or a config Kafka does not define (``proxy/broker_config_types.py``); ""
-(the cluster default) lists, as Kafka's ConfigHelper, only the dynamic cluster-wide defaults.
+log.dir(s), process.roles and time alternates, ``KAFKA_ONLY``; and every other config Kafka
+4.2 defines, proxy/kafka_only_configs.py, at Kafka's default unless set) with its value,
+Kafka's type, documentation (v3+), read_only unless dynamic (``proxy/dynamic_broker.py``),
+sensitive (no value) for a password or a config Kafka does not define
+(``proxy/broker_config_types.py``); "" (the cluster default) lists, as Kafka's ConfigHelper,
+only the dynamic cluster-wide defaults.
 Anything else is INVALID_REQUEST. Synonyms and source, as Kafka's ConfigHelper: the topic
 override (for a topic), then the broker config's alternates (log.retention.ms/minutes/hours,
 ...) in each layer, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
@@ -48,6 +50,7 @@ from proxy.acl.checks import MESSAGES, config_refusal
 from proxy.acl.model import AclOperation
 from proxy.broker_config_defs import BROKER_CONFIGS, INTERNAL_CONFIGS
 from proxy.broker_config_types import (
+    BOOLEAN,
     INT,
     KAFKA_ONLY,
     LIST,
@@ -63,6 +66,7 @@ from proxy.broker_config_types import (
 )
 from proxy.context import RequestContext
 from proxy.dynamic_broker import ALTERNATES, DYNAMIC, LISTENERS, DynamicBrokerConfigs, render
+from proxy.kafka_only_configs import INTERNAL, KAFKA_DYNAMIC, KAFKA_ONLY_CONFIGS
 from proxy.registry import handler
 from storage.topic_config import TOPIC_CONFIG_TYPES, TOPIC_CONFIGS, effective_configs
 from storage.topics import topic_name_error
@@ -211,9 +215,8 @@ def broker_entries(
     dynamic cluster-wide ones. Source: the first synonym's (Kafka's order), else DEFAULT."""
     per_broker = resource != ""
     if per_broker:  # Kafka: the KafkaConfig's originals, a static listener override too
-        names = (
-            set(BROKER_CONFIGS) | KAFKA_ONLY | set(dynamic.layer("")) | set(dynamic.layer(resource))
-        )
+        names = set(BROKER_CONFIGS) | KAFKA_ONLY | set(KAFKA_ONLY_CONFIGS)
+        names |= set(dynamic.layer("")) | set(dynamic.layer(resource))
         names |= {n for n in dynamic.static if listener_base(n)}
         names |= {n for n in dynamic.originals if exact_type(n) != UNKNOWN}
     else:
@@ -228,7 +231,8 @@ def broker_entries(
             _synonym(n, None if hidden else v, src)
             for n, v, src in dynamic.synonyms(name, per_broker=per_broker)
         ]
-        if name in INTERNAL_CONFIGS and (not all_syn or all_syn[0].source == DEFAULT_CONFIG):
+        internal = name in INTERNAL_CONFIGS or name in INTERNAL
+        if internal and (not all_syn or all_syn[0].source == DEFAULT_CONFIG):
             continue  # Kafka lists an internal config only when the broker's config sets it
         if name in NULL_DEFAULTS and not all_syn:  # unset, Kafka's default null: shown null
             raw = None
@@ -238,7 +242,7 @@ def broker_entries(
                 value=None if hidden else raw,
                 # Kafka: AllDynamicConfigs.contains(name), base names only (so a listener's
                 # override listener.name.<l>.max.connections is read-only, though alterable)
-                read_only=name not in DYNAMIC | LISTENERS,
+                read_only=name not in DYNAMIC | LISTENERS | KAFKA_DYNAMIC,
                 config_source=i8(all_syn[0].source if all_syn else DEFAULT_CONFIG),
                 is_sensitive=hidden,
                 synonyms=tuple(all_syn) if synonyms else (),
@@ -274,10 +278,12 @@ def _value(
 
 def _kafka_form(value: str, kind: int) -> str:
     """A value as Kafka's ConfigDef parses and prints it: trimmed (``String.trim``); a LIST's
-    items trimmed and joined with commas; a number in its canonical form."""
+    items trimmed and joined with commas; a number in its canonical form; a boolean lower-case."""
     text = value.strip("".join(map(chr, range(33))))
     if kind == LIST:
         return ",".join(re.split(r"\s*,\s*", text)) if text else ""
     if kind in (INT, LONG, SHORT) and re.fullmatch(r"[+-]?[0-9]+", text):
         return str(int(text))
+    if kind == BOOLEAN and text.lower() in ("true", "false"):  # Boolean.toString
+        return text.lower()
     return text
