@@ -375,7 +375,56 @@ def refusal(
     new_values = {n: v for n, v in dyn.values.items() if not quota_base(n)} | new
     if (problem := validate_values(new_values)) is not None:
         return problem
-    return reconfiguration_error(dyn.values, new_values, dyn.listener_names)
+    if (problem := reconfiguration_error(dyn.values, new_values, dyn.listener_names)) is not None:
+        return problem
+    return _thread_count_error(dyn, {**dyn._configs, dyn.node if per_broker else "": configs})
+
+
+# Kafka's thread pools: the acceptors' num.network.threads, then DynamicThreadPool's
+_THREAD_COUNTS = (
+    "num.network.threads",
+    "num.io.threads",
+    "num.replica.fetchers",
+    "num.recovery.threads.per.data.dir",
+    "background.threads",
+)
+
+
+def _thread_count_error(
+    dyn: DynamicBrokerConfigs, new: Mapping[str, Mapping[str, str]]
+) -> str | None:
+    """Kafka's DynamicThreadPool / SocketServer ``validateReconfiguration``: a thread count that
+    changes must stay within half and double its current value (kafkad has none of these pools;
+    their dynamic values are stored only), in the words ``processReconfiguration`` wraps it in."""
+
+    def count(configs: Mapping[str, Mapping[str, str]], name: str) -> int:
+        layers = (configs.get(dyn.node, {}), configs.get("", {}), dyn.originals)
+        raw = next((x[name] for x in layers if name in x), dyn.default(name))
+        try:  # a stored value Kafka would ignore: the default
+            value = parse_value(name, raw or "")
+        except ValueError:
+            value = int(KAFKA_ONLY_CONFIGS[name][1] or 0)
+        assert isinstance(value, int)  # INT configs
+        return value
+
+    for name in _THREAD_COUNTS:
+        old, value = count(dyn._configs, name), count(new, name)
+        if value == old:
+            continue
+        why = f"Dynamic thread count update validation failed for {name}={value}"
+        if value <= 0:
+            why += ", value should be at least 1"
+        elif value < old // 2:
+            why += f", value should be at least half the current value {old}"
+        elif value > old * 2:
+            why += f", value should not be greater than double the current value {old}"
+        else:
+            continue
+        return (
+            "Invalid value org.apache.kafka.common.config.ConfigException: "
+            f"{why} for configuration Invalid dynamic configuration"
+        )
+    return None
 
 
 # Kafka's DynamicBrokerConfig.PerBrokerConfigs: DynamicListenerConfig's (and the security ones)

@@ -176,3 +176,28 @@ def test_a_bad_value_for_one_is_refused_at_start_up(tmp_path: Path) -> None:
     assert (
         f"replica.lag.time.max.ms=soon from config file {path}: must be a whole number" in message
     )
+
+
+async def test_a_thread_count_stays_within_half_and_double_its_current_value() -> None:
+    """Kafka's DynamicThreadPool / SocketServer checks, in processReconfiguration's words."""
+
+    def refused(why: str) -> tuple[ErrorCode, str]:
+        return (
+            ErrorCode.invalid_request,
+            "Invalid value org.apache.kafka.common.config.ConfigException: Dynamic thread count "
+            f"update validation failed for {why} for configuration Invalid dynamic configuration",
+        )
+
+    async with running_broker() as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)
+        assert await alter(c, "", ("num.io.threads", SET, "17")) == refused(
+            "num.io.threads=17, value should not be greater than double the current value 8"
+        )
+        assert await alter(c, node, ("background.threads", SET, "4")) == refused(
+            "background.threads=4, value should be at least half the current value 10"
+        )
+        assert await alter(c, node, ("num.network.threads", SET, "6")) == (ErrorCode.none, None)
+        assert await alter(c, "", ("num.network.threads", SET, "13")) == (ErrorCode.none, None)
+        assert await alter(c, node, ("num.network.threads", SET, "13")) == refused(
+            "num.network.threads=13, value should not be greater than double the current value 6"
+        )
