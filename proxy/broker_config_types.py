@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 
 from proxy.kafka_only_configs import KAFKA_ONLY_CONFIGS
+from proxy.kafka_only_docs import DOCS
 
 UNKNOWN, BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = range(10)
 
@@ -396,4 +397,4 @@ def sensitive(name: str) -> bool:
 
 def documentation(name: str) -> str | None:
     info = BROKER_CONFIG_INFO.get(name)
-    return None if info is None else info[1]
+    return DOCS.get(name) if info is None else info[1]

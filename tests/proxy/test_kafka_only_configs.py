@@ -86,6 +86,12 @@ async def test_every_kafka_config_is_described_with_kafkas_type_default_and_read
             ), name
             assert e.config_source == DEFAULT, name
             assert shown(e)[2] == ([] if default is None else [(name, default, DEFAULT)]), name
+        # their ConfigDef documentation's first sentence (v3+)
+        assert own["broker.rack"].documentation == "Rack of the broker."
+        assert own["num.io.threads"].documentation == (
+            "The number of threads that the server uses for processing requests, which may "
+            "include disk I/O"
+        )
         assert set(KAFKA_ONLY_CONFIGS) - INTERNAL <= set(own)
         assert not INTERNAL & set(own)  # Kafka's internal configs: only when set
         assert "unstable.api.versions.enable" not in own
