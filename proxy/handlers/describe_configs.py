@@ -32,8 +32,10 @@ others, TOPIC_ / CLUSTER_AUTHORIZATION_FAILED with Kafka's message and no config
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
@@ -51,6 +53,7 @@ from proxy.acl.model import AclOperation
 from proxy.broker_config_defs import BROKER_CONFIGS, INTERNAL_CONFIGS
 from proxy.broker_config_types import (
     BOOLEAN,
+    DOUBLE,
     INT,
     KAFKA_ONLY,
     LIST,
@@ -286,4 +289,19 @@ def _kafka_form(value: str, kind: int) -> str:
         return str(int(text))
     if kind == BOOLEAN and text.lower() in ("true", "false"):  # Boolean.toString
         return text.lower()
+    if kind == DOUBLE and re.fullmatch(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", text):
+        return java_double(float(text))
     return text
+
+
+def java_double(x: float) -> str:
+    """Java's ``Double.toString``: the shortest digits, with a ``.0`` at least; computerized
+    scientific notation (``1.0E7``, ``1.7976931348623157E308``) outside [10^-3, 10^7)."""
+    if not math.isfinite(x):
+        return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+    if x == 0 or 1e-3 <= abs(x) < 1e7:
+        return repr(x)  # Python's shortest digits, fixed notation in this range
+    shortest = Decimal(repr(abs(x))).normalize().as_tuple()
+    digits = "".join(map(str, shortest.digits))
+    power = len(digits) - 1 + int(shortest.exponent)
+    return f"{'-' if x < 0 else ''}{digits[0]}.{digits[1:] or '0'}E{power}"

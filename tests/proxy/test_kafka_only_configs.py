@@ -207,3 +207,23 @@ async def test_a_thread_count_stays_within_half_and_double_its_current_value() -
         assert await alter(c, node, ("num.network.threads", SET, "13")) == refused(
             "num.network.threads=13, value should not be greater than double the current value 6"
         )
+
+
+async def test_a_double_is_shown_as_javas_double_to_string() -> None:
+    async with running_broker() as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)
+        assert await alter(c, node, ("log.cleaner.io.buffer.load.factor", SET, "0.90")) == (
+            ErrorCode.none,
+            None,
+        )
+        own = await describe(c, 4, node)
+        e = own["log.cleaner.io.max.bytes.per.second"]  # kafkad's own, Double.MAX_VALUE
+        assert (e.value, e.config_type) == ("1.7976931348623157E308", DOUBLE)
+        assert shown(own["log.cleaner.io.buffer.load.factor"]) == (
+            "0.9",
+            DYNAMIC_BROKER,
+            [
+                ("log.cleaner.io.buffer.load.factor", "0.90", DYNAMIC_BROKER),  # as stored
+                ("log.cleaner.io.buffer.load.factor", "0.9", DEFAULT),
+            ],
+        )
