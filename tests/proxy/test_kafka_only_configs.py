@@ -8,11 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import trio
 from kio.schema.errors import ErrorCode
 
 from proxy.config import load_config
 from proxy.kafka_only_configs import INTERNAL, KAFKA_ONLY_CONFIGS
 from proxy.properties_file import ConfigError
+from proxy.server import Server
 from tests.proxy.harness import connect, running_broker
 from tests.proxy.test_broker_config_sources import broker_from, shown
 from tests.proxy.test_dynamic_broker_configs import (
@@ -227,3 +229,37 @@ async def test_a_double_is_shown_as_javas_double_to_string() -> None:
                 ("log.cleaner.io.buffer.load.factor", "0.9", DEFAULT),
             ],
         )
+
+
+async def test_set_and_the_environment_give_them_too(tmp_path: Path) -> None:
+    cfg = load_config(
+        listen="127.0.0.1:0",
+        advertise=None,
+        data_dir=str(tmp_path / "data"),
+        config_file=None,
+        overrides={"num.io.threads": "4"},
+        environ={"KAFKAD_REPLICA_FETCH_MAX_BYTES": "2097152"},
+    )
+    server = Server(cfg)
+    async with trio.open_nursery() as nursery:
+        _, port = await nursery.start(server.run)
+        try:
+            async with connect(port) as c:
+                own = await describe(c, 4, str(server.broker.node_id))
+                assert shown(own["num.io.threads"])[:2] == ("4", STATIC)
+                assert shown(own["replica.fetch.max.bytes"])[:2] == ("2097152", STATIC)
+        finally:
+            server.stop()
+    with pytest.raises(ConfigError) as info:
+        load_config(
+            listen=None,
+            advertise=None,
+            data_dir=None,
+            config_file=None,
+            overrides={"num.io.threads": "0"},
+            environ={"KAFKAD_BACKGROUND_THREADS": "x"},
+        )
+    assert str(info.value) == (
+        "background.threads=x from environment variable KAFKAD_BACKGROUND_THREADS: must be a "
+        "whole number; num.io.threads=0 from --set: must be at least 1"
+    )
