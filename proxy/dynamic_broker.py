@@ -64,6 +64,7 @@ from proxy.connection_quota_config import (
     reconfiguration_error,
     validate_values,
 )
+from proxy.kafka_only_checks import reconfiguration_error as kafka_only_error
 from proxy.kafka_only_configs import KAFKA_DYNAMIC, KAFKA_ONLY_CONFIGS, parse_value
 
 log = logging.getLogger("kafkad.config")
@@ -296,6 +297,16 @@ class DynamicBrokerConfigs:
         for listener in self.listeners:
             listener()
 
+    def lookup(self, configs: Configs) -> Callable[[str], str | None]:
+        """A config's string with dynamic layers ``configs``: this node's, the cluster
+        default's, the static originals', else Kafka's default."""
+
+        def get(name: str) -> str | None:
+            layers = (configs.get(self.node, {}), configs.get("", {}), self.originals)
+            return next((x[name] for x in layers if name in x), self.default(name))
+
+        return get
+
     def default(self, name: str) -> str | None:
         """Kafka's ConfigDef default of ``name`` as a string (None: null or no default)."""
         if name in KAFKA_DEFAULTS:
@@ -377,54 +388,13 @@ def refusal(
         return problem
     if (problem := reconfiguration_error(dyn.values, new_values, dyn.listener_names)) is not None:
         return problem
-    return _thread_count_error(dyn, {**dyn._configs, dyn.node if per_broker else "": configs})
-
-
-# Kafka's thread pools: the acceptors' num.network.threads, then DynamicThreadPool's
-_THREAD_COUNTS = (
-    "num.network.threads",
-    "num.io.threads",
-    "num.replica.fetchers",
-    "num.recovery.threads.per.data.dir",
-    "background.threads",
-)
-
-
-def _thread_count_error(
-    dyn: DynamicBrokerConfigs, new: Mapping[str, Mapping[str, str]]
-) -> str | None:
-    """Kafka's DynamicThreadPool / SocketServer ``validateReconfiguration``: a thread count that
-    changes must stay within half and double its current value (kafkad has none of these pools;
-    their dynamic values are stored only), in the words ``processReconfiguration`` wraps it in."""
-
-    def count(configs: Mapping[str, Mapping[str, str]], name: str) -> int:
-        layers = (configs.get(dyn.node, {}), configs.get("", {}), dyn.originals)
-        raw = next((x[name] for x in layers if name in x), dyn.default(name))
-        try:  # a stored value Kafka would ignore: the default
-            value = parse_value(name, raw or "")
-        except ValueError:
-            value = int(KAFKA_ONLY_CONFIGS[name][1] or 0)
-        assert isinstance(value, int)  # INT configs
-        return value
-
-    for name in _THREAD_COUNTS:
-        old, value = count(dyn._configs, name), count(new, name)
-        if value == old:
-            continue
-        why = f"Dynamic thread count update validation failed for {name}={value}"
-        if value <= 0:
-            why += ", value should be at least 1"
-        elif value < old // 2:
-            why += f", value should be at least half the current value {old}"
-        elif value > old * 2:
-            why += f", value should not be greater than double the current value {old}"
-        else:
-            continue
-        return (
-            "Invalid value org.apache.kafka.common.config.ConfigException: "
-            f"{why} for configuration Invalid dynamic configuration"
-        )
-    return None
+    layers = {**dyn._configs, dyn.node if per_broker else "": dict(configs)}
+    return kafka_only_error(
+        dyn.lookup(dyn._configs),
+        dyn.lookup(layers),
+        new_values.get("log.retention.ms", -1),
+        new_values.get("log.retention.bytes", -1),
+    )
 
 
 # Kafka's DynamicBrokerConfig.PerBrokerConfigs: DynamicListenerConfig's (and the security ones)

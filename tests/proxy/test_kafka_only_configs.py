@@ -209,6 +209,44 @@ async def test_a_thread_count_stays_within_half_and_double_its_current_value() -
         assert await alter(c, node, ("num.network.threads", SET, "13")) == refused(
             "num.network.threads=13, value should not be greater than double the current value 6"
         )
+        assert await alter(c, node, ("remote.log.reader.threads", SET, "21")) == refused(
+            "remote.log.reader.threads=21, value should not be greater than double the current "
+            "value 10"
+        )
+        wrapped = (
+            "Invalid value org.apache.kafka.common.config.ConfigException: {} for configuration "
+            "Invalid dynamic configuration"
+        )
+        # ConfigDef's atLeast(1) before DynamicRemoteLogConfig's own check
+        rate = "remote.log.manager.copy.max.bytes.per.second"
+        assert await alter(c, node, (rate, SET, "0")) == (
+            ErrorCode.invalid_request,
+            f"Invalid value 0 for configuration {rate}: Value must be at least 1",
+        )
+        # DynamicLogConfig: the local retention within log.retention.ms (7 days by default)
+        assert await alter(c, node, ("log.local.retention.ms", SET, "-1")) == (
+            ErrorCode.invalid_request,
+            wrapped.format(
+                "Invalid value -1 for configuration log.local.retention.ms: Value must not be -1 "
+                "as log.retention.ms value is set as 604800000."
+            ),
+        )
+        assert await alter(c, node, ("log.local.retention.ms", SET, "604800001")) == (
+            ErrorCode.invalid_request,
+            wrapped.format(
+                "Invalid value 604800001 for configuration log.local.retention.ms: Value must "
+                "not be more than log.retention.ms property value: 604800000"
+            ),
+        )
+        assert await alter(c, node, ("log.local.retention.ms", SET, "1000")) == (
+            ErrorCode.none,
+            None,
+        )
+        # log.retention.bytes is unlimited (-1) by default: any local retention
+        assert await alter(c, node, ("log.local.retention.bytes", SET, "-1")) == (
+            ErrorCode.none,
+            None,
+        )
 
 
 async def test_a_double_is_shown_as_javas_double_to_string() -> None:
