@@ -21,6 +21,7 @@ from compat_tests.conftest import BrokerProcess
 
 pytestmark = pytest.mark.timeout(120)
 TIMEOUT_S = 30
+SET = AlterConfigOpType.SET
 
 
 def _alter(admin: AdminClient, name: str, *entries: ConfigEntry) -> None:
@@ -118,3 +119,33 @@ def test_static_configs_described_as_a_kafka_node_shows_them(bootstrap: str) -> 
         assert (entry.value, entry.source) == (None, ConfigSource.DEFAULT_CONFIG.value), name
     assert own["log.retention.hours"].value == "168"
     assert own["log.dir"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
+@pytest.mark.skipif(EXTERNAL, reason="changes the broker's configs")
+def test_every_kafka_config_listed_and_kafkas_dynamic_ones_kept(own_broker: BrokerProcess) -> None:
+    """Kafka 4.2's configs kafkad has no use for: listed at Kafka's default, the dynamic ones
+    (num.io.threads) altered and kept across a kill -9, the read-only ones refused."""
+    admin = AdminClient({"bootstrap.servers": own_broker.bootstrap})
+    node = _node_id(admin)
+    own = _describe(admin, node)
+    assert len(own) >= 330  # Kafka 4.2 lists about 330 configs of a broker
+    for name, value, read_only in (
+        ("num.io.threads", "8", False),
+        ("num.network.threads", "3", False),
+        ("queued.max.requests", "500", True),
+        ("replica.fetch.max.bytes", "1048576", True),
+    ):
+        e = own[name]
+        assert (e.value, e.is_read_only, e.source) == (
+            value,
+            read_only,
+            ConfigSource.DEFAULT_CONFIG.value,
+        ), name
+    _alter(admin, node, ConfigEntry("num.io.threads", "12", incremental_operation=SET))
+    with pytest.raises(KafkaException, match=r"Cannot update these configs dynamically"):
+        _alter(admin, node, ConfigEntry("queued.max.requests", "7", incremental_operation=SET))
+    own_broker.kill9()
+    own_broker.restart()
+    admin = AdminClient({"bootstrap.servers": own_broker.bootstrap})
+    e = _describe(admin, node)["num.io.threads"]
+    assert (e.value, e.source) == ("12", ConfigSource.DYNAMIC_BROKER_CONFIG.value)

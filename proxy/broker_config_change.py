@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from proxy.broker_config_defs import BROKER_CONFIGS
 from proxy.broker_config_types import LIST, THREAD_POOLS, UNKNOWN, exact_type
 from proxy.dynamic_broker import DynamicBrokerConfigs, refusal
+from proxy.kafka_only_configs import KAFKA_ONLY_CONFIGS
 from proxy.kafka_properties import IGNORED, KRAFT, MUST_BE_ONE
 from proxy.tls import per_listener_base
 
@@ -47,7 +48,11 @@ _KAFKA_STATIC_LISTS_WITHOUT_DEFAULT = frozenset({"process.roles", "controller.li
 
 
 def _known(name: str) -> bool:
-    return name in BROKER_CONFIGS or per_listener_base(name) is not None
+    return (
+        name in BROKER_CONFIGS
+        or name in KAFKA_ONLY_CONFIGS  # Kafka's others: refused unless dynamic in Kafka
+        or per_listener_base(name) is not None
+    )
 
 
 def _read_only_if_not_dynamic(name: str) -> bool:
@@ -95,7 +100,10 @@ def incremental(
                 )
             old = props.get(name)
             if old is None:
-                old = BROKER_CONFIGS[name][1] if name in BROKER_CONFIGS else ""
+                old = BROKER_CONFIGS[name][1] if name in BROKER_CONFIGS else None
+                if old is None and name in KAFKA_ONLY_CONFIGS:
+                    old = KAFKA_ONLY_CONFIGS[name][1]
+                old = old or ""
             items = old.split(",") if op == SUBTRACT or old else []
             given = value.split(",")
             if op == APPEND:

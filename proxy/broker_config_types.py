@@ -13,6 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from proxy.kafka_only_configs import KAFKA_ONLY_CONFIGS
+from proxy.kafka_only_docs import DOCS
+
 UNKNOWN, BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = range(10)
 
 _B, _S, _I, _L, _D, _LS, _C, _P = BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, CLASS, PASSWORD
@@ -280,29 +283,9 @@ BROKER_CONFIG_INFO: Mapping[str, tuple[int, str]] = {
     ),
 }
 
-# Kafka's configs a server.properties may set that kafkad reads but does not serve
-# (proxy/kafka_properties.py: IGNORED, MUST_BE_ONE) -> (Kafka's type, its ConfigDef default).
-# DescribeConfigs lists them when the static config sets them, as Kafka lists its originals.
-UNSERVED: Mapping[str, tuple[int, str | None]] = {
-    "background.threads": (_I, "10"),
-    "controller.quorum.election.timeout.ms": (_I, "1000"),
-    "controller.quorum.fetch.timeout.ms": (_I, "2000"),
-    "metadata.log.dir": (_S, None),
-    "num.io.threads": (_I, "8"),
-    "num.network.threads": (_I, "3"),
-    "num.recovery.threads.per.data.dir": (_I, "2"),
-    "num.replica.fetchers": (_I, "1"),
-    "queued.max.requests": (_I, "500"),
-    "socket.receive.buffer.bytes": (_I, "102400"),
-    "socket.send.buffer.bytes": (_I, "102400"),
-    "offsets.topic.replication.factor": (SHORT, "3"),
-    "share.coordinator.state.topic.min.isr": (SHORT, "2"),
-    "share.coordinator.state.topic.replication.factor": (SHORT, "3"),
-    "transaction.state.log.min.isr": (_I, "2"),
-    "transaction.state.log.replication.factor": (SHORT, "3"),
-}
-# Kafka's thread pool sizes among them are dynamic (DynamicThreadPool, DynamicListenerConfig's
-# num.network.threads): not read-only, and a change is stored (it changes nothing in kafkad)
+# Kafka's thread pool sizes, which a server.properties may set (proxy/kafka_properties.py
+# IGNORED: kafkad has no such pools) and which are dynamic in Kafka (DynamicThreadPool,
+# DynamicListenerConfig's num.network.threads): a change is stored and changes nothing here.
 THREAD_POOLS = frozenset(
     {
         "num.network.threads",
@@ -312,13 +295,6 @@ THREAD_POOLS = frozenset(
         "background.threads",
     }
 )
-BROKER_CONFIG_INFO = {
-    **BROKER_CONFIG_INFO,
-    **{
-        n: (kind, f"Kafka's {n}: read from a server.properties, not used by kafkad.")
-        for n, (kind, _) in UNSERVED.items()
-    },
-}
 
 # Kafka's PASSWORD configs among kafkad's: their values are never shown
 PASSWORDS = frozenset(n for n, (kind, _) in BROKER_CONFIG_INFO.items() if kind == PASSWORD)
@@ -380,9 +356,10 @@ BROKER_QUOTA_RATES = frozenset(
 
 
 def exact_type(name: str) -> int:
-    """Kafka's type of broker config ``name`` (``KafkaConfig.configKeys``); UNKNOWN for a name
-    Kafka does not define, a listener-prefixed one included."""
-    info = BROKER_CONFIG_INFO.get(name)
+    """Kafka's type of broker config ``name`` (``KafkaConfig.configKeys``: kafkad's configs and
+    Kafka's others, proxy/kafka_only_configs.py); UNKNOWN for a name Kafka does not define, a
+    listener-prefixed one included."""
+    info = BROKER_CONFIG_INFO.get(name) or KAFKA_ONLY_CONFIGS.get(name)
     return UNKNOWN if info is None else info[0]
 
 
@@ -433,4 +410,4 @@ def sensitive(name: str) -> bool:
 
 def documentation(name: str) -> str | None:
     info = BROKER_CONFIG_INFO.get(name)
-    return None if info is None else info[1]
+    return DOCS.get(name) if info is None else info[1]

@@ -5,7 +5,9 @@ Sources, lowest precedence first: built-in defaults, a Kafka-style ``server.prop
 underscores, e.g. ``KAFKAD_AUTO_CREATE_TOPICS_ENABLE=false``), then ``--set name=value``.
 Unknown names (and ``KAFKAD_`` variables that are neither a config nor a CLI option) are
 refused at start-up rather than ignored, so a typo never silently runs a broker with the wrong
-settings. Each config's parser is its definition: it checks type and range (Kafka's ConfigDef
+settings; Kafka 4.2's other configs, which kafkad has no use for (proxy/kafka_only_configs.py),
+are checked by their type and range and kept only as the static originals DescribeConfigs
+shows. Each config's parser is its definition: it checks type and range (Kafka's ConfigDef
 validators) and says what is wrong; every problem, with the source it came from, is reported
 at once in one ``ConfigError`` line. Kafka's own names in a properties file (``listeners``,
 ``log.dirs``, KRaft settings, ...) are translated by ``proxy/kafka_properties.py``.
@@ -24,7 +26,8 @@ from proxy.acl.settings import SENSITIVE as ACL_SENSITIVE
 from proxy.broker_config_defs import BROKER_CONFIGS, READABLE_PARSERS
 from proxy.broker_config_types import PASSWORDS
 from proxy.connection_quota_config import validate_values
-from proxy.kafka_properties import translate
+from proxy.kafka_only_configs import KAFKA_ONLY_CONFIGS, parse_value
+from proxy.kafka_properties import MUST_BE_ONE, translate
 from proxy.listeners import (
     WILDCARD_HOSTS,
     Listener,
@@ -100,6 +103,10 @@ class BrokerConfig:
         )
 
 
+# Kafka's configs kafkad has no use for (proxy/kafka_only_configs.py): the environment and
+# --set may give them as a server.properties may (but the replication ones, which must be 1)
+KAFKA_ONLY_NAMES = frozenset(KAFKA_ONLY_CONFIGS) - MUST_BE_ONE
+
 CLI_ENV = frozenset({"KAFKAD_LISTEN", "KAFKAD_ADVERTISE", "KAFKAD_DATA_DIR", "KAFKAD_CONFIG"})
 CLI_ENV |= {"KAFKAD_LOG_LEVEL", "KAFKAD_FEATURE"}
 TOOL_ENV = frozenset(
@@ -145,7 +152,7 @@ def resolve_values(
     """Every config's value from the sources, parsed and checked. Every unknown name and every
     bad value is reported at once, in one ``ConfigError`` line, each with where it came from."""
     raw = {name: (default, "default") for name, (_, default) in BROKER_CONFIGS.items()}
-    env_names = {env_name(n): n for n in BROKER_CONFIGS}
+    env_names = {env_name(n): n for n in (*BROKER_CONFIGS, *KAFKA_ONLY_NAMES)}
     errors: list[str] = []
     for key in sorted(environ):
         if key.startswith("KAFKAD_") and key not in env_names and key not in CLI_ENV | TOOL_ENV:
@@ -159,6 +166,18 @@ def resolve_values(
         for name, value in values.items():
             if per_listener_base(name):
                 raw[name] = (value, source)  # listener.name.<name>.<config>: parsed as <config>
+            elif (
+                name in KAFKA_ONLY_NAMES
+            ):  # Kafka's, of no use to kafkad: checked, kept as originals
+                try:
+                    parse_value(name, value)
+                except ValueError as exc:
+                    shown = "[hidden]" if name in SENSITIVE_CONFIGS else value
+                    where = f"environment variable {env_name(name)}"
+                    errors.append(
+                        f"{name}={shown} from {where if source == 'the environment' else source}: "
+                        f"{exc}"
+                    )
             elif name not in BROKER_CONFIGS:
                 errors.append(_unknown(name, source, BROKER_CONFIGS))
             else:
@@ -340,7 +359,9 @@ def load_config(
         listen_what = "--listen" if listen else "the default listener"
         parsed = (_one_listener(listen or DEFAULT_LISTEN, advertise, listen_what, "--advertise"),)
     first = parsed[0]
-    env_values = {n: env[env_name(n)] for n in BROKER_CONFIGS if env_name(n) in env}
+    env_values = {
+        n: env[env_name(n)] for n in (*BROKER_CONFIGS, *KAFKA_ONLY_NAMES) if env_name(n) in env
+    }
     originals = static_originals(
         {**props, **env_values, **overrides},
         listen=listen,

@@ -57,7 +57,6 @@ from proxy.broker_config_types import (
     NULL_DEFAULTS,
     SHORT,
     STRING,
-    UNSERVED,
     config_type,
     listener_base,
 )
@@ -67,6 +66,8 @@ from proxy.connection_quota_config import (
     reconfiguration_error,
     validate_values,
 )
+from proxy.kafka_only_checks import reconfiguration_error as kafka_only_error
+from proxy.kafka_only_configs import KAFKA_DYNAMIC, KAFKA_ONLY_CONFIGS, parse_value
 
 log = logging.getLogger("kafkad.config")
 BLOB = "broker-configs"
@@ -115,8 +116,9 @@ DYNAMIC = frozenset(
 
 
 def dynamic(name: str) -> bool:
-    """Whether Kafka lets a dynamic config change ``name`` (and kafkad applies it)."""
-    return name in DYNAMIC or quota_base(name) is not None
+    """Whether Kafka lets a dynamic config change ``name`` (kafkad applies it, or stores it:
+    ``KAFKA_DYNAMIC``, Kafka's dynamic configs kafkad has no use for)."""
+    return name in DYNAMIC or name in KAFKA_DYNAMIC or quota_base(name) is not None
 
 
 # Kafka's validateConfigTypes checks every listener-prefixed config as its base config when
@@ -149,9 +151,11 @@ SECURITY = frozenset(
 # but has no synonym of its own.
 _RETENTION = ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
 _ROLL = ("log.roll.ms", "log.roll.hours")
+_JITTER = ("log.roll.jitter.ms", "log.roll.jitter.hours")
 ALTERNATES: Mapping[str, tuple[str, ...]] = {
     **dict.fromkeys(_RETENTION, _RETENTION),
     **dict.fromkeys(_ROLL, _ROLL),
+    **dict.fromkeys(_JITTER, _JITTER),
     "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
 }
 # Kafka's ConfigDef defaults where kafkad's differ or kafkad has no config of that name (None:
@@ -265,6 +269,8 @@ class DynamicBrokerConfigs:
         self._apply()
 
     def parse(self, name: str, value: str) -> Any:
+        if name in KAFKA_DYNAMIC:  # Kafka's, stored only: its ConfigDef's checks
+            return parse_value(name, value)
         return self._parsers[listener_base(name) or name](value.strip())
 
     def with_security(self, layer: Mapping[str, str]) -> dict[str, Any]:
@@ -315,12 +321,22 @@ class DynamicBrokerConfigs:
         for listener in self.listeners:
             listener()
 
+    def lookup(self, configs: Configs) -> Callable[[str], str | None]:
+        """A config's string with dynamic layers ``configs``: this node's, the cluster
+        default's, the static originals', else Kafka's default."""
+
+        def get(name: str) -> str | None:
+            layers = (configs.get(self.node, {}), configs.get("", {}), self.originals)
+            return next((x[name] for x in layers if name in x), self.default(name))
+
+        return get
+
     def default(self, name: str) -> str | None:
         """Kafka's ConfigDef default of ``name`` as a string (None: null or no default)."""
         if name in KAFKA_DEFAULTS:
             return KAFKA_DEFAULTS[name]
-        if name in UNSERVED:
-            return UNSERVED[name][1]
+        if name in KAFKA_ONLY_CONFIGS:
+            return KAFKA_ONLY_CONFIGS[name][1]
         return None if name in NULL_DEFAULTS else self._defaults.get(name)
 
     def synonyms(self, name: str, *, per_broker: bool) -> list[tuple[str, str, int]]:
@@ -394,7 +410,15 @@ def refusal(
     new_values = {n: v for n, v in dyn.values.items() if not quota_base(n)} | new
     if (problem := validate_values(new_values)) is not None:
         return problem
-    return reconfiguration_error(dyn.values, new_values, dyn.listener_names)
+    if (problem := reconfiguration_error(dyn.values, new_values, dyn.listener_names)) is not None:
+        return problem
+    layers = {**dyn._configs, dyn.node if per_broker else "": dict(configs)}
+    return kafka_only_error(
+        dyn.lookup(dyn._configs),
+        dyn.lookup(layers),
+        new_values.get("log.retention.ms", -1),
+        new_values.get("log.retention.bytes", -1),
+    )
 
 
 # Kafka's DynamicBrokerConfig.PerBrokerConfigs: DynamicListenerConfig's (and the security ones)

@@ -9,7 +9,9 @@ listeners, checked in ``proxy/listeners.py``; the controller listener is left ou
 (``process.roles`` has the broker role; a combined node names its controller listener in
 ``listeners``, a broker-only node leaves it to the controllers; ``controller.quorum.voters``
 is this node alone...); settings that only tune Kafka's threads and buffers are accepted and
-ignored, and replication settings must say 1 (one node). Every other name is passed on, so
+ignored, as is every other config Kafka 4.2 defines that kafkad has no use for
+(proxy/kafka_only_configs.py: checked by its type and range; DescribeConfigs shows it STATIC),
+and replication settings must say 1 (one node). Every other name is passed on, so
 that the caller reports all unknown names at once.
 
 Deviations: a SASL client listener is refused (PLAINTEXT and SSL are served); the
@@ -21,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from proxy.kafka_only_configs import KAFKA_ONLY_CONFIGS, parse_value
 from proxy.listeners import ListenerError, listener_map
 
 # Tuning Kafka's JVM broker; meaningless for kafkad's one trio process.
@@ -178,6 +181,12 @@ def translate(props: dict[str, str], source: str) -> Translated:
     _controller_listeners(rest, out, source)
     _data_dir(rest, out, source)
     for name, value in rest.items():
+        if name in KAFKA_ONLY_CONFIGS and name not in MUST_BE_ONE:
+            try:  # Kafka's config kafkad has no use for: checked, kept in the originals only
+                parse_value(name, value)
+            except ValueError as exc:
+                out.errors.append(f"{name}={value} from {source}: {exc}")
+            continue
         if name in IGNORED or name in KRAFT:
             continue
         if name in MUST_BE_ONE:

@@ -4,17 +4,17 @@ documentation. v4: flexible.
 Resource types: TOPIC (2) lists every topic config with its effective value; an illegal topic
 name is INVALID_TOPIC_EXCEPTION, a missing topic UNKNOWN_TOPIC_OR_PARTITION. BROKER (4) lists,
 for this node's id, every broker config kafkad has (and any stored dynamically; and Kafka's
-log.dir(s), process.roles and time alternates, ``KAFKA_ONLY``; Kafka's configs kafkad reads
-but does not serve, ``UNSERVED``, when the static config sets them) with its value, Kafka's type,
-documentation (v3+), read_only unless dynamic (``proxy/dynamic_broker.py``), sensitive (no
-value) for a password or a config Kafka does not define (``proxy/broker_config_types.py``); ""
-(the cluster default) lists, as Kafka's ConfigHelper, only the dynamic cluster-wide defaults.
-A broker name is read as Java's Integer.parseInt reads it ("+1" and "01" are node 1); one that
-is no int, another node and any other resource type are INVALID_REQUEST. Synonyms and source,
-as Kafka's ConfigHelper: the topic override (for a topic), then the broker config's
-alternates (log.retention.ms/minutes/hours, ...) in each layer, DYNAMIC_BROKER_CONFIG,
-DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, from the config's own
-first entry; the source is the first synonym's, else DEFAULT_CONFIG.
+log.dir(s), process.roles and time alternates, ``KAFKA_ONLY``; and every other config Kafka
+4.2 defines, proxy/kafka_only_configs.py, at Kafka's default unless set) with its value,
+Kafka's type, documentation (v3+), read_only unless dynamic (``proxy/dynamic_broker.py``),
+sensitive (no value) for a password or a config Kafka does not define
+(``proxy/broker_config_types.py``); "" (the cluster default) lists, as Kafka's ConfigHelper,
+only the dynamic cluster-wide defaults.
+Anything else is INVALID_REQUEST. Synonyms and source, as Kafka's ConfigHelper: the topic
+override (for a topic), then the broker config's alternates (log.retention.ms/minutes/hours,
+...) in each layer, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
+DEFAULT_CONFIG, from the config's own first entry; the source is the first synonym's, else
+DEFAULT_CONFIG.
 
 STATIC_BROKER_CONFIG is what the static config sets, as Kafka's originals
 (``proxy/static_originals.py``): a config file, the environment, ``--set``, and the command
@@ -54,6 +54,7 @@ from proxy.acl.checks import MESSAGES, config_refusal
 from proxy.acl.model import AclOperation
 from proxy.broker_config_defs import BROKER_CONFIGS, INTERNAL_CONFIGS
 from proxy.broker_config_types import (
+    BOOLEAN,
     DOUBLE,
     INT,
     KAFKA_ONLY,
@@ -61,7 +62,6 @@ from proxy.broker_config_types import (
     LONG,
     NULL_DEFAULTS,
     SHORT,
-    THREAD_POOLS,
     UNKNOWN,
     config_type,
     documentation,
@@ -71,6 +71,7 @@ from proxy.broker_config_types import (
 )
 from proxy.context import RequestContext
 from proxy.dynamic_broker import ALTERNATES, DYNAMIC, LISTENERS, DynamicBrokerConfigs, render
+from proxy.kafka_only_configs import INTERNAL, KAFKA_DYNAMIC, KAFKA_ONLY_CONFIGS
 from proxy.registry import handler
 from storage.topic_config import TOPIC_CONFIG_TYPES, TOPIC_CONFIGS, effective_configs
 from storage.topics import topic_name_error
@@ -234,9 +235,8 @@ def broker_entries(
     dynamic cluster-wide ones. Source: the first synonym's (Kafka's order), else DEFAULT."""
     per_broker = resource != ""
     if per_broker:  # Kafka: the KafkaConfig's originals, a static listener override too
-        names = (
-            set(BROKER_CONFIGS) | KAFKA_ONLY | set(dynamic.layer("")) | set(dynamic.layer(resource))
-        )
+        names = set(BROKER_CONFIGS) | KAFKA_ONLY | set(KAFKA_ONLY_CONFIGS)
+        names |= set(dynamic.layer("")) | set(dynamic.layer(resource))
         names |= {n for n in dynamic.static if listener_base(n)}
         names |= {n for n in dynamic.originals if exact_type(n) != UNKNOWN}
     else:
@@ -251,7 +251,8 @@ def broker_entries(
             _synonym(n, None if hidden else v, src)
             for n, v, src in dynamic.synonyms(name, per_broker=per_broker)
         ]
-        if name in INTERNAL_CONFIGS and (not all_syn or all_syn[0].source == DEFAULT_CONFIG):
+        internal = name in INTERNAL_CONFIGS or name in INTERNAL
+        if internal and (not all_syn or all_syn[0].source == DEFAULT_CONFIG):
             continue  # Kafka lists an internal config only when the broker's config sets it
         if name in NULL_DEFAULTS and not all_syn:  # unset, Kafka's default null: shown null
             raw = None
@@ -261,7 +262,7 @@ def broker_entries(
                 value=None if hidden else raw,
                 # Kafka: AllDynamicConfigs.contains(name), base names only (so a listener's
                 # override listener.name.<l>.max.connections is read-only, though alterable)
-                read_only=name not in DYNAMIC | LISTENERS | THREAD_POOLS,
+                read_only=name not in DYNAMIC | LISTENERS | KAFKA_DYNAMIC,
                 config_source=i8(all_syn[0].source if all_syn else DEFAULT_CONFIG),
                 is_sensitive=hidden,
                 synonyms=tuple(all_syn) if synonyms else (),
@@ -300,32 +301,27 @@ def _value(
 
 def _kafka_form(value: str, kind: int) -> str:
     """A value as Kafka's ConfigDef parses and prints it: trimmed (``String.trim``); a LIST's
-    items trimmed and joined with commas; a number in its canonical form."""
+    items trimmed and joined with commas; a number in its canonical form; a boolean lower-case."""
     text = value.strip("".join(map(chr, range(33))))
     if kind == LIST:
         return ",".join(re.split(r"\s*,\s*", text)) if text else ""
     if kind in (INT, LONG, SHORT) and re.fullmatch(r"[+-]?[0-9]+", text):
         return str(int(text))
-    if kind == DOUBLE:
-        try:
-            return java_double(float(text))
-        except ValueError:
-            return text
+    if kind == BOOLEAN and text.lower() in ("true", "false"):  # Boolean.toString
+        return text.lower()
+    if kind == DOUBLE and re.fullmatch(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", text):
+        return java_double(float(text))
     return text
 
 
 def java_double(x: float) -> str:
-    """Java's ``Double.toString``: plain decimals from 10^-3 to 10^7 (``0.5``, ``100.0``),
-    else ``1.0E7`` / ``1.0E-4`` / ``1.7976931348623157E308``; the shortest digits that read
-    back (Python's repr; Java's since JDK 19)."""
-    if math.isnan(x):
-        return "NaN"
-    if math.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
-    sign = "-" if math.copysign(1.0, x) < 0 else ""
+    """Java's ``Double.toString``: the shortest digits, with a ``.0`` at least; computerized
+    scientific notation (``1.0E7``, ``1.7976931348623157E308``) outside [10^-3, 10^7)."""
+    if not math.isfinite(x):
+        return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
     if x == 0 or 1e-3 <= abs(x) < 1e7:
-        return repr(x)  # Python's repr is plain in this range too, with a ".0" for a whole one
-    _, digits, exponent = Decimal(repr(abs(x))).normalize().as_tuple()
-    assert isinstance(exponent, int)
-    shown = "".join(map(str, digits))
-    return f"{sign}{shown[0]}.{shown[1:] or '0'}E{exponent + len(digits) - 1}"
+        return repr(x)  # Python's shortest digits, fixed notation in this range
+    shortest = Decimal(repr(abs(x))).normalize().as_tuple()
+    digits = "".join(map(str, shortest.digits))
+    power = len(digits) - 1 + int(shortest.exponent)
+    return f"{'-' if x < 0 else ''}{digits[0]}.{digits[1:] or '0'}E{power}"

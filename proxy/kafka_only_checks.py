@@ -1,0 +1,95 @@
+"""Kafka's reconfigurables' checks of its dynamic configs kafkad has no use for (their values
+are stored only, proxy/kafka_only_configs.py), in the words Kafka's
+``DynamicBrokerConfig.processReconfiguration`` wraps their ConfigException in, in Kafka's order:
+the acceptors' num.network.threads, DynamicThreadPool's thread counts, DynamicLogConfig's local
+retention, DynamicRemoteLogConfig's thread counts (its rates' "at least 1" is ConfigDef's
+``atLeast(1)``, checked first)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from proxy.kafka_only_configs import KAFKA_ONLY_CONFIGS, parse_value
+
+Lookup = Callable[[str], "str | None"]  # a config's effective string (None: null)
+
+_THREADS = (
+    "num.network.threads",
+    "num.io.threads",
+    "num.replica.fetchers",
+    "num.recovery.threads.per.data.dir",
+    "background.threads",
+)
+_REMOTE_THREADS = (
+    "remote.log.reader.threads",
+    "remote.log.manager.copier.thread.pool.size",
+    "remote.log.manager.expiration.thread.pool.size",
+    "remote.log.manager.follower.thread.pool.size",
+)
+
+
+def _wrapped(why: str) -> str:
+    return (
+        "Invalid value org.apache.kafka.common.config.ConfigException: "
+        f"{why} for configuration Invalid dynamic configuration"
+    )
+
+
+def _number(lookup: Lookup, name: str) -> int:
+    try:  # a stored value Kafka would ignore: its default
+        value = parse_value(name, lookup(name) or "")
+    except ValueError:
+        value = int(KAFKA_ONLY_CONFIGS[name][1] or 0)
+    assert isinstance(value, int)  # INT and LONG configs
+    return value
+
+
+def _thread_count(name: str, old: int, new: int) -> str | None:
+    why = f"Dynamic thread count update validation failed for {name}={new}"
+    if new == old:
+        return None
+    if new <= 0:
+        return _wrapped(f"{why}, value should be at least 1")
+    if new < old // 2:
+        return _wrapped(f"{why}, value should be at least half the current value {old}")
+    if new > old * 2:
+        return _wrapped(f"{why}, value should not be greater than double the current value {old}")
+    return None
+
+
+def _local_retention(new: Lookup, retention_ms: int, retention_bytes: int) -> str | None:
+    """DynamicLogConfig: the local retention (-2: the retention's) within the retention."""
+    for name, total, base, unlimited in (
+        ("log.local.retention.ms", retention_ms, "log.retention.ms", retention_ms == -1),
+        ("log.local.retention.bytes", retention_bytes, "log.retention.bytes", retention_bytes < 0),
+    ):
+        local = _number(new, name)
+        if unlimited or local == -2:
+            continue
+        if local == -1:
+            why = f"Value must not be -1 as {base} value is set as {total}."
+        elif local > total:
+            why = f"Value must not be more than {base} property value: {total}"
+        else:
+            continue
+        return _wrapped(f"Invalid value {local} for configuration {name}: {why}")
+    return None
+
+
+def reconfiguration_error(
+    old: Lookup, new: Lookup, retention_ms: int, retention_bytes: int
+) -> str | None:
+    """The refusal of a change from ``old`` to ``new`` (effective values), or None.
+    ``retention_ms``/``retention_bytes``: the log retention after the change."""
+    for name in _THREADS:
+        if (error := _thread_count(name, _number(old, name), _number(new, name))) is not None:
+            return error
+    local = ("log.local.retention.ms", "log.local.retention.bytes")
+    if any(old(n) != new(n) for n in local) and (
+        error := _local_retention(new, retention_ms, retention_bytes)
+    ):
+        return error
+    for name in _REMOTE_THREADS:
+        if (error := _thread_count(name, _number(old, name), _number(new, name))) is not None:
+            return error
+    return None
