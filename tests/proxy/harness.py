@@ -90,11 +90,15 @@ class RawClient:
 
 @asynccontextmanager
 async def running_broker(
-    data_dir: str = "memory://", features: dict[str, int] | None = None, **overrides: str
+    data_dir: str = "memory://",
+    features: dict[str, int] | None = None,
+    listen: str | None = "127.0.0.1:0",
+    **overrides: str,
 ) -> AsyncIterator[tuple[Server, int]]:
-    """``features``: the ``--feature`` levels a new data dir is formatted with."""
+    """``features``: the ``--feature`` levels a new data dir is formatted with; ``listen`` None
+    when the overrides name the ``listeners``."""
     cfg = load_config(
-        listen="127.0.0.1:0",
+        listen=listen,
         advertise=None,
         data_dir=data_dir,
         config_file=None,

@@ -139,25 +139,12 @@ async def two_listeners(
     first: str = "A", **overrides: str
 ) -> AsyncIterator[tuple[Server, int, int]]:
     """A broker with listeners ``first`` and B: (server, its port, B's port)."""
-    cfg = load_config(
-        listen=None,
-        advertise=None,
-        data_dir="memory://",
-        config_file=None,
-        overrides={
-            "listeners": f"{first}://127.0.0.1:0,B://127.0.0.1:0",
-            "listener.security.protocol.map": f"{first}:PLAINTEXT,B:PLAINTEXT",
-            **overrides,
-        },
-        environ={},
-    )
-    server = Server(cfg)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(server.run)
-        try:
-            yield server, server.bound_listeners[first][1], server.bound_listeners["B"][1]
-        finally:
-            server.stop()
+    two = {
+        "listeners": f"{first}://127.0.0.1:0,B://127.0.0.1:0",
+        "listener.security.protocol.map": f"{first}:PLAINTEXT,B:PLAINTEXT",
+    }
+    async with running_broker(listen=None, **two, **overrides) as (server, _):
+        yield server, server.bound_listeners[first][1], server.bound_listeners["B"][1]
 
 
 async def test_lowered_limit_closes_each_listeners_least_recently_active_in_turn() -> None:

@@ -61,24 +61,14 @@ def extra_port(server: Server) -> int:
 async def advertising_first_only() -> AsyncIterator[tuple[Server, int]]:
     """A broker whose static advertised.listeners names PLAINTEXT only (so, as in Kafka 4, a
     listener added beside it can be removed again)."""
-    cfg = load_config(
+    async with running_broker(
         listen=None,
-        advertise=None,
-        data_dir="memory://",
-        config_file=None,
-        overrides={
+        **{
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "advertised.listeners": "PLAINTEXT://adv.example:9092",
         },
-        environ={},
-    )
-    server = Server(cfg)
-    async with trio.open_nursery() as nursery:
-        _, port = await nursery.start(server.run)
-        try:
-            yield server, port
-        finally:
-            server.stop()
+    ) as (server, port):
+        yield server, port
 
 
 async def test_added_listener_accepts_and_is_advertised() -> None:
@@ -375,65 +365,44 @@ def _bound_as(sock: socket.socket) -> tuple[object, ...]:
 async def test_added_listener_binds_as_a_startup_one(host: str) -> None:
     # one function binds both (proxy/listen_sockets.py): same families, addresses, options
     # and backlog; a blank host binds 0.0.0.0
-    cfg = load_config(
-        listen=None,
-        advertise=None,
-        data_dir="memory://",
-        config_file=None,
-        overrides={"listeners": f"PLAINTEXT://{host}:0"},
-        environ={},
-    )
-    server = Server(cfg)
-    async with trio.open_nursery() as nursery:
-        _, port = await nursery.start(server.run)
-        try:
-            async with connect(port) as admin:
-                assert server.broker is not None
-                both = f"PLAINTEXT://{host}:0,EXTRA://{host}:0"
-                node = str(server.broker.node_id)
-                assert await alter(admin, node, *ops(both)) == (ErrorCode.none, None)
-                made = {
-                    name: sorted(
-                        _bound_as(s.socket)  # type: ignore[attr-defined]
-                        for s in server.sockets[name]
-                    )
-                    for name in ("PLAINTEXT", "EXTRA")
-                }
-                assert made["EXTRA"] == made["PLAINTEXT"]
-                assert made["EXTRA"]
-                async with connect(extra_port(server)) as c:
-                    assert await metadata_broker(c) != ("", 0)
-        finally:
-            server.stop()
+    async with (
+        running_broker(listen=None, **{"listeners": f"PLAINTEXT://{host}:0"}) as (
+            server,
+            port,
+        ),
+        connect(port) as admin,
+    ):
+        assert server.broker is not None
+        both = f"PLAINTEXT://{host}:0,EXTRA://{host}:0"
+        node = str(server.broker.node_id)
+        assert await alter(admin, node, *ops(both)) == (ErrorCode.none, None)
+        made = {
+            name: sorted(
+                _bound_as(s.socket)  # type: ignore[attr-defined]
+                for s in server.sockets[name]
+            )
+            for name in ("PLAINTEXT", "EXTRA")
+        }
+        assert made["EXTRA"] == made["PLAINTEXT"]
+        assert made["EXTRA"]
+        async with connect(extra_port(server)) as c:
+            assert await metadata_broker(c) != ("", 0)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="TCP_INFO's listen backlog is Linux's")
 async def test_listen_backlog_is_socket_listen_backlog_size_and_static() -> None:
     # Kafka's Acceptor binds with socket.listen.backlog.size (default 50), a static config
-    cfg = load_config(
-        listen=None,
-        advertise=None,
-        data_dir="memory://",
-        config_file=None,
-        overrides={"listeners": "PLAINTEXT://127.0.0.1:0", "socket.listen.backlog.size": "7"},
-        environ={},
-    )
-    server = Server(cfg)
-    async with trio.open_nursery() as nursery:
-        _, port = await nursery.start(server.run)
-        try:
-            async with connect(port) as admin:
-                assert server.broker is not None
-                node = str(server.broker.node_id)
-                both = "PLAINTEXT://127.0.0.1:0,EXTRA://127.0.0.1:0"
-                assert await alter(admin, node, *ops(both)) == (ErrorCode.none, None)
-                for name in ("PLAINTEXT", "EXTRA"):
-                    backlogs = {_bound_as(s.socket)[4] for s in server.sockets[name]}  # type: ignore[attr-defined]
-                    assert backlogs == {7}, name
-                code, _ = await alter(admin, node, ("socket.listen.backlog.size", SET, "9"))
-                assert code == ErrorCode.invalid_request
-        finally:
-            server.stop()
+    backlog = {"socket.listen.backlog.size": "7"}
+    async with running_broker(**backlog) as (server, port), connect(port) as admin:
+        assert server.broker is not None
+        node = str(server.broker.node_id)
+        both = "PLAINTEXT://127.0.0.1:0,EXTRA://127.0.0.1:0"
+        assert await alter(admin, node, *ops(both)) == (ErrorCode.none, None)
+        for name in ("PLAINTEXT", "EXTRA"):
+            backlogs = {_bound_as(s.socket)[4] for s in server.sockets[name]}  # type: ignore[attr-defined]
+            assert backlogs == {7}, name
+        code, _ = await alter(admin, node, ("socket.listen.backlog.size", SET, "9"))
+        assert code == ErrorCode.invalid_request
 
 
 @pytest.mark.skipif(not socket.has_ipv6, reason="needs IPv6")
@@ -442,27 +411,17 @@ async def test_ipv6_wildcard_listener_takes_ipv4_clients_too() -> None:
     with socket.socket(socket.AF_INET6) as probe:  # a free port (advertised needs one)
         probe.bind(("::", 0))
         free = probe.getsockname()[1]
-    cfg = load_config(
+    async with running_broker(
         listen=None,
-        advertise=None,
-        data_dir="memory://",
-        config_file=None,
-        overrides={
+        **{
             "listeners": f"PLAINTEXT://[::]:{free}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{free}",
         },
-        environ={},
-    )
-    server = Server(cfg)
-    async with trio.open_nursery() as nursery:
-        _, port = await nursery.start(server.run)
-        try:
-            (listener,) = server.sockets["PLAINTEXT"]
-            assert listener.socket.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY) == 0  # type: ignore[attr-defined]
-            async with connect(port) as c:  # (connect: 127.0.0.1)
-                assert await metadata_broker(c) != ("", 0)
-        finally:
-            server.stop()
+    ) as (server, port):
+        (listener,) = server.sockets["PLAINTEXT"]
+        assert listener.socket.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY) == 0  # type: ignore[attr-defined]
+        async with connect(port) as c:  # (connect: 127.0.0.1)
+            assert await metadata_broker(c) != ("", 0)
 
 
 async def test_a_listener_prefixed_client_auth_is_checked_as_kafka_checks_it(
