@@ -166,13 +166,12 @@ def txn_phases(
     then a read_committed consume of the topic the largest transactions wrote. ``profiled``
     (throughput.profiled_phase) runs the txn produce phases under --profile."""
     rows: list[dict[str, Any]] = []
-    plans = split_partitions(args.partitions, args.clients, args.txn_records)
+    partitions = args.txn_partitions  # --txn-clients producers, one partition or more each
+    plans = split_partitions(partitions, args.txn_clients, args.txn_records)
     last: tuple[str, dict[int, int]] | None = None
     for per_txn in sorted(args.txn_sizes):
         phase = f"txn {per_txn}/txn"
-        topic = topics[phase] = broker.fixed_topic or create_topic(
-            broker.bootstrap, args.partitions
-        )
+        topic = topics[phase] = broker.fixed_topic or create_topic(broker.bootstrap, partitions)
         overrides = {**args.producer_set, "bench.records.per.txn": per_txn}
         if profiled is not None:
             res = profiled(broker, "txn", topic, plans, size, "all", args, phase, overrides)
@@ -188,7 +187,7 @@ def txn_phases(
     if last is None or broker.fixed_topic is not None:  # a null broker serves no Fetch
         return rows
     topic, per_partition = last
-    ends = high_watermarks(broker.bootstrap, topic, args.partitions)
+    ends = high_watermarks(broker.bootstrap, topic, partitions)
     consume_plans = [
         {p: per_partition.get(p, 0) for p in plan} for plan in plans
     ]  # same partition -> client deal as the writers

@@ -28,8 +28,10 @@ With ``--latency`` a last phase, ``latency acks=all``, has one producer send one
 time (``linger.ms=0``, acks=all, the next record only once the last one was acknowledged) and
 reports the round trip's p50/p99; the txn phases report their commit latency (begin to commit
 acknowledged) p50/p99 and broker CPU per transaction. The txn phases' producers run at
-``linger.ms=0``, so small transactions are limited by the broker, not the clients' timers, with
-``--clients`` as many as the partitions.
+``linger.ms=0``, so small transactions are limited by the broker, not the clients' timers; they
+are ``--txn-clients`` producers (default 8, one partition each: the topic has that many
+partitions, or ``--partitions`` if more), since with 4 each producer's round trip, not the
+broker, limits the transactions per second (bench/README.md, the floor's review).
 
 With ``--start-null trio,asyncio,selectors`` a null broker per loop (``bench/null_broker.py``:
 canned answers built once, nothing decoded past the header, no storage) runs next to the others,
@@ -289,6 +291,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=max(1, min(4, ncpu // 2)),
         help="producer/consumer processes per phase (default: half the cores, 1..4)",
     )
+    p.add_argument(
+        "--txn-clients",
+        type=int,
+        default=8,
+        help="producer processes of the txn phases, one partition each (default 8: with 4, "
+        "the producers' round trips, not the broker, limit small transactions)",
+    )
     p.add_argument("--rounds", type=int, default=3, help="repeat everything; medians are reported")
     p.add_argument("--phase-timeout", type=float, default=60.0, help="seconds per phase")
     p.add_argument("--out", type=Path, default=None, help="JSON path (default bench/results/)")
@@ -358,6 +367,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--start-null takes a list of {', '.join(NULL_LOOPS)}")
     if args.clients > args.partitions:
         p.error("--clients must not exceed --partitions")
+    if args.txn_clients < 1:
+        p.error("--txn-clients must be at least 1")
+    args.txn_partitions = max(args.partitions, args.txn_clients)
     return args
 
 
@@ -426,13 +438,14 @@ def main(argv: list[str] | None = None) -> int:
         elif args.peer_bootstrap:
             brokers.append(external_broker("peer", args.peer_bootstrap))
         for loop in args.start_null:
-            brokers.append(start_null(log_dir, loop, args.partitions))
+            brokers.append(start_null(log_dir, loop, args.txn_partitions))
         for b in brokers:
             print(f"{b.name}: {b.bootstrap} ({b.kind}{f', pid {b.pid}' if b.pid else ''})")
         print(
             f"records={[records_for(args, z) for z in args.sizes]} sizes={args.sizes} "
             f"partitions={args.partitions} "
-            f"clients={args.clients} rounds={args.rounds} acks={args.acks}\n",
+            f"clients={args.clients} txn-clients={args.txn_clients} rounds={args.rounds} "
+            f"acks={args.acks}\n",
             flush=True,
         )
         # warm-up: connections, topic creation paths, first segment files

@@ -1,16 +1,17 @@
 """Broker CPU of one small transaction, in process (no sockets, no client).
 
-    python bench/txn_cpu.py [--txns 3000] [--records 5] [--data-dir DIR|memory://]
+    python bench/txn_cpu.py [--txns 3000] [--records 5] [--blocks 15] [--data-dir DIR|memory://]
 
 A broker and its dispatcher in this process, its transaction coordinator running, a file
 data dir (default: a fresh temp dir, as ``throughput.py --start-kafkad``). One transactional
 producer (InitProducerId v4 once) then runs back-to-back transactions the way librdkafka does
 with ``linger.ms=0``: AddPartitionsToTxn v3, one Produce v9 of ``--records`` records (acks=-1),
 EndTxn v3 commit. Reported: process time per transaction and per request kind, the best of 15
-blocks, so other load on the machine counts least. The socket work (a read and a write per
-request, about a fifth of the broker's CPU in ``throughput.py``'s txn phase) is not in it: this
-is the Python side, the figure to compare builds by (``--checkout`` a ``git archive`` of the
-other build, as bench/startup.py does).
+blocks (``--blocks``; 60 blocks of 100 transactions resolve a 5% change on a busy machine), so
+other load on the machine counts least. The socket work (a read and a write per request, about
+a fifth of the broker's CPU in ``throughput.py``'s txn phase) is not in it: this is the Python
+side, the figure to compare builds by (``--checkout`` a ``git archive`` of the other build, as
+bench/startup.py does).
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ async def run(args: argparse.Namespace) -> None:
 
         produces = [produce(i * args.records) for i in range(args.txns + 1)]
         kinds = {"AddPartitionsToTxn": 0.0, "Produce": 0.0, "EndTxn": 0.0}
-        blocks, best, best_kinds = 15, float("inf"), dict(kinds)
+        blocks, best, best_kinds = args.blocks, float("inf"), dict(kinds)
         per_block = max(1, args.txns // blocks)
         i = 0
         for _ in range(blocks):
@@ -159,6 +160,7 @@ def main() -> None:
     ap_ = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap_.add_argument("--txns", type=int, default=3000)
     ap_.add_argument("--records", type=int, default=5)
+    ap_.add_argument("--blocks", type=int, default=15, help="report the best of this many")
     ap_.add_argument("--data-dir", default=None, help="default: a fresh temp dir")
     ap_.add_argument("--checkout", default=None, help="another source tree to time")
     args = ap_.parse_args()

@@ -61,6 +61,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from storage.api import LogConfig, PartitionLog, StorageError, TimestampLookup, TopicPartition
+from storage.append_lock import FastLock
 from storage.producer_snapshot import SnapshotError, encode_snapshot, read_snapshot
 from storage.producer_state import (
     AbortedTxn,
@@ -129,7 +130,7 @@ class Partition:
         self.log = log
         self.config = config
         self.log_append_time = log_append_time
-        self._lock = trio.Lock()
+        self._lock = FastLock()  # no scheduler pass when free
         self._waiters: set[trio.Event] = set()
         self.deleted = False
         self.producers = ProducerStateManager()

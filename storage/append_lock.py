@@ -1,0 +1,40 @@
+"""A partition's lock, taken without a trip through trio's scheduler when nobody holds it.
+
+``trio.Lock.acquire`` always ends in a scheduling checkpoint, even when the lock is free: the
+task is rescheduled and the run loop makes a pass (an ``epoll_wait`` included) before the
+append goes on, ~5 µs of broker CPU per append or marker. ``FastLock`` takes a free lock at once
+(``acquire_nowait``) and waits as ``trio.Lock`` does otherwise. The lock is the same
+``trio.Lock``: FIFO, and a release hands it straight to the first waiter, so a newcomer never
+overtakes a waiting task. What is given up is the checkpoint itself: a cancelled task notices
+at its next checkpoint, not before it takes a free lock.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+import trio
+
+
+class FastLock:
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = trio.Lock()
+
+    async def __aenter__(self) -> None:
+        try:
+            self._lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._lock.acquire()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
