@@ -3,12 +3,17 @@ is waited for in FIFO order, and a release hands it to the first waiter, not to 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import trio
 import trio.lowlevel
 import trio.testing
 
+from storage.api import LogConfig
 from storage.append_lock import FastLock
+from storage.backends import open_store
+from tests.storage.test_transactions import batch, open_partition, put
 
 
 async def test_a_free_lock_is_taken_without_yielding() -> None:
@@ -53,3 +58,32 @@ async def test_a_task_cannot_take_its_own_lock_twice() -> None:
         with pytest.raises(RuntimeError):
             async with lock:
                 pass
+
+
+async def test_a_cancelled_task_does_not_take_a_free_lock() -> None:
+    """As ``trio.Lock.acquire``: cancellation is checked before the lock is taken, so the body
+    (an append) never starts in a task that is already cancelled."""
+    lock = FastLock()
+    entered = False
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        async with lock:
+            entered = True
+    assert scope.cancelled_caught and not entered and not lock.locked()
+
+
+async def test_a_cancelled_produce_writes_nothing_a_retry_would_duplicate(tmp_path: Path) -> None:
+    """A handler cancelled before its append (shutdown's grace ran out, its listener removed)
+    must not write the batch: with ``flush.messages=1`` the body's first checkpoint is the fsync
+    wait, after the write and before the producer state and high watermark move, so a batch
+    written there is unknown to the sequence check and the producer's retry is appended again."""
+    async with open_store(f"file://{tmp_path / 'data'}") as store:
+        p = await open_partition(store, LogConfig(flush_messages=1))
+        data = batch(pid=7, seq=0)
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await put(p, data)
+        assert scope.cancelled_caught
+        assert p.log.log_end_offset == 0  # nothing written
+        assert await put(p, data) == 0  # the retry is the first copy
+        assert p.log.log_end_offset == p.high_watermark == 1
