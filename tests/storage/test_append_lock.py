@@ -87,3 +87,29 @@ async def test_a_cancelled_produce_writes_nothing_a_retry_would_duplicate(tmp_pa
         assert p.log.log_end_offset == 0  # nothing written
         assert await put(p, data) == 0  # the retry is the first copy
         assert p.log.log_end_offset == p.high_watermark == 1
+
+
+async def test_an_append_cancelled_in_its_roll_snapshot_still_completes(tmp_path: Path) -> None:
+    """An append that rolls the log snapshots the producer state after the write; a
+    cancellation arriving in that snapshot's write must not end the append before the producer
+    state and high watermark take the batch (the producer's retry would be appended again)."""
+    async with open_store(f"file://{tmp_path / 'data'}") as store:
+        p = await open_partition(store, LogConfig(segment_bytes=200))
+        await put(p, batch(pid=7, seq=0, n=10))
+        data = batch(pid=7, seq=10, n=10)  # does not fit: the log rolls
+        assert len(data) <= 200 < 2 * len(data)
+        write = p.log.write_producer_snapshot
+
+        async def cancelled_meanwhile(offset: int, snapshot: bytes) -> None:
+            scope.cancel()
+            await trio.lowlevel.checkpoint()
+            await write(offset, snapshot)
+
+        p.log.write_producer_snapshot = cancelled_meanwhile  # type: ignore[method-assign]
+        with trio.CancelScope() as scope:
+            await put(p, data)
+        p.log.write_producer_snapshot = write  # type: ignore[method-assign]
+        assert p.log.active_segment_base == 10
+        assert p.log.log_end_offset == p.high_watermark == 20
+        assert await put(p, data) == 10  # the retry is answered as the duplicate it is
+        assert p.log.log_end_offset == 20
