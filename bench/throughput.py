@@ -295,8 +295,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--txn-clients",
         type=int,
         default=8,
-        help="producer processes of the txn phases, one partition each (default 8: with 4, "
-        "the producers' round trips, not the broker, limit small transactions)",
+        help="producer processes of the txn phases and consumers of their read_committed "
+        "phase, one partition each or more (default 8: with 4, the producers' round trips, not "
+        "the broker, limit small transactions)",
     )
     p.add_argument("--rounds", type=int, default=3, help="repeat everything; medians are reported")
     p.add_argument("--phase-timeout", type=float, default=60.0, help="seconds per phase")

@@ -237,7 +237,8 @@ class Partition:
         segment_before = self.log.active_segment_base
         await self.log.append(base, last, max_ts, data)
         if self.log.active_segment_base != segment_before and base > 0:
-            await self._write_snapshot(base, self._encode_snapshot(base))
+            with trio.CancelScope(shield=True):  # written: the caller's bookkeeping must follow
+                await self._write_snapshot(base, self._encode_snapshot(base))
 
     def _encode_snapshot(self, offset: int) -> bytes:
         return encode_snapshot(offset, list(self.producers), self.producers.aborted)

@@ -18,10 +18,13 @@ known partition, no appends to internal topics, a transactional id for transacti
 the batch goes through ``storage.log_validator.validate_for_append`` (Kafka's LogValidator:
 header and CRC, every record — structure and count, keys on compacted topics, timestamps —,
 a compressed payload streamed with bounded memory, the transactional rules); then
-its offsets are assigned in place, and it is appended; a storage failure answers
-KAFKA_STORAGE_ERROR (never UNKNOWN_SERVER_ERROR: clients may then retry a write that happened,
-spec §3.3). Record errors (keys, timestamps) come back in ``record_errors`` (v8+) with Kafka's
-messages. Produce never auto-creates topics (only Metadata does, as in Kafka).
+its offsets are assigned in place, and it is appended (after each ``YIELD_BYTES`` of batches
+the handler yields: a free partition lock is taken without one, ``storage/append_lock.py``, and
+a request to many partitions must not hold the run loop for its whole length); a storage
+failure answers KAFKA_STORAGE_ERROR (never UNKNOWN_SERVER_ERROR: clients may then retry a
+write that happened, spec §3.3). Record errors (keys, timestamps) come back in
+``record_errors`` (v8+) with Kafka's messages. Produce never auto-creates topics (only
+Metadata does, as in Kafka).
 
 acks=0 gets no response at all: a refused partition, or any failure of the request, closes
 the connection instead (Kafka's ``ProduceRequest.getErrorResponse`` is null for acks=0; the
@@ -65,6 +68,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import trio
+import trio.lowlevel
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v12 import response as by_name
 from kio.schema.produce.v13 import response as by_id
@@ -100,6 +105,7 @@ def _has_transactional_records(req: ProduceRequest) -> bool | ErrorCode:
 
 
 TOPIC_ID_VERSION = 13
+YIELD_BYTES = 1 << 20  # a Produce lets other tasks run after each this many bytes of batches
 
 
 def _names(ctx: RequestContext, req: Any) -> list[str | None]:
@@ -209,6 +215,7 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse |
     module = by_id if ctx.version >= TOPIC_ID_VERSION else by_name
     produced = broker.metrics.topics.produced  # /metrics: bytes and messages in per topic
     results = []
+    unyielded = 0  # bytes of batches handled since the last yield
     for topic_data, name in zip(req.topic_data, names, strict=True):
         topic = None if name is None else broker.topics.get(name)
         parts = []
@@ -283,6 +290,10 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse |
                     module, pd.index, code, message, base, append_time, start, record_errors
                 )
             )
+            unyielded += len(pd.records or b"")
+            if unyielded >= YIELD_BYTES:  # a free partition lock is taken without a yield
+                unyielded = 0
+                await trio.lowlevel.checkpoint()
         results.append(_topic_response(topic_data, tuple(parts)))
     if acks == 0:
         failed = [

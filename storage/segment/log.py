@@ -185,7 +185,10 @@ class FileLog(LogPositions):
         self._leo = last_offset + 1
         self._size += n
         if self._leo - self._durable >= self.config.flush_messages:  # Kafka's unflushedMessages
-            await self._commit.wait_durable(self, self._leo)
+            # written: a cancellation must not end the append between the write and the
+            # caller's bookkeeping (producer state, high watermark), or a retry duplicates it
+            with trio.CancelScope(shield=True):
+                await self._commit.wait_durable(self, self._leo)
         elif self._flush_timer is None and self.config.flush_ms < NEVER:
             self._arm_flush_timer()
 

@@ -3,12 +3,17 @@ is waited for in FIFO order, and a release hands it to the first waiter, not to 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import trio
 import trio.lowlevel
 import trio.testing
 
+from storage.api import LogConfig
 from storage.append_lock import FastLock
+from storage.backends import open_store
+from tests.storage.test_transactions import batch, open_partition, put
 
 
 async def test_a_free_lock_is_taken_without_yielding() -> None:
@@ -53,3 +58,58 @@ async def test_a_task_cannot_take_its_own_lock_twice() -> None:
         with pytest.raises(RuntimeError):
             async with lock:
                 pass
+
+
+async def test_a_cancelled_task_does_not_take_a_free_lock() -> None:
+    """As ``trio.Lock.acquire``: cancellation is checked before the lock is taken, so the body
+    (an append) never starts in a task that is already cancelled."""
+    lock = FastLock()
+    entered = False
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        async with lock:
+            entered = True
+    assert scope.cancelled_caught and not entered and not lock.locked()
+
+
+async def test_a_cancelled_produce_writes_nothing_a_retry_would_duplicate(tmp_path: Path) -> None:
+    """A handler cancelled before its append (shutdown's grace ran out, its listener removed)
+    must not write the batch: with ``flush.messages=1`` the body's first checkpoint is the fsync
+    wait, after the write and before the producer state and high watermark move, so a batch
+    written there is unknown to the sequence check and the producer's retry is appended again."""
+    async with open_store(f"file://{tmp_path / 'data'}") as store:
+        p = await open_partition(store, LogConfig(flush_messages=1))
+        data = batch(pid=7, seq=0)
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await put(p, data)
+        assert scope.cancelled_caught
+        assert p.log.log_end_offset == 0  # nothing written
+        assert await put(p, data) == 0  # the retry is the first copy
+        assert p.log.log_end_offset == p.high_watermark == 1
+
+
+async def test_an_append_cancelled_in_its_roll_snapshot_still_completes(tmp_path: Path) -> None:
+    """An append that rolls the log snapshots the producer state after the write; a
+    cancellation arriving in that snapshot's write must not end the append before the producer
+    state and high watermark take the batch (the producer's retry would be appended again)."""
+    async with open_store(f"file://{tmp_path / 'data'}") as store:
+        p = await open_partition(store, LogConfig(segment_bytes=200))
+        await put(p, batch(pid=7, seq=0, n=10))
+        data = batch(pid=7, seq=10, n=10)  # does not fit: the log rolls
+        assert len(data) <= 200 < 2 * len(data)
+        write = p.log.write_producer_snapshot
+
+        async def cancelled_meanwhile(offset: int, snapshot: bytes) -> None:
+            scope.cancel()
+            await trio.lowlevel.checkpoint()
+            await write(offset, snapshot)
+
+        p.log.write_producer_snapshot = cancelled_meanwhile  # type: ignore[method-assign]
+        with trio.CancelScope() as scope:
+            await put(p, data)
+        p.log.write_producer_snapshot = write  # type: ignore[method-assign]
+        assert p.log.active_segment_base == 10
+        assert p.log.log_end_offset == p.high_watermark == 20
+        assert await put(p, data) == 10  # the retry is answered as the duplicate it is
+        assert p.log.log_end_offset == 20

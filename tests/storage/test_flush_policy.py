@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,8 +20,9 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from storage.api import LogConfig
+from storage.api import LogConfig, TopicMeta, TopicPartition
 from storage.backends import open_store
+from storage.partition import Partition
 from storage.segment import osio
 from tests.storage.conftest import append
 from tests.storage.faulty import faulty_disk
@@ -228,3 +230,38 @@ async def test_appends_go_on_while_retention_waits_for_a_seal(root: Path) -> Non
             osio.install(old)
         assert deleted == [1]
         assert (p.log_start_offset, p.high_watermark) == (1, 2)
+
+
+async def test_an_append_cancelled_in_its_fsync_wait_still_completes(root: Path) -> None:
+    """With ``flush.messages=1`` an append waits for its fsync after the write, here for the
+    group commit another partition's append started: a cancellation arriving then (shutdown's
+    grace ran out, the connection's listener removed) must not leave the batch in the log but
+    not in the producer state (the producer's retry would be appended again), below a high
+    watermark that does not move for it."""
+    held = _HeldSync()
+    old = osio.install(held)
+    try:
+        async with open_store(f"file://{root}") as store:
+            await store.create_topic(TopicMeta("t", uuid.uuid4(), 2))
+            cfg = LogConfig(flush_messages=1)
+            a, b = [
+                Partition(tp, uuid.uuid4(), await store.open_partition(tp, cfg), cfg)
+                for tp in (TopicPartition("t", 0), TopicPartition("t", 1))
+            ]
+            data = batch(pid=7, seq=0)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(put, a, batch())  # runs the fsync, held
+                await until(held.entered.is_set, "no fsync")
+                with trio.CancelScope() as scope:
+                    nursery.start_soon(put, b, data)  # written, then waits for the next run
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert b.log.log_end_offset == 1
+                    nursery.cancel_scope.cancel()
+                    held.release.set()
+            assert not scope.cancelled_caught
+            assert b.log.log_end_offset == b.high_watermark == 1
+            assert await put(b, data) == 0  # the retry is answered as the duplicate it is
+            assert b.log.log_end_offset == 1
+    finally:
+        held.release.set()
+        osio.install(old)
