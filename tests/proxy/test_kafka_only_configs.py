@@ -67,6 +67,7 @@ SAMPLE = {
     ),
     "sasl.kerberos.ticket.renew.window.factor": (DOUBLE, "0.8", True),
     "broker.rack": (STRING, None, True),
+    "inter.broker.listener.name": (STRING, None, True),  # kafkad: PLAINTEXT, unset
     "request.timeout.ms": (INT, "30000", True),
     "socket.send.buffer.bytes": (INT, "102400", True),
     "transaction.partition.verification.enable": (BOOLEAN, "true", False),
