@@ -68,6 +68,7 @@ from proxy.kafka_only_checks import reconfiguration_error as kafka_only_error
 from proxy.kafka_only_configs import KAFKA_DYNAMIC, KAFKA_ONLY_CONFIGS, parse_value
 
 log = logging.getLogger("kafkad.config")
+_FOLLOWER = "remote.log.manager.follower.thread.pool.size"
 BLOB = "broker-configs"
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
@@ -394,6 +395,9 @@ def refusal(
         dyn.lookup(layers),
         new_values.get("log.retention.ms", -1),
         new_values.get("log.retention.bytes", -1),
+        follower_set=any(
+            _FOLLOWER in x for x in (dyn.layer(dyn.node), dyn.layer(""), dyn.originals)
+        ),
     )
 
 

@@ -26,6 +26,18 @@ _REMOTE_THREADS = (
     "remote.log.manager.expiration.thread.pool.size",
     "remote.log.manager.follower.thread.pool.size",
 )
+_FOLLOWER = "remote.log.manager.follower.thread.pool.size"
+# DynamicRemoteLogConfig.ReconfigurableConfigs: it checks its pools only when one of them changes
+_REMOTE = frozenset(
+    {
+        "remote.log.index.file.cache.total.size.bytes",
+        "remote.fetch.max.wait.ms",
+        "remote.log.manager.copy.max.bytes.per.second",
+        "remote.log.manager.fetch.max.bytes.per.second",
+        "remote.list.offsets.request.timeout.ms",
+        *_REMOTE_THREADS,
+    }
+)
 
 
 def _wrapped(why: str) -> str:
@@ -77,10 +89,18 @@ def _local_retention(new: Lookup, retention_ms: int, retention_bytes: int) -> st
 
 
 def reconfiguration_error(
-    old: Lookup, new: Lookup, retention_ms: int, retention_bytes: int
+    old: Lookup,
+    new: Lookup,
+    retention_ms: int,
+    retention_bytes: int,
+    *,
+    follower_set: bool = True,
 ) -> str | None:
     """The refusal of a change from ``old`` to ``new`` (effective values), or None.
-    ``retention_ms``/``retention_bytes``: the log retention after the change."""
+    ``retention_ms``/``retention_bytes``: the log retention after the change. ``follower_set``:
+    the current config sets remote.log.manager.follower.thread.pool.size (else Kafka takes the
+    follower pool's current size from the older remote.log.manager.thread.pool.size,
+    ``RemoteLogManagerConfig.remoteLogManagerFollowerThreadPoolSize``)."""
     for name in _THREADS:
         if (error := _thread_count(name, _number(old, name), _number(new, name))) is not None:
             return error
@@ -89,7 +109,10 @@ def reconfiguration_error(
         error := _local_retention(new, retention_ms, retention_bytes)
     ):
         return error
+    if not any(old(n) != new(n) for n in _REMOTE):
+        return None
     for name in _REMOTE_THREADS:
-        if (error := _thread_count(name, _number(old, name), _number(new, name))) is not None:
+        was = name if name != _FOLLOWER or follower_set else "remote.log.manager.thread.pool.size"
+        if (error := _thread_count(name, _number(old, was), _number(new, name))) is not None:
             return error
     return None

@@ -250,6 +250,36 @@ async def test_a_thread_count_stays_within_half_and_double_its_current_value() -
         )
 
 
+async def test_the_follower_pool_is_checked_against_the_older_thread_pool_size() -> None:
+    """Kafka's DynamicRemoteLogConfig, once one of its configs changes: the follower pool's
+    current size is remote.log.manager.thread.pool.size's while its own config is not set
+    (RemoteLogManagerConfig.remoteLogManagerFollowerThreadPoolSize), so a static pool size of
+    10 refuses any remote change until the follower's own config is given with it."""
+    follower = "remote.log.manager.follower.thread.pool.size"
+    async with (
+        running_broker(**{"remote.log.manager.thread.pool.size": "10"}) as (
+            server,
+            port,
+        ),
+        connect(port) as c,
+    ):
+        node = str(server.broker.node_id)
+        assert await alter(c, node, ("num.io.threads", SET, "16")) == (ErrorCode.none, None)
+        assert await alter(c, node, ("remote.fetch.max.wait.ms", SET, "400")) == (
+            ErrorCode.invalid_request,
+            "Invalid value org.apache.kafka.common.config.ConfigException: Dynamic thread count "
+            f"update validation failed for {follower}=2, value should be at least half the "
+            "current value 10 for configuration Invalid dynamic configuration",
+        )
+        assert await alter(
+            c, node, ("remote.fetch.max.wait.ms", SET, "400"), (follower, SET, "5")
+        ) == (ErrorCode.none, None)
+        assert await alter(c, node, ("remote.log.reader.threads", SET, "12")) == (
+            ErrorCode.none,
+            None,
+        )
+
+
 async def test_a_double_is_shown_as_javas_double_to_string() -> None:
     async with running_broker() as (server, port), connect(port) as c:
         node = str(server.broker.node_id)
