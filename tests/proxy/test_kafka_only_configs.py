@@ -170,7 +170,10 @@ async def test_a_server_properties_sets_them_shown_static(tmp_path: Path) -> Non
 
 def test_a_bad_value_for_one_is_refused_at_start_up(tmp_path: Path) -> None:
     path = tmp_path / "server.properties"
-    path.write_text("num.io.threads=0\nreplica.lag.time.max.ms=soon\n")
+    path.write_text(
+        "num.io.threads=0\nreplica.lag.time.max.ms=soon\n"
+        "controller.quorum.request.timeout.ms=-1\ncontroller.quorum.retry.backoff.ms=-5\n"
+    )
     with pytest.raises(ConfigError) as info:
         load_config(
             listen=None,
@@ -185,6 +188,10 @@ def test_a_bad_value_for_one_is_refused_at_start_up(tmp_path: Path) -> None:
     assert (
         f"replica.lag.time.max.ms=soon from config file {path}: must be a whole number" in message
     )
+    for name, value in (("request.timeout.ms", "-1"), ("retry.backoff.ms", "-5")):  # atLeast(0)
+        assert (
+            f"controller.quorum.{name}={value} from config file {path}: must be at least 0"
+        ) in message
 
 
 async def test_a_thread_count_stays_within_half_and_double_its_current_value() -> None:
