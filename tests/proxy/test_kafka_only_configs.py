@@ -5,6 +5,7 @@ restart; the others are refused as Kafka refuses them; a server.properties may s
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from proxy.config import load_config
 from proxy.kafka_only_configs import INTERNAL, KAFKA_ONLY_CONFIGS
+from proxy.kafka_only_docs import DOCS
 from proxy.properties_file import ConfigError
 from proxy.server import Server
 from tests.proxy.harness import connect, running_broker
@@ -339,3 +341,11 @@ async def test_set_and_the_environment_give_them_too(tmp_path: Path) -> None:
         "background.threads=x from environment variable KAFKAD_BACKGROUND_THREADS: must be a "
         "whole number; num.io.threads=0 from --set: must be at least 1"
     )
+
+
+def test_their_documentation_is_one_sentence() -> None:
+    """The first sentence of Kafka's ConfigDef documentation only, no later one run into it
+    where an HTML paragraph break was dropped ("locally.Note: ..."), nor a second sentence."""
+    for name, doc in DOCS.items():
+        body = re.sub(r"\borg(?:\.[a-z]+)+\.[A-Z]\w*", "", doc)  # a class: org.apache...Persister
+        assert not re.search(r"[a-z0-9)]\.[A-Z][a-z]|[a-z]Note:|\. [A-Z]", body), name
