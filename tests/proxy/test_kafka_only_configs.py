@@ -349,3 +349,48 @@ def test_their_documentation_is_one_sentence() -> None:
     for name, doc in DOCS.items():
         body = re.sub(r"\borg(?:\.[a-z]+)+\.[A-Z]\w*", "", doc)  # a class: org.apache...Persister
         assert not re.search(r"[a-z0-9)]\.[A-Z][a-z]|[a-z]Note:|\. [A-Z]", body), name
+
+
+def test_a_plugin_class_is_refused_not_silently_ignored(tmp_path: Path) -> None:
+    """A topic policy or quota callback class would not be enforced: refused at start-up, as a
+    Kafka without the class refuses it; empty (unset) is accepted."""
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "create.topic.policy.class.name=com.acme.TopicPolicy\n"
+        "alter.config.policy.class.name= \n"
+        "principal.builder.class="
+        "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(
+            listen=None,
+            advertise=None,
+            data_dir=None,
+            config_file=str(path),
+            overrides={},
+            environ={},
+        )
+    assert str(info.value).endswith(
+        f"create.topic.policy.class.name=com.acme.TopicPolicy from config file {path}: Class "
+        "com.acme.TopicPolicy could not be found (kafkad runs no Java plugin; leave it unset)"
+    )
+    with pytest.raises(
+        ConfigError, match=re.escape("client.quota.callback.class=x.Y from --set: Class x.Y")
+    ):
+        load_config(
+            listen=None,
+            advertise=None,
+            data_dir="memory://",
+            config_file=None,
+            overrides={"client.quota.callback.class": "x.Y"},
+            environ={},
+        )
+    path.write_text("alter.config.policy.class.name=\n")
+    load_config(
+        listen=None,
+        advertise=None,
+        data_dir="memory://",
+        config_file=str(path),
+        overrides={},
+        environ={},
+    )
