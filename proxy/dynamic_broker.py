@@ -390,14 +390,17 @@ def refusal(
     if (problem := reconfiguration_error(dyn.values, new_values, dyn.listener_names)) is not None:
         return problem
     layers = {**dyn._configs, dyn.node if per_broker else "": dict(configs)}
+    before, after = dyn.lookup(dyn._configs), dyn.lookup(layers)
+    resource = dyn.node if per_broker else ""
     return kafka_only_error(
-        dyn.lookup(dyn._configs),
-        dyn.lookup(layers),
+        before,
+        after,
         new_values.get("log.retention.ms", -1),
         new_values.get("log.retention.bytes", -1),
         follower_set=any(
             _FOLLOWER in x for x in (dyn.layer(dyn.node), dyn.layer(""), dyn.originals)
         ),
+        changed=tuple(n for n in {**dyn.layer(resource), **configs} if before(n) != after(n)),
     )
 
 

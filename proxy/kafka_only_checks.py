@@ -69,6 +69,31 @@ def _thread_count(name: str, old: int, new: int) -> str | None:
     return None
 
 
+# The MetricsReporter classes a stock Kafka 4.2 broker loads (public no-argument constructor,
+# on its classpath: clients' JmxReporter, tools' PushHttpMetricsReporter)
+_REPORTERS = frozenset(
+    {
+        "org.apache.kafka.common.metrics.JmxReporter",
+        "org.apache.kafka.tools.PushHttpMetricsReporter",
+    }
+)
+
+
+def _reporters(old: Lookup, new: Lookup, changed: tuple[str, ...]) -> str | None:
+    """DynamicMetricsReporters: every class of a changed metric.reporters must load, else
+    processReconfigurable's ConfigException (kafkad keeps the value only)."""
+    name = "metric.reporters"
+    if old(name) == new(name):
+        return None
+    classes = [c.strip() for c in (new(name) or "").split(",") if c.strip()]
+    if all(c in _REPORTERS for c in classes):
+        return None
+    return _wrapped(
+        f"Validation of dynamic config update of Set({', '.join(changed or (name,))}) failed "
+        "with class class kafka.server.DynamicMetricsReporters"
+    )
+
+
 def _local_retention(new: Lookup, retention_ms: int, retention_bytes: int) -> str | None:
     """DynamicLogConfig: the local retention (-2: the retention's) within the retention."""
     for name, total, base, unlimited in (
@@ -95,15 +120,19 @@ def reconfiguration_error(
     retention_bytes: int,
     *,
     follower_set: bool = True,
+    changed: tuple[str, ...] = (),
 ) -> str | None:
     """The refusal of a change from ``old`` to ``new`` (effective values), or None.
     ``retention_ms``/``retention_bytes``: the log retention after the change. ``follower_set``:
     the current config sets remote.log.manager.follower.thread.pool.size (else Kafka takes the
     follower pool's current size from the older remote.log.manager.thread.pool.size,
-    ``RemoteLogManagerConfig.remoteLogManagerFollowerThreadPoolSize``)."""
+    ``RemoteLogManagerConfig.remoteLogManagerFollowerThreadPoolSize``). ``changed``: the
+    names whose value the change changes (Kafka's ``updatedConfigNames``)."""
     for name in _THREADS:
         if (error := _thread_count(name, _number(old, name), _number(new, name))) is not None:
             return error
+        if name == "num.network.threads" and (error := _reporters(old, new, changed)):
+            return error  # the acceptors, then DynamicMetricsReporters, then the broker's
     local = ("log.local.retention.ms", "log.local.retention.bytes")
     if any(old(n) != new(n) for n in local) and (
         error := _local_retention(new, retention_ms, retention_bytes)

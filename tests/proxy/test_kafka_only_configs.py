@@ -394,3 +394,23 @@ def test_a_plugin_class_is_refused_not_silently_ignored(tmp_path: Path) -> None:
         overrides={},
         environ={},
     )
+
+
+async def test_a_metric_reporter_a_stock_kafka_cannot_load_is_refused() -> None:
+    """Kafka's DynamicMetricsReporters loads every class of a changed metric.reporters; one it
+    cannot load fails processReconfigurable; stock Kafka's own reporters (and none) pass."""
+    async with running_broker() as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)
+        assert await alter(c, "", ("metric.reporters", SET, "com.acme.Reporter")) == (
+            ErrorCode.invalid_request,
+            "Invalid value org.apache.kafka.common.config.ConfigException: Validation of dynamic "
+            "config update of Set(metric.reporters) failed with class class "
+            "kafka.server.DynamicMetricsReporters for configuration Invalid dynamic configuration",
+        )
+        jmx = "org.apache.kafka.common.metrics.JmxReporter"
+        push = "org.apache.kafka.tools.PushHttpMetricsReporter"
+        assert await alter(c, node, ("metric.reporters", SET, f"{jmx}, {push}")) == (
+            ErrorCode.none,
+            None,
+        )
+        assert await alter(c, "", ("metric.reporters", SET, "")) == (ErrorCode.none, None)
