@@ -401,6 +401,7 @@ def refusal(
             _FOLLOWER in x for x in (dyn.layer(dyn.node), dyn.layer(""), dyn.originals)
         ),
         changed=tuple(n for n in {**dyn.layer(resource), **configs} if before(n) != after(n)),
+        listeners=dyn.listener_names,
     )
 
 

@@ -56,6 +56,13 @@ def _number(lookup: Lookup, name: str) -> int:
     return value
 
 
+def _threads_of(lookup: Lookup, listener: str) -> int:
+    """A listener's acceptor's num.network.threads (Kafka's valuesWithPrefixOverride)."""
+    name = "num.network.threads"
+    raw = lookup(f"listener.name.{listener.lower()}.{name}") if listener else None
+    return _number(lookup, name) if raw is None else _number(lambda _: raw, name)
+
+
 def _thread_count(name: str, old: int, new: int) -> str | None:
     why = f"Dynamic thread count update validation failed for {name}={new}"
     if new == old:
@@ -121,16 +128,25 @@ def reconfiguration_error(
     *,
     follower_set: bool = True,
     changed: tuple[str, ...] = (),
+    listeners: tuple[str, ...] = (),
 ) -> str | None:
     """The refusal of a change from ``old`` to ``new`` (effective values), or None.
     ``retention_ms``/``retention_bytes``: the log retention after the change. ``follower_set``:
     the current config sets remote.log.manager.follower.thread.pool.size (else Kafka takes the
     follower pool's current size from the older remote.log.manager.thread.pool.size,
     ``RemoteLogManagerConfig.remoteLogManagerFollowerThreadPoolSize``). ``changed``: the
-    names whose value the change changes (Kafka's ``updatedConfigNames``)."""
+    names whose value the change changes (Kafka's ``updatedConfigNames``). ``listeners``: the
+    client listeners, each an acceptor checking its own num.network.threads (its
+    ``listener.name.<l>.num.network.threads`` override, else the broker's)."""
     for name in _THREADS:
-        if (error := _thread_count(name, _number(old, name), _number(new, name))) is not None:
-            return error
+        pairs = (
+            [(_threads_of(old, x), _threads_of(new, x)) for x in listeners or ("",)]
+            if name == "num.network.threads"
+            else [(_number(old, name), _number(new, name))]
+        )
+        for was, now in pairs:
+            if (error := _thread_count(name, was, now)) is not None:
+                return error
         if name == "num.network.threads" and (error := _reporters(old, new, changed)):
             return error  # the acceptors, then DynamicMetricsReporters, then the broker's
     local = ("log.local.retention.ms", "log.local.retention.bytes")
@@ -141,7 +157,9 @@ def reconfiguration_error(
     if not any(old(n) != new(n) for n in _REMOTE):
         return None
     for name in _REMOTE_THREADS:
-        was = name if name != _FOLLOWER or follower_set else "remote.log.manager.thread.pool.size"
-        if (error := _thread_count(name, _number(old, was), _number(new, name))) is not None:
+        current = (
+            name if name != _FOLLOWER or follower_set else "remote.log.manager.thread.pool.size"
+        )
+        if (error := _thread_count(name, _number(old, current), _number(new, name))) is not None:
             return error
     return None

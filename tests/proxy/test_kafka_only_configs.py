@@ -414,3 +414,20 @@ async def test_a_metric_reporter_a_stock_kafka_cannot_load_is_refused() -> None:
             None,
         )
         assert await alter(c, "", ("metric.reporters", SET, "")) == (ErrorCode.none, None)
+
+
+async def test_each_listeners_acceptor_checks_its_own_network_threads() -> None:
+    """Kafka's acceptors check num.network.threads with their listener's override
+    (listener.name.<l>.num.network.threads) over the broker's, each against its own count."""
+    async with running_broker() as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)
+        own = "listener.name.plaintext.num.network.threads"
+        assert await alter(c, node, (own, SET, "4")) == (ErrorCode.none, None)
+        assert await alter(c, node, (own, SET, "9")) == (
+            ErrorCode.invalid_request,
+            "Invalid value org.apache.kafka.common.config.ConfigException: Dynamic thread count "
+            "update validation failed for num.network.threads=9, value should not be greater "
+            "than double the current value 4 for configuration Invalid dynamic configuration",
+        )
+        # the one listener keeps its 4: the broker's 3 may go to 20
+        assert await alter(c, "", ("num.network.threads", SET, "20")) == (ErrorCode.none, None)
