@@ -431,3 +431,31 @@ async def test_each_listeners_acceptor_checks_its_own_network_threads() -> None:
         )
         # the one listener keeps its 4: the broker's 3 may go to 20
         assert await alter(c, "", ("num.network.threads", SET, "20")) == (ErrorCode.none, None)
+
+
+def test_set_and_the_environment_take_a_replication_setting_of_one_only() -> None:
+    """As a server.properties may: offsets.topic.replication.factor=1 is accepted and kept as an
+    original (it was refused as unknown from --set); any other value is refused."""
+
+    def load(overrides: dict[str, str], environ: dict[str, str]) -> dict[str, str]:
+        return dict(
+            load_config(
+                listen="127.0.0.1:0",
+                advertise=None,
+                data_dir="memory://",
+                config_file=None,
+                overrides=overrides,
+                environ=environ,
+            ).originals
+        )
+
+    assert (
+        load({"offsets.topic.replication.factor": "1"}, {})["offsets.topic.replication.factor"]
+        == "1"
+    )
+    with pytest.raises(
+        ConfigError, match=re.escape("offsets.topic.replication.factor=3 from --set: kafkad")
+    ):
+        load({"offsets.topic.replication.factor": "3"}, {})
+    with pytest.raises(ConfigError, match="KAFKAD_TRANSACTION_STATE_LOG_MIN_ISR: kafkad is one"):
+        load({}, {"KAFKAD_TRANSACTION_STATE_LOG_MIN_ISR": "2"})
