@@ -302,11 +302,13 @@ PASSWORDS = frozenset(n for n, (kind, _) in BROKER_CONFIG_INFO.items() if kind =
 
 # Kafka configs DescribeConfigs lists though kafkad has no config of that name: broker.id
 # (node.id's), the data dir (log.dirs), the roles, the hours/minutes forms a server.properties
-# may give (kafkad keeps their ms form) and the flush scheduler. Kafka's other KRaft names here
-# (controller.listener.names, controller.quorum.*, inter.broker.listener.name) are listed only
-# when the config file sets them: kafkad checks them but has no controller listener.
+# may give (kafkad keeps their ms form), the flush scheduler and inter.broker.listener.name
+# (Kafka's default null). Kafka's other KRaft names here (controller.listener.names,
+# controller.quorum.*) are listed only when the config file sets them: kafkad checks them but
+# has no controller listener, and a Kafka node always sets the first and one of the others.
 KAFKA_ONLY = frozenset(
     {
+        "inter.broker.listener.name",
         "broker.id",
         "log.dir",
         "log.dirs",

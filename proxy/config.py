@@ -105,7 +105,7 @@ class BrokerConfig:
 
 # Kafka's configs kafkad has no use for (proxy/kafka_only_configs.py): the environment and
 # --set may give them as a server.properties may (but the replication ones, which must be 1)
-KAFKA_ONLY_NAMES = frozenset(KAFKA_ONLY_CONFIGS) - MUST_BE_ONE
+KAFKA_ONLY_NAMES = frozenset(KAFKA_ONLY_CONFIGS)  # MUST_BE_ONE's: 1 only
 
 CLI_ENV = frozenset({"KAFKAD_LISTEN", "KAFKAD_ADVERTISE", "KAFKAD_DATA_DIR", "KAFKAD_CONFIG"})
 CLI_ENV |= {"KAFKAD_LOG_LEVEL", "KAFKAD_FEATURE"}
@@ -171,6 +171,8 @@ def resolve_values(
             ):  # Kafka's, of no use to kafkad: checked, kept as originals
                 try:
                     parse_value(name, value)
+                    if name in MUST_BE_ONE and value.strip() != "1":
+                        raise ValueError("kafkad is one node, must be 1")
                 except ValueError as exc:
                     shown = "[hidden]" if name in SENSITIVE_CONFIGS else value
                     where = f"environment variable {env_name(name)}"

@@ -70,6 +70,7 @@ from proxy.kafka_only_checks import reconfiguration_error as kafka_only_error
 from proxy.kafka_only_configs import KAFKA_DYNAMIC, KAFKA_ONLY_CONFIGS, parse_value
 
 log = logging.getLogger("kafkad.config")
+_FOLLOWER = "remote.log.manager.follower.thread.pool.size"
 BLOB = "broker-configs"
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
@@ -413,11 +414,18 @@ def refusal(
     if (problem := reconfiguration_error(dyn.values, new_values, dyn.listener_names)) is not None:
         return problem
     layers = {**dyn._configs, dyn.node if per_broker else "": dict(configs)}
+    before, after = dyn.lookup(dyn._configs), dyn.lookup(layers)
+    resource = dyn.node if per_broker else ""
     return kafka_only_error(
-        dyn.lookup(dyn._configs),
-        dyn.lookup(layers),
+        before,
+        after,
         new_values.get("log.retention.ms", -1),
         new_values.get("log.retention.bytes", -1),
+        follower_set=any(
+            _FOLLOWER in x for x in (dyn.layer(dyn.node), dyn.layer(""), dyn.originals)
+        ),
+        changed=tuple(n for n in {**dyn.layer(resource), **configs} if before(n) != after(n)),
+        listeners=dyn.listener_names,
     )
 
 

@@ -42,8 +42,8 @@ KAFKA_ONLY_CONFIGS: Mapping[
     "controller.quorum.election.backoff.max.ms": (_I, "1000", 0, None),
     "controller.quorum.election.timeout.ms": (_I, "1000", 0, None),
     "controller.quorum.fetch.timeout.ms": (_I, "2000", 0, None),
-    "controller.quorum.request.timeout.ms": (_I, "2000"),
-    "controller.quorum.retry.backoff.ms": (_I, "20"),
+    "controller.quorum.request.timeout.ms": (_I, "2000", 0, None),
+    "controller.quorum.retry.backoff.ms": (_I, "20", 0, None),
     "controller.socket.timeout.ms": (_I, "30000"),
     "create.topic.policy.class.name": (_C, None),
     "delete.records.purgatory.purge.interval.requests": (_I, "1"),
@@ -318,6 +318,18 @@ KAFKA_DYNAMIC = frozenset(
 
 _BITS = {_H: 16, _I: 32, _L: 64}
 
+# CLASS configs naming a plugin Kafka loads and calls on every request of its kind (a topic
+# policy, a quota callback): kafkad runs no Java plugin, so a class given is refused, as a Kafka
+# without it on its classpath refuses it (ConfigDef: "Class X could not be found."), rather than
+# kept and silently not enforced
+PLUGIN_CLASSES = frozenset(
+    {
+        "alter.config.policy.class.name",
+        "create.topic.policy.class.name",
+        "client.quota.callback.class",
+    }
+)
+
 
 def parse_value(name: str, value: str) -> object:
     """``value`` checked as Kafka's ConfigDef checks ``name``'s (type, Range), the reasons in
@@ -342,6 +354,10 @@ def parse_value(name: str, value: str) -> object:
         if v.lower() not in ("true", "false"):
             raise ValueError("must be true or false")
         return v.lower() == "true"
+    elif name in PLUGIN_CLASSES and v:
+        raise ValueError(
+            f"Class {v} could not be found (kafkad runs no Java plugin; leave it unset)"
+        )
     else:
         return v
     if low is not None and (number < low or (high is not None and number > high)):

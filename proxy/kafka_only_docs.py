@@ -208,8 +208,7 @@ num.recovery.threads.per.data.dir
   at shutdown
 num.replica.alter.log.dirs.threads
   The number of threads that can move replicas between log directories, which may include disk
-  I/O. The default value is equal to the number of directories specified in the log.dir or
-  log.dirs configuration property.
+  I/O.
 num.replica.fetchers
   Number of fetcher threads used to replicate records from each source broker.
 offset.metadata.max.bytes
@@ -384,58 +383,43 @@ sasl.oauthbearer.assertion.algorithm
   provider.
 sasl.oauthbearer.assertion.claim.aud
   The JWT aud (Audience) claim which will be included in the client JWT assertion created
-  locally.Note: If a value for sasl.oauthbearer.assertion.file is provided, this configuration
-  will be ignored.
+  locally.
 sasl.oauthbearer.assertion.claim.exp.seconds
   The number of seconds in the future for which the JWT is valid.
 sasl.oauthbearer.assertion.claim.iss
   The value to be used as the iss (Issuer) claim which will be included in the client JWT
-  assertion created locally.Note: If a value for sasl.oauthbearer.assertion.file is provided,
-  this configuration will be ignored.
+  assertion created locally.
 sasl.oauthbearer.assertion.claim.jti.include
   Flag that determines if the JWT assertion should generate a unique ID for the JWT and include
-  it in the jti (JWT ID) claim.Note: If a value for sasl.oauthbearer.assertion.file is provided,
-  this configuration will be ignored.
+  it in the jti (JWT ID) claim.
 sasl.oauthbearer.assertion.claim.nbf.seconds
   The number of seconds in the past from which the JWT is valid.
 sasl.oauthbearer.assertion.claim.sub
   The value to be used as the sub (Subject) claim which will be included in the client JWT
-  assertion created locally.Note: If a value for sasl.oauthbearer.assertion.file is provided,
-  this configuration will be ignored.
+  assertion created locally.
 sasl.oauthbearer.assertion.file
-  File that contains a pre-generated JWT assertion.The underlying implementation caches the file
-  contents to avoid the performance hit of loading the file on each access.
+  File that contains a pre-generated JWT assertion.
 sasl.oauthbearer.assertion.private.key.file
   File that contains a private key in the standard PEM format which is used to sign the JWT
-  assertion sent to the identity provider.The underlying implementation caches the file contents
-  to avoid the performance hit of loading the file on each access.
+  assertion sent to the identity provider.
 sasl.oauthbearer.assertion.private.key.passphrase
   The optional passphrase to decrypt the private key file specified by
-  sasl.oauthbearer.assertion.private.key.file.Note: If the file referred to by
-  sasl.oauthbearer.assertion.private.key.file is modified on the file system at runtime and it
-  was created with a different passphrase than it was previously, the client will not be able to
-  access the private key file because the passphrase is now out of date.
+  sasl.oauthbearer.assertion.private.key.file.
 sasl.oauthbearer.assertion.template.file
   This optional configuration specifies the file containing the JWT headers and/or payload
-  claims to be used when creating the JWT assertion.Not all identity providers require the same
-  set of claims; some may require a given claim while others may prohibit it.
+  claims to be used when creating the JWT assertion.
 sasl.oauthbearer.client.credentials.client.id
   The ID (defined in/by the OAuth identity provider) to identify the client requesting the
-  token.The client ID was previously stored as part of the sasl.jaas.config configuration with
-  the key clientId.
+  token.
 sasl.oauthbearer.client.credentials.client.secret
   The secret (defined by either the user or preassigned, depending on the identity provider) of
-  the client requesting the token.The client secret was previously stored as part of the
-  sasl.jaas.config configuration with the key clientSecret.
+  the client requesting the token.
 sasl.oauthbearer.jwt.retriever.class
   The fully-qualified class name of a JwtRetriever implementation used to request tokens from
-  the identity provider.The default configuration value represents a class that maintains
-  backward compatibility with previous versions of Apache Kafka.
+  the identity provider.
 sasl.oauthbearer.jwt.validator.class
   The fully-qualified class name of a JwtValidator implementation used to validate the JWT from
-  the identity provider.The default validator
-  (org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator) maintains backward
-  compatibility with previous versions of Apache Kafka.
+  the identity provider.
 sasl.oauthbearer.scope
   This is the level of access a client application is granted to a resource or API which is
   included in the token request.
@@ -509,9 +493,7 @@ transaction.two.phase.commit.enable
   coordinator
 unclean.leader.election.enable
   Indicates whether to enable replicas not in the ISR set to be elected as leader as a last
-  resort, even though doing so may result in data lossNote: In KRaft mode, when enabling this
-  config dynamically, it needs to wait for the unclean leader election thread to trigger
-  election periodically (default is 5 minutes).
+  resort, even though doing so may result in data loss
 unclean.leader.election.interval.ms
   The frequency with which the controller checks if it should perform an unclean leader election
   for leaderless partitions.

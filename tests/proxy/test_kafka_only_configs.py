@@ -5,6 +5,7 @@ restart; the others are refused as Kafka refuses them; a server.properties may s
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from proxy.config import load_config
 from proxy.kafka_only_configs import INTERNAL, KAFKA_ONLY_CONFIGS
+from proxy.kafka_only_docs import DOCS
 from proxy.properties_file import ConfigError
 from proxy.server import Server
 from tests.proxy.harness import connect, running_broker
@@ -67,6 +69,7 @@ SAMPLE = {
     ),
     "sasl.kerberos.ticket.renew.window.factor": (DOUBLE, "0.8", True),
     "broker.rack": (STRING, None, True),
+    "inter.broker.listener.name": (STRING, None, True),  # kafkad: PLAINTEXT, unset
     "request.timeout.ms": (INT, "30000", True),
     "socket.send.buffer.bytes": (INT, "102400", True),
     "transaction.partition.verification.enable": (BOOLEAN, "true", False),
@@ -169,7 +172,10 @@ async def test_a_server_properties_sets_them_shown_static(tmp_path: Path) -> Non
 
 def test_a_bad_value_for_one_is_refused_at_start_up(tmp_path: Path) -> None:
     path = tmp_path / "server.properties"
-    path.write_text("num.io.threads=0\nreplica.lag.time.max.ms=soon\n")
+    path.write_text(
+        "num.io.threads=0\nreplica.lag.time.max.ms=soon\n"
+        "controller.quorum.request.timeout.ms=-1\ncontroller.quorum.retry.backoff.ms=-5\n"
+    )
     with pytest.raises(ConfigError) as info:
         load_config(
             listen=None,
@@ -184,6 +190,10 @@ def test_a_bad_value_for_one_is_refused_at_start_up(tmp_path: Path) -> None:
     assert (
         f"replica.lag.time.max.ms=soon from config file {path}: must be a whole number" in message
     )
+    for name, value in (("request.timeout.ms", "-1"), ("retry.backoff.ms", "-5")):  # atLeast(0)
+        assert (
+            f"controller.quorum.{name}={value} from config file {path}: must be at least 0"
+        ) in message
 
 
 async def test_a_thread_count_stays_within_half_and_double_its_current_value() -> None:
@@ -249,6 +259,36 @@ async def test_a_thread_count_stays_within_half_and_double_its_current_value() -
         )
 
 
+async def test_the_follower_pool_is_checked_against_the_older_thread_pool_size() -> None:
+    """Kafka's DynamicRemoteLogConfig, once one of its configs changes: the follower pool's
+    current size is remote.log.manager.thread.pool.size's while its own config is not set
+    (RemoteLogManagerConfig.remoteLogManagerFollowerThreadPoolSize), so a static pool size of
+    10 refuses any remote change until the follower's own config is given with it."""
+    follower = "remote.log.manager.follower.thread.pool.size"
+    async with (
+        running_broker(**{"remote.log.manager.thread.pool.size": "10"}) as (
+            server,
+            port,
+        ),
+        connect(port) as c,
+    ):
+        node = str(server.broker.node_id)
+        assert await alter(c, node, ("num.io.threads", SET, "16")) == (ErrorCode.none, None)
+        assert await alter(c, node, ("remote.fetch.max.wait.ms", SET, "400")) == (
+            ErrorCode.invalid_request,
+            "Invalid value org.apache.kafka.common.config.ConfigException: Dynamic thread count "
+            f"update validation failed for {follower}=2, value should be at least half the "
+            "current value 10 for configuration Invalid dynamic configuration",
+        )
+        assert await alter(
+            c, node, ("remote.fetch.max.wait.ms", SET, "400"), (follower, SET, "5")
+        ) == (ErrorCode.none, None)
+        assert await alter(c, node, ("remote.log.reader.threads", SET, "12")) == (
+            ErrorCode.none,
+            None,
+        )
+
+
 async def test_a_double_is_shown_as_javas_double_to_string() -> None:
     async with running_broker() as (server, port), connect(port) as c:
         node = str(server.broker.node_id)
@@ -301,3 +341,121 @@ async def test_set_and_the_environment_give_them_too(tmp_path: Path) -> None:
         "background.threads=x from environment variable KAFKAD_BACKGROUND_THREADS: must be a "
         "whole number; num.io.threads=0 from --set: must be at least 1"
     )
+
+
+def test_their_documentation_is_one_sentence() -> None:
+    """The first sentence of Kafka's ConfigDef documentation only, no later one run into it
+    where an HTML paragraph break was dropped ("locally.Note: ..."), nor a second sentence."""
+    for name, doc in DOCS.items():
+        body = re.sub(r"\borg(?:\.[a-z]+)+\.[A-Z]\w*", "", doc)  # a class: org.apache...Persister
+        assert not re.search(r"[a-z0-9)]\.[A-Z][a-z]|[a-z]Note:|\. [A-Z]", body), name
+
+
+def test_a_plugin_class_is_refused_not_silently_ignored(tmp_path: Path) -> None:
+    """A topic policy or quota callback class would not be enforced: refused at start-up, as a
+    Kafka without the class refuses it; empty (unset) is accepted."""
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "create.topic.policy.class.name=com.acme.TopicPolicy\n"
+        "alter.config.policy.class.name= \n"
+        "principal.builder.class="
+        "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(
+            listen=None,
+            advertise=None,
+            data_dir=None,
+            config_file=str(path),
+            overrides={},
+            environ={},
+        )
+    assert str(info.value).endswith(
+        f"create.topic.policy.class.name=com.acme.TopicPolicy from config file {path}: Class "
+        "com.acme.TopicPolicy could not be found (kafkad runs no Java plugin; leave it unset)"
+    )
+    with pytest.raises(
+        ConfigError, match=re.escape("client.quota.callback.class=x.Y from --set: Class x.Y")
+    ):
+        load_config(
+            listen=None,
+            advertise=None,
+            data_dir="memory://",
+            config_file=None,
+            overrides={"client.quota.callback.class": "x.Y"},
+            environ={},
+        )
+    path.write_text("alter.config.policy.class.name=\n")
+    load_config(
+        listen=None,
+        advertise=None,
+        data_dir="memory://",
+        config_file=str(path),
+        overrides={},
+        environ={},
+    )
+
+
+async def test_a_metric_reporter_a_stock_kafka_cannot_load_is_refused() -> None:
+    """Kafka's DynamicMetricsReporters loads every class of a changed metric.reporters; one it
+    cannot load fails processReconfigurable; stock Kafka's own reporters (and none) pass."""
+    async with running_broker() as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)
+        assert await alter(c, "", ("metric.reporters", SET, "com.acme.Reporter")) == (
+            ErrorCode.invalid_request,
+            "Invalid value org.apache.kafka.common.config.ConfigException: Validation of dynamic "
+            "config update of Set(metric.reporters) failed with class class "
+            "kafka.server.DynamicMetricsReporters for configuration Invalid dynamic configuration",
+        )
+        jmx = "org.apache.kafka.common.metrics.JmxReporter"
+        push = "org.apache.kafka.tools.PushHttpMetricsReporter"
+        assert await alter(c, node, ("metric.reporters", SET, f"{jmx}, {push}")) == (
+            ErrorCode.none,
+            None,
+        )
+        assert await alter(c, "", ("metric.reporters", SET, "")) == (ErrorCode.none, None)
+
+
+async def test_each_listeners_acceptor_checks_its_own_network_threads() -> None:
+    """Kafka's acceptors check num.network.threads with their listener's override
+    (listener.name.<l>.num.network.threads) over the broker's, each against its own count."""
+    async with running_broker() as (server, port), connect(port) as c:
+        node = str(server.broker.node_id)
+        own = "listener.name.plaintext.num.network.threads"
+        assert await alter(c, node, (own, SET, "4")) == (ErrorCode.none, None)
+        assert await alter(c, node, (own, SET, "9")) == (
+            ErrorCode.invalid_request,
+            "Invalid value org.apache.kafka.common.config.ConfigException: Dynamic thread count "
+            "update validation failed for num.network.threads=9, value should not be greater "
+            "than double the current value 4 for configuration Invalid dynamic configuration",
+        )
+        # the one listener keeps its 4: the broker's 3 may go to 20
+        assert await alter(c, "", ("num.network.threads", SET, "20")) == (ErrorCode.none, None)
+
+
+def test_set_and_the_environment_take_a_replication_setting_of_one_only() -> None:
+    """As a server.properties may: offsets.topic.replication.factor=1 is accepted and kept as an
+    original (it was refused as unknown from --set); any other value is refused."""
+
+    def load(overrides: dict[str, str], environ: dict[str, str]) -> dict[str, str]:
+        return dict(
+            load_config(
+                listen="127.0.0.1:0",
+                advertise=None,
+                data_dir="memory://",
+                config_file=None,
+                overrides=overrides,
+                environ=environ,
+            ).originals
+        )
+
+    assert (
+        load({"offsets.topic.replication.factor": "1"}, {})["offsets.topic.replication.factor"]
+        == "1"
+    )
+    with pytest.raises(
+        ConfigError, match=re.escape("offsets.topic.replication.factor=3 from --set: kafkad")
+    ):
+        load({"offsets.topic.replication.factor": "3"}, {})
+    with pytest.raises(ConfigError, match="KAFKAD_TRANSACTION_STATE_LOG_MIN_ISR: kafkad is one"):
+        load({}, {"KAFKAD_TRANSACTION_STATE_LOG_MIN_ISR": "2"})
