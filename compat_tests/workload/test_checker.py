@@ -278,3 +278,38 @@ def test_an_acknowledged_abort_read_is_an_anomaly() -> None:
     aborted_read(h)
     assert find(h, type="end", txn="B", phase="ok")["commit"] is False
     assert set(check(h).found) == {"aborted_read"}
+
+
+def late_offsets(h: list[Ev]) -> None:
+    """Copier w2's transaction F (before E) sent offset 1 and was aborted: its TxnOffsetCommit,
+    held past the client's timeout, landed in E (transaction version 1: the same epoch), so the
+    group's final offset is F's 1, below E's acknowledged 2, with E's copy of in/0@1 visible."""
+    i = h.index(find(h, type="begin", txn="E"))
+    h[i:i] = [
+        {"type": "begin", "txn": "F", "worker": "w2", "t": h[i]["t"] - 3},
+        {
+            "type": "offsets",
+            "txn": "F",
+            "group": "g",
+            "offsets": [["in", 0, 1]],
+            "t": h[i]["t"] - 2,
+        },
+        {"type": "end", "txn": "F", "commit": False, "phase": "invoke", "t": h[i]["t"] - 1},
+        {"type": "end", "txn": "F", "commit": False, "phase": "ok", "t": h[i]["t"] - 1},
+    ]
+    find(h, type="final_offsets")["offsets"] = [["in", 0, 1]]
+
+
+def test_a_late_offset_commit_of_an_earlier_transaction_is_not_an_anomaly() -> None:
+    h = copy.deepcopy(clean())
+    late_offsets(h)
+    r = check(h)
+    assert r.clean, r.summary()
+    assert r.counts["late_offsets"] == 1
+
+
+def test_a_final_offset_no_transaction_sent_late_is_still_an_anomaly() -> None:
+    h = copy.deepcopy(clean())
+    late_offsets(h)
+    find(h, type="offsets", txn="F")["offsets"] = [["in", 0, 0]]  # F sent 0, not the final 1
+    assert set(check(h).found) == {"offset_atomicity"}
