@@ -170,12 +170,8 @@ async def test_a_server_properties_sets_them_shown_static(tmp_path: Path) -> Non
         assert (e.value, e.config_source, e.config_type) == ("false", STATIC, BOOLEAN)
 
 
-def test_a_bad_value_for_one_is_refused_at_start_up(tmp_path: Path) -> None:
-    path = tmp_path / "server.properties"
-    path.write_text(
-        "num.io.threads=0\nreplica.lag.time.max.ms=soon\n"
-        "controller.quorum.request.timeout.ms=-1\ncontroller.quorum.retry.backoff.ms=-5\n"
-    )
+def _start_error(path: Path) -> pytest.ExceptionInfo[ConfigError]:
+    """The ConfigError of a start from the config file at ``path``."""
     with pytest.raises(ConfigError) as info:
         load_config(
             listen=None,
@@ -185,6 +181,16 @@ def test_a_bad_value_for_one_is_refused_at_start_up(tmp_path: Path) -> None:
             overrides={},
             environ={},
         )
+    return info
+
+
+def test_a_bad_value_for_one_is_refused_at_start_up(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "num.io.threads=0\nreplica.lag.time.max.ms=soon\n"
+        "controller.quorum.request.timeout.ms=-1\ncontroller.quorum.retry.backoff.ms=-5\n"
+    )
+    info = _start_error(path)
     message = str(info.value)
     assert f"num.io.threads=0 from config file {path}: must be at least 1" in message
     assert (
@@ -361,15 +367,7 @@ def test_a_plugin_class_is_refused_not_silently_ignored(tmp_path: Path) -> None:
         "principal.builder.class="
         "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder\n"
     )
-    with pytest.raises(ConfigError) as info:
-        load_config(
-            listen=None,
-            advertise=None,
-            data_dir=None,
-            config_file=str(path),
-            overrides={},
-            environ={},
-        )
+    info = _start_error(path)
     assert str(info.value).endswith(
         f"create.topic.policy.class.name=com.acme.TopicPolicy from config file {path}: Class "
         "com.acme.TopicPolicy could not be found (kafkad runs no Java plugin; leave it unset)"
