@@ -18,7 +18,7 @@ from kio.index import load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.serial.writers import write_compact_string, write_int16, write_int32
 
-from proxy.config import load_config
+from proxy.config import BrokerConfig, load_config
 from proxy.server import Server
 
 
@@ -88,23 +88,36 @@ class RawClient:
         await self.stream.aclose()
 
 
+def broker_config(
+    overrides: dict[str, str] | None = None,
+    *,
+    listen: str | None = "127.0.0.1:0",
+    advertise: str | None = None,
+    data_dir: str | None = "memory://",
+    config_file: str | None = None,
+) -> BrokerConfig:
+    """``load_config`` as the command line calls it, with a test's defaults and no environment."""
+    return load_config(
+        listen=listen,
+        advertise=advertise,
+        data_dir=data_dir,
+        config_file=config_file,
+        overrides=overrides or {},
+        environ={},
+    )
+
+
 @asynccontextmanager
 async def running_broker(
-    data_dir: str = "memory://",
+    data_dir: str | None = "memory://",
     features: dict[str, int] | None = None,
     listen: str | None = "127.0.0.1:0",
+    config_file: str | None = None,
     **overrides: str,
 ) -> AsyncIterator[tuple[Server, int]]:
     """``features``: the ``--feature`` levels a new data dir is formatted with; ``listen`` None
-    when the overrides name the ``listeners``."""
-    cfg = load_config(
-        listen=listen,
-        advertise=None,
-        data_dir=data_dir,
-        config_file=None,
-        overrides=overrides,
-        environ={},
-    )
+    when the overrides or ``config_file`` name the ``listeners``."""
+    cfg = broker_config(overrides, listen=listen, data_dir=data_dir, config_file=config_file)
     server = Server(dataclasses.replace(cfg, features=features))
     async with trio.open_nursery() as nursery:
         _, port = await nursery.start(server.run)

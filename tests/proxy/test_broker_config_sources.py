@@ -14,13 +14,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import trio
 from kio.schema.describe_configs.v4 import request as dc
 from kio.schema.errors import ErrorCode
 
-from proxy.config import load_config
 from proxy.server import Server
-from tests.proxy.harness import connect, running_broker
+from tests.proxy.harness import broker_config, connect, running_broker
 from tests.proxy.test_broker_requests import create
 from tests.proxy.test_dynamic_broker_configs import (
     APPEND,
@@ -52,21 +50,8 @@ async def broker_from(
     """A broker started with ``--config`` a server.properties holding ``properties``."""
     path = tmp_path / "server.properties"
     path.write_text(properties)
-    cfg = load_config(
-        listen=None,
-        advertise=None,
-        data_dir=data_dir,
-        config_file=str(path),
-        overrides={},
-        environ={},
-    )
-    server = Server(cfg)
-    async with trio.open_nursery() as nursery:
-        _, port = await nursery.start(server.run)
-        try:
-            yield server, port
-        finally:
-            server.stop()
+    async with running_broker(data_dir, listen=None, config_file=str(path)) as running:
+        yield running
 
 
 async def test_command_line_configs_are_static_as_in_a_server_properties() -> None:
@@ -125,13 +110,8 @@ async def test_command_line_configs_are_static_as_in_a_server_properties() -> No
 
 
 def test_listen_and_advertise_are_the_static_listeners() -> None:
-    cfg = load_config(
-        listen="[::1]:9093",
-        advertise="kafka.example:9000",
-        data_dir="/var/lib/kafkad",
-        config_file=None,
-        overrides={},
-        environ={},
+    cfg = broker_config(
+        listen="[::1]:9093", advertise="kafka.example:9000", data_dir="/var/lib/kafkad"
     )
     assert {n: cfg.originals[n] for n in ("listeners", "advertised.listeners", "log.dirs")} == {
         "listeners": "PLAINTEXT://[::1]:9093",

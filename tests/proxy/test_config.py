@@ -8,8 +8,9 @@ import pytest
 import proxy.broker_config_defs as broker_config_defs
 import proxy.config as config_module
 from coordinator.consumer_group.assignors import assignor_names
-from proxy.config import BrokerConfig, load_config, resolve_values
+from proxy.config import BrokerConfig, resolve_values
 from proxy.properties_file import ConfigError, parse_properties
+from tests.proxy.harness import broker_config
 
 
 def test_defaults_are_kafkas() -> None:
@@ -80,36 +81,15 @@ def test_java_properties_syntax_in_full() -> None:
 
 
 def test_listen_and_advertise() -> None:
-    cfg = load_config(
-        listen="127.0.0.1:0",
-        advertise="localhost:9092",
-        data_dir="memory://",
-        config_file=None,
-        overrides={},
-        environ={},
-    )
+    cfg = broker_config(advertise="localhost:9092")
     assert (cfg.listen_host, cfg.listen_port) == ("127.0.0.1", 0)
     assert (cfg.advertised_host, cfg.advertised_port) == ("localhost", 9092)
     with pytest.raises(ConfigError):
-        load_config(
-            listen="nohost",
-            advertise=None,
-            data_dir="memory://",
-            config_file=None,
-            overrides={},
-            environ={},
-        )
+        broker_config(listen="nohost")
 
 
 def test_flush_every_append_maps_to_log_config() -> None:
-    cfg = load_config(
-        listen="127.0.0.1:0",
-        advertise=None,
-        data_dir="memory://",
-        config_file=None,
-        overrides={"log.flush.interval.messages": "1"},
-        environ={},
-    )
+    cfg = broker_config({"log.flush.interval.messages": "1"})
     assert cfg.log_config().flush_every_append is True
 
 
@@ -117,13 +97,8 @@ def test_flush_intervals_map_to_log_config_as_given() -> None:
     """Issue 23.12: any value means what it says (not only 1), for the broker and a topic."""
     from storage.topic_config import topic_log_config, validate_overrides
 
-    cfg = load_config(
-        listen="127.0.0.1:0",
-        advertise=None,
-        data_dir="memory://",
-        config_file=None,
-        overrides={"log.flush.interval.messages": "500", "log.flush.interval.ms": "2000"},
-        environ={},
+    cfg = broker_config(
+        {"log.flush.interval.messages": "500", "log.flush.interval.ms": "2000"}
     ).log_config()
     assert (cfg.flush_messages, cfg.flush_ms, cfg.flush_every_append) == (500, 2000, False)
     topic = topic_log_config(cfg, {"flush.messages": "7", "flush.ms": "30"})
@@ -160,13 +135,11 @@ log.retention.check.interval.ms=300000
 def _from_file(tmp_path: Path, text: str, **cli: str) -> BrokerConfig:
     path = tmp_path / "server.properties"
     path.write_text(text)
-    return load_config(
+    return broker_config(
         listen=cli.get("listen"),
         advertise=cli.get("advertise"),
         data_dir=cli.get("data_dir"),
         config_file=str(path),
-        overrides={},
-        environ={},
     )
 
 
@@ -437,26 +410,12 @@ def test_a_bad_jaas_config_never_shows_its_passwords() -> None:
 )
 def test_consumer_group_configs_are_checked(overrides: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
-        load_config(
-            listen="127.0.0.1:0",
-            advertise=None,
-            data_dir="memory://",
-            config_file=None,
-            overrides=overrides,
-            environ={},
-        )
+        broker_config(overrides)
 
 
 def test_consumer_group_configs() -> None:
-    cfg = load_config(
-        listen="127.0.0.1:0",
-        advertise=None,
-        data_dir="memory://",
-        config_file=None,
-        overrides={
-            "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor"
-        },
-        environ={},
+    cfg = broker_config(
+        {"group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor"}
     )
     # shown as given (Kafka's LIST), served as the assignor that class is
     assert (

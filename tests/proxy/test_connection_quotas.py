@@ -20,12 +20,17 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
 from proxy.cli import startup_failure
-from proxy.config import load_config
 from proxy.connection_quota_config import parse_overrides, validate_values
 from proxy.connection_quotas import ConnectionQuotas, ConnectionThrottled, TooManyConnections
 from proxy.properties_file import ConfigError
 from proxy.server import Server
-from tests.proxy.harness import RawClient, connect, encode_request, running_broker
+from tests.proxy.harness import (
+    RawClient,
+    broker_config,
+    connect,
+    encode_request,
+    running_broker,
+)
 from tests.proxy.quotas.test_client_quotas_apis import alter_req
 from tests.proxy.test_dynamic_broker_configs import (
     DEFAULT,
@@ -240,34 +245,24 @@ async def test_a_listener_added_at_runtime_is_never_the_inter_broker_one() -> No
     # Kafka starts only with its inter-broker listener (PLAINTEXT by default) among the
     # listeners (KafkaConfig.validateValues); kafkad starts without one, and then has none: a
     # PLAINTEXT listener added at runtime is an ordinary one, held by max.connections
-    cfg = load_config(
-        listen=None,
-        advertise=None,
-        data_dir="memory://",
-        config_file=None,
-        overrides={
-            "listeners": "A://127.0.0.1:0",
-            "listener.security.protocol.map": "A:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "max.connections": "1",
-        },
-        environ={},
-    )
-    server = Server(cfg)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(server.run)
-        try:
-            async with connect(server.bound_listeners["A"][1]) as admin:
-                assert server.broker is not None
-                node = str(server.broker.node_id)
-                both = "A://127.0.0.1:0,PLAINTEXT://127.0.0.1:0"
-                ok = await alter(admin, node, ("listeners", SET, both))
-                assert ok == (ErrorCode.none, None)
-                async with connect(server.bound_listeners["PLAINTEXT"][1]) as p:
-                    await p.stream.send_all(encode_request(API_VERSIONS, 1))
-                    await held(server)
-                    assert await served(admin)
-        finally:
-            server.stop()
+    overrides = {
+        "listeners": "A://127.0.0.1:0",
+        "listener.security.protocol.map": "A:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "max.connections": "1",
+    }
+    async with (
+        running_broker(listen=None, **overrides) as (server, _),
+        connect(server.bound_listeners["A"][1]) as admin,
+    ):
+        assert server.broker is not None
+        node = str(server.broker.node_id)
+        both = "A://127.0.0.1:0,PLAINTEXT://127.0.0.1:0"
+        ok = await alter(admin, node, ("listeners", SET, both))
+        assert ok == (ErrorCode.none, None)
+        async with connect(server.bound_listeners["PLAINTEXT"][1]) as p:
+            await p.stream.send_all(encode_request(API_VERSIONS, 1))
+            await held(server)
+            assert await served(admin)
 
 
 async def test_runtime_per_ip_limit_applies_to_the_next_connection() -> None:
@@ -372,14 +367,7 @@ def test_overrides_parse_as_kafka_csv_map() -> None:
 
 def test_startup_refuses_per_ip_zero_without_overrides() -> None:
     with pytest.raises(ConfigError, match="can be set to zero only if"):
-        load_config(
-            listen="127.0.0.1:0",
-            advertise=None,
-            data_dir="memory://",
-            config_file=None,
-            overrides={"max.connections.per.ip": "0"},
-            environ={},
-        )
+        broker_config({"max.connections.per.ip": "0"})
 
 
 def quotas(**values: int | str) -> ConnectionQuotas:

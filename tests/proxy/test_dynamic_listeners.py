@@ -22,7 +22,6 @@ from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import request as md
 
 from proxy.certs import _issue, _name, _write, write_certs
-from proxy.config import load_config
 from proxy.dynamic_listeners import invalid_dynamic
 from proxy.server import Server
 from tests.proxy.harness import RawClient, connect, encode_request, running_broker
@@ -239,34 +238,25 @@ listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,EXTRA:PL
 async def test_a_combined_nodes_controller_listener_stays(tmp_path: Path) -> None:
     path = tmp_path / "server.properties"
     path.write_text(COMBINED)
-    cfg = load_config(
-        listen=None,
-        advertise=None,
-        data_dir="memory://",
-        config_file=str(path),
-        overrides={},
-        environ={},
-    )
-    server = Server(cfg)
-    async with trio.open_nursery() as nursery:
-        _, port = await nursery.start(server.run)
-        async with connect(port) as admin:
-            controller = "CONTROLLER://127.0.0.1:19093"
-            for listeners in (
-                "PLAINTEXT://127.0.0.1:0",
-                "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19094",
-            ):
-                code, message = await alter(admin, "1", ("listeners", SET, listeners))
-                assert code == ErrorCode.invalid_request
-                assert message is not None and message.startswith(
-                    "requirement failed: controller.listener.names must only contain values "
-                    "appearing in the 'listeners' configuration when running the KRaft "
-                    "controller role"
-                )
-            added = f"PLAINTEXT://127.0.0.1:0,{controller},EXTRA://127.0.0.1:0"
-            assert await alter(admin, "1", ("listeners", SET, added)) == (ErrorCode.none, None)
-            assert set(server.bound_listeners) == {"PLAINTEXT", "EXTRA"}  # no controller bound
-        server.stop()
+    async with (
+        running_broker(listen=None, config_file=str(path)) as (server, port),
+        connect(port) as admin,
+    ):
+        controller = "CONTROLLER://127.0.0.1:19093"
+        for listeners in (
+            "PLAINTEXT://127.0.0.1:0",
+            "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19094",
+        ):
+            code, message = await alter(admin, "1", ("listeners", SET, listeners))
+            assert code == ErrorCode.invalid_request
+            assert message is not None and message.startswith(
+                "requirement failed: controller.listener.names must only contain values "
+                "appearing in the 'listeners' configuration when running the KRaft "
+                "controller role"
+            )
+        added = f"PLAINTEXT://127.0.0.1:0,{controller},EXTRA://127.0.0.1:0"
+        assert await alter(admin, "1", ("listeners", SET, added)) == (ErrorCode.none, None)
+        assert set(server.bound_listeners) == {"PLAINTEXT", "EXTRA"}  # no controller bound
 
 
 async def test_tls_listener_added_at_runtime_has_its_keystore_checked_and_reconfigured(

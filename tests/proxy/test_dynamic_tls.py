@@ -15,10 +15,9 @@ import trio.testing
 from kio.schema.errors import ErrorCode
 
 from proxy.certs import _issue, _name, _write
-from proxy.config import load_config
 from proxy.server import Server
 from tests.cert_fixtures import cert_dir_fixture
-from tests.proxy.harness import RawClient
+from tests.proxy.harness import RawClient, broker_config
 from tests.proxy.test_dynamic_broker_configs import (
     APPEND,
     DELETE,
@@ -48,14 +47,7 @@ renewed = cert_dir_fixture("renewed")
 async def broker(
     certs: Path, data_dir: str = "memory://"
 ) -> AsyncIterator[tuple[Server, MemoryListener]]:
-    cfg = load_config(
-        listen=None,
-        advertise=None,
-        data_dir=data_dir,
-        config_file=None,
-        overrides=ssl_settings(certs),
-        environ={},
-    )
+    cfg = broker_config(ssl_settings(certs), listen=None, data_dir=data_dir)
     listener = MemoryListener()
     server = Server(cfg, listeners={"SSL": [listener]})
     async with trio.open_nursery() as nursery:
@@ -186,16 +178,8 @@ async def test_subject_and_name_changes_are_allowed_when_configured(
     ca = _issue(_name("another CA"), None, ca=True)
     other = _issue(_name("someone-else"), ca)
     _write(tmp_path / "other.pem", other.key_pem() + other.cert_pem())
-    cfg = load_config(
-        listen=None,
-        advertise=None,
-        data_dir="memory://",
-        config_file=None,
-        overrides=ssl_settings(
-            certs, **{"ssl.allow.dn.changes": "true", "ssl.allow.san.changes": "true"}
-        ),
-        environ={},
-    )
+    changes = {"ssl.allow.dn.changes": "true", "ssl.allow.san.changes": "true"}
+    cfg = broker_config(ssl_settings(certs, **changes), listen=None)
     assert cfg.get("ssl.allow.dn.changes") is True
     listener = MemoryListener()
     server = Server(cfg, listeners={"SSL": [listener]})
