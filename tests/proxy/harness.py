@@ -95,15 +95,17 @@ def broker_config(
     advertise: str | None = None,
     data_dir: str | None = "memory://",
     config_file: str | None = None,
+    environ: dict[str, str] | None = None,
 ) -> BrokerConfig:
-    """``load_config`` as the command line calls it, with a test's defaults and no environment."""
+    """``load_config`` as the command line calls it, with a test's defaults (no ``KAFKAD_*``
+    environment unless ``environ`` gives one)."""
     return load_config(
         listen=listen,
         advertise=advertise,
         data_dir=data_dir,
         config_file=config_file,
         overrides=overrides or {},
-        environ={},
+        environ=environ or {},
     )
 
 

@@ -12,12 +12,11 @@ import pytest
 import trio
 from kio.schema.errors import ErrorCode
 
-from proxy.config import load_config
 from proxy.kafka_only_configs import INTERNAL, KAFKA_ONLY_CONFIGS
 from proxy.kafka_only_docs import DOCS
 from proxy.properties_file import ConfigError
 from proxy.server import Server
-from tests.proxy.harness import connect, running_broker
+from tests.proxy.harness import broker_config, connect, running_broker
 from tests.proxy.test_broker_config_sources import broker_from, shown
 from tests.proxy.test_dynamic_broker_configs import (
     BOOLEAN,
@@ -173,14 +172,7 @@ async def test_a_server_properties_sets_them_shown_static(tmp_path: Path) -> Non
 def _start_error(path: Path) -> pytest.ExceptionInfo[ConfigError]:
     """The ConfigError of a start from the config file at ``path``."""
     with pytest.raises(ConfigError) as info:
-        load_config(
-            listen=None,
-            advertise=None,
-            data_dir=None,
-            config_file=str(path),
-            overrides={},
-            environ={},
-        )
+        broker_config(listen=None, data_dir=None, config_file=str(path))
     return info
 
 
@@ -316,12 +308,9 @@ async def test_a_double_is_shown_as_javas_double_to_string() -> None:
 
 
 async def test_set_and_the_environment_give_them_too(tmp_path: Path) -> None:
-    cfg = load_config(
-        listen="127.0.0.1:0",
-        advertise=None,
+    cfg = broker_config(
+        {"num.io.threads": "4"},
         data_dir=str(tmp_path / "data"),
-        config_file=None,
-        overrides={"num.io.threads": "4"},
         environ={"KAFKAD_REPLICA_FETCH_MAX_BYTES": "2097152"},
     )
     server = Server(cfg)
@@ -335,12 +324,10 @@ async def test_set_and_the_environment_give_them_too(tmp_path: Path) -> None:
         finally:
             server.stop()
     with pytest.raises(ConfigError) as info:
-        load_config(
+        broker_config(
+            {"num.io.threads": "0"},
             listen=None,
-            advertise=None,
             data_dir=None,
-            config_file=None,
-            overrides={"num.io.threads": "0"},
             environ={"KAFKAD_BACKGROUND_THREADS": "x"},
         )
     assert str(info.value) == (
@@ -375,23 +362,9 @@ def test_a_plugin_class_is_refused_not_silently_ignored(tmp_path: Path) -> None:
     with pytest.raises(
         ConfigError, match=re.escape("client.quota.callback.class=x.Y from --set: Class x.Y")
     ):
-        load_config(
-            listen=None,
-            advertise=None,
-            data_dir="memory://",
-            config_file=None,
-            overrides={"client.quota.callback.class": "x.Y"},
-            environ={},
-        )
+        broker_config({"client.quota.callback.class": "x.Y"}, listen=None)
     path.write_text("alter.config.policy.class.name=\n")
-    load_config(
-        listen=None,
-        advertise=None,
-        data_dir="memory://",
-        config_file=str(path),
-        overrides={},
-        environ={},
-    )
+    broker_config(listen=None, config_file=str(path))
 
 
 async def test_a_metric_reporter_a_stock_kafka_cannot_load_is_refused() -> None:
@@ -436,16 +409,7 @@ def test_set_and_the_environment_take_a_replication_setting_of_one_only() -> Non
     original (it was refused as unknown from --set); any other value is refused."""
 
     def load(overrides: dict[str, str], environ: dict[str, str]) -> dict[str, str]:
-        return dict(
-            load_config(
-                listen="127.0.0.1:0",
-                advertise=None,
-                data_dir="memory://",
-                config_file=None,
-                overrides=overrides,
-                environ=environ,
-            ).originals
-        )
+        return dict(broker_config(overrides, environ=environ).originals)
 
     assert (
         load({"offsets.topic.replication.factor": "1"}, {})["offsets.topic.replication.factor"]
