@@ -60,6 +60,25 @@ async def test_a_task_cannot_take_its_own_lock_twice() -> None:
                 pass
 
 
+async def test_taking_and_releasing_are_protected_from_keyboard_interrupt() -> None:
+    """As trio.Lock's acquire and release: a control-C never lands between the lock taken and
+    the body's cleanup armed, nor inside the release. The body itself is not protected."""
+    seen: list[tuple[str, bool]] = []
+
+    class Probe:  # stands in for the trio.Lock, to look from inside take and release
+        def acquire_nowait(self) -> None:
+            seen.append(("take", trio.lowlevel.currently_ki_protected()))
+
+        def release(self) -> None:
+            seen.append(("release", trio.lowlevel.currently_ki_protected()))
+
+    lock = FastLock()
+    lock._lock = Probe()  # type: ignore[assignment]
+    async with lock:
+        seen.append(("body", trio.lowlevel.currently_ki_protected()))
+    assert seen == [("take", True), ("body", False), ("release", True)]
+
+
 async def test_a_cancelled_task_does_not_take_a_free_lock() -> None:
     """As ``trio.Lock.acquire``: cancellation is checked before the lock is taken, so the body
     (an append) never starts in a task that is already cancelled."""
