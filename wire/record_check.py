@@ -52,6 +52,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c
 from kio.schema.errors import ErrorCode
@@ -85,9 +86,9 @@ _BEFORE_CRC = struct.Struct(">qiibI")  # base_offset .. crc
 RecordErrors = tuple[tuple[int, str], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class RecordPolicy:
-    """The topic's rules for the records of a produced batch."""
+class RecordPolicy(NamedTuple):
+    """The topic's rules for the records of a produced batch. Named tuples here: one is built
+    per produced batch, and a frozen dataclass costs a microsecond more to build."""
 
     now_ms: int
     log_append_time: bool  # message.timestamp.type=LogAppendTime
@@ -100,8 +101,7 @@ class RecordPolicy:
     target_level: int | None = None  # its compression level (None: the codec's default)
 
 
-@dataclass(frozen=True, slots=True)
-class RecordsAccepted:
+class RecordsAccepted(NamedTuple):
     batch: bytes  # what to append (the client's bytes, or a fixed copy)
     header: BatchHeader
 
