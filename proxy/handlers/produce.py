@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import trio
 import trio.lowlevel
@@ -135,16 +135,19 @@ def _partition_response(
     start: int = -1,
     record_errors: tuple[tuple[int, str], ...] = (),
 ) -> PartitionProduceResponse:
+    # i64 and i32 are ints at run time: cast, not parsed (their range is the log's offsets')
     answer: PartitionProduceResponse = module.PartitionProduceResponse(
         index=index,
         error_code=code,
-        base_offset=i64(base),
-        log_append_time=timestamp(append_time),
-        log_start_offset=i64(start),
+        base_offset=cast(i64, base),
+        log_append_time=None if append_time < 0 else timestamp(append_time),
+        log_start_offset=cast(i64, start),
         record_errors=tuple(
             module.BatchIndexAndErrorMessage(batch_index=i32(i), batch_index_error_message=m)
             for i, m in record_errors
-        ),
+        )
+        if record_errors
+        else (),
         error_message=message,
     )
     return answer
