@@ -11,10 +11,13 @@ from storage.producer_snapshot import decode_snapshot, encode_snapshot
 from storage.producer_state import (
     INT32_MAX,
     AbortedTxn,
+    BatchFacts,
     BatchMetadata,
+    Check,
     ProducerAppendInfo,
     ProducerStateEntry,
     ProducerStateManager,
+    check_append,
     last_sequence,
 )
 from wire.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader
@@ -307,3 +310,28 @@ def test_snapshot_plus_replay_equals_live_state(history: list[Attempt], cut: int
         if h.base_offset >= start:
             rebuilt.replay(h)
     assert rebuilt.producers == live.producers
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(-1, 2), st.sampled_from([0, 1, 2, 3, 5, INT32_MAX - 1, INT32_MAX])),
+        max_size=30,
+    ),
+    st.integers(1, 3),
+)
+def test_prepare_update_answers_as_the_table(batches: list[tuple[int, int]], count: int) -> None:
+    """``prepare_update`` shortcuts the usual batch (same epoch, next in sequence, no
+    duplicate); every answer is still APPEND_CHECKS' (sequences wrapping included)."""
+    m = ProducerStateManager()
+    for offset, (epoch, seq) in enumerate(batches):
+        entry = m.get(PID)
+        expected = check_append(BatchFacts(entry, epoch, seq, last_sequence(seq, count - 1)))
+        got = m.prepare_update(header(epoch, seq, count))
+        if expected is Check.DUPLICATE:
+            assert isinstance(got, BatchMetadata)
+        elif isinstance(expected, ErrorCode):
+            assert got == expected
+        else:
+            assert isinstance(got, ProducerAppendInfo)
+            m.update(got, offset * 10)
