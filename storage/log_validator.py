@@ -38,6 +38,7 @@ could ever end.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -70,22 +71,62 @@ class Refused:
     reason: str = ""
 
 
-def record_policy(topic: Topic, partition: str, now_ms: int) -> RecordPolicy:
-    """The topic's rules for the records of a produced batch (``wire.record_check``)."""
+class _TopicRules(NamedTuple):
+    """What the checks read from a topic's settings, computed once per settings dict."""
+
+    max_bytes: int  # max.message.bytes
+    policy: RecordPolicy  # its now_ms and partition filled in per batch
+
+    def policy_for(self, now_ms: int, partition: str) -> RecordPolicy:
+        p = self.policy
+        return RecordPolicy(
+            now_ms,
+            p.log_append_time,
+            p.before_max_ms,
+            p.after_max_ms,
+            p.compacted,
+            p.max_decompressed_bytes,
+            partition,
+            p.target_compression,
+            p.target_level,
+        )
+
+
+# Topic settings dict (by identity) -> its rules. ``TopicManager`` replaces a topic's settings
+# dict whenever a config changes and never edits one in place, so a dict seen before has the
+# rules computed from it; the cache holds each dict it keys, so an id is never reused in it.
+_RULES: dict[int, tuple[dict[str, str], _TopicRules]] = {}
+_RULES_MAX = 4096  # dropped wholesale past this (topics reconfigured many times)
+
+
+def _rules(topic: Topic) -> _TopicRules:
+    settings = topic.settings
+    hit = _RULES.get(id(settings))
+    if hit is not None and hit[0] is settings:
+        return hit[1]
     max_bytes = topic.int_setting("max.message.bytes")
-    target = COMPRESSION_CODECS[topic.settings["compression.type"]]
+    target = COMPRESSION_CODECS[settings["compression.type"]]
     level_config = LEVEL_CONFIGS.get(target) if target is not None else None
-    return RecordPolicy(
-        now_ms=now_ms,
-        log_append_time=topic.settings["message.timestamp.type"] == "LogAppendTime",
+    policy = RecordPolicy(
+        now_ms=0,
+        log_append_time=settings["message.timestamp.type"] == "LogAppendTime",
         before_max_ms=topic.int_setting("message.timestamp.before.max.ms"),
         after_max_ms=topic.int_setting("message.timestamp.after.max.ms"),
-        compacted=topic.settings["cleanup.policy"] != "delete",
+        compacted=settings["cleanup.policy"] != "delete",
         max_decompressed_bytes=max(DECOMPRESSED_RATIO * max_bytes, DECOMPRESSED_FLOOR),
-        partition=partition,
+        partition="",
         target_compression=target,
         target_level=None if level_config is None else topic.int_setting(level_config),
     )
+    if len(_RULES) >= _RULES_MAX:
+        _RULES.clear()
+    rules = _RULES[id(settings)] = (settings, _TopicRules(max_bytes, policy))
+    return rules[1]
+
+
+def record_policy(topic: Topic, partition: str, now_ms: int) -> RecordPolicy:
+    """The topic's rules for the records of a produced batch (``wire.record_check``)."""
+    return _rules(topic).policy_for(now_ms, partition)
 
 
 def validate_for_append(
@@ -99,14 +140,15 @@ def validate_for_append(
 ) -> RecordsAccepted | Refused:
     """The batch to append to ``topic``-``partition`` (the client's bytes, or a fixed copy:
     max timestamp set, offsets rebuilt), or why it is refused. See the module's table."""
-    max_bytes = topic.int_setting("max.message.bytes")
+    rules = _rules(topic)
+    max_bytes = rules.max_bytes
     checked = validate_produce_batch(
         records, produce_version=produce_version, max_message_bytes=max_bytes
     )
     if isinstance(checked, ErrorCode):
         return Refused(checked)
-    name = f"{topic.name}-{partition}"
-    accepted = check_records(records, checked.header, record_policy(topic, name, now_ms))
+    policy = rules.policy_for(now_ms, f"{topic.name}-{partition}")
+    accepted = check_records(records, checked.header, policy)
     if not isinstance(accepted, RecordsAccepted):
         return Refused(accepted.code, accepted.message, accepted.record_errors, accepted.reason)
     if len(accepted.batch) > max_bytes:  # rebuilt (recompressed) larger

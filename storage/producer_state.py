@@ -66,6 +66,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -90,9 +91,9 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
-    """What is retained of one appended batch of a producer."""
+class BatchMetadata(NamedTuple):
+    """What is retained of one appended batch of a producer. This and the other per-batch
+    values below are named tuples: a frozen dataclass costs ~1 µs more to build, per append."""
 
     first_seq: int
     last_seq: int
@@ -144,8 +145,7 @@ class Check(Enum):
     ACCEPT = "append"
 
 
-@dataclass(frozen=True, slots=True)
-class BatchFacts:
+class BatchFacts(NamedTuple):
     """What the checks look at: the batch's producer fields against the entry (or None)."""
 
     entry: ProducerStateEntry | None
@@ -190,8 +190,7 @@ def check_append(facts: BatchFacts) -> Check | ErrorCode:
     raise AssertionError("the last row always matches")
 
 
-@dataclass(frozen=True, slots=True)
-class ProducerAppendInfo:
+class ProducerAppendInfo(NamedTuple):
     """An accepted client batch, waiting for its append to succeed."""
 
     producer_id: int
@@ -246,6 +245,13 @@ class ProducerStateManager:
         if coordinator:
             if entry is not None and epoch < entry.producer_epoch:
                 return ErrorCode.invalid_producer_epoch
+        elif (  # the usual batch: APPEND_CHECKS' answer (ACCEPT) without walking the table
+            entry is not None
+            and epoch == entry.producer_epoch
+            and in_sequence(entry.last_seq, first)
+            and entry.find_duplicate(epoch, first, last) is None
+        ):
+            pass
         else:
             facts = BatchFacts(entry, epoch, first, last)
             outcome = check_append(facts)

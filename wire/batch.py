@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c
 
@@ -51,8 +51,10 @@ class RecordBatchError(ValueError):
     """The bytes are not a well-formed v2 batch (too short, bad length or magic)."""
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """The 13 header fields in layout order. A named tuple: built from ``struct`` in one call
+    (a frozen dataclass took 1.3 µs per header, on the one-record produce path several times)."""
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
@@ -92,12 +94,21 @@ class BatchHeader:
         return bool(self.attributes & ATTR_TIMESTAMP_TYPE)
 
 
+_make_header = BatchHeader._make
+
+
+def header_at(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """The header fields at ``pos`` as they are: the caller checked that 61 bytes remain and
+    checks the magic and length itself (``read_batch_header`` does both)."""
+    return _make_header(_HEADER.unpack_from(buf, pos))
+
+
 def read_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Parse the header at ``pos``. Raises RecordBatchError if fewer than 61 bytes remain, the
     magic is not 2, or the declared length is shorter than a header."""
     if len(buf) - pos < BATCH_HEADER_SIZE:
         raise RecordBatchError(f"{len(buf) - pos} bytes left, a batch header needs 61")
-    h = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    h = _make_header(_HEADER.unpack_from(buf, pos))
     if h.magic != 2:
         raise RecordBatchError(f"magic {h.magic}, only 2 is supported")
     if h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:

@@ -36,6 +36,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _PARTITION_V0 = struct.Struct(">ihq")  # index, error_code, base_offset
+_PARTITION_V5 = struct.Struct(">ihqqq")  # and log_append_time, log_start_offset
 
 
 def append_uvarint(out: bytearray, n: int) -> None:
@@ -74,19 +75,25 @@ def _millis(t: datetime | None) -> int:
 
 def _partition(out: bytearray, p: Any, v: int, code: int) -> None:
     flexible = v >= 9
-    out += _PARTITION_V0.pack(p.index, code, p.base_offset)
-    if v >= 2:
-        out += _I64.pack(_millis(p.log_append_time))
     if v >= 5:
-        out += _I64.pack(p.log_start_offset)
+        out += _PARTITION_V5.pack(
+            p.index, code, p.base_offset, _millis(p.log_append_time), p.log_start_offset
+        )
+    else:
+        out += _PARTITION_V0.pack(p.index, code, p.base_offset)
+        if v >= 2:
+            out += _I64.pack(_millis(p.log_append_time))
     if v >= 8:
-        append_count(out, len(p.record_errors), flexible)
-        for e in p.record_errors:
-            out += _I32.pack(e.batch_index)
-            append_string(out, e.batch_index_error_message, flexible)
-            if flexible:
-                out.append(0)
-        append_string(out, p.error_message, flexible)
+        if flexible and not p.record_errors and p.error_message is None:
+            out += b"\x01\x00"  # no record errors, no message: the usual answer
+        else:
+            append_count(out, len(p.record_errors), flexible)
+            for e in p.record_errors:
+                out += _I32.pack(e.batch_index)
+                append_string(out, e.batch_index_error_message, flexible)
+                if flexible:
+                    out.append(0)
+            append_string(out, p.error_message, flexible)
     if flexible:
         leader = p.current_leader
         if v >= 10 and (leader.leader_id != -1 or leader.leader_epoch != -1):

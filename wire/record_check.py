@@ -52,11 +52,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c
 from kio.schema.errors import ErrorCode
 
 from wire.batch import (
+    ATTR_COMPRESSION_MASK,
+    ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
     BATCH_HEADER_SIZE,
     CRC_START,
@@ -83,11 +86,12 @@ _CRC = struct.Struct(">I")
 _AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. records_count
 _BEFORE_CRC = struct.Struct(">qiibI")  # base_offset .. crc
 RecordErrors = tuple[tuple[int, str], ...]
+_CODEC_OR_LAT = ATTR_COMPRESSION_MASK | ATTR_TIMESTAMP_TYPE
 
 
-@dataclass(frozen=True, slots=True)
-class RecordPolicy:
-    """The topic's rules for the records of a produced batch."""
+class RecordPolicy(NamedTuple):
+    """The topic's rules for the records of a produced batch. Named tuples here: one is built
+    per produced batch, and a frozen dataclass costs a microsecond more to build."""
 
     now_ms: int
     log_append_time: bool  # message.timestamp.type=LogAppendTime
@@ -100,8 +104,7 @@ class RecordPolicy:
     target_level: int | None = None  # its compression level (None: the codec's default)
 
 
-@dataclass(frozen=True, slots=True)
-class RecordsAccepted:
+class RecordsAccepted(NamedTuple):
     batch: bytes  # what to append (the client's bytes, or a fixed copy)
     header: BatchHeader
 
@@ -134,6 +137,9 @@ def check_records(
 ) -> RecordsAccepted | RecordsRefused:
     """Validate every record of the batch that is the whole of ``data`` (it passed
     ``validate_produce_batch``). See the module docstring."""
+    end = header.batch_length + LOG_OVERHEAD
+    if not header.attributes & _CODEC_OR_LAT and not policy.target_compression and end == len(data):
+        return _check_plain(data, header, policy)
     client_lat = header.log_append_time
     check_ts = not policy.log_append_time and not client_lat
     scan = _Scan(bad_keys=[], bad_timestamps=[])
@@ -175,6 +181,49 @@ def check_records(
     fixed = bytearray(data)
     set_max_timestamp(fixed, scan.max_ts, log_append_time=False)
     return RecordsAccepted(bytes(fixed), read_batch_header(fixed))
+
+
+def _check_plain(
+    data: bytes | bytearray | memoryview, header: BatchHeader, policy: RecordPolicy
+) -> RecordsAccepted | RecordsRefused:
+    """``check_records`` of the usual batch: uncompressed, CreateTime from the client, on a
+    topic that keeps it uncompressed (nothing to rebuild), exactly ``data``, scanned in place
+    in one call; the same answers as the general path below."""
+    bad_keys: list[int] = []
+    bad_timestamps: list[tuple[int, int, int | None]] = []
+    end = len(data)
+    status, pos, _n, need, max_ts, _consecutive = scan_records(
+        data,
+        BATCH_HEADER_SIZE,
+        end,
+        header.records_count,
+        0,
+        header.base_timestamp,
+        policy.now_ms,
+        policy.before_max_ms,
+        policy.after_max_ms,
+        not policy.log_append_time,
+        policy.compacted,
+        bad_keys,
+        bad_timestamps,
+    )
+    if status == BAD:
+        reason = f"record: {WHY.get(need, need)}"
+    elif status != DONE:
+        reason = "Incorrect declared batch size, premature EOF reached"
+    elif pos != end:
+        reason = "Incorrect declared batch size, records still remaining in file"
+    elif bad_keys or bad_timestamps:
+        refused = _record_errors(_Scan(max_ts, True, bad_keys, bad_timestamps), policy)
+        assert refused is not None
+        return refused
+    elif policy.log_append_time or header.max_timestamp == max_ts:
+        return RecordsAccepted(bytes(data), header)
+    else:
+        fixed = bytearray(data)
+        set_max_timestamp(fixed, max_ts, log_append_time=False)
+        return RecordsAccepted(bytes(fixed), read_batch_header(fixed))
+    return RecordsRefused(ErrorCode.invalid_record, None, reason=reason)
 
 
 # -- scanning ---------------------------------------------------------------------------------

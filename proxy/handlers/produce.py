@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import trio
 import trio.lowlevel
@@ -105,6 +105,7 @@ def _has_transactional_records(req: ProduceRequest) -> bool | ErrorCode:
 
 
 TOPIC_ID_VERSION = 13
+_NONE = ErrorCode.none  # a module global: an enum member's lookup through its class is slower
 YIELD_BYTES = 1 << 20  # a Produce lets other tasks run after each this many bytes of batches
 
 
@@ -135,16 +136,19 @@ def _partition_response(
     start: int = -1,
     record_errors: tuple[tuple[int, str], ...] = (),
 ) -> PartitionProduceResponse:
+    # i64 and i32 are ints at run time: cast, not parsed (their range is the log's offsets')
     answer: PartitionProduceResponse = module.PartitionProduceResponse(
         index=index,
         error_code=code,
-        base_offset=i64(base),
-        log_append_time=timestamp(append_time),
-        log_start_offset=i64(start),
+        base_offset=cast(i64, base),
+        log_append_time=None if append_time < 0 else timestamp(append_time),
+        log_start_offset=cast(i64, start),
         record_errors=tuple(
             module.BatchIndexAndErrorMessage(batch_index=i32(i), batch_index_error_message=m)
             for i, m in record_errors
-        ),
+        )
+        if record_errors
+        else (),
         error_message=message,
     )
     return answer
@@ -211,18 +215,20 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse |
     known = [name for name in names if name is not None]
     writable = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, known)
     verifier = broker.txn_verifier
-    tv2 = client_transaction_version(0, ctx.version) == 2
-    module = by_id if ctx.version >= TOPIC_ID_VERSION else by_name
+    version = ctx.version
+    tv2 = client_transaction_version(0, version) == 2
+    module = by_id if version >= TOPIC_ID_VERSION else by_name
+    topics = broker.topics
     produced = broker.metrics.topics.produced  # /metrics: bytes and messages in per topic
     results = []
     unyielded = 0  # bytes of batches handled since the last yield
     for topic_data, name in zip(req.topic_data, names, strict=True):
-        topic = None if name is None else broker.topics.get(name)
+        topic = None if name is None else topics.get(name)
         parts = []
         for pd in topic_data.partition_data:
-            code, message, base, append_time, start = ErrorCode.none, None, -1, -1, -1
+            code, message, base, append_time, start = _NONE, None, -1, -1, -1
             record_errors: tuple[tuple[int, str], ...] = ()
-            partition = None if name is None else broker.topics.partition(name, pd.index)
+            partition = None if name is None else topics.partition(name, pd.index)
             if name is None:
                 code = ErrorCode.unknown_topic_id
             elif name not in writable:
@@ -242,7 +248,7 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse |
                     pd.records or b"",
                     topic,
                     pd.index,
-                    produce_version=ctx.version,
+                    produce_version=version,
                     now_ms=now,
                     transactions_enabled=verifier is not None,
                 )
@@ -271,7 +277,7 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse |
                     try:
                         appended = (
                             code
-                            if code is not ErrorCode.none
+                            if code is not _NONE
                             else await partition.append(records.batch, h, now, verify=verify)
                         )
                     except StorageError as exc:
@@ -283,7 +289,7 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse |
                         else:
                             base, append_time = appended
                             produced(name, len(records.batch), h.records_count)
-            if code is not ErrorCode.none:
+            if code is not _NONE:
                 log.debug("produce to %s-%d refused: %s", name, pd.index, code.name)
             parts.append(
                 _partition_response(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,10 +11,13 @@ from storage.producer_snapshot import decode_snapshot, encode_snapshot
 from storage.producer_state import (
     INT32_MAX,
     AbortedTxn,
+    BatchFacts,
     BatchMetadata,
+    Check,
     ProducerAppendInfo,
     ProducerStateEntry,
     ProducerStateManager,
+    check_append,
     last_sequence,
 )
 from wire.records import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader
@@ -181,19 +182,19 @@ def test_replay_rebuilds_the_same_state() -> None:
     live = state_with(0, [(0, 5), (5, 2), (7, 1)])
     replayed = ProducerStateManager()
     for i, (seq, count) in enumerate([(0, 5), (5, 2), (7, 1)]):
-        replayed.replay(replace(header(0, seq, count), base_offset=100 * (i + 1)))
+        replayed.replay(header(0, seq, count)._replace(base_offset=100 * (i + 1)))
     assert replayed.producers == live.producers
 
 
 def test_replay_of_a_marker_moves_the_epoch_and_closes_the_transaction() -> None:
     m = ProducerStateManager()
-    m.replay(replace(header(0, 0, 2), attributes=ATTR_TRANSACTIONAL, base_offset=10))
+    m.replay(header(0, 0, 2)._replace(attributes=ATTR_TRANSACTIONAL, base_offset=10))
     entry = m.get(PID)
     assert entry is not None and entry.current_txn_first_offset == 10
-    control = replace(header(1, -1, 1), attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL)
-    m.replay(replace(control, base_offset=12), None)  # not a COMMIT/ABORT marker: ignored
+    control = header(1, -1, 1)._replace(attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL)
+    m.replay(control._replace(base_offset=12), None)  # not a COMMIT/ABORT marker: ignored
     assert entry.current_txn_first_offset == 10
-    m.replay(replace(control, base_offset=12), (False, 3))
+    m.replay(control._replace(base_offset=12), (False, 3))
     assert (entry.producer_epoch, entry.current_txn_first_offset, len(entry.batches)) == (1, -1, 0)
     assert entry.coordinator_epoch == 3
     assert m.aborted == [AbortedTxn(PID, 10, 12, 13)] and m.ongoing == {}
@@ -298,7 +299,7 @@ def test_snapshot_plus_replay_equals_live_state(history: list[Attempt], cut: int
         got = live.prepare_update(h)
         if isinstance(got, ProducerAppendInfo):
             live.update(got, end)
-            appended.append(replace(h, base_offset=end))
+            appended.append(h._replace(base_offset=end))
             end += h.records_count
     rebuilt = ProducerStateManager()
     start = 0
@@ -309,3 +310,28 @@ def test_snapshot_plus_replay_equals_live_state(history: list[Attempt], cut: int
         if h.base_offset >= start:
             rebuilt.replay(h)
     assert rebuilt.producers == live.producers
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(-1, 2), st.sampled_from([0, 1, 2, 3, 5, INT32_MAX - 1, INT32_MAX])),
+        max_size=30,
+    ),
+    st.integers(1, 3),
+)
+def test_prepare_update_answers_as_the_table(batches: list[tuple[int, int]], count: int) -> None:
+    """``prepare_update`` shortcuts the usual batch (same epoch, next in sequence, no
+    duplicate); every answer is still APPEND_CHECKS' (sequences wrapping included)."""
+    m = ProducerStateManager()
+    for offset, (epoch, seq) in enumerate(batches):
+        entry = m.get(PID)
+        expected = check_append(BatchFacts(entry, epoch, seq, last_sequence(seq, count - 1)))
+        got = m.prepare_update(header(epoch, seq, count))
+        if expected is Check.DUPLICATE:
+            assert isinstance(got, BatchMetadata)
+        elif isinstance(expected, ErrorCode):
+            assert got == expected
+        else:
+            assert isinstance(got, ProducerAppendInfo)
+            m.update(got, offset * 10)
