@@ -200,8 +200,9 @@ async def serve_connection(
                 stream = conn.stream
                 io = connection_io(stream)
                 log.debug("TLS connection peer=%s principal=%s", conn.peer, conn.principal)
+            # (the async next_frame only on a SASL listener: a plain one's limit never changes)
+            frame = decoder.next_frame() if conn.sasl is None else await next_frame()
             while True:
-                frame = await next_frame()
                 if frame is Want.EOF:
                     break
                 if frame is Want.MORE:
@@ -218,6 +219,7 @@ async def serve_connection(
                     if conn.scope.cancel_called:  # timed out as the bytes came: close anyway
                         break
                     reason = "closed by peer"
+                    frame = decoder.next_frame() if conn.sasl is None else await next_frame()
                     continue
                 conn.busy = True
                 try:
@@ -263,13 +265,13 @@ async def serve_connection(
                             muted_until.clear()
                         if conn.sasl is not None:
                             await _after_sasl(conn, send_ready)
-                        frame = await next_frame()
+                        frame = decoder.next_frame() if conn.sasl is None else await next_frame()
                     await send_ready()
                 finally:
                     conn.busy = False
                 if frame is Want.EOF:
                     break
-                # frame is Want.MORE: loop to read
+                # frame is Want.MORE: loop to read (without asking the decoder again)
         except HandshakeFailed as exc:
             reason = str(exc)
             log.info("closing connection peer=%s listener=%s: %s", conn.peer, conn.listener, exc)
