@@ -65,6 +65,66 @@ class Connection:
         self.sasl: SaslSession | None = None
         self.busy = False
         self.scope = trio.CancelScope()
+        # When connections.max.idle.ms closes it (trio clock): set as each read starts to wait,
+        # inf while a request is served. The run's IdleReaper enforces it.
+        self.idle_at = math.inf
+
+
+class IdleReaper:
+    """connections.max.idle.ms for every connection of a trio run, from one task.
+
+    Setting the connection scope's deadline around each read cost two trips through trio's
+    deadline bookkeeping per request (~4 us, 5.6% of a Produce round trip at acks=all); a read
+    now only stores ``idle_at``. This task sleeps until the earliest ``idle_at`` of all
+    connections, cancels the scopes of those whose time has come and sleeps again. It is exact
+    (a connection closes at ``idle_at``, as a deadline would): a later read only moves that
+    connection's ``idle_at`` on, and the task, woken at the old time, finds it not due and
+    sleeps until the next one. A read whose ``idle_at`` is before the task's wake-up (a
+    listener with a shorter timeout, or the first idle connection) moves the wake-up. Kafka's
+    Selector does the same per poll, approximately (IdleExpiryManager).
+    """
+
+    def __init__(self) -> None:
+        self.connections: set[Connection] = set()
+        self.wake_at = -math.inf  # the task's first scan sees every idle_at set before it runs
+        self._sleep = trio.CancelScope()
+
+    def waiting(self, at: float) -> None:
+        """A connection's ``idle_at`` was set to ``at``: wake up by then."""
+        if at < self.wake_at:
+            self.wake_at = at
+            self._sleep.deadline = at
+
+    async def run(self) -> None:
+        while True:
+            now = trio.current_time()
+            wake_at = math.inf
+            for conn in self.connections:
+                at = conn.idle_at
+                if at <= now:
+                    conn.idle_at = math.inf
+                    conn.scope.cancel()
+                elif at < wake_at:
+                    wake_at = at
+            # (nothing is awaited between the scan and the new deadline: no read is missed)
+            self._sleep = trio.CancelScope(deadline=wake_at)
+            self.wake_at = wake_at
+            with self._sleep:
+                await trio.sleep_forever()
+
+
+_REAPER: trio.lowlevel.RunVar[IdleReaper] = trio.lowlevel.RunVar("kafkad_idle_reaper")
+
+
+def idle_reaper() -> IdleReaper:
+    """This trio run's reaper, started (as a system task) on first use."""
+    try:
+        return _REAPER.get()
+    except LookupError:
+        reaper = IdleReaper()
+        _REAPER.set(reaper)
+        trio.lowlevel.spawn_system_task(reaper.run, name="kafkad idle reaper")
+        return reaper
 
 
 async def _after_sasl(conn: Connection, send_ready: Callable[[], Awaitable[None]]) -> None:
@@ -127,6 +187,9 @@ async def serve_connection(
             log.info("closing connection peer=%s listener=%s: %s", conn.peer, conn.listener, why)
             raise CloseConnection(why) from None
 
+    reaper = idle_reaper()
+    reaper.connections.add(conn)
+    idle_s = cfg.idle_s
     with conn.scope:
         try:
             if tls is not None:
@@ -137,22 +200,26 @@ async def serve_connection(
                 stream = conn.stream
                 io = connection_io(stream)
                 log.debug("TLS connection peer=%s principal=%s", conn.peer, conn.principal)
+            # (the async next_frame only on a SASL listener: a plain one's limit never changes)
+            frame = decoder.next_frame() if conn.sasl is None else await next_frame()
             while True:
-                frame = await next_frame()
                 if frame is Want.EOF:
                     break
                 if frame is Want.MORE:
                     if stopping.is_set():
                         reason = "broker shutting down"
                         break
-                    # connections.max.idle.ms on the connection's own scope: no scope per read
-                    reason = "idle timeout"  # if the deadline ends the wait
-                    conn.scope.deadline = trio.current_time() + cfg.idle_s
+                    # connections.max.idle.ms: the reaper cancels conn.scope at idle_at
+                    reason = "idle timeout"  # if the reaper ends the wait
+                    at = conn.idle_at = trio.current_time() + idle_s
+                    if at < reaper.wake_at:
+                        reaper.waiting(at)
                     await io.receive(decoder)
-                    conn.scope.deadline = math.inf
+                    conn.idle_at = math.inf
                     if conn.scope.cancel_called:  # timed out as the bytes came: close anyway
                         break
                     reason = "closed by peer"
+                    frame = decoder.next_frame() if conn.sasl is None else await next_frame()
                     continue
                 conn.busy = True
                 try:
@@ -198,13 +265,13 @@ async def serve_connection(
                             muted_until.clear()
                         if conn.sasl is not None:
                             await _after_sasl(conn, send_ready)
-                        frame = await next_frame()
+                        frame = decoder.next_frame() if conn.sasl is None else await next_frame()
                     await send_ready()
                 finally:
                     conn.busy = False
                 if frame is Want.EOF:
                     break
-                # frame is Want.MORE: loop to read
+                # frame is Want.MORE: loop to read (without asking the decoder again)
         except HandshakeFailed as exc:
             reason = str(exc)
             log.info("closing connection peer=%s listener=%s: %s", conn.peer, conn.listener, exc)
@@ -227,6 +294,8 @@ async def serve_connection(
             log.exception("closing connection peer=%s: internal error", conn.peer)
             reason = "internal error"
         finally:
+            conn.idle_at = math.inf
+            reaper.connections.discard(conn)
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
     log.debug("connection closed peer=%s reason=%s", conn.peer, reason)

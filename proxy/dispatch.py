@@ -78,15 +78,18 @@ class Dispatcher:
     def may_park(self, api_key: int, body: Any) -> bool:
         """Whether the request may wait for something other than its own work (another
         request, a timer, an fsync) before it is answered."""
+        if api_key == PRODUCE_KEY:  # first: the hot path
+            if body.acks == 0:
+                return False
+            if body.transactional_id is not None and int(body.__version__) >= 12:
+                return True  # TV2: the partition added through the coordinator, which may wait
+            for topic_data in body.topic_data:  # noqa: SIM110 (any() + a generator: +0.4 us)
+                if self._waits_for_fsync(topic_data):
+                    return True
+            return False
         if api_key == FETCH_KEY:
             return bool(body.max_wait.total_seconds() > 0 and body.min_bytes > 0)
-        if api_key in (JOIN_GROUP_KEY, SYNC_GROUP_KEY) or api_key in SETTLING_TXN_KEYS:
-            return True
-        if api_key != PRODUCE_KEY or body.acks == 0:
-            return False
-        if body.transactional_id is not None and int(body.__version__) >= 12:
-            return True  # TV2: the partition added through the coordinator, which may wait
-        return any(self._waits_for_fsync(t) for t in body.topic_data)
+        return api_key in (JOIN_GROUP_KEY, SYNC_GROUP_KEY) or api_key in SETTLING_TXN_KEYS
 
     def _waits_for_fsync(self, topic_data: Any) -> bool:
         """An append to the topic may wait for a (group-commit) fsync: its effective

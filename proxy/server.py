@@ -240,7 +240,7 @@ class Server:
         one per poll. So the closing is spread over the listeners, not the least active of the
         broker's: here round by round, in each round each listener's least recently active
         (the round's own order: least recently active first), all at once. A connection
-        serving a request is its listener's last candidate (its idle deadline is unset).
+        serving a request is its listener's last candidate (its ``idle_at`` is unset).
         The inter-broker listener beside others (Kafka's protected listener,
         proxy/connection_quotas.py) closes none of its connections; they still count.
         A listener's own ``listener.name.<l>.max.connections`` closes nothing when lowered
@@ -254,11 +254,11 @@ class Server:
             return
         lru: dict[str, list[Connection]] = {}
         candidates = [c for c in open_ if not quotas.protected(c.listener)]
-        for conn in sorted(candidates, key=lambda c: c.scope.deadline):
+        for conn in sorted(candidates, key=lambda c: c.idle_at):
             lru.setdefault(conn.listener, []).append(conn)
         order: list[Connection] = []
         for turn in itertools.zip_longest(*lru.values()):
-            order += sorted((c for c in turn if c is not None), key=lambda c: c.scope.deadline)
+            order += sorted((c for c in turn if c is not None), key=lambda c: c.idle_at)
         for conn in order[:excess]:
             log.info("closing %s: more than max.connections are open", conn.peer)
             conn.scope.cancel()

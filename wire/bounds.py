@@ -129,6 +129,11 @@ def body_end(cls: type, buf: bytes | bytearray | memoryview, pos: int) -> int:
     return _walk(plan_for(cls), buf, pos, len(buf))
 
 
+def plan_end(plan: Plan, buf: bytes | bytearray | memoryview, pos: int) -> int:
+    """``body_end`` with the class's plan already looked up (``plan_for``)."""
+    return _walk(plan, buf, pos, len(buf))
+
+
 def _length(
     buf: bytes | bytearray | memoryview, pos: int, end: int, fmt: struct.Struct, nullable: bool
 ) -> int:

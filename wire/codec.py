@@ -35,7 +35,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16
 
-from wire.bounds import body_end
+from wire.bounds import Plan, plan_end, plan_for
 from wire.errors import (
     DecodeError,
     ErrorCode,
@@ -85,6 +85,8 @@ def response_class(api_key: int, api_version: int) -> type[Any]:
         raise UnsupportedVersion(api_key, api_version) from exc
 
 
+# (api_key << 16 | api_version) -> what decoding its requests takes, looked up once per request
+_DECODERS: dict[int, tuple[Reader, Plan, bool]] = {}
 _READERS: dict[Any, Reader] = {}
 _WRITERS: dict[Any, Writer] = {}
 _CODE_PATHS: dict[Any, tuple[tuple[str, str], ...]] = {}
@@ -104,36 +106,46 @@ def _writer(cls: Any) -> Writer:
     return writer
 
 
+def _decoder(api_key: int, api_version: int) -> tuple[Reader, Plan, bool]:
+    """The reader of (api_key, api_version)'s request class, its bounds plan and whether it is
+    flexible; UnsupportedVersion if kio has no class for it."""
+    key = api_key << 16 | api_version
+    found = _DECODERS.get(key)
+    if found is None:
+        cls = request_class(api_key, api_version)
+        found = _DECODERS[key] = (_reader(cls), plan_for(cls), bool(cls.__flexible__))
+    return found
+
+
 def decode_request(
     frame: bytes, supported: Mapping[int, tuple[int, int]]
 ) -> tuple[RequestHeader, Any]:
     """The header and kio body of a request frame. Raises only ProtocolError subclasses."""
     header, pos = read_fixed_header(frame)
-    versions = supported.get(header.api_key)
+    api_key, api_version = header.api_key, header.api_version
+    versions = supported.get(api_key)
     if versions is None:
         raise UnknownApi(header)
-    low, high = versions
-    if not low <= header.api_version <= high:
-        raise UnsupportedVersion(header.api_key, header.api_version, header.correlation_id, header)
+    if not versions[0] <= api_version <= versions[1]:
+        raise UnsupportedVersion(api_key, api_version, header.correlation_id, header)
     try:
-        cls = request_class(header.api_key, header.api_version)
+        reader, plan, flexible = _decoder(api_key, api_version)
     except UnsupportedVersion as exc:
-        raise UnsupportedVersion(
-            header.api_key, header.api_version, header.correlation_id, header
-        ) from exc
-    if cls.__flexible__:
-        pos = skip_tagged_fields(frame, pos, len(frame))
-    end = body_end(cls, frame, pos)
+        raise UnsupportedVersion(api_key, api_version, header.correlation_id, header) from exc
+    if flexible:
+        if pos < len(frame) and frame[pos] == 0:  # no tagged fields: the usual header v2
+            pos += 1
+        else:
+            pos = skip_tagged_fields(frame, pos, len(frame))
+    end = plan_end(plan, frame, pos)
     try:
-        body, size = _reader(cls)(frame, pos)
+        body, size = reader(frame, pos)
     except Exception as exc:  # kio raises its own errors, ValueError, UnicodeDecodeError, ...
-        raise DecodeError(
-            f"api key {header.api_key} v{header.api_version}: {type(exc).__name__}: {exc}"
-        ) from exc
+        raise DecodeError(f"api key {api_key} v{api_version}: {type(exc).__name__}: {exc}") from exc
     except BaseException as exc:
         if type(exc).__name__ != "PanicException":  # a Rust panic in kio, via pyo3
             raise
-        raise DecodeError(f"api key {header.api_key} v{header.api_version}: kio panicked") from exc
+        raise DecodeError(f"api key {api_key} v{api_version}: kio panicked") from exc
     if pos + size != end:
         raise DecodeError(f"body ends at {pos + size}, its layout at {end}")
     return header, body

@@ -194,11 +194,19 @@ def convert(obj: Any, cls: type[T], **fields: Any) -> T:
     return typing.cast(T, converted)
 
 
+@functools.cache  # per request otherwise: is_dataclass is a third of AddPartitionsToTxn v3's read
+def _entity_field(hint: Any) -> tuple[Any, bool] | None:
+    """(entity class, is a tuple of them) of a field holding entities; None for other fields."""
+    inner, _, many = _unwrap(hint)
+    return (inner, many) if _is_entity(inner) else None
+
+
 def _coerce(value: Any, hint: Any) -> Any:
     """An override's entities (of any version) in the classes of the field they go into."""
-    inner, _, many = _unwrap(hint)
-    if value is None or not _is_entity(inner):
+    found = _entity_field(hint)
+    if value is None or found is None:
         return value
+    inner, many = found
     if many:
         return tuple(convert(v, inner) for v in value)
     return convert(value, inner)
