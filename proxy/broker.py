@@ -214,20 +214,17 @@ class Broker:
             log.critical("fault injection: crashing at %s", point)
             os._exit(CRASH_EXIT_CODE)
 
-    def txn_write_may_wait(self, tp: TopicPartition) -> bool:
-        """Whether a marker (or a coordinator record) written to ``tp`` may wait for anything
-        but this process's own disk writes: an fsync (the topic's effective ``flush.messages``
-        is finite: the append waits for its group commit, and a lock holder may too), the group
-        coordinator (``__consumer_offsets``), a partition that does not exist. The transaction
-        coordinator completes a transaction in the EndTxn request itself only when none may."""
-        if tp.topic == OFFSETS_TOPIC:
+    def txn_write_may_wait(self, topic: str) -> bool:
+        """Whether a marker (or a coordinator record) written to ``topic`` may wait for
+        anything but this process's own disk writes: an fsync (the topic's effective
+        ``flush.messages`` is finite: the append waits for its group commit, and a lock holder
+        may too), the group coordinator (``__consumer_offsets``). A topic that does not exist
+        answers at once. The transaction coordinator completes a transaction in the EndTxn
+        request itself only when none may."""
+        if topic == OFFSETS_TOPIC:
             return True
-        topic = self.topics.get(tp.topic)
-        return (
-            topic is None
-            or not 0 <= tp.partition < len(topic.partitions)
-            or topic.int_setting("flush.messages") < NEVER
-        )
+        found = self.topics.get(topic)
+        return found is not None and found.int_setting("flush.messages") < NEVER
 
     async def write_txn_marker(
         self,

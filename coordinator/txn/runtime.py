@@ -170,7 +170,7 @@ class TxnCoordinator:
         write_marker: MarkerWriter | None,
         now_ms: Callable[[], int],
         crash_point: Callable[[str], None] | None = None,
-        write_may_wait: Callable[[TopicPartition], bool] | None = None,
+        write_may_wait: Callable[[str], bool] | None = None,
     ) -> None:
         self.topics = topics
         self.write_may_wait = write_may_wait
@@ -301,13 +301,9 @@ class TxnCoordinator:
         task, a timed wait and two scheduler passes: ~50 µs of a ~300 µs transaction). No
         such write can keep it from answering within ``completion_wait_ms``."""
         may_wait = self.write_may_wait
-        if may_wait is None:
+        if may_wait is None or may_wait(self.txn_log.topic.name):
             return False
-        markers = completion.markers
-        state_index = self.txn_log.topic.index_for(markers.transactional_id)
-        if may_wait(TopicPartition(self.txn_log.topic.name, state_index)):
-            return False
-        return not any(may_wait(TopicPartition(*tp)) for tp in markers.partitions)
+        return not any(may_wait(topic) for topic, _ in completion.markers.partitions)
 
     def _start_completion(
         self,

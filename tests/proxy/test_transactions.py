@@ -540,8 +540,7 @@ async def test_txn_write_may_wait() -> None:
             assert await create(c, "plain", 2) == E.none
             assert await create(c, "synced", 1, **{"flush.messages": "1"}) == E.none
             b = server.broker
-            assert not b.txn_write_may_wait(TopicPartition("plain", 1))
-            assert b.txn_write_may_wait(TopicPartition("plain", 2))  # no such partition
-            assert b.txn_write_may_wait(TopicPartition("synced", 0))  # waits for its fsync
-            assert b.txn_write_may_wait(TopicPartition("nope", 0))
-            assert b.txn_write_may_wait(TopicPartition("__consumer_offsets", 0))
+            assert not b.txn_write_may_wait("plain")
+            assert not b.txn_write_may_wait("nope")  # answered at once
+            assert b.txn_write_may_wait("synced")  # waits for its fsync
+            assert b.txn_write_may_wait("__consumer_offsets")

@@ -76,7 +76,7 @@ class FakeMarkers:
     def written(self) -> set[tuple[TP, int, int, bool]]:
         return {(tp, pid, epoch, commit) for tp, pid, epoch, commit, _ in self.calls}
 
-    def may_wait(self, tp: TopicPartition) -> bool:
+    def may_wait(self, topic: str) -> bool:
         """The broker's ``txn_write_may_wait`` for this writer: a blocking one may."""
         return self.block
 
