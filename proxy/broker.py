@@ -43,7 +43,7 @@ from proxy.metrics.telemetry import ClientTelemetry
 from proxy.quotas.enforce import Throttles
 from proxy.quotas.store import QuotaStore
 from proxy.sasl.scram_store import ScramStore
-from storage.api import StorageError, Store, TopicPartition
+from storage.api import NEVER, StorageError, Store, TopicPartition
 from storage.cleaner.runner import LogCleaner
 from storage.topics import TopicManager
 
@@ -161,6 +161,7 @@ class Broker:
             write_marker=self.write_txn_marker,
             now_ms=self.now_ms,
             crash_point=self.crash_point,
+            write_may_wait=self.txn_write_may_wait,
         )
         self.features.listeners.append(self._features_changed)
         # KIP-890 part 1: (transactional id, producer id, epoch, tp) -> NONE if tp is in that
@@ -212,6 +213,18 @@ class Broker:
         if self.faults is not None and self.faults.crash_here(point):
             log.critical("fault injection: crashing at %s", point)
             os._exit(CRASH_EXIT_CODE)
+
+    def txn_write_may_wait(self, topic: str) -> bool:
+        """Whether a marker (or a coordinator record) written to ``topic`` may wait for
+        anything but this process's own disk writes: an fsync (the topic's effective
+        ``flush.messages`` is finite: the append waits for its group commit, and a lock holder
+        may too), the group coordinator (``__consumer_offsets``). A topic that does not exist
+        answers at once. The transaction coordinator completes a transaction in the EndTxn
+        request itself only when none may."""
+        if topic == OFFSETS_TOPIC:
+            return True
+        found = self.topics.get(topic)
+        return found is not None and found.int_setting("flush.messages") < NEVER
 
     async def write_txn_marker(
         self,

@@ -54,6 +54,10 @@ class ControlRecordType(enum.IntEnum):
     COMMIT = 1
 
 
+_COMMIT_KEY = _CONTROL_KEY.pack(0, ControlRecordType.COMMIT)
+_ABORT_KEY = _CONTROL_KEY.pack(0, ControlRecordType.ABORT)
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
     offset_delta: int
@@ -73,6 +77,21 @@ def write_varint(out: bytearray, value: int) -> None:
         out.append((zigzag & 0x7F) | 0x80)
         zigzag >>= 7
     out.append(zigzag)
+
+
+_ONE_BYTE = tuple(bytes((i,)) for i in range(0x80))
+
+
+def _zigzag(value: int) -> bytes:
+    """``value`` (>= 0, a length) as a zigzag varint, as ``write_varint`` writes it."""
+    zigzag = value << 1
+    if zigzag < 0x80:
+        return _ONE_BYTE[zigzag]
+    if zigzag < 0x4000:
+        return bytes(((zigzag & 0x7F) | 0x80, zigzag >> 7))
+    out = bytearray()
+    write_varint(out, value)
+    return bytes(out)
 
 
 def read_varint(buf: bytes | memoryview, pos: int, max_bytes: int = 10) -> tuple[int, int]:
@@ -225,23 +244,10 @@ def build_one_record_batch(
     sequence -1) and its header: what ``build_batch`` makes of that record, byte for byte,
     without the general path's per-record objects or a re-parse of the header. The broker's
     own appends (``__transaction_state``, ``__consumer_offsets``, markers) are such batches."""
-    record = bytearray(b"\x00\x00\x00")  # attributes, timestamp delta 0, offset delta 0
-    _write_bytes(record, key)
-    _write_bytes(record, value)
-    record.append(0)  # no headers
-    body = bytearray()
-    write_varint(body, len(record))
-    body += record
-    after_crc = _HEADER_AFTER_CRC.pack(
-        attributes, 0, timestamp, timestamp, producer_id, producer_epoch, -1, 1
-    )
-    after_crc += body
-    batch_length = len(after_crc) + CRC_START - LOG_OVERHEAD
-    crc = crc32c.crc32c(after_crc)
-    batch = (
-        _HEADER_BEFORE_CRC.pack(base_offset, batch_length, partition_leader_epoch, 2, crc)
-        + after_crc
-    )
+    batch, batch_length, crc = _one_record_batch(
+        key, value, timestamp, base_offset, producer_id, producer_epoch, attributes,
+        partition_leader_epoch,
+    )  # fmt: skip
     header = BatchHeader(
         base_offset,
         batch_length,
@@ -258,6 +264,41 @@ def build_one_record_batch(
         1,
     )
     return batch, header
+
+
+def _one_record_batch(
+    key: bytes | None,
+    value: bytes | None,
+    timestamp: int,
+    base_offset: int,
+    producer_id: int,
+    producer_epoch: int,
+    attributes: int,
+    partition_leader_epoch: int,
+) -> tuple[bytes, int, int]:
+    """``build_one_record_batch``'s bytes, with its batch length and CRC."""
+    record = b"".join(
+        (
+            b"\0\0\0",  # attributes, timestamp delta 0, offset delta 0
+            b"\1" if key is None else _zigzag(len(key)) + key,  # -1: null
+            b"\1" if value is None else _zigzag(len(value)) + value,
+            b"\0",  # no headers
+        )
+    )
+    after_crc = (
+        _HEADER_AFTER_CRC.pack(
+            attributes, 0, timestamp, timestamp, producer_id, producer_epoch, -1, 1
+        )
+        + _zigzag(len(record))
+        + record
+    )
+    batch_length = len(after_crc) + CRC_START - LOG_OVERHEAD
+    crc = crc32c.crc32c(after_crc)
+    batch = (
+        _HEADER_BEFORE_CRC.pack(base_offset, batch_length, partition_leader_epoch, 2, crc)
+        + after_crc
+    )
+    return batch, batch_length, crc
 
 
 def compress_records(records: Sequence[Record], codec: int) -> bytes:
@@ -298,22 +339,16 @@ def build_control_batch(
     partition_leader_epoch: int = -1,
 ) -> bytes:
     """A COMMIT or ABORT marker batch (78 bytes)."""
-    kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
-    record = Record(
-        offset_delta=0,
-        timestamp_delta=0,
-        key=_CONTROL_KEY.pack(0, kind),
-        value=_CONTROL_VALUE.pack(0, coordinator_epoch),
-    )
-    batch, _ = build_one_record_batch(
-        record.key,
-        record.value,
+    key = _COMMIT_KEY if commit else _ABORT_KEY
+    batch, _, _ = _one_record_batch(
+        key,
+        _CONTROL_VALUE.pack(0, coordinator_epoch),
         timestamp,
-        base_offset=base_offset,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL,
-        partition_leader_epoch=partition_leader_epoch,
+        base_offset,
+        producer_id,
+        producer_epoch,
+        ATTR_TRANSACTIONAL | ATTR_CONTROL,
+        partition_leader_epoch,
     )
     return batch
 

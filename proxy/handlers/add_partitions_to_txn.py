@@ -32,7 +32,7 @@ whole request is CLUSTER_AUTHORIZATION_FAILED (top level), and no topic check.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from kio.schema.add_partitions_to_txn.v5.request import (
     AddPartitionsToTxnRequest,
@@ -92,12 +92,16 @@ def _result(tid: TransactionalId, results: dict[TP, ErrorCode]) -> AddPartitions
     by_topic: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
     for (topic, index), code in results.items():
         by_topic.setdefault(topic, []).append(
-            AddPartitionsToTxnPartitionResult(partition_index=i32(index), partition_error_code=code)
+            AddPartitionsToTxnPartitionResult(
+                partition_index=cast(i32, index), partition_error_code=code
+            )
         )
     return AddPartitionsToTxnResult(
         transactional_id=tid,
         topic_results=tuple(
-            AddPartitionsToTxnTopicResult(name=TopicName(name), results_by_partition=tuple(parts))
+            AddPartitionsToTxnTopicResult(
+                name=cast(TopicName, name), results_by_partition=tuple(parts)
+            )
             for name, parts in by_topic.items()
         ),
     )

@@ -18,6 +18,8 @@ The transactional id needs WRITE, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Ka
 
 from __future__ import annotations
 
+from typing import cast
+
 from kio.schema.end_txn.v5.request import EndTxnRequest
 from kio.schema.end_txn.v5.response import EndTxnResponse
 from kio.schema.errors import ErrorCode
@@ -53,9 +55,9 @@ async def end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
         req.committed,
         client_transaction_version(26, ctx.version),
     )
-    return EndTxnResponse(
+    return EndTxnResponse(  # the coordinator's id and epoch: cast, not parsed by kio again
         throttle_time=NO_THROTTLE,
         error_code=result.error,
-        producer_id=ProducerId(result.producer_id),
-        producer_epoch=i16(result.producer_epoch),
+        producer_id=cast(ProducerId, result.producer_id),
+        producer_epoch=cast(i16, result.producer_epoch),
     )

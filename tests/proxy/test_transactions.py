@@ -530,3 +530,17 @@ async def test_transactional_offsets_survive_a_restart(tmp_path: Path) -> None:
             otp = offsets_tp(b, "g")
             part = b.topics.partition(otp.topic, otp.partition)
             assert part is not None and part.last_stable_offset == part.high_watermark
+
+
+async def test_txn_write_may_wait() -> None:
+    """Which partitions the coordinator completes a transaction on inside the EndTxn request:
+    only those whose writes wait for nothing but this process's disk writes."""
+    with trio.fail_after(10):
+        async with running_broker() as (server, port), connect(port) as c:
+            assert await create(c, "plain", 2) == E.none
+            assert await create(c, "synced", 1, **{"flush.messages": "1"}) == E.none
+            b = server.broker
+            assert not b.txn_write_may_wait("plain")
+            assert not b.txn_write_may_wait("nope")  # answered at once
+            assert b.txn_write_may_wait("synced")  # waits for its fsync
+            assert b.txn_write_may_wait("__consumer_offsets")

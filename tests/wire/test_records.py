@@ -475,3 +475,27 @@ def test_one_record_batch_matches_build_batch_for_every_attribute(
     assert fast == plain
     assert header == read_batch_header(plain)
     assert decode_batch_records(plain) == [Record(0, 0, key, value)]
+
+
+@pytest.mark.parametrize("commit", [True, False])
+@pytest.mark.parametrize("coordinator_epoch", [0, 7, 2**31 - 1])
+def test_control_batch_is_build_batch_of_the_marker_record(
+    commit: bool, coordinator_epoch: int
+) -> None:
+    key = struct.pack(">hh", 0, 1 if commit else 0)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    plain = build_batch(
+        [Record(0, 0, key, value)],
+        base_offset=42,
+        base_timestamp=TS,
+        producer_id=2**40,
+        producer_epoch=3,
+        transactional=True,
+        control=True,
+        partition_leader_epoch=0,
+    )
+    marker = build_control_batch(
+        2**40, 3, commit, coordinator_epoch, 42, TS, partition_leader_epoch=0
+    )
+    assert marker == plain
+    assert len(marker) == 78

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 
 import pytest
 from hypothesis import given
@@ -205,6 +206,25 @@ def test_round_trip_v0_loses_only_the_tagged_fields(t: TxnTransit) -> None:
         t, prev_producer_id=-1, next_producer_id=-1, client_transaction_version=0
     )
     assert decode(*encode(t, 0)) == expected
+
+
+common = persisted.flatmap(
+    lambda t: st.builds(
+        dataclasses.replace,
+        st.just(t),
+        prev_producer_id=st.sampled_from([-1, t.prev_producer_id]),
+        next_producer_id=st.sampled_from([-1, t.next_producer_id]),
+        client_transaction_version=st.sampled_from([0, t.client_transaction_version]),
+        partitions=st.sampled_from([t.partitions, frozenset(list(t.partitions)[:1])]),
+    )
+)
+
+
+@given(common)
+def test_fast_v1_writer_gives_the_reference_bytes(t: TxnTransit) -> None:
+    """The v1 writer's shortcuts (one partition; no tags or PreviousProducerId alone) write
+    what the field-by-field writer writes."""
+    assert log_format.encode_value(t, 1) == log_format._encode_value(t, 1)
 
 
 # -- placement -------------------------------------------------------------------------------

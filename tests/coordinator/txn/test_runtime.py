@@ -10,7 +10,7 @@ expiry, failed log appends, and the lazily created ``__transaction_state``.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.producer_ids import ProducerIdManager
 from coordinator.txn.metadata import TP, TxnCache
-from coordinator.txn.runtime import COORDINATOR_EPOCH, TxnConfig, TxnCoordinator
+from coordinator.txn.runtime import COORDINATOR_EPOCH, RETRY_MIN_S, TxnConfig, TxnCoordinator
 from coordinator.txn.state import TxnState
 from coordinator.txn.txn_log import TXN_TOPIC
 from storage.api import LogConfig, StorageError, Store, TopicPartition
@@ -76,6 +76,22 @@ class FakeMarkers:
     def written(self) -> set[tuple[TP, int, int, bool]]:
         return {(tp, pid, epoch, commit) for tp, pid, epoch, commit, _ in self.calls}
 
+    def may_wait(self, topic: str) -> bool:
+        """The broker's ``txn_write_may_wait`` for this writer: a blocking one may."""
+        return self.block
+
+
+_INLINE: list[bool] = [False]
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["task", "inline"])
+def completion_mode(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test twice: completions in a task as for a writer that may wait, and run by the
+    request itself (``TxnCoordinator.write_may_wait``: the fake's ``may_wait``)."""
+    _INLINE[0] = request.param
+    yield
+    _INLINE[0] = False
+
 
 @pytest.fixture
 def store() -> MemoryStore:
@@ -96,7 +112,8 @@ async def coordinator(
         await topics.create("t", 2, {})
     ids = ProducerIdManager(store)
     await ids.load()
-    coord = TxnCoordinator(topics, config, ids, markers, now_ms, crash_point)
+    may_wait = getattr(markers, "may_wait", None) if _INLINE[0] else None
+    coord = TxnCoordinator(topics, config, ids, markers, now_ms, crash_point, may_wait)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(coord.run)
         await coord.loaded.wait()
@@ -159,6 +176,34 @@ async def test_failing_marker_write_is_retried(store: Store, autojump_clock) -> 
         assert [c[0] for c in markers.calls].count(T0) == 4
         assert [c[0] for c in markers.calls].count(T1) == 2
         assert coord.cache["tx"].state is S.COMPLETE_COMMIT
+
+
+async def test_inline_completion_needs_no_task_unless_a_write_fails(
+    store: Store, autojump_clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With writes that may not wait the EndTxn request completes the transaction itself; a
+    marker that fails hands the rest to a task, which retries after the backoff."""
+    markers = FakeMarkers({T1: [E.not_leader_or_follower]})
+    async with coordinator(store, markers) as coord:
+        coord.write_may_wait = markers.may_wait
+        started: list[bool] = []
+        start = coord._start_completion
+
+        def spy(*args: Any, retry: bool = False) -> None:
+            started.append(retry)
+            start(*args, retry=retry)
+
+        monkeypatch.setattr(coord, "_start_completion", spy)
+        pid, epoch = await init(coord)
+        await coord.add_partitions("tx", pid, epoch, [T0])
+        assert await coord.end_txn("tx", pid, epoch, True) is E.none
+        assert started == [] and coord.cache["tx"].state is S.COMPLETE_COMMIT
+        await coord.add_partitions("tx", pid, epoch, [T0, T1])
+        before = trio.current_time()
+        assert await coord.end_txn("tx", pid, epoch, False) is E.none
+        assert started == [True] and coord.cache["tx"].state is S.COMPLETE_ABORT
+        assert trio.current_time() - before == pytest.approx(RETRY_MIN_S)
+        assert [c[0] for c in markers.calls] == [T0, T0, T1, T1]
 
 
 async def test_stuck_markers_answer_concurrent_transactions(store: Store, autojump_clock) -> None:

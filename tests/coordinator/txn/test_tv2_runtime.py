@@ -22,6 +22,7 @@ from tests.coordinator.txn.test_runtime import (
     T0,
     T1,
     FakeMarkers,
+    completion_mode,  # noqa: F401 (autouse: every test with and without inline completions)
     coordinator,
     durable,
     init,
