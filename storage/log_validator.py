@@ -37,6 +37,7 @@ could ever end.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -92,10 +93,11 @@ class _TopicRules(NamedTuple):
         )
 
 
-# Topic settings dict (by identity) -> its rules. ``TopicManager`` replaces a topic's settings
-# dict whenever a config changes and never edits one in place, so a dict seen before has the
-# rules computed from it; the cache holds each dict it keys, so an id is never reused in it.
-_RULES: dict[int, tuple[dict[str, str], _TopicRules]] = {}
+# Topic settings mapping (by identity) -> its rules. ``TopicManager`` replaces a topic's
+# settings whenever a config changes (topic overrides, dynamic broker defaults) and hands out
+# read-only mappings, so a mapping seen before has the rules computed from it; the cache holds
+# each mapping it keys, so an id is never reused in it.
+_RULES: dict[int, tuple[Mapping[str, str], _TopicRules]] = {}
 _RULES_MAX = 4096  # dropped wholesale past this (topics reconfigured many times)
 
 

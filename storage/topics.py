@@ -23,6 +23,7 @@ import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 import trio
@@ -84,7 +85,9 @@ class InternalTopicSpec:
 class Topic:
     meta: TopicMeta
     partitions: list[Partition]
-    settings: dict[str, str]  # every topic config's effective value
+    # every topic config's effective value; read-only: a config change replaces the mapping
+    # (``TopicManager._reconfigure``), which is what storage/log_validator.py's cache keys on
+    settings: Mapping[str, str]
 
     def int_setting(self, name: str) -> int:
         return int(self.settings[name])
@@ -368,9 +371,11 @@ class TopicManager:
         for p in topic.partitions:
             p.update_config(cfg, self._log_append_time(meta))
 
-    def _settings(self, meta: TopicMeta) -> dict[str, str]:
-        """Every topic config's effective value: the topic's overrides over the broker's."""
-        return {k: v for k, (v, _) in effective_configs(meta.configs, self.broker_values).items()}
+    def _settings(self, meta: TopicMeta) -> Mapping[str, str]:
+        """Every topic config's effective value: the topic's overrides over the broker's, as a
+        new read-only mapping (never edited in place: see ``Topic.settings``)."""
+        eff = effective_configs(meta.configs, self.broker_values)
+        return MappingProxyType({k: v for k, (v, _) in eff.items()})
 
     async def take_snapshots(self) -> None:
         """Producer-state snapshots of every partition (clean shutdown)."""
