@@ -227,6 +227,33 @@ def test_fast_v1_writer_gives_the_reference_bytes(t: TxnTransit) -> None:
     assert log_format.encode_value(t, 1) == log_format._encode_value(t, 1)
 
 
+@pytest.mark.parametrize(
+    "partitions",
+    [
+        frozenset({("t" * 126, 0)}),  # one partition, its name's length one uvarint byte
+        frozenset({("t" * 127, 5)}),  # ... two bytes (127 + 1)
+        frozenset({("é" * 200, 2**31 - 1)}),  # 400 bytes of UTF-8
+        frozenset({("t" * 300, p) for p in range(200)}),  # 200 ids: the count takes two bytes
+        frozenset({(f"topic-{i}", 0) for i in range(130)}),  # 130 topics: so does theirs
+    ],
+)
+@pytest.mark.parametrize(("prev", "next_", "tv"), [(-1, -1, 0), (7, -1, 0), (7, 8, 0), (-1, -1, 2)])
+def test_fast_v1_writer_with_long_names_and_counts(
+    partitions: frozenset[tuple[str, int]], prev: int, next_: int, tv: int
+) -> None:
+    """Lengths and counts past one uvarint byte, which the generated names (at most 10
+    characters, 8 partitions) never reach."""
+    t = transit(
+        S.PREPARE_COMMIT,
+        partitions=partitions,
+        prev_producer_id=prev,
+        next_producer_id=next_,
+        client_transaction_version=tv,
+    )
+    assert log_format.encode_value(t, 1) == log_format._encode_value(t, 1)
+    assert decode(*encode(t, 1)) == t
+
+
 # -- placement -------------------------------------------------------------------------------
 
 
