@@ -70,6 +70,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 import trio
+import trio.lowlevel
 from kio.schema.errors import ErrorCode
 
 from coordinator.producer_ids import ProducerIdManager
@@ -115,6 +116,10 @@ class MarkerWriter(Protocol):
 COORDINATOR_EPOCH: Final = 0
 RETRY_MIN_S: Final = 0.05
 RETRY_MAX_S: Final = 5.0
+# A completion pass lets other tasks run after this many markers: a marker to a free partition
+# never yields (storage/append_lock.FastLock), so a transaction over hundreds of partitions
+# would otherwise hold the event loop for its whole pass (~0.1 ms a marker).
+MARKERS_PER_YIELD: Final = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,7 +360,9 @@ class TxnCoordinator:
         markers = completion.markers
         tid = markers.transactional_id
         meta = self.cache[tid]
-        for tp in sorted(pending):
+        for i, tp in enumerate(sorted(pending)):
+            if i and not i % MARKERS_PER_YIELD:  # a yield, never a cancel: the pass goes on
+                await trio.lowlevel.cancel_shielded_checkpoint()
             if self._marker_settled(tid, tp, await self._write_marker(tp, markers)):
                 pending.discard(tp)
                 meta.remove_partition(tp)

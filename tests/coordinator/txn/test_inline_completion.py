@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 import trio
+import trio.lowlevel
 from kio.schema.errors import ErrorCode
 
-from coordinator.txn.runtime import TxnCoordinator
+from coordinator.txn.runtime import MARKERS_PER_YIELD, TxnCoordinator
 from coordinator.txn.state import TxnState
 from storage.api import Store, TopicPartition
 from storage.memory import MemoryStore
@@ -121,3 +122,40 @@ async def test_cancelling_the_request_does_not_stop_an_inline_completion(
         meta = coord.cache["tx"]
         assert meta.state is S.COMPLETE_COMMIT and not meta.pending
         assert sorted(c[0] for c in markers.calls) == [T0, T1] and not coord._completions
+
+
+@pytest.mark.parametrize("inline", [True, False])
+async def test_a_completion_over_many_partitions_lets_other_tasks_run(
+    store: Store, inline: bool
+) -> None:
+    """Markers to free partitions never yield; the pass yields every MARKERS_PER_YIELD of them,
+    so a transaction over hundreds of partitions does not hold the event loop throughout."""
+    markers = FakeMarkers()
+    seen: list[str] = []
+
+    async def write(tp: TopicPartition, *args: Any, **kwargs: Any) -> ErrorCode:
+        seen.append("marker")
+        return await FakeMarkers.__call__(markers, tp, *args, **kwargs)
+
+    async with coordinator(store, write) as coord:
+        coord.write_may_wait = (lambda topic: False) if inline else None
+        await coord.topics.create("many", 200, {})
+        assert await init(coord) == (0, 0)
+        many = [("many", p) for p in range(200)]
+        assert await coord.add_partitions("tx", 0, 0, many) is E.none
+        stop = trio.Event()
+
+        async def ticks() -> None:
+            while not stop.is_set():
+                seen.append("tick")
+                await trio.lowlevel.checkpoint()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ticks)
+            await trio.lowlevel.checkpoint()
+            assert await coord.end_txn("tx", 0, 0, True) is E.none
+            stop.set()
+        first = seen.index("marker")
+        last = len(seen) - 1 - seen[::-1].index("marker")
+        assert seen[first:last].count("tick") >= 200 // MARKERS_PER_YIELD - 1
+        assert coord.cache["tx"].state is S.COMPLETE_COMMIT and len(markers.calls) == 200
