@@ -16,6 +16,7 @@ error message, no base offset, the log start offset."""
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -132,3 +133,51 @@ async def test_a_higher_sequence_waits_for_the_lower_one_being_verified(
         following = 1 if v == 12 else 3
         assert (await produce(c, "tx", pid, epoch, following, v=v)).base_offset == 1
         refused_out_of_order(await produce(c, "tx", pid, epoch, following + 2, v=v))
+
+
+async def test_each_partition_of_a_request_has_its_own_verification() -> None:
+    async with running_broker() as (_, port), connect(port) as c:
+        assert await create(c, "in", 2) is E.none
+        _, pid, epoch = await init(c, "tx")
+
+        async def both(seq0: int, seq1: int) -> list[tuple[E, int]]:
+            r = await c.request(
+                pr12.ProduceRequest(
+                    transactional_id="tx",
+                    acks=-1,
+                    timeout=1000 * MS,
+                    topic_data=(
+                        pr12.TopicProduceData(
+                            name="in",
+                            partition_data=tuple(
+                                pr12.PartitionProduceData(
+                                    index=i, records=tbatch(pid, s, epoch=epoch)
+                                )
+                                for i, s in enumerate((seq0, seq1))
+                            ),
+                        ),
+                    ),
+                )
+            )
+            return [(p.error_code, p.base_offset) for p in r.responses[0].partition_responses]
+
+        assert await both(0, 3) == [(E.none, 0), (E.out_of_order_sequence_number, -1)]
+        assert await both(1, 0) == [(E.none, 1), (E.none, 0)]
+        assert await both(1, 0) == [(E.none, 1), (E.none, 0)]  # the retry: duplicates
+
+
+async def test_the_verification_state_is_not_kept_across_a_restart(tmp_path: Path) -> None:
+    data = str(tmp_path / "data")
+    async with running_broker(data_dir=data) as (server, port), connect(port) as c:
+        assert await create(c, "in") is E.none
+        _, pid, epoch = await init(c, "tx")
+        refused_out_of_order(await produce(c, "tx", pid, epoch, 3))
+        p = server.broker.topics.partition("in", 0)
+        assert p is not None and pid in p.producers.verifying
+    async with running_broker(data_dir=data) as (server, port), connect(port) as c:
+        p = server.broker.topics.partition("in", 0)
+        assert p is not None and not p.producers.verifying  # memory only, as Kafka's
+        refused_out_of_order(await produce(c, "tx", pid, epoch, 3))  # made again
+        ok = await produce(c, "tx", pid, epoch, 0)
+        assert (ok.error_code, ok.base_offset) == (E.none, 0)
+        assert not p.producers.verifying
