@@ -50,9 +50,12 @@ def test_idempotent_producer_survives_kill9(
     own_broker: BrokerProcess, client: str, tmp_path: Path
 ) -> None:
     topic = create_topic(own_broker.bootstrap)
+    # the command first: a missing client fails the test here, before a file is left open
+    # (its ResourceWarning would fail whichever later test the garbage collector ran in)
+    argv = command(client, own_broker.bootstrap, topic)
     stderr = open(tmp_path / f"{client}.stderr", "w+", encoding="utf-8")  # noqa: SIM115
     proc = subprocess.Popen(
-        command(client, own_broker.bootstrap, topic),
+        argv,
         stdout=subprocess.PIPE,
         stderr=stderr,
         stdin=subprocess.DEVNULL,

@@ -46,11 +46,17 @@ async def add_for_produce(
     producer_id: int,
     producer_epoch: int,
     partition: Partition,
+    sequence: int,
+    now_ms: int,
 ) -> ErrorCode:
     """NONE when the batch may go on to the append (the partition is in the producer's
-    transaction at this epoch, already or now); otherwise the code to answer."""
+    transaction at this epoch, already or now); otherwise the code to answer. Before asking
+    the coordinator, the partition starts the producer's verification state with the batch's
+    first ``sequence`` (Kafka's ``maybeStartTransactionVerification``, ``supportsEpochBump``),
+    kept if the add fails: a higher sequence cannot be written before this one is retried."""
     if partition.has_open_transaction(producer_id, producer_epoch):
         return ErrorCode.none
+    partition.producers.start_verification(producer_id, sequence, producer_epoch, True, now_ms)
     tp = partition.tp
     return await txns.add_partitions(
         transactional_id, producer_id, producer_epoch, [(tp.topic, tp.partition)], TV2

@@ -179,6 +179,7 @@ class Partition:
         *,
         coordinator: bool = False,
         verify: Callable[[], ErrorCode] | None = None,
+        supports_epoch_bump: bool = False,
     ) -> tuple[int, int] | ErrorCode:
         """Append one validated client batch; returns (base offset, log append time or -1), or
         the error that refused it (RECORD_LIST_TOO_LARGE, INVALID_PRODUCER_EPOCH,
@@ -189,7 +190,11 @@ class Partition:
         ``__consumer_offsets``): the epoch is checked, the sequence is not. ``verify`` is the
         KIP-890 transaction verification: called, under the lock and after the duplicate and
         epoch checks (KAFKA-19690), for a transactional batch of a producer that has no
-        transaction open here; anything but NONE refuses the batch with that code.
+        transaction open here; anything but NONE refuses the batch with that code. Such a
+        batch first starts the producer's verification state (``ProducerStateManager.
+        start_verification``; ``supports_epoch_bump``: a Produce v12+, transaction version 2),
+        and once verified is checked against it (``check_verification``: Kafka's first-sequence
+        rules of ``ProducerAppendInfo.checkSequence``, OUT_OF_ORDER_SEQUENCE_NUMBER).
 
         A batch larger than ``segment.bytes`` is refused with RECORD_LIST_TOO_LARGE before
         anything else, as Kafka's ``UnifiedLog.append`` does (no segment could hold it).
@@ -200,7 +205,21 @@ class Partition:
         async with self._lock:
             info: ProducerAppendInfo | None = None
             if header.producer_id >= 0:
-                checked = self.producers.prepare_update(
+                producers = self.producers
+                verifying = (
+                    verify is not None
+                    and header.is_transactional
+                    and not self.has_open_transaction(header.producer_id, header.producer_epoch)
+                )
+                if verifying:  # Kafka's maybeStartTransactionVerification
+                    producers.start_verification(
+                        header.producer_id,
+                        header.base_sequence,
+                        header.producer_epoch,
+                        supports_epoch_bump,
+                        now_ms,
+                    )
+                checked = producers.prepare_update(
                     header, now_ms if self.log_append_time else None, coordinator=coordinator
                 )
                 if isinstance(checked, ErrorCode):
@@ -208,11 +227,12 @@ class Partition:
                 if isinstance(checked, BatchMetadata):  # Kafka answers the retained batch's
                     return checked.first_offset, checked.timestamp  # timestamp, whatever the type
                 info = checked
+                if verifying and verify is not None and (code := verify()) is not ErrorCode.none:
+                    return code
                 if (
-                    verify is not None
-                    and info.is_transactional
-                    and not self.has_open_transaction(info.producer_id, info.producer_epoch)
-                    and (code := verify()) is not ErrorCode.none
+                    producers.verifying
+                    and not coordinator
+                    and (code := producers.check_verification(info)) is not ErrorCode.none
                 ):
                     return code
             base = self.log.log_end_offset

@@ -56,6 +56,20 @@ or more before now and that have no open transaction are dropped (Kafka's
 producer whose clock runs far behind expires early; that only loses dedupe state of an idle
 producer, which the KIP-360 "unknown producer: accept any sequence" rule tolerates).
 
+Verification state (Kafka's ``VerificationStateEntry``, KIP-890): ``start_verification`` is
+called for a client's transactional batch of a producer with no transaction open here at the
+batch's epoch, before the transaction coordinator is asked (Produce v12+: before the implicit
+add; v3-11: before the verification), and keeps per producer the lowest sequence seen (reset
+by a higher epoch) and whether the request speaks transaction version 2 (``supports_epoch_bump``,
+Produce v12+; fixed by the first request that made the entry). ``check_verification`` then
+refuses, after the other checks accepted the batch, OUT_OF_ORDER_SEQUENCE_NUMBER for (Kafka's
+``ProducerAppendInfo.checkSequence``): a TV2 entry, no batch of the producer retained here
+and a first sequence other than 0; a first sequence above the lowest seen (a lower batch
+whose verification failed is being retried). A transactional batch written clears the entry,
+so does a marker, except a TV2 entry's at its own epoch (the next transaction's verification
+began before the previous transaction's marker); ``remove_expired`` drops entries made
+``producer.id.expiration.ms`` ago or earlier. The usual append pays one test of an empty dict.
+
 Deliberate differences from Kafka: the snapshot keeps all retained batches per producer, not
 only the newest (``producer_snapshot.py``), so the dedupe window survives a restart whole.
 """
@@ -140,6 +154,26 @@ class ProducerStateEntry:
         self.last_timestamp = batch.timestamp
 
 
+@dataclass(slots=True)
+class VerificationStateEntry:
+    """A producer's verification in progress on the partition (Kafka's
+    ``VerificationStateEntry``): when it began, the lowest sequence seen at ``epoch``, and
+    whether it is a transaction version 2 one."""
+
+    timestamp: int
+    lowest_sequence: int
+    epoch: int
+    supports_epoch_bump: bool
+
+    def update(self, sequence: int, epoch: int) -> None:
+        """Kafka's ``maybeUpdateLowestSequenceAndEpoch``."""
+        if epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        if epoch > self.epoch:
+            self.epoch = epoch
+            self.lowest_sequence = sequence
+
+
 class Check(Enum):
     DUPLICATE = "an exact duplicate of a retained batch"
     ACCEPT = "append"
@@ -220,6 +254,7 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.aborted: list[AbortedTxn] = []  # in abort order (not first-offset order)
+        self.verifying: dict[int, VerificationStateEntry] = {}  # producer id -> its entry
 
     def __len__(self) -> int:
         return len(self.producers)
@@ -272,6 +307,39 @@ class ProducerStateManager:
             pid, epoch, first, last, header.last_offset_delta, ts, header.is_transactional
         )
 
+    def start_verification(
+        self, producer_id: int, sequence: int, epoch: int, supports_epoch_bump: bool, now_ms: int
+    ) -> None:
+        """Kafka's ``UnifiedLog.maybeStartTransactionVerification`` for a transactional batch of
+        a producer with no transaction open here at ``epoch``: make or update the producer's
+        entry; none for a stale epoch (Kafka throws INVALID_PRODUCER_EPOCH there, and the
+        append refuses the batch for it)."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and epoch < entry.producer_epoch:
+            return
+        found = self.verifying.get(producer_id)
+        if found is None:
+            self.verifying[producer_id] = VerificationStateEntry(
+                now_ms, sequence, epoch, supports_epoch_bump
+            )
+        else:
+            found.update(sequence, epoch)
+
+    def check_verification(self, info: ProducerAppendInfo) -> ErrorCode:
+        """Kafka's ``ProducerAppendInfo.checkSequence`` against the producer's verification
+        entry (see the theory above): OUT_OF_ORDER_SEQUENCE_NUMBER or NONE."""
+        found = self.verifying.get(info.producer_id)
+        if found is None:
+            return ErrorCode.none
+        first = info.first_seq
+        if found.supports_epoch_bump and first != 0:
+            entry = self.producers.get(info.producer_id)
+            if entry is None or not entry.batches:
+                return ErrorCode.out_of_order_sequence_number  # "Expected sequence 0 ..."
+        if first > found.lowest_sequence:
+            return ErrorCode.out_of_order_sequence_number  # "... (earliest seen sequence)"
+        return ErrorCode.none
+
     def update(self, info: ProducerAppendInfo, first_offset: int) -> None:
         """Apply an accepted batch once it is in the log at ``first_offset``."""
         entry = self.producers.get(info.producer_id)
@@ -287,9 +355,12 @@ class ProducerStateManager:
                 info.max_timestamp,
             ),
         )
-        if info.is_transactional and entry.current_txn_first_offset == NO_OFFSET:
-            entry.current_txn_first_offset = first_offset
-            self.ongoing[info.producer_id] = first_offset
+        if info.is_transactional:
+            if entry.current_txn_first_offset == NO_OFFSET:
+                entry.current_txn_first_offset = first_offset
+                self.ongoing[info.producer_id] = first_offset
+            if self.verifying:
+                self.verifying.pop(info.producer_id, None)
 
     # -- transaction markers -----------------------------------------------------------------
 
@@ -331,6 +402,10 @@ class ProducerStateManager:
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerStateEntry(producer_id)
+        if self.verifying:  # Kafka's updateProducers: kept for the TV2 next transaction only
+            found = self.verifying.get(producer_id)
+            if found is not None and not (found.supports_epoch_bump and found.epoch == epoch):
+                del self.verifying[producer_id]
         first = entry.current_txn_first_offset
         entry.set_epoch(epoch)
         entry.coordinator_epoch = coordinator_epoch
@@ -409,6 +484,10 @@ class ProducerStateManager:
         ]
         for pid in gone:
             del self.producers[pid]
+        if self.verifying:  # lingering verifications (Kafka's removeExpiredProducers)
+            self.verifying = {
+                pid: v for pid, v in self.verifying.items() if now_ms - v.timestamp < expiration_ms
+            }
         return gone
 
     def load(

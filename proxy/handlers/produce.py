@@ -59,7 +59,12 @@ inside the partition's append, after the duplicate and epoch checks; its answer 
 as is and wire/errors.py rewrites it for Produce (TRANSACTION_ABORTABLE -> INVALID_TXN_STATE
 below v11, PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, retriable coordinator errors ->
 NOT_ENOUGH_REPLICAS, except CONCURRENT_TRANSACTIONS from v12). A plain batch of a producer
-with a transaction open is INVALID_TXN_STATE.
+with a transaction open is INVALID_TXN_STATE. Such a first batch also starts the producer's
+verification state on the partition (before the v12 add, before the v3-11 verification), and
+the verified batch is OUT_OF_ORDER_SEQUENCE_NUMBER (no error message, as Kafka's
+ReplicaManager answers an append that threw it) when it comes from a v12+ request, nothing
+of the producer is retained on the partition and its sequence is not 0, or when its sequence
+is above the lowest one a verification saw (``storage/producer_state.py``).
 """
 
 from __future__ import annotations
@@ -273,12 +278,16 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse |
                                 h.producer_id,
                                 h.producer_epoch,
                                 partition,
+                                h.base_sequence,
+                                now,
                             )
                     try:
                         appended = (
                             code
                             if code is not _NONE
-                            else await partition.append(records.batch, h, now, verify=verify)
+                            else await partition.append(
+                                records.batch, h, now, verify=verify, supports_epoch_bump=tv2
+                            )
                         )
                     except StorageError as exc:
                         log.error("append to %s failed: %s", partition.tp, exc)

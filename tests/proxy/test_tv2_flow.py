@@ -28,7 +28,7 @@ async def produce(
 ) -> ErrorCode | int:
     """What the produce path does for one transactional batch (v12 when ``tv2``)."""
     if tv2:
-        code = await add_for_produce(broker.txns, tid, pid, epoch, p)
+        code = await add_for_produce(broker.txns, tid, pid, epoch, p, seq, broker.now_ms())
         if code is not E.none:
             return code
     data = tbatch(pid, seq, epoch=epoch)
@@ -37,7 +37,8 @@ async def produce(
     def verify() -> ErrorCode:
         return broker.txns.verify_partition(tid, pid, epoch, tp)
 
-    got = await p.append(data, read_batch_header(data), broker.now_ms(), verify=verify)
+    now = broker.now_ms()
+    got = await p.append(data, read_batch_header(data), now, verify=verify, supports_epoch_bump=tv2)
     return got if isinstance(got, ErrorCode) else got[0]
 
 

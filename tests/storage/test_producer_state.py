@@ -335,3 +335,93 @@ def test_prepare_update_answers_as_the_table(batches: list[tuple[int, int]], cou
         else:
             assert isinstance(got, ProducerAppendInfo)
             m.update(got, offset * 10)
+
+
+def txn(epoch: int, seq: int, count: int = 1) -> BatchHeader:
+    return header(epoch, seq, count)._replace(attributes=ATTR_TRANSACTIONAL)
+
+
+def accepted(m: ProducerStateManager, h: BatchHeader) -> ProducerAppendInfo:
+    info = m.prepare_update(h)
+    assert isinstance(info, ProducerAppendInfo), info
+    return info
+
+
+OOO = E.out_of_order_sequence_number
+
+
+def test_verification_entry_keeps_the_lowest_sequence_of_the_newest_epoch() -> None:
+    m = ProducerStateManager()
+    m.start_verification(PID, 5, 2, False, 1000)
+    m.start_verification(PID, 7, 2, True, 2000)  # a higher one, the flag and time stay
+    found = m.verifying[PID]
+    assert (found.lowest_sequence, found.epoch, found.supports_epoch_bump) == (5, 2, False)
+    assert found.timestamp == 1000
+    m.start_verification(PID, 3, 2, False, 2000)
+    assert found.lowest_sequence == 3
+    m.start_verification(PID, 9, 1, False, 2000)  # an older epoch changes nothing
+    assert (found.lowest_sequence, found.epoch) == (3, 2)
+    m.start_verification(PID, 9, 4, False, 2000)  # a newer one starts again
+    assert (found.lowest_sequence, found.epoch) == (9, 4)
+    assert m.check_verification(accepted(m, txn(4, 10))) is OOO
+    assert m.check_verification(accepted(m, txn(4, 9))) is E.none
+
+
+def test_tv2_entry_wants_sequence_0_while_nothing_is_retained() -> None:
+    m = ProducerStateManager()
+    m.start_verification(PID, 0, 0, True, 1000)
+    assert m.check_verification(accepted(m, txn(0, 0))) is E.none
+    m.update(accepted(m, txn(0, 0, 3)), 10)  # written: the entry is gone
+    assert m.verifying == {}
+    # a TV1 marker keeps the retained batches: a new verification at the epoch may go on
+    assert m.complete_txn(PID, 0, True, 0, 13, 1000) is None
+    m.start_verification(PID, 3, 0, True, 2000)
+    assert m.check_verification(accepted(m, txn(0, 3))) is E.none
+    # no retained batch (a TV2 marker moved the epoch and cleared them): 0 only (the
+    # sequence checks want 0 there too; the verification's check comes first in Kafka)
+    m.complete_txn(PID, 1, True, 0, 14, 1000)
+    m.start_verification(PID, 3, 1, True, 2000)
+    info = ProducerAppendInfo(PID, 1, 3, 3, 0, 1000, True)
+    assert m.check_verification(info) is OOO
+    m.verifying.clear()
+    m.start_verification(PID, 3, 1, False, 2000)  # not TV2: the lowest seen only
+    assert m.check_verification(info) is E.none
+    # no entry at all: any sequence for the checks (KIP-360), 0 for a TV2 verification
+    fresh = ProducerStateManager()
+    fresh.start_verification(PID, 3, 0, True, 2000)
+    assert fresh.check_verification(accepted(fresh, txn(0, 3))) is OOO
+
+
+def test_stale_epoch_starts_no_verification() -> None:
+    m = state_with(3, [(0, 1)])
+    m.start_verification(PID, 0, 2, True, 1000)
+    assert m.verifying == {}
+
+
+def test_markers_clear_the_entry_but_a_tv2_one_of_its_epoch() -> None:
+    m = ProducerStateManager()
+    m.start_verification(PID, 0, 5, True, 1000)
+    m.complete_txn(PID, 5, True, 0, 10, 1000)  # the previous transaction's TV2 marker
+    assert PID in m.verifying
+    m.complete_txn(PID, 6, True, 0, 11, 1000)
+    assert PID not in m.verifying
+    m.start_verification(PID, 0, 6, False, 1000)
+    m.complete_txn(PID, 6, True, 0, 12, 1000)  # not TV2: cleared whatever the epoch
+    assert PID not in m.verifying
+
+
+def test_only_a_transactional_append_clears_the_entry() -> None:
+    m = ProducerStateManager()
+    m.start_verification(PID, 0, 0, False, 1000)
+    m.update(accepted(m, header(0, 0)), 10)
+    assert PID in m.verifying
+    m.update(accepted(m, txn(0, 1)), 11)
+    assert PID not in m.verifying
+
+
+def test_lingering_verifications_expire() -> None:
+    m = ProducerStateManager()
+    m.start_verification(1, 0, 0, True, 1000)
+    m.start_verification(2, 0, 0, True, 2000)
+    assert m.remove_expired(now_ms=6000, expiration_ms=5000) == []
+    assert list(m.verifying) == [2]
