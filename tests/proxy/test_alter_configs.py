@@ -38,6 +38,23 @@ async def incremental(
     return resp.responses[0]
 
 
+async def replace_all(c: RawClient, topic: str, configs: dict[str, str | None]) -> Any:
+    """AlterConfigs (the legacy API: the topic's overrides become ``configs``)."""
+    resp = await c.request(
+        ac.AlterConfigsRequest(
+            resources=(
+                ac.AlterConfigsResource(
+                    resource_type=2,
+                    resource_name=topic,
+                    configs=tuple(ac.AlterableConfig(name=n, value=v) for n, v in configs.items()),
+                ),
+            ),
+            validate_only=False,
+        )
+    )
+    return resp.responses[0]
+
+
 async def described(c: RawClient, topic: str) -> dict[str, tuple[str | None, int]]:
     resp = await c.request(
         dc.DescribeConfigsRequest(

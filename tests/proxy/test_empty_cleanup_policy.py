@@ -5,11 +5,10 @@ removes anything (``UnifiedLog.deleteOldSegments``), DeleteRecords still may."""
 
 from __future__ import annotations
 
-from kio.schema.alter_configs.v2 import request as ac
 from kio.schema.errors import ErrorCode
-from kio.schema.incremental_alter_configs.v1 import request as iac
 
 from tests.proxy.harness import RawClient, connect, running_broker
+from tests.proxy.test_alter_configs import incremental, replace_all
 from tests.proxy.test_broker_requests import create
 from tests.proxy.test_dynamic_broker_configs import SET, describe
 
@@ -17,23 +16,8 @@ TOPIC = 2
 
 
 async def alter_topic(c: RawClient, name: str, op: int, value: str) -> tuple[ErrorCode, str | None]:
-    resp = await c.request(
-        iac.IncrementalAlterConfigsRequest(
-            resources=(
-                iac.AlterConfigsResource(
-                    resource_type=TOPIC,
-                    resource_name=name,
-                    configs=(
-                        iac.AlterableConfig(
-                            name="cleanup.policy", config_operation=op, value=value
-                        ),
-                    ),
-                ),
-            ),
-            validate_only=False,
-        )
-    )
-    return resp.responses[0].error_code, resp.responses[0].error_message
+    answer = await incremental(c, name, ("cleanup.policy", op, value))
+    return answer.error_code, answer.error_message
 
 
 async def test_empty_cleanup_policy_through_every_api() -> None:
@@ -48,19 +32,7 @@ async def test_empty_cleanup_policy_through_every_api() -> None:
         assert await alter_topic(c, "b", SET, "") == (ErrorCode.none, None)
         assert (await describe(c, TOPIC, "b"))["cleanup.policy"].value == ""
         assert await create(c, "c", cleanup_policy="compact") == ErrorCode.none
-        resp = await c.request(
-            ac.AlterConfigsRequest(
-                resources=(
-                    ac.AlterConfigsResource(
-                        resource_type=TOPIC,
-                        resource_name="c",
-                        configs=(ac.AlterableConfig(name="cleanup.policy", value=""),),
-                    ),
-                ),
-                validate_only=False,
-            )
-        )
-        assert resp.responses[0].error_code == ErrorCode.none
+        assert (await replace_all(c, "c", {"cleanup.policy": ""})).error_code == ErrorCode.none
         assert (await describe(c, TOPIC, "c"))["cleanup.policy"].value == ""
         # duplicates and empty items are still refused (ValidList)
         assert await alter_topic(c, "b", SET, "delete,delete") == (

@@ -9,11 +9,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from kio.schema.alter_configs.v2 import request as ac
 from kio.schema.errors import ErrorCode
-from kio.schema.incremental_alter_configs.v1 import request as iac
 
 from tests.proxy.harness import RawClient, connect, running_broker
+from tests.proxy.test_alter_configs import incremental, replace_all
 from tests.proxy.test_broker_requests import create, produce
 from tests.proxy.test_dynamic_broker_configs import DELETE, SET, alter
 from wire.record_codec import Record, build_batch
@@ -27,19 +26,8 @@ def batch(key: bytes | None = b"k", value: bytes = b"v") -> bytes:
 
 
 async def alter_topic(c: RawClient, name: str, op: int, config: str, value: str | None) -> None:
-    resp = await c.request(
-        iac.IncrementalAlterConfigsRequest(
-            resources=(
-                iac.AlterConfigsResource(
-                    resource_type=TOPIC,
-                    resource_name=name,
-                    configs=(iac.AlterableConfig(name=config, config_operation=op, value=value),),
-                ),
-            ),
-            validate_only=False,
-        )
-    )
-    assert resp.responses[0].error_code == ErrorCode.none, resp
+    answer = await incremental(c, name, (config, op, value))
+    assert answer.error_code == ErrorCode.none, answer
 
 
 async def test_topic_overrides_reach_the_next_produce() -> None:
@@ -56,19 +44,8 @@ async def test_topic_overrides_reach_the_next_produce() -> None:
         assert (await produce(c, "t", batch(key=None))).error_code == ErrorCode.invalid_record
         await alter_topic(c, "t", DELETE, "cleanup.policy", None)
         assert (await produce(c, "t", batch(key=None))).error_code == ErrorCode.none
-        resp = await c.request(
-            ac.AlterConfigsRequest(
-                resources=(
-                    ac.AlterConfigsResource(
-                        resource_type=TOPIC,
-                        resource_name="t",
-                        configs=(ac.AlterableConfig(name="max.message.bytes", value="100"),),
-                    ),
-                ),
-                validate_only=False,
-            )
-        )
-        assert resp.responses[0].error_code == ErrorCode.none
+        answer = await replace_all(c, "t", {"max.message.bytes": "100"})
+        assert answer.error_code == ErrorCode.none
         big = batch(value=b"x" * 200)
         assert (await produce(c, "t", big)).error_code == ErrorCode.message_too_large
         await alter_topic(c, "t", SET, "message.timestamp.type", "LogAppendTime")

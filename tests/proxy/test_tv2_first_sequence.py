@@ -22,13 +22,12 @@ from typing import Any
 import pytest
 from kio.schema.add_partitions_to_txn.v3 import request as apt3
 from kio.schema.errors import ErrorCode
-from kio.schema.produce.v11 import request as pr11
 from kio.schema.produce.v12 import request as pr12
 
 from tests.proxy.harness import RawClient, connect, running_broker
 from tests.proxy.test_broker_requests import create
 from tests.proxy.test_transactions import tbatch
-from tests.proxy.test_tv2_wire import end, init
+from tests.proxy.test_tv2_wire import end, init, produce_answer
 
 E = ErrorCode
 MS = datetime.timedelta(milliseconds=1)
@@ -36,23 +35,7 @@ MS = datetime.timedelta(milliseconds=1)
 
 async def produce(c: RawClient, tid: str, pid: int, epoch: int, seq: int, *, v: int = 12) -> Any:
     """The partition's answer to a Produce of one transactional batch to in-0."""
-    m: Any = pr12 if v == 12 else pr11
-    r = await c.request(
-        m.ProduceRequest(
-            transactional_id=tid,
-            acks=-1,
-            timeout=1000 * MS,
-            topic_data=(
-                m.TopicProduceData(
-                    name="in",
-                    partition_data=(
-                        m.PartitionProduceData(index=0, records=tbatch(pid, seq, epoch=epoch)),
-                    ),
-                ),
-            ),
-        )
-    )
-    return r.responses[0].partition_responses[0]
+    return await produce_answer(c, tid, pid, epoch, seq, v=v)
 
 
 async def add_v3(c: RawClient, tid: str, pid: int, epoch: int) -> None:

@@ -62,7 +62,7 @@ async def init(c: RawClient, tid: str, pid: int = -1, epoch: int = -1) -> tuple[
     return r.error_code, r.producer_id, r.producer_epoch
 
 
-async def produce(
+async def produce_answer(
     c: RawClient,
     tid: str,
     pid: int,
@@ -72,7 +72,8 @@ async def produce(
     part: int = 0,
     *,
     v: int = 12,
-) -> E:
+) -> Any:
+    """The partition's answer to a Produce (v12, or v11) of one transactional batch."""
     m: Any = pr12 if v == 12 else pr11
     r = await c.request(
         m.ProduceRequest(
@@ -89,7 +90,21 @@ async def produce(
             ),
         )
     )
-    code: E = r.responses[0].partition_responses[0].error_code
+    return r.responses[0].partition_responses[0]
+
+
+async def produce(
+    c: RawClient,
+    tid: str,
+    pid: int,
+    epoch: int,
+    seq: int,
+    topic: str = "in",
+    part: int = 0,
+    *,
+    v: int = 12,
+) -> E:
+    code: E = (await produce_answer(c, tid, pid, epoch, seq, topic, part, v=v)).error_code
     return code
 
 
