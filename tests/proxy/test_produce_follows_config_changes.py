@@ -17,8 +17,6 @@ from tests.proxy.test_broker_requests import create, produce
 from tests.proxy.test_dynamic_broker_configs import DELETE, SET, alter
 from wire.record_codec import Record, build_batch
 
-TOPIC = 2
-
 
 def batch(key: bytes | None = b"k", value: bytes = b"v") -> bytes:
     now = int(time.time() * 1000)
