@@ -176,11 +176,8 @@ def check_records(
         level = policy.target_level if codec == target else None
         rebuilt = _rebuild(data, header, policy, fixed_ts, codec, level)
         return RecordsAccepted(rebuilt, read_batch_header(rebuilt))
-    if policy.log_append_time or (not client_lat and header.max_timestamp == scan.max_ts):
-        return RecordsAccepted(bytes(data), header)
-    fixed = bytearray(data)
-    set_max_timestamp(fixed, scan.max_ts, log_append_time=False)
-    return RecordsAccepted(bytes(fixed), read_batch_header(fixed))
+    as_sent = policy.log_append_time or (not client_lat and header.max_timestamp == scan.max_ts)
+    return _accepted(data, header, scan.max_ts, as_sent)
 
 
 def _check_plain(
@@ -207,23 +204,25 @@ def _check_plain(
         bad_keys,
         bad_timestamps,
     )
-    if status == BAD:
-        reason = f"record: {WHY.get(need, need)}"
-    elif status != DONE:
-        reason = "Incorrect declared batch size, premature EOF reached"
-    elif pos != end:
-        reason = "Incorrect declared batch size, records still remaining in file"
-    elif bad_keys or bad_timestamps:
+    reason = _scan_refusal(status, pos, need, end)
+    if reason is not None:
+        return RecordsRefused(ErrorCode.invalid_record, None, reason=reason)
+    if bad_keys or bad_timestamps:
         refused = _record_errors(_Scan(max_ts, True, bad_keys, bad_timestamps), policy)
         assert refused is not None
         return refused
-    elif policy.log_append_time or header.max_timestamp == max_ts:
+    return _accepted(data, header, max_ts, policy.log_append_time or header.max_timestamp == max_ts)
+
+
+def _accepted(
+    data: bytes | bytearray | memoryview, header: BatchHeader, max_ts: int, as_sent: bool
+) -> RecordsAccepted:
+    """The client's bytes (``as_sent``), or a copy whose header carries ``max_ts``."""
+    if as_sent:
         return RecordsAccepted(bytes(data), header)
-    else:
-        fixed = bytearray(data)
-        set_max_timestamp(fixed, max_ts, log_append_time=False)
-        return RecordsAccepted(bytes(fixed), read_batch_header(fixed))
-    return RecordsRefused(ErrorCode.invalid_record, None, reason=reason)
+    fixed = bytearray(data)
+    set_max_timestamp(fixed, max_ts, log_append_time=False)
+    return RecordsAccepted(bytes(fixed), read_batch_header(fixed))
 
 
 # -- scanning ---------------------------------------------------------------------------------
@@ -235,13 +234,21 @@ def _scan_buffer(
     status, pos, _n, need, max_ts, consecutive = _scan(
         body, 0, header.records_count, 0, header, policy, check_ts, scan
     )
-    if status == BAD:
-        raise _Refusal(f"record: {WHY.get(need, need)}")
-    if status != DONE:
-        raise _Refusal("Incorrect declared batch size, premature EOF reached")
-    if pos != len(body):
-        raise _Refusal("Incorrect declared batch size, records still remaining in file")
+    reason = _scan_refusal(status, pos, need, len(body))
+    if reason is not None:
+        raise _Refusal(reason)
     scan.max_ts, scan.consecutive = max_ts, consecutive
+
+
+def _scan_refusal(status: int, pos: int, need: int, end: int) -> str | None:
+    """Why a scan of records that should end exactly at ``end`` refuses the batch, or None."""
+    if status == BAD:
+        return f"record: {WHY.get(need, need)}"
+    if status != DONE:
+        return "Incorrect declared batch size, premature EOF reached"
+    if pos != end:
+        return "Incorrect declared batch size, records still remaining in file"
+    return None
 
 
 def _scan(
