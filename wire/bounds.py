@@ -6,7 +6,7 @@ reading any element, and a failed reservation aborts the process (a Rust OOM abo
 broker. So every length in the body is checked here first.
 
 How: each kio entity class is compiled once into a *plan*, a tuple of ``(op, arg)`` steps that
-mirror the wire layout (consecutive fixed-size fields merged into one skip). ``body_end`` walks
+mirror the wire layout (consecutive fixed-size fields merged into one skip). ``plan_end`` walks
 the plan over the bytes without building any object, and raises DecodeError if a string, bytes
 or tagged field runs past the end, if an array declares more elements than bytes remain (every
 array element of a request takes at least one byte), or if a null marker is malformed. A body
@@ -124,13 +124,9 @@ def _compile(cls: Any) -> Plan:
     return tuple(ops)
 
 
-def body_end(cls: type, buf: bytes | bytearray | memoryview, pos: int) -> int:
-    """Check ``buf[pos:]`` against the layout of ``cls``; the position where the body ends."""
-    return _walk(plan_for(cls), buf, pos, len(buf))
-
-
 def plan_end(plan: Plan, buf: bytes | bytearray | memoryview, pos: int) -> int:
-    """``body_end`` with the class's plan already looked up (``plan_for``)."""
+    """Check ``buf[pos:]`` against the layout whose plan is ``plan`` (``plan_for(cls)``); the
+    position where the body ends."""
     return _walk(plan, buf, pos, len(buf))
 
 
