@@ -126,11 +126,6 @@ def _rules(topic: Topic) -> _TopicRules:
     return rules[1]
 
 
-def record_policy(topic: Topic, partition: str, now_ms: int) -> RecordPolicy:
-    """The topic's rules for the records of a produced batch (``wire.record_check``)."""
-    return _rules(topic).policy_for(now_ms, partition)
-
-
 def validate_for_append(
     records: bytes,
     topic: Topic,
