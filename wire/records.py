@@ -53,7 +53,6 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from crc32c import crc32c
 from kio.schema.errors import ErrorCode
 
 from wire.batch import (
@@ -194,7 +193,7 @@ def validate_produce_batch(
                 return ErrorCode.invalid_record
             if first > max_message_bytes:
                 return ErrorCode.message_too_large
-            if crc32c(memoryview(data)[CRC_START:]) != header.crc:
+            if not crc_ok(data, 0, header):
                 return ErrorCode.corrupt_message
             return _check_counts(header)
     return _validate_slowly(data, produce_version, max_message_bytes)
