@@ -9,9 +9,9 @@ Decoding a request frame (without its size prefix):
    answered per KIP-511). Produce v0-2 are advertised (KAFKA-18659) but have no schema, so they
    end here too.
 3. The request class says whether the version is flexible: header v2 (skip tagged fields) or v1.
-4. ``wire.bounds`` checks every length in the body, then kio's native reader decodes it. Any
-   failure becomes DecodeError. Bytes after the body are ignored, as Kafka does
-   (``AbstractRequest.parseRequest`` never checks the buffer's remainder).
+4. ``wire.bounds`` checks every length in the body (Produce's with its own walk), then kio's
+   native reader decodes it. Any failure becomes DecodeError. Bytes after the body are ignored,
+   as Kafka does (``AbstractRequest.parseRequest`` never checks the buffer's remainder).
 
 Encoding a response writes size placeholder, response header (v1 for flexible versions, v0 for
 non-flexible ones and for ApiVersions at every version) and the kio body into one BytesIO, then
@@ -35,7 +35,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16
 
-from wire.bounds import Plan, plan_end, plan_for
+from wire.bounds import Plan, plan_end, plan_for, produce_end
 from wire.errors import (
     DecodeError,
     ErrorCode,
@@ -137,7 +137,8 @@ def decode_request(
             pos += 1
         else:
             pos = skip_tagged_fields(frame, pos, len(frame))
-    end = plan_end(plan, frame, pos)
+    # Produce's walk is written out (wire.bounds.produce_end): the hot path's bodies
+    end = plan_end(plan, frame, pos) if api_key else produce_end(frame, pos, api_version)
     try:
         body, size = reader(frame, pos)
     except Exception as exc:  # kio raises its own errors, ValueError, UnicodeDecodeError, ...
