@@ -26,6 +26,7 @@ API_VERSIONS_KEY = 18
 _FIXED = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 _CORRELATION = struct.Struct(">i")
 MIN_REQUEST_HEADER = _FIXED.size
+_new = tuple.__new__
 
 
 class RequestHeader(NamedTuple):
@@ -90,9 +91,10 @@ def read_fixed_header(frame: bytes | bytearray | memoryview) -> tuple[RequestHea
         raise DecodeError("client id runs past the end of the frame")
     else:
         # Java decodes with replacement characters rather than failing.
-        client_id = bytes(frame[pos : pos + length]).decode("utf-8", "replace")
+        client_id = str(frame[pos : pos + length], "utf-8", "replace")
         pos += length
-    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+    # (tuple.__new__ skips the named tuple's own __new__, a Python function: once per request)
+    return _new(RequestHeader, (api_key, api_version, correlation_id, client_id)), pos
 
 
 def peek_header(frame: bytes | bytearray | memoryview) -> RequestHeader:
