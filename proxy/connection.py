@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import trio
 from kio.schema.errors import ErrorCode
 
-from proxy.conn_io import WriteTimedOut, connection_io
-from proxy.dispatch import Dispatcher
+from proxy.conn_io import SocketIO, WriteTimedOut, connection_io
+from proxy.dispatch import Dispatcher, StatsEntry
 from proxy.outcomes import CloseConnection
 from proxy.principal import ANONYMOUS, KafkaPrincipal
 from proxy.sasl.session import Close, Refuse, Reply, SaslSession
@@ -174,16 +174,35 @@ async def serve_connection(
     reason = "closed by peer"
     replies: list[bytes] = []
     muted_until: list[float] = []  # KIP-219: a quota's throttle ends then (trio clock)
+    # The metrics entries of the requests handled since the last write (Dispatcher.handle's
+    # ``stats``), recorded once their replies are written: off the critical path of the round
+    # trip, yet before anything else runs (on the raw socket nothing is awaited after the last
+    # os.write, so no other task, e.g. a /metrics scrape, sees the reply without its entry).
+    # A TLS stream's send_all may checkpoint after its last bytes: recorded before it there.
+    stats: list[StatsEntry] = []
+    record = dispatch.record
 
     def mute(ms: int) -> None:
         muted_until.append(trio.current_time() + ms / 1000)
 
+    def record_stats() -> None:
+        for entry in stats:
+            record(*entry)
+        stats.clear()
+
     async def send_ready() -> None:
-        """Send and clear ``replies`` in one write; raises WriteTimedOut."""
-        if replies:
-            data = replies[0] if len(replies) == 1 else b"".join(replies)
-            replies.clear()
-            await io.send(data, cfg.write_s)
+        """Send and clear ``replies`` in one write, then record ``stats``; raises
+        WriteTimedOut."""
+        try:
+            if replies:
+                data = replies[0] if len(replies) == 1 else b"".join(replies)
+                replies.clear()
+                if stats and type(io) is not SocketIO:
+                    record_stats()
+                await io.send(data, cfg.write_s)
+        finally:
+            if stats:
+                record_stats()
 
     async def next_frame() -> bytes | Want:
         session = conn.sasl
@@ -269,6 +288,7 @@ async def serve_connection(
                             conn.principal,
                             conn.sasl,
                             mute,
+                            stats,
                         )
                         if reply is not None:
                             replies.append(reply)
@@ -310,6 +330,8 @@ async def serve_connection(
         finally:
             conn.idle_at = math.inf
             waiting.pop(conn, None)
+            if stats:  # (a send that failed or never came: they count all the same)
+                record_stats()
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
     log.debug("connection closed peer=%s reason=%s", conn.peer, reason)

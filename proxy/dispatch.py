@@ -58,6 +58,8 @@ FETCH_KEY, JOIN_GROUP_KEY, SYNC_GROUP_KEY = 1, 11, 14
 # InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn: may wait for the id's running
 # completion (TxnCoordinator.settle, up to its completion wait).
 SETTLING_TXN_KEYS = frozenset({22, 24, 25, 26})
+# RequestStats.record's arguments: api key, version, the handler's time (s), the response
+StatsEntry = tuple[int, int, float, Any]
 
 
 def _no_error_reply_for_acks0(header: RequestHeader, body: Any, exc: Exception) -> None:
@@ -109,10 +111,13 @@ class Dispatcher:
         principal: KafkaPrincipal = ANONYMOUS,
         session: SaslSession | None = None,
         mute: Callable[[int], None] | None = None,
+        stats: list[StatsEntry] | None = None,
     ) -> bytes | None:
         """The response frame for ``frame`` (None: no response). ``before_wait`` is awaited
         before a request that may park (the connection sends its ready replies); ``mute(ms)``
-        is called when a quota throttles the connection (``proxy/quotas/enforce.py``)."""
+        is called when a quota throttles the connection (``proxy/quotas/enforce.py``). With
+        ``stats`` the request's metrics entry is appended there for the caller to ``record``
+        once the reply is written (off the round trip's critical path), else recorded here."""
         try:
             header, body = decode_request(frame, self.served)
         except UnsupportedVersion as exc:
@@ -187,7 +192,11 @@ class Dispatcher:
         finally:  # (settle stopped it already unless the handler failed, closed or was cancelled)
             if quota_bound:
                 enforce.stop(throttles)
-        self.record(header.api_key, header.api_version, time.perf_counter() - started, response)
+        elapsed = time.perf_counter() - started
+        if stats is None:
+            self.record(header.api_key, header.api_version, elapsed, response)
+        else:
+            stats.append((header.api_key, header.api_version, elapsed, response))
         if fault is not None and fault.drop_after:
             raise CloseConnection(f"fault injection: dropped after api {header.api_key}")
         if response is NO_RESPONSE:

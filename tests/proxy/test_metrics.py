@@ -365,3 +365,34 @@ async def test_socket_server_metrics_per_listener() -> None:
                 assert counts() == (3, 3, 0)
             await until(lambda: counts() == (2, 3, 1))
         await until(lambda: counts() == (0, 3, 3))
+
+
+async def test_pipelined_requests_are_counted_when_their_replies_arrive() -> None:
+    """The connection records a request's metrics once its reply is written (after the write,
+    off the round trip's critical path): a client that has its replies finds them counted, for
+    every request of a pipelined batch, and for the requests before a connection it broke."""
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+    from tests.proxy.harness import encode_request
+
+    req = ApiVersionsRequest(client_software_name="x", client_software_version="1")
+
+    def count(broker: Any) -> Any:
+        return value(
+            scrape(broker),
+            "kafka_network_requestmetrics_requests_total",
+            request="ApiVersions",
+            version="3",
+        )
+
+    async with running_broker() as (broker, port), connect(port) as c:
+        await c.send_raw(b"".join(encode_request(req, cid) for cid in (1, 2, 3)))
+        for _ in range(3):
+            assert await c.read_frame() is not None
+        assert count(broker) == 3
+        # two more, then a frame the broker cannot decode: it answers the two and closes
+        await c.send_raw(encode_request(req, 4) + encode_request(req, 5) + b"\0\0\0\4\0\0\0\0")
+        assert await c.read_frame() is not None
+        assert await c.read_frame() is not None
+        assert await c.read_frame() is None
+        assert count(broker) == 5
