@@ -24,8 +24,8 @@ handler, or a closed connection before or after the handler runs.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
+from time import perf_counter
 from typing import Any
 
 import trio
@@ -37,7 +37,8 @@ from proxy.fault_injection import Fault
 from proxy.outcomes import NO_RESPONSE, CloseConnection, ErrorReply
 from proxy.principal import ANONYMOUS, KafkaPrincipal
 from proxy.quotas import enforce
-from proxy.registry import Handler, advertised, entry, served
+from proxy.quotas.enforce import EXEMPT_KEYS
+from proxy.registry import REGISTRY, Handler, advertised, entry, served
 from proxy.sasl.session import SaslSession
 from storage.api import NEVER, StorageError
 from wire.codec import (
@@ -75,6 +76,7 @@ class Dispatcher:
         self.advertised = advertised()
         self.served = served()
         self.faults = broker.faults
+        self.throttles = broker.throttles  # (set once, in Broker.__init__)
         self.record = broker.metrics.requests.record  # /metrics: per-API counters
 
     def may_park(self, api_key: int, body: Any) -> bool:
@@ -125,40 +127,39 @@ class Dispatcher:
             if hdr is not None and hdr.api_key == API_VERSIONS_KEY:
                 return api_versions_fallback(hdr, self.advertised)
             raise
+        # (the header's fields unpacked once: each named-tuple attribute is a lookup)
+        api_key, api_version, correlation_id, client_id = header
         log.debug(
-            "request %s v%d corr=%d client=%s",
-            header.api_key,
-            header.api_version,
-            header.correlation_id,
-            header.client_id,
+            "request %s v%d corr=%d client=%s", api_key, api_version, correlation_id, client_id
         )
         faults = self.faults
-        fault = faults.decide(header.api_key, header.client_id) if faults is not None else None
+        fault = faults.decide(api_key, client_id) if faults is not None else None
         if before_wait is not None and (
-            (fault is not None and fault.delay_ms) or self.may_park(header.api_key, body)
+            (fault is not None and fault.delay_ms) or self.may_park(api_key, body)
         ):
             await before_wait()
-        handler = entry(header.api_key)
-        try:
-            req = handler.read(body)
-        except Exception:  # a bug in a version conversion: this request fails, nothing else
-            log.exception(
-                "api %d v%d: request conversion failed", header.api_key, header.api_version
-            )
-            return encode_response(header, _every_code(header, ErrorCode.unknown_server_error))
+        handler = REGISTRY.get(api_key) or entry(api_key)
+        if handler.as_sent or type(body) is handler.request:  # Handler.read's own shortcut
+            req = body
+        else:
+            try:
+                req = handler.read(body)
+            except Exception:  # a bug in a version conversion: this request fails, nothing else
+                log.exception("api %d v%d: request conversion failed", api_key, api_version)
+                return encode_response(header, _every_code(header, ErrorCode.unknown_server_error))
         if fault is not None and not fault.none:
             injected = await self._inject(fault, header, body)
             if injected is not None:
                 return encode_response(header, _error_reply(handler, header, req, body, injected))
         ctx = RequestContext(header, self.broker, peer, listener, principal, session)
-        started = time.perf_counter()
+        started = perf_counter()
         encoded: bytes | None = None
-        throttles = self.broker.throttles
-        quota_bound = throttles.enabled and header.api_key not in enforce.EXEMPT_KEYS
+        throttles = self.throttles
+        quota_bound = throttles.enabled and api_key not in EXEMPT_KEYS
         try:
             if quota_bound:
                 enforce.start(throttles)
-                if header.api_key == FETCH_KEY:
+                if api_key == FETCH_KEY:
                     req = enforce.limit_fetch(throttles, ctx, req)
             answer = await handler.fn(ctx, req)
             if quota_bound:
@@ -166,10 +167,10 @@ class Dispatcher:
             if answer is NO_RESPONSE:
                 response = answer
             elif handler.encode is not None:  # the hot path's own encoder (registry.py)
-                encoded = handler.encode(answer, header.correlation_id, header.api_version)
+                encoded = handler.encode(answer, correlation_id, api_version)
                 response = answer
             else:
-                response = handler.write(answer, body, header.api_version)
+                response = handler.write(answer, body, api_version)
         except CloseConnection:
             raise
         except ErrorReply as exc:  # refused as a whole (e.g. not authorized): its error reply
@@ -192,13 +193,13 @@ class Dispatcher:
         finally:  # (settle stopped it already unless the handler failed, closed or was cancelled)
             if quota_bound:
                 enforce.stop(throttles)
-        elapsed = time.perf_counter() - started
+        elapsed = perf_counter() - started
         if stats is None:
-            self.record(header.api_key, header.api_version, elapsed, response)
+            self.record(api_key, api_version, elapsed, response)
         else:
-            stats.append((header.api_key, header.api_version, elapsed, response))
+            stats.append((api_key, api_version, elapsed, response))
         if fault is not None and fault.drop_after:
-            raise CloseConnection(f"fault injection: dropped after api {header.api_key}")
+            raise CloseConnection(f"fault injection: dropped after api {api_key}")
         if response is NO_RESPONSE:
             return None
         return encoded if encoded is not None else encode_response(header, response)

@@ -168,3 +168,9 @@ async def test_a_produce_waits_for_fsync_by_its_topics_flush_messages() -> None:
         assert d.may_park(0, request("every100", 1))
         assert not d.may_park(0, request("durable", 0))  # acks=0 waits for nothing
         assert not d.may_park(0, request("no-such-topic", -1))
+        # the answer follows a config change (it is kept per settings mapping)
+        topics = server.broker.topics
+        assert await topics.alter_configs("plain", {"flush.messages": "1"}) is None
+        assert d.may_park(0, request("plain", -1))
+        assert await topics.alter_configs("durable", {}) is None
+        assert not d.may_park(0, request("durable", -1))
