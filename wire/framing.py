@@ -30,6 +30,10 @@ class FrameDecoder:
         self._buf = bytearray()
         self._pos = 0
         self._eof = False
+        # Bytes fed into an empty buffer that hold exactly one whole frame: that frame, copied
+        # once (not into the buffer, then out of it), for ``next_frame`` to check and return.
+        # A request/response client's every read is one such frame.
+        self._whole: bytes | None = None
         # the largest frame accepted; the owner may change it between frames (a SASL listener
         # allows smaller ones until the client is authenticated)
         self.max_frame = max_frame
@@ -40,13 +44,25 @@ class FrameDecoder:
             self._eof = True
         elif self._eof:
             raise FramingError("bytes fed after end of stream")
+        elif self._whole is None and not self._buf and _is_one_frame(data):
+            self._whole = bytes(data[4:])
         else:
+            self._unwhole()
             self._buf += data
+
+    def _unwhole(self) -> None:
+        """Put a pending whole frame back into the buffer, as it came."""
+        whole = self._whole
+        if whole is not None:
+            self._whole = None
+            self._buf += _SIZE.pack(len(whole))
+            self._buf += whole
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned in a frame."""
-        return len(self._buf) - self._pos
+        whole = 0 if self._whole is None else 4 + len(self._whole)
+        return len(self._buf) - self._pos + whole
 
     def next_frame(self) -> bytes | Want:
         """The next whole frame (without its size prefix), or what the decoder is waiting for.
@@ -54,6 +70,12 @@ class FrameDecoder:
         Raises FramingError on a negative or oversized size, as soon as the size is readable,
         and when the stream ended inside a frame.
         """
+        whole = self._whole
+        if whole is not None:
+            if len(whole) <= self.max_frame:
+                self._whole = None
+                return whole
+            self._unwhole()  # too large for the limit now: the buffer's path refuses it
         buf, pos = self._buf, self._pos
         avail = len(buf) - pos
         if avail >= 4:
@@ -84,6 +106,12 @@ class FrameDecoder:
             self._pos = 0
         else:
             self._pos = end
+
+
+def _is_one_frame(data: bytes | bytearray | memoryview) -> bool:
+    """``data`` is one size prefix and exactly that many bytes."""
+    n = len(data)
+    return n >= 4 and _SIZE.unpack_from(data, 0)[0] == n - 4
 
 
 _TLS_HANDSHAKE = 0x16  # TLS record type of a ClientHello, then version 3.x

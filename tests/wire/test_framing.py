@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -104,3 +105,87 @@ def test_data_after_eof_is_refused() -> None:
 def test_encode_frame_prefixes_big_endian_size() -> None:
     assert encode_frame(b"abc") == b"\x00\x00\x00\x03abc"
     assert encode_frame(memoryview(b"")) == b"\x00\x00\x00\x00"
+
+
+class _Reference:
+    """The decoder's contract in a few lines: one buffer, nothing else."""
+
+    def __init__(self, max_frame: int) -> None:
+        self.buf = b""
+        self.eof = False
+        self.max_frame = max_frame
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            self.eof = True
+        elif self.eof:
+            raise FramingError("fed after eof")
+        else:
+            self.buf += data
+
+    def next_frame(self) -> bytes | Want:
+        if len(self.buf) >= 4:
+            size = int.from_bytes(self.buf[:4], "big", signed=True)
+            if not 0 <= size <= self.max_frame:
+                raise FramingError("size")
+            if len(self.buf) >= 4 + size:
+                frame, self.buf = self.buf[4 : 4 + size], self.buf[4 + size :]
+                return frame
+        if not self.eof:
+            return Want.MORE
+        if self.buf:
+            raise FramingError("eof inside")
+        return Want.EOF
+
+
+def _outcome(step: Callable[..., object], *args: object) -> object:
+    try:
+        return step(*args)
+    except FramingError:
+        return FramingError
+
+
+@settings(max_examples=500)
+@given(
+    st.lists(st.binary(max_size=40), max_size=12),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["frame", "frame", "bytes", "one", "drain", "limit", "eof", "junk"]),
+            st.integers(min_value=0, max_value=60),
+        ),
+        max_size=30,
+    ),
+)
+def test_matches_a_one_buffer_reference(
+    payloads: list[bytes], steps: list[tuple[str, int]]
+) -> None:
+    """Whole frames fed one per chunk (the decoder's one-copy path), partial and several
+    frames per chunk, chunks fed without draining, the limit changed between frames, EOF,
+    junk: the same frames, the same errors and the same ``buffered`` as a decoder with one
+    buffer."""
+    stream = b"".join(encode_frame(p) for p in payloads)
+    ends = list(itertools.accumulate(4 + len(p) for p in payloads))
+    at = 0  # how much of the stream is fed
+    decoder, reference = FrameDecoder(max_frame=30), _Reference(max_frame=30)
+    for op, number in steps:
+        if op in ("frame", "bytes", "eof", "junk"):
+            if op == "frame":  # up to the next frame's end: a whole frame if at a boundary
+                stop = next((e for e in ends if e > at), len(stream))
+                chunk, at = stream[at:stop], stop
+            elif op == "bytes":
+                chunk, at = stream[at : at + number], min(at + number, len(stream))
+            else:
+                chunk = b"" if op == "eof" else bytes([number]) * (number % 7)
+            got = _outcome(decoder.feed, chunk)
+            assert got == _outcome(reference.feed, chunk)
+            if got is FramingError:
+                return
+        elif op == "limit":
+            decoder.max_frame = reference.max_frame = number
+        else:
+            for _ in range(number % 4 if op == "drain" else 1):
+                got = _outcome(decoder.next_frame)
+                assert got == _outcome(reference.next_frame)
+                if got is FramingError:
+                    return  # the connection closes
+        assert decoder.buffered == len(reference.buf)
