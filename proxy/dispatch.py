@@ -59,6 +59,7 @@ FETCH_KEY, JOIN_GROUP_KEY, SYNC_GROUP_KEY = 1, 11, 14
 # InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn: may wait for the id's running
 # completion (TxnCoordinator.settle, up to its completion wait).
 SETTLING_TXN_KEYS = frozenset({22, 24, 25, 26})
+_FSYNC_CACHE = 1024  # topics whose flush.messages answer _waits_for_fsync keeps
 # RequestStats.record's arguments: api key, version, the handler's time (s), the response
 StatsEntry = tuple[int, int, float, Any]
 
@@ -78,6 +79,7 @@ class Dispatcher:
         self.faults = broker.faults
         self.throttles = broker.throttles  # (set once, in Broker.__init__)
         self.record = broker.metrics.requests.record  # /metrics: per-API counters
+        self._fsync: dict[Any, tuple[Any, bool]] = {}  # _waits_for_fsync: name or id -> answer
 
     def may_park(self, api_key: int, body: Any) -> bool:
         """Whether the request may wait for something other than its own work (another
@@ -102,7 +104,20 @@ class Dispatcher:
         topics = self.broker.topics
         name = getattr(topic_data, "name", None)
         topic = topics.get(name) if name is not None else topics.by_id(topic_data.topic_id)
-        return topic is not None and topic.int_setting("flush.messages") < NEVER
+        if topic is None:
+            return False
+        # Kept per settings mapping: a config change replaces the topic's (storage/topics.py),
+        # and the one held here is never freed, so its identity is never reused.
+        settings = topic.settings
+        key = name if name is not None else topic_data.topic_id
+        found = self._fsync.get(key)
+        if found is not None and found[0] is settings:
+            return found[1]
+        waits = topic.int_setting("flush.messages") < NEVER
+        if len(self._fsync) >= _FSYNC_CACHE:
+            self._fsync.clear()
+        self._fsync[key] = (settings, waits)
+        return waits
 
     async def handle(
         self,

@@ -174,3 +174,8 @@ async def test_a_produce_waits_for_fsync_by_its_topics_flush_messages() -> None:
         assert d.may_park(0, request("plain", -1))
         assert await topics.alter_configs("durable", {}) is None
         assert not d.may_park(0, request("durable", -1))
+        # and a topic deleted and created again under its name
+        assert await topics.delete("every100") is None
+        async with connect(port) as c:
+            assert await create(c, "every100") == ErrorCode.none
+        assert not d.may_park(0, request("every100", 1))
