@@ -231,11 +231,36 @@ _V9_TAIL = struct.Struct(">ihqqqHB")  # index .. log_start_offset, no record err
 # no tagged fields: the usual flexible partition answer
 
 
+# The usual flexible answer (v9-12): one topic (a name under 127 bytes) of one partition,
+# without record errors or a message: size, correlation id, no header tags, one topic, the
+# name's length; then the name; then one partition and its fields, no tags (partition,
+# topic), the throttle time, no tags.
+_ONE_HEAD = struct.Struct(">iiBBB")
+_ONE_TAIL = struct.Struct(">BihqqqHBBiB")
+
+
 def _encode_answer(correlation_id: int, version: int, resp: ProduceAnswer) -> bytes:
     """``encode_produce_response`` of a ``ProduceAnswer`` (the same bytes as of its kio
     response: the current leader is always the default, there are no node endpoints)."""
     flexible = version >= 9
     codes = _CODES[version]
+    topics = resp.responses
+    if flexible and version < NEWEST and len(topics) == 1:
+        name, _, parts = topics[0]
+        if name is not None and len(parts) == 1 and len(name) < 127:
+            index, code, base, append_time, start, errors, message = parts[0]
+            raw = name.encode()
+            if not errors and message is None and len(raw) < 127:
+                throttle = resp.throttle_time
+                ms = 0 if throttle is NO_THROTTLE else round(throttle.total_seconds() * 1000)
+                if codes:
+                    code = codes.get(code, code)
+                size = 4 + 3 + len(raw) + _ONE_TAIL.size
+                return (
+                    _ONE_HEAD.pack(size, correlation_id, 0, 2, len(raw) + 1)
+                    + raw
+                    + _ONE_TAIL.pack(2, index, code, base, append_time, start, 0x0100, 0, 0, ms, 0)
+                )
     out = bytearray(b"\0\0\0\0")
     out += response_header(correlation_id, flexible)
     append_count(out, len(resp.responses), flexible)
