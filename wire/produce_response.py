@@ -239,20 +239,18 @@ _ONE_HEAD = struct.Struct(">iiBBB")
 _ONE_TAIL = struct.Struct(">BihqqqHBBiB")
 
 
-def _encode_answer(correlation_id: int, version: int, resp: ProduceAnswer) -> bytes:
-    """``encode_produce_response`` of a ``ProduceAnswer`` (the same bytes as of its kio
-    response: the current leader is always the default, there are no node endpoints)."""
-    flexible = version >= 9
-    codes = _CODES[version]
-    topics = resp.responses
-    if flexible and version < NEWEST and len(topics) == 1:
-        name, _, parts = topics[0]
-        if name is not None and len(parts) == 1 and len(name) < 127:
+def write_answer(resp: Any, correlation_id: int, version: int) -> bytes:
+    """``encode_produce_response`` in the registry's ``encode`` order (the produce handler's
+    hook), the usual flexible one-partition answer written here in two struct packs."""
+    if type(resp) is ProduceAnswer and 9 <= version < NEWEST and len(resp.responses) == 1:
+        name, _, parts = resp.responses[0]
+        if name is not None and len(parts) == 1:
             index, code, base, append_time, start, errors, message = parts[0]
             raw = name.encode()
             if not errors and message is None and len(raw) < 127:
                 throttle = resp.throttle_time
                 ms = 0 if throttle is NO_THROTTLE else round(throttle.total_seconds() * 1000)
+                codes = _CODES[version]
                 if codes:
                     code = codes.get(code, code)
                 size = 4 + 3 + len(raw) + _ONE_TAIL.size
@@ -261,6 +259,14 @@ def _encode_answer(correlation_id: int, version: int, resp: ProduceAnswer) -> by
                     + raw
                     + _ONE_TAIL.pack(2, index, code, base, append_time, start, 0x0100, 0, 0, ms, 0)
                 )
+    return encode_produce_response(correlation_id, version, resp)
+
+
+def _encode_answer(correlation_id: int, version: int, resp: ProduceAnswer) -> bytes:
+    """``encode_produce_response`` of a ``ProduceAnswer`` (the same bytes as of its kio
+    response: the current leader is always the default, there are no node endpoints)."""
+    flexible = version >= 9
+    codes = _CODES[version]
     out = bytearray(b"\0\0\0\0")
     out += response_header(correlation_id, flexible)
     append_count(out, len(resp.responses), flexible)

@@ -98,7 +98,7 @@ from wire.produce_response import (
     ProduceAnswer,
     RecordErrors,
     TopicAnswer,
-    encode_produce_response,
+    write_answer,
 )
 from wire.records import ATTR_TRANSACTIONAL, first_batch_transactional
 from wire.values import NO_THROTTLE, timestamp
@@ -202,9 +202,7 @@ def _verify_with(
     response=ProduceResponse,
     error_reply=_refuse_all,
     min_served=3,
-    encode=lambda resp, correlation_id, version: encode_produce_response(
-        correlation_id, version, resp
-    ),
+    encode=write_answer,
     as_sent=True,
 )
 async def produce(ctx: RequestContext, req: ProduceRequest) -> Any:

@@ -24,6 +24,7 @@ from wire.produce_response import (
     TopicAnswer,
     as_kio,
     encode_produce_response,
+    write_answer,
 )
 from wire.values import NO_THROTTLE
 from wire.versions import convert
@@ -190,6 +191,7 @@ def test_the_handlers_answer_is_written_as_its_kio_response(
         )
     expected = generic(as_kio(answer, version), version, correlation_id)
     assert encode_produce_response(correlation_id, version, answer) == expected
+    assert write_answer(answer, correlation_id, version) == expected
 
 
 @pytest.mark.parametrize("version", range(9, 13))
@@ -200,4 +202,5 @@ def test_the_one_partition_shortcut_writes_the_generic_bytes(version: int) -> No
                 part = PartitionAnswer(2, code, 41, 1_764_000_000_123 if code else -1, 7)
                 answer = ProduceAnswer((TopicAnswer(name, None, (part,)),), throttle)
                 expected = generic(as_kio(answer, version), version, 9)
+                assert write_answer(answer, 9, version) == expected, (name, code)
                 assert encode_produce_response(9, version, answer) == expected, (name, code)
