@@ -136,6 +136,7 @@ _ZSTD = 4
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
+_SIZE_MAGIC_ATTRIBUTES = struct.Struct(">i4xb4xh")  # from offset 8: batch length .. attributes
 
 
 class ValidatedBatch(NamedTuple):
@@ -165,6 +166,13 @@ def first_batch_transactional(data: bytes | bytearray | memoryview) -> bool | Er
     first complete batch has the transactional bit; CORRUPT_MESSAGE where Kafka's batch
     iterator throws (size field below 14, magic outside 0..2), which fails the whole request
     in Kafka. A batch cut short, or a legacy (magic 0/1) one, is not transactional."""
+    if len(data) > _ATTRIBUTES_OFFSET + 1:  # size, magic and attributes in one unpack
+        size, magic, attributes = _SIZE_MAGIC_ATTRIBUTES.unpack_from(data, 8)
+        if size < MIN_BATCH_SIZE_FIELD or not 0 <= magic <= 2:
+            return ErrorCode.corrupt_message
+        if size + LOG_OVERHEAD > len(data) or magic != 2:
+            return False
+        return bool(attributes & ATTR_TRANSACTIONAL)
     size = _batch_size(data, 0)
     if isinstance(size, ErrorCode):
         return size

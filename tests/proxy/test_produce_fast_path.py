@@ -19,7 +19,8 @@ from proxy.dispatch import Dispatcher
 from proxy.registry import REGISTRY, entry
 from tests.proxy.harness import connect, encode_request, running_broker
 from tests.proxy.test_broker_requests import batch, create
-from wire.codec import request_class
+from wire.codec import RequestHeader, encode_response, request_class, response_class
+from wire.produce_response import ProduceAnswer, as_kio
 from wire.records import Record, build_batch
 from wire.versions import convert
 
@@ -87,7 +88,13 @@ async def test_the_fast_path_sends_the_generic_paths_bytes(monkeypatch: pytest.M
     fast = await _answers(requests)
     produce = entry(0)
     assert produce.encode is not None
-    monkeypatch.setitem(REGISTRY, 0, dataclasses.replace(produce, encode=None))
+
+    def generic_path(answer: Any, correlation_id: int, version: int) -> bytes:
+        resp = answer if not isinstance(answer, ProduceAnswer) else as_kio(answer, version)
+        old = convert(resp, response_class(0, version))
+        return encode_response(RequestHeader(0, version, correlation_id, None), old)
+
+    monkeypatch.setitem(REGISTRY, 0, dataclasses.replace(produce, encode=generic_path))
     generic = await _answers(requests)
     assert all(f is not None for f in fast)
     for i, (f, g) in enumerate(zip(fast, generic, strict=True)):

@@ -331,7 +331,7 @@ async def test_acks0_handler_failure_closes_the_connection(monkeypatch: pytest.M
     def boom(*_args: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(validator, "check_records", boom)
+    monkeypatch.setattr(validator, "_rules", boom)  # the first step of every validation
     good = build_batch(records(1), base_timestamp=NOW)
     async with running_broker() as (_, port):
         async with connect(port) as c:

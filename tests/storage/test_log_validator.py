@@ -7,10 +7,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from storage.api import TopicMeta
-from storage.log_validator import Refused, validate_for_append
+from storage.log_validator import Refused, _rules, _validate, validate_for_append
 from storage.topic_config import effective_configs
 from storage.topics import Topic
 from wire.batch import (
@@ -115,3 +117,64 @@ def test_set_max_timestamp_rebuilds_attributes_like_kafka(log_append_time: bool)
     assert header.attributes & 0x0100 == 0
     assert header.attributes & ATTR_TRANSACTIONAL
     assert bool(header.attributes & ATTR_TIMESTAMP_TYPE) is log_append_time
+
+
+# -- the fast path gives the general path's answer ---------------------------------------------
+
+_TOPICS = [
+    topic(),
+    topic(**{"cleanup.policy": "compact"}),
+    topic(**{"message.timestamp.type": "LogAppendTime"}),
+    topic(**{"compression.type": "gzip"}),
+    topic(**{"compression.type": "uncompressed"}),
+    topic(**{"max.message.bytes": "200"}),
+    topic(**{"message.timestamp.before.max.ms": "1000", "message.timestamp.after.max.ms": "1000"}),
+]
+
+
+@st.composite
+def _batches(draw: st.DrawFn) -> bytes:
+    n = draw(st.integers(1, 4))
+    records = [
+        Record(
+            draw(st.sampled_from([i, i, i, 0, 7])),
+            draw(st.sampled_from([0, i, 5000, -5000])),
+            draw(st.none() | st.binary(max_size=3)),
+            draw(st.none() | st.binary(max_size=60)),
+        )
+        for i in range(n)
+    ]
+    producer_id = draw(st.sampled_from([-1, -1, 5]))
+    data = bytearray(
+        build_batch(
+            records,
+            base_timestamp=draw(st.sampled_from([NOW, NOW, NOW - 10**7, -1])),
+            max_timestamp=draw(st.none() | st.sampled_from([NOW, NOW + 1, -1])),
+            producer_id=producer_id,
+            producer_epoch=0 if producer_id >= 0 else -1,
+            base_sequence=draw(st.sampled_from([-1, 0, 3])),
+            compression=draw(st.sampled_from([0, 0, 0, 1, 4])),
+            transactional=draw(st.booleans()),
+            log_append_time=draw(st.booleans()),
+            control=draw(st.sampled_from([False] * 9 + [True])),
+            base_offset=draw(st.sampled_from([0] * 9 + [3])),
+        )
+    )
+    mutation = draw(st.integers(0, 9))
+    if mutation == 1:  # a byte flipped: the CRC, a header field or a record
+        at = draw(st.integers(0, len(data) - 1))
+        data[at] ^= 1 << draw(st.integers(0, 7))
+    elif mutation == 2:
+        data = data[: draw(st.integers(0, len(data) - 1))]
+    elif mutation == 3:
+        data += draw(st.binary(min_size=1, max_size=70))
+    return bytes(data)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=_batches(), which=st.integers(0, len(_TOPICS) - 1), txns=st.booleans())
+def test_the_fast_path_answers_as_the_general_path(data: bytes, which: int, txns: bool) -> None:
+    t = _TOPICS[which]
+    fast = validate_for_append(data, t, 0, produce_version=9, now_ms=NOW, transactions_enabled=txns)
+    general = _validate(data, t, 0, _rules(t), 9, NOW, txns)
+    assert fast == general

@@ -18,7 +18,15 @@ from kio.static.primitive import i32, i64
 
 from tests.wire.conftest import entities
 from wire.codec import RequestHeader, encode_response, response_class
-from wire.produce_response import encode_produce_response
+from wire.produce_response import (
+    PartitionAnswer,
+    ProduceAnswer,
+    TopicAnswer,
+    as_kio,
+    encode_produce_response,
+    write_answer,
+)
+from wire.values import NO_THROTTLE
 from wire.versions import convert
 
 
@@ -137,3 +145,62 @@ def test_the_same_bytes_for_long_arrays_and_strings(
     assert encode_produce_response(correlation_id, version, resp) == generic(
         resp, version, correlation_id
     )
+
+
+# The handler's own answer (``ProduceAnswer``): the same bytes as its kio response (``as_kio``)
+# through the generic path, at every version, the one-partition shortcut included.
+_answer_partitions = st.builds(
+    PartitionAnswer,
+    partition=_i32,
+    error_code=st.sampled_from(list(ErrorCode)),
+    base_offset=_i64,
+    log_append_time_ms=st.sampled_from([-1, 0, 1_764_000_000_123]),
+    log_start_offset=_i64,
+    record_errors=st.lists(st.tuples(_i32, _texts), max_size=3).map(tuple) | st.just(()),
+    error_message=st.none() | st.none() | _texts,
+)
+_answer_names = st.sampled_from(["t", "a" * 126, "a" * 127, "é" * 70, ""]) | _texts
+
+
+@st.composite
+def _answers(draw: st.DrawFn) -> ProduceAnswer:
+    topics = draw(
+        st.lists(
+            st.builds(
+                TopicAnswer,
+                name=_answer_names,
+                topic_id=st.uuids(),
+                partition_responses=st.lists(_answer_partitions, min_size=1, max_size=3).map(tuple),
+            ),
+            min_size=1,
+            max_size=2,
+        )
+    )
+    throttle = draw(st.sampled_from([NO_THROTTLE, datetime.timedelta(milliseconds=250)]))
+    return ProduceAnswer(tuple(topics), throttle)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(answer=_answers(), version=st.integers(3, 13), correlation_id=_i32)
+def test_the_handlers_answer_is_written_as_its_kio_response(
+    answer: ProduceAnswer, version: int, correlation_id: int
+) -> None:
+    if version >= 13:
+        answer = ProduceAnswer(
+            tuple(t._replace(name=None) for t in answer.responses), answer.throttle_time
+        )
+    expected = generic(as_kio(answer, version), version, correlation_id)
+    assert encode_produce_response(correlation_id, version, answer) == expected
+    assert write_answer(answer, correlation_id, version) == expected
+
+
+@pytest.mark.parametrize("version", range(9, 13))
+def test_the_one_partition_shortcut_writes_the_generic_bytes(version: int) -> None:
+    for name in ["t", "a" * 126, "a" * 127, "é" * 63, "é" * 64, ""]:
+        for code in ErrorCode:
+            for throttle in (NO_THROTTLE, datetime.timedelta(milliseconds=3)):
+                part = PartitionAnswer(2, code, 41, 1_764_000_000_123 if code else -1, 7)
+                answer = ProduceAnswer((TopicAnswer(name, None, (part,)),), throttle)
+                expected = generic(as_kio(answer, version), version, 9)
+                assert write_answer(answer, 9, version) == expected, (name, code)
+                assert encode_produce_response(9, version, answer) == expected, (name, code)
