@@ -76,9 +76,7 @@ from wire.records import (
     build_control_batch,
     iter_batches,
     read_end_txn_marker,
-    set_base_offset,
     set_max_timestamp,
-    set_partition_leader_epoch,
 )
 
 log = logging.getLogger("kafkad.partition")
@@ -86,6 +84,7 @@ log = logging.getLogger("kafkad.partition")
 _ATTRS = struct.Struct(">h")
 _TS = struct.Struct(">q")
 _CRC = struct.Struct(">I")
+_PREFIX = struct.Struct(">qii")  # base offset, batch length, partition leader epoch
 LEADER_EPOCH = 0  # one node, never re-elected: every partition stays at leader epoch 0
 NO_EPOCH = -1  # "no leader epoch" in requests (current_leader_epoch, leader_epoch)
 
@@ -236,15 +235,18 @@ class Partition:
                 ):
                     return code
             base = self.log.log_end_offset
-            buf = bytearray(data)
-            set_base_offset(buf, 0, base)
-            set_partition_leader_epoch(buf, 0, LEADER_EPOCH)
-            append_time = -1
-            max_ts = header.max_timestamp
-            if self.log_append_time:
-                set_max_timestamp(buf, now_ms, log_append_time=True)
+            # the client's bytes with the base offset and the leader epoch written in (the batch
+            # length between them kept): one copy, outside the CRC
+            prefix = _PREFIX.pack(base, header.batch_length, LEADER_EPOCH)
+            if self.log_append_time:  # re-signed: attributes, max timestamp and CRC change
+                signed = bytearray(data)
+                set_max_timestamp(signed, now_ms, log_append_time=True)
+                batch = prefix + signed[_PREFIX.size :]
                 append_time = max_ts = now_ms
-            await self._append_locked(base, base + header.last_offset_delta, max_ts, bytes(buf))
+            else:
+                batch = prefix + data[_PREFIX.size :]
+                append_time, max_ts = -1, header.max_timestamp
+            await self._append_locked(base, base + header.last_offset_delta, max_ts, batch)
             if info is not None:
                 self.producers.update(info, base)
             self._high_watermark = self.log.log_end_offset
