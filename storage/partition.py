@@ -234,7 +234,8 @@ class Partition:
                     and (code := producers.check_verification(info)) is not ErrorCode.none
                 ):
                     return code
-            base = self.log.log_end_offset
+            log = self.log
+            base = log.log_end_offset
             # the client's bytes with the base offset and the leader epoch written in (the batch
             # length between them kept): one copy, outside the CRC
             prefix = _PREFIX.pack(base, header.batch_length, LEADER_EPOCH)
@@ -246,11 +247,15 @@ class Partition:
             else:
                 batch = prefix + data[_PREFIX.size :]
                 append_time, max_ts = -1, header.max_timestamp
-            await self._append_locked(base, base + header.last_offset_delta, max_ts, batch)
+            segment_before = log.active_segment_base  # _append_locked, inline
+            await log.append(base, base + header.last_offset_delta, max_ts, batch)
+            if log.active_segment_base != segment_before and base > 0:
+                await self._snapshot_at_roll(base)
             if info is not None:
                 self.producers.update(info, base)
-            self._high_watermark = self.log.log_end_offset
-        self.wake_waiters()
+            self._high_watermark = log.log_end_offset
+        if self._waiters:
+            self.wake_waiters()
         return base, append_time
 
     async def _append_locked(self, base: int, last: int, max_ts: int, data: bytes) -> None:
@@ -259,8 +264,11 @@ class Partition:
         segment_before = self.log.active_segment_base
         await self.log.append(base, last, max_ts, data)
         if self.log.active_segment_base != segment_before and base > 0:
-            with trio.CancelScope(shield=True):  # written: the caller's bookkeeping must follow
-                await self._write_snapshot(base, self._encode_snapshot(base))
+            await self._snapshot_at_roll(base)
+
+    async def _snapshot_at_roll(self, base: int) -> None:
+        with trio.CancelScope(shield=True):  # written: the caller's bookkeeping must follow
+            await self._write_snapshot(base, self._encode_snapshot(base))
 
     def _encode_snapshot(self, offset: int) -> bytes:
         return encode_snapshot(offset, list(self.producers), self.producers.aborted)
@@ -302,7 +310,8 @@ class Partition:
                 producer_id, producer_epoch, commit, coordinator_epoch, base, now_ms
             )
             self._high_watermark = self.log.log_end_offset
-        self.wake_waiters()
+        if self._waiters:
+            self.wake_waiters()
         return base
 
     # -- producer state ----------------------------------------------------------------------
