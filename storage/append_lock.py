@@ -50,6 +50,37 @@ class FastLock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self.release()
+
+    # ``async with``'s two halves for the one hot caller (``Partition.append``: ~0.3 µs less
+    # than the two coroutines of __aenter__/__aexit__), which must do exactly this::
+    #
+    #     await trio.lowlevel.checkpoint_if_cancelled()
+    #     if not lock.take():
+    #         await lock.wait()
+    #     try:
+    #         ...
+    #     finally:
+    #         lock.release()
+    #
+    # (``take`` returns into ``try`` with no call or backward jump in between: CPython checks
+    # for a signal at neither, so a KeyboardInterrupt cannot land between them either.)
+
+    @trio.lowlevel.enable_ki_protection
+    def take(self) -> bool:
+        """Take the lock if it is free (True); False if the caller must ``wait`` for it."""
+        if self._held:
+            return False
+        self._held = True
+        return True
+
+    @trio.lowlevel.enable_ki_protection
+    async def wait(self) -> None:
+        """Wait until a release hands the lock to this task (FIFO)."""
+        await self._lot.park()
+
+    @trio.lowlevel.enable_ki_protection
+    def release(self) -> None:
         if self._lot:
             self._lot.unpark()  # the first waiter holds it now: _held stays True
         else:

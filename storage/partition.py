@@ -201,7 +201,11 @@ class Partition:
         Raises ``storage.api.StorageError`` if the write failed (nothing is acknowledged)."""
         if len(data) > self.config.segment_bytes:
             return ErrorCode.record_list_too_large
-        async with self._lock:
+        await trio.lowlevel.checkpoint_if_cancelled()  # async with self._lock, in two halves
+        lock = self._lock  # (storage/append_lock.py)
+        if not lock.take():
+            await lock.wait()
+        try:
             info: ProducerAppendInfo | None = None
             if header.producer_id >= 0:
                 producers = self.producers
@@ -254,6 +258,8 @@ class Partition:
             if info is not None:
                 self.producers.update(info, base)
             self._high_watermark = log.log_end_offset
+        finally:
+            lock.release()
         if self._waiters:
             self.wake_waiters()
         return base, append_time

@@ -98,6 +98,46 @@ async def test_taking_and_releasing_are_protected_from_keyboard_interrupt() -> N
     assert not lock.locked()
 
 
+async def test_the_two_halves_queue_with_async_with_in_one_fifo() -> None:
+    """``take``/``wait``/``release`` (``Partition.append``'s form) and ``async with`` share the
+    lock and its queue."""
+    lock = FastLock()
+    order: list[str] = []
+
+    async def halves(name: str) -> None:
+        if not lock.take():
+            await lock.wait()
+        try:
+            order.append(name)
+            await trio.lowlevel.checkpoint()
+        finally:
+            lock.release()
+
+    async def with_block(name: str) -> None:
+        async with lock:
+            order.append(name)
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        async with lock:
+            nursery.start_soon(halves, "a")
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(with_block, "b")
+            await trio.testing.wait_all_tasks_blocked()
+        assert lock.locked()  # handed to "a"
+        nursery.start_soon(halves, "c")
+    assert order == ["a", "b", "c"] and not lock.locked()
+
+
+def test_the_two_halves_are_protected_from_keyboard_interrupt() -> None:
+    """trio marks a protected function's code object (``enable_ki_protection``); the map is
+    private, but there is no other way to look inside ``take``, which calls nothing."""
+    from trio._core._ki import _CODE_KI_PROTECTION_STATUS_WMAP as protected
+
+    for fn in (FastLock.take, FastLock.wait, FastLock.release):
+        assert protected[fn.__code__] is True, fn
+
+
 async def test_a_cancelled_task_does_not_take_a_free_lock() -> None:
     """As ``trio.Lock.acquire``: cancellation is checked before the lock is taken, so the body
     (an append) never starts in a task that is already cancelled."""
