@@ -116,6 +116,9 @@ class FileLog(LogPositions):
         self.config = config
         self._segments = loaded.segments
         self._bases = [s.base for s in self._segments]
+        # PartitionLog's property, kept as an attribute (read twice per Partition.append); only
+        # a roll changes the active segment
+        self.active_segment_base = self._bases[-1]
         self._lso = loaded.log_start_offset
         self._leo = self._durable = loaded.log_end_offset
         self._size = sum(s.size for s in self._segments)
@@ -258,6 +261,7 @@ class FileLog(LogPositions):
         old.writer.finish()
         self._segments.append(new)
         self._bases.append(new.base)
+        self.active_segment_base = new.base
         self._rolls += 1
         done = self._sealing[old] = trio.Event()
         self._spawn(self._seal, old, self._rolls, done)
@@ -322,10 +326,6 @@ class FileLog(LogPositions):
         await self._commit.wait_durable(self, self._leo)
 
     # -- producer-state snapshots ------------------------------------------------------------
-
-    @property
-    def active_segment_base(self) -> int:
-        return self._bases[-1]
 
     def _snapshot_path(self, offset: int) -> Path:
         return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
