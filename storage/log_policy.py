@@ -4,6 +4,10 @@ Pure functions of numbers and ``now_ms``: no I/O, no clock. The memory backend k
 segment structure as the file backend only so that these rules, and therefore what the contract
 suite observes (retention, ``size_bytes``), are identical.
 
+``should_roll`` has a twin, ``roll_limits``: the same rules solved for the append once per
+segment, which the file backend checks instead on every append (and asks ``should_roll`` only
+past a limit).
+
 Kafka sources: ``LogSegment.shouldRoll`` / ``timeWaitedForRoll``, ``UnifiedLog.deletableSegments``
 and its ``retention.ms`` / ``retention.bytes`` predicates. Differences: no ``segment.jitter.ms``;
 retention also rolls an active segment created more than ``segment.ms`` ago by the wall clock
@@ -16,6 +20,7 @@ and the file backend: the file's mtime).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from storage.api import LogConfig
 
@@ -67,6 +72,39 @@ def should_roll(
         or last_offset - seg_base > REL_OFFSET_MAX
         or (offset_entries + 1) * OFFSET_INDEX_ENTRY > cfg.segment_index_bytes
         or (time_entries + 1) * TIME_INDEX_ENTRY > cfg.segment_index_bytes
+    )
+
+
+ASK_EVERY_APPEND = -(2**63) - 1  # below every timestamp: the age is wall time, ask should_roll
+
+
+class RollLimits(NamedTuple):
+    """``should_roll``'s rules solved once per segment (Kafka's ``LogSegment.shouldRoll`` asks
+    them per append): an append to the non-empty segment can roll it only if it passes one of
+    these, so an append inside all of them needs no ``should_roll`` call. Each bound is exact
+    (passing it is that rule firing), except ``max_timestamp`` when the segment's first batch
+    had no timestamp: the age is then wall time and every append asks ``should_roll``."""
+
+    max_size: int  # the segment's size after the append
+    max_last_offset: int  # the append's last offset (relative offsets fit an int32)
+    max_timestamp: int  # the append's max timestamp (segment.ms after the first batch's)
+    max_offset_index: int  # the offset index's bytes before the append (room for one entry)
+    max_time_index: int  # the time index's bytes before the append
+
+
+def roll_limits(cfg: LogConfig, seg_base: int, first_batch_ts: int | None) -> RollLimits:
+    """The ``RollLimits`` of a segment based at ``seg_base`` whose first batch's max timestamp
+    is ``first_batch_ts`` (see ``segment_age``): ``size + add_bytes > max_size`` is the size
+    rule, ``(entries + 1) * 8 > segment_index_bytes`` is ``8 * entries > max_offset_index``."""
+    max_ts = ASK_EVERY_APPEND
+    if first_batch_ts is not None and first_batch_ts >= 0:
+        max_ts = first_batch_ts + cfg.segment_ms
+    return RollLimits(
+        min(cfg.segment_bytes, POSITION_MAX),
+        seg_base + REL_OFFSET_MAX,
+        max_ts,
+        cfg.segment_index_bytes - OFFSET_INDEX_ENTRY,
+        cfg.segment_index_bytes - TIME_INDEX_ENTRY,
     )
 
 

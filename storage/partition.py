@@ -76,9 +76,7 @@ from wire.records import (
     build_control_batch,
     iter_batches,
     read_end_txn_marker,
-    set_base_offset,
     set_max_timestamp,
-    set_partition_leader_epoch,
 )
 
 log = logging.getLogger("kafkad.partition")
@@ -86,6 +84,7 @@ log = logging.getLogger("kafkad.partition")
 _ATTRS = struct.Struct(">h")
 _TS = struct.Struct(">q")
 _CRC = struct.Struct(">I")
+_PREFIX = struct.Struct(">qii")  # base offset, batch length, partition leader epoch
 LEADER_EPOCH = 0  # one node, never re-elected: every partition stays at leader epoch 0
 NO_EPOCH = -1  # "no leader epoch" in requests (current_leader_epoch, leader_epoch)
 
@@ -202,7 +201,11 @@ class Partition:
         Raises ``storage.api.StorageError`` if the write failed (nothing is acknowledged)."""
         if len(data) > self.config.segment_bytes:
             return ErrorCode.record_list_too_large
-        async with self._lock:
+        await trio.lowlevel.checkpoint_if_cancelled()  # async with self._lock, in two halves
+        lock = self._lock  # (storage/append_lock.py)
+        if not lock.take():
+            await lock.wait()
+        try:
             info: ProducerAppendInfo | None = None
             if header.producer_id >= 0:
                 producers = self.producers
@@ -235,20 +238,30 @@ class Partition:
                     and (code := producers.check_verification(info)) is not ErrorCode.none
                 ):
                     return code
-            base = self.log.log_end_offset
-            buf = bytearray(data)
-            set_base_offset(buf, 0, base)
-            set_partition_leader_epoch(buf, 0, LEADER_EPOCH)
-            append_time = -1
-            max_ts = header.max_timestamp
-            if self.log_append_time:
-                set_max_timestamp(buf, now_ms, log_append_time=True)
+            log = self.log
+            base = log.log_end_offset
+            # the client's bytes with the base offset and the leader epoch written in (the batch
+            # length between them kept): one copy, outside the CRC
+            prefix = _PREFIX.pack(base, header.batch_length, LEADER_EPOCH)
+            if self.log_append_time:  # re-signed: attributes, max timestamp and CRC change
+                signed = bytearray(data)
+                set_max_timestamp(signed, now_ms, log_append_time=True)
+                batch = prefix + signed[_PREFIX.size :]
                 append_time = max_ts = now_ms
-            await self._append_locked(base, base + header.last_offset_delta, max_ts, bytes(buf))
+            else:
+                batch = prefix + data[_PREFIX.size :]
+                append_time, max_ts = -1, header.max_timestamp
+            segment_before = log.active_segment_base  # _append_locked, inline
+            await log.append(base, base + header.last_offset_delta, max_ts, batch)
+            if log.active_segment_base != segment_before and base > 0:
+                await self._snapshot_at_roll(base)
             if info is not None:
                 self.producers.update(info, base)
-            self._high_watermark = self.log.log_end_offset
-        self.wake_waiters()
+            self._high_watermark = log.log_end_offset
+        finally:
+            lock.release()
+        if self._waiters:
+            self.wake_waiters()
         return base, append_time
 
     async def _append_locked(self, base: int, last: int, max_ts: int, data: bytes) -> None:
@@ -257,8 +270,11 @@ class Partition:
         segment_before = self.log.active_segment_base
         await self.log.append(base, last, max_ts, data)
         if self.log.active_segment_base != segment_before and base > 0:
-            with trio.CancelScope(shield=True):  # written: the caller's bookkeeping must follow
-                await self._write_snapshot(base, self._encode_snapshot(base))
+            await self._snapshot_at_roll(base)
+
+    async def _snapshot_at_roll(self, base: int) -> None:
+        with trio.CancelScope(shield=True):  # written: the caller's bookkeeping must follow
+            await self._write_snapshot(base, self._encode_snapshot(base))
 
     def _encode_snapshot(self, offset: int) -> bytes:
         return encode_snapshot(offset, list(self.producers), self.producers.aborted)
@@ -300,7 +316,8 @@ class Partition:
                 producer_id, producer_epoch, commit, coordinator_epoch, base, now_ms
             )
             self._high_watermark = self.log.log_end_offset
-        self.wake_waiters()
+        if self._waiters:
+            self.wake_waiters()
         return base
 
     # -- producer state ----------------------------------------------------------------------

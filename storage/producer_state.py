@@ -236,6 +236,11 @@ class ProducerAppendInfo(NamedTuple):
     is_transactional: bool = False
 
 
+# built from a tuple: ~0.1 µs less than through the named tuple's __new__ (twice per append)
+_new_info = ProducerAppendInfo._make
+_new_batch = BatchMetadata._make
+
+
 @dataclass(frozen=True, slots=True)
 class AbortedTxn:
     """One entry of the aborted-transaction index (spec §5.2, Kafka's ``AbortedTxn``)."""
@@ -275,37 +280,41 @@ class ProducerStateManager:
         Kafka's AppendOrigin.COORDINATOR (TxnOffsetCommit's batch): only the epoch is checked,
         no duplicate or sequence check."""
         pid, epoch, first = header.producer_id, header.producer_epoch, header.base_sequence
-        last = last_sequence(first, header.last_offset_delta)
+        delta = header.last_offset_delta
         entry = self.producers.get(pid)
-        if coordinator:
-            if entry is not None and epoch < entry.producer_epoch:
-                return ErrorCode.invalid_producer_epoch
-        elif (  # the usual batch: APPEND_CHECKS' answer (ACCEPT) without walking the table
-            entry is not None
-            and epoch == entry.producer_epoch
-            and in_sequence(entry.last_seq, first)
-            and entry.find_duplicate(epoch, first, last) is None
-        ):
-            pass
+        if not coordinator and entry is not None and epoch == entry.producer_epoch:
+            # the usual batch: in sequence and no duplicate means APPEND_CHECKS' ACCEPT, without
+            # walking the table (in_sequence and find_duplicate, inline)
+            batches = entry.batches
+            newest = batches[-1].last_seq if batches else NO_SEQUENCE
+            usual = first == newest + 1 or (first == 0 and newest == INT32_MAX)
+            last = (first + delta) % (INT32_MAX + 1)  # first >= 0 when usual: last_sequence
+            if usual:
+                for b in batches:
+                    if b.first_seq == first and b.last_seq == last:
+                        usual = False
+                        break
         else:
-            facts = BatchFacts(entry, epoch, first, last)
-            outcome = check_append(facts)
-            if outcome is Check.DUPLICATE:
-                dup = facts.duplicate
-                assert dup is not None
-                return dup
-            if isinstance(outcome, ErrorCode):
-                return outcome
-        if (
-            entry is not None
-            and entry.current_txn_first_offset != NO_OFFSET
-            and not header.is_transactional
-        ):
+            usual = False
+        if not usual:
+            last = last_sequence(first, delta)
+            if coordinator:
+                if entry is not None and epoch < entry.producer_epoch:
+                    return ErrorCode.invalid_producer_epoch
+            else:
+                facts = BatchFacts(entry, epoch, first, last)
+                outcome = check_append(facts)
+                if outcome is Check.DUPLICATE:
+                    dup = facts.duplicate
+                    assert dup is not None
+                    return dup
+                if isinstance(outcome, ErrorCode):
+                    return outcome
+        transactional = header.is_transactional
+        if entry is not None and entry.current_txn_first_offset != NO_OFFSET and not transactional:
             return ErrorCode.invalid_txn_state  # "Expected transactional write from producer"
         ts = header.max_timestamp if max_timestamp is None else max_timestamp
-        return ProducerAppendInfo(
-            pid, epoch, first, last, header.last_offset_delta, ts, header.is_transactional
-        )
+        return _new_info((pid, epoch, first, last, delta, ts, transactional))
 
     def start_verification(
         self, producer_id: int, sequence: int, epoch: int, supports_epoch_bump: bool, now_ms: int
@@ -342,25 +351,22 @@ class ProducerStateManager:
 
     def update(self, info: ProducerAppendInfo, first_offset: int) -> None:
         """Apply an accepted batch once it is in the log at ``first_offset``."""
-        entry = self.producers.get(info.producer_id)
+        pid, epoch, first_seq, last_seq, delta, ts, transactional = info
+        entry = self.producers.get(pid)
         if entry is None:
-            entry = self.producers[info.producer_id] = ProducerStateEntry(info.producer_id)
-        entry.add_batch(
-            info.producer_epoch,
-            BatchMetadata(
-                info.first_seq,
-                info.last_seq,
-                first_offset,
-                first_offset + info.last_offset_delta,
-                info.max_timestamp,
-            ),
+            entry = self.producers[pid] = ProducerStateEntry(pid)
+        if epoch != entry.producer_epoch:  # entry.add_batch, inline
+            entry.set_epoch(epoch)
+        entry.batches.append(
+            _new_batch((first_seq, last_seq, first_offset, first_offset + delta, ts))
         )
-        if info.is_transactional:
+        entry.last_timestamp = ts
+        if transactional:
             if entry.current_txn_first_offset == NO_OFFSET:
                 entry.current_txn_first_offset = first_offset
-                self.ongoing[info.producer_id] = first_offset
+                self.ongoing[pid] = first_offset
             if self.verifying:
-                self.verifying.pop(info.producer_id, None)
+                self.verifying.pop(pid, None)
 
     # -- transaction markers -----------------------------------------------------------------
 

@@ -7,9 +7,13 @@ active), the log start and end offsets, the total size. Everything that decides 
 happens without an ``await`` in between, so concurrent callers see a consistent log:
 
 * ``append`` checks contiguity, rolls if needed, writes with one ``os.pwrite`` and moves the log
-  end offset without awaiting anything. Only an append that leaves ``flush.messages`` offsets
-  unflushed then awaits, on the store's group commit (``commit.py``), before it is
-  acknowledged (Kafka's ``unflushedMessages >= flushInterval``). With ``flush.ms`` the first
+  end offset without awaiting anything. Whether to roll is ``should_roll``'s answer, asked only
+  when the append passes one of the active segment's ``RollLimits`` (``log_policy``: the same
+  rules solved once, when the segment takes its first batch, at the open and at a config
+  change), so the usual append compares five numbers. Only an append that leaves
+  ``flush.messages`` offsets unflushed then awaits, on the store's group commit
+  (``commit.py``), before it is acknowledged (Kafka's ``unflushedMessages >= flushInterval``).
+  With ``flush.ms`` the first
   unflushed append arms a timer (a task in the store's nursery, cancelled at close) that
   flushes ``flush.ms`` after the last fsync. Deviation: the fsync that seals a rolled segment
   does not count as a flush here (Kafka's roll moves the recovery point), so after a roll the
@@ -61,12 +65,13 @@ from storage.api import (
     TimestampLookup,
     TopicPartition,
 )
-from storage.log_policy import retention_deletable, segment_expired, should_roll
+from storage.log_policy import retention_deletable, roll_limits, segment_expired, should_roll
 from storage.log_positions import LogPositions, check_append
 from storage.segment import osio, scan
 from storage.segment.commit import GroupCommit, SyncSnapshot
 from storage.segment.files import (
     SNAPSHOT_SUFFIX,
+    Buffer,
     FileHandle,
     read_if_exists,
     snapshot_offsets,
@@ -76,7 +81,7 @@ from storage.segment.files import (
 from storage.segment.load import Loaded, write_checkpoint
 from storage.segment.segment import Segment, WriteFailed, read_segments
 from storage.segment.swap import SwapFailed, swap_in
-from wire.records import LOG_OVERHEAD, iter_batches
+from wire.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, iter_batches
 
 log = logging.getLogger("kafkad.storage")
 
@@ -111,6 +116,9 @@ class FileLog(LogPositions):
         self.config = config
         self._segments = loaded.segments
         self._bases = [s.base for s in self._segments]
+        # PartitionLog's property, kept as an attribute (read twice per Partition.append); only
+        # a roll changes the active segment
+        self.active_segment_base = self._bases[-1]
         self._lso = loaded.log_start_offset
         self._leo = self._durable = loaded.log_end_offset
         self._size = sum(s.size for s in self._segments)
@@ -125,6 +133,9 @@ class FileLog(LogPositions):
         self._flush_timer: trio.CancelScope | None = None  # armed while flush.ms is pending
         self._closing = trio.Event()  # set by close, discard and abandon
         self._last_flush = trio.current_time()  # trio time of the last fsync (or the open)
+        self._offset_index: Buffer = b""
+        self._time_index: Buffer = b""
+        self._set_roll_limits(self._segments[-1])
 
     # -- properties ------------------------------------------------------------------------
 
@@ -153,30 +164,37 @@ class FileLog(LogPositions):
     async def append(
         self, base_offset: int, last_offset: int, max_timestamp: int, batch: bytes
     ) -> None:
-        self.check_usable()
-        check_append(self._leo, base_offset, last_offset, batch)
         n = len(batch)
-        _, first_length = _FIRST.unpack_from(batch)
+        if (  # check_usable and check_append, whose refusals come in this order
+            self._failed is not None
+            or self._closed
+            or base_offset != self._leo
+            or last_offset < base_offset
+            or n < BATCH_HEADER_SIZE
+        ):
+            self.check_usable()
+            check_append(self._leo, base_offset, last_offset, batch)
+        first_base, first_length = _FIRST.unpack_from(batch)
+        if first_base != base_offset:
+            check_append(self._leo, base_offset, last_offset, batch)  # raises
         ts_offset = base_offset
         if first_length + LOG_OVERHEAD != n:
             ts_offset = offset_of_max(batch, max_timestamp, base_offset)
-        seg, now = self._segments[-1], self._clock()
-        if seg.size and should_roll(
-            self.config,
-            seg_size=seg.size,
-            seg_base=seg.base,
-            add_bytes=n,
-            last_offset=last_offset,
-            max_timestamp=max_timestamp,
-            first_batch_ts=seg.first_batch_ts,
-            created_ms=seg.created_ms,
-            now_ms=now,
-            offset_entries=len(seg.offsets()),
-            time_entries=len(seg.times()),
-        ):
-            seg = self._roll()
-        if seg.size == 0:
+        seg = self._segments[-1]
+        size = seg.size
+        if not size:  # an empty segment never rolls; its first batch dates it
             seg.first_batch_ts = max_timestamp
+            self._set_roll_limits(seg)
+        elif (  # passes one of the roll limits: should_roll decides (rarely true)
+            size + n > self._roll_size
+            or last_offset > self._roll_last
+            or max_timestamp > self._roll_ts
+            or len(self._offset_index) > self._roll_offset_index
+            or len(self._time_index) > self._roll_time_index
+        ) and self._should_roll(seg, n, last_offset, max_timestamp):
+            seg = self._roll()
+            seg.first_batch_ts = max_timestamp
+            self._set_roll_limits(seg)
         try:
             seg.append(batch, base_offset - seg.base, max_timestamp, ts_offset - seg.base)
         except WriteFailed as exc:
@@ -191,6 +209,31 @@ class FileLog(LogPositions):
                 await self._commit.wait_durable(self, self._leo)
         elif self._flush_timer is None and self.config.flush_ms < NEVER:
             self._arm_flush_timer()
+
+    def _set_roll_limits(self, seg: Segment) -> None:
+        """The active segment's ``RollLimits`` and index buffers, for ``append``'s quick check:
+        set at the open, when the segment takes its first batch, and when the config changes."""
+        limits = roll_limits(self.config, seg.base, seg.first_batch_ts)
+        self._roll_size, self._roll_last, self._roll_ts = limits[:3]
+        self._roll_offset_index, self._roll_time_index = limits[3:]
+        if seg.writer is not None:  # the active segment's (grown in place)
+            self._offset_index = seg.writer.offsets.buffer
+            self._time_index = seg.writer.times.buffer
+
+    def _should_roll(self, seg: Segment, n: int, last_offset: int, max_timestamp: int) -> bool:
+        return should_roll(
+            self.config,
+            seg_size=seg.size,
+            seg_base=seg.base,
+            add_bytes=n,
+            last_offset=last_offset,
+            max_timestamp=max_timestamp,
+            first_batch_ts=seg.first_batch_ts,
+            created_ms=seg.created_ms,
+            now_ms=self._clock(),
+            offset_entries=len(seg.offsets()),
+            time_entries=len(seg.times()),
+        )
 
     def _arm_flush_timer(self) -> None:
         """flush.ms: fsync ``flush_ms`` after the last fsync (at once if that is past)."""
@@ -218,6 +261,7 @@ class FileLog(LogPositions):
         old.writer.finish()
         self._segments.append(new)
         self._bases.append(new.base)
+        self.active_segment_base = new.base
         self._rolls += 1
         done = self._sealing[old] = trio.Event()
         self._spawn(self._seal, old, self._rolls, done)
@@ -282,10 +326,6 @@ class FileLog(LogPositions):
         await self._commit.wait_durable(self, self._leo)
 
     # -- producer-state snapshots ------------------------------------------------------------
-
-    @property
-    def active_segment_base(self) -> int:
-        return self._bases[-1]
 
     def _snapshot_path(self, offset: int) -> Path:
         return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
@@ -464,6 +504,7 @@ class FileLog(LogPositions):
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
+        self._set_roll_limits(self._segments[-1])
 
     def segment_infos(self) -> list[SegmentInfo]:
         out = []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
@@ -335,6 +335,83 @@ def test_prepare_update_answers_as_the_table(batches: list[tuple[int, int]], cou
         else:
             assert isinstance(got, ProducerAppendInfo)
             m.update(got, offset * 10)
+
+
+def walked(
+    m: ProducerStateManager, h: BatchHeader, max_ts: int | None, coordinator: bool
+) -> ProducerAppendInfo | BatchMetadata | ErrorCode:
+    """``prepare_update`` without its shortcut: the table walked for every batch."""
+    entry = m.get(h.producer_id)
+    last = last_sequence(h.base_sequence, h.last_offset_delta)
+    if coordinator:
+        if entry is not None and h.producer_epoch < entry.producer_epoch:
+            return E.invalid_producer_epoch
+    else:
+        facts = BatchFacts(entry, h.producer_epoch, h.base_sequence, last)
+        outcome = check_append(facts)
+        if outcome is Check.DUPLICATE:
+            assert facts.duplicate is not None
+            return facts.duplicate
+        if isinstance(outcome, ErrorCode):
+            return outcome
+    if entry is not None and entry.current_txn_first_offset != -1 and not h.is_transactional:
+        return E.invalid_txn_state
+    ts = h.max_timestamp if max_ts is None else max_ts
+    return ProducerAppendInfo(
+        h.producer_id,
+        h.producer_epoch,
+        h.base_sequence,
+        last,
+        h.last_offset_delta,
+        ts,
+        h.is_transactional,
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(-1, 2),  # epoch
+            st.sampled_from([-1, 0, 1, 2, 3, 4, 5, 6, INT32_MAX - 1, INT32_MAX]),  # sequence
+            st.integers(1, 3),  # records
+            st.booleans(),  # transactional
+            st.sampled_from([False, False, False, True]),  # coordinator (TxnOffsetCommit)
+            st.sampled_from([None, None, 5_000]),  # LogAppendTime
+            st.sampled_from([False, False, False, True]),  # a marker first
+        ),
+        max_size=40,
+    )
+)
+@example(  # in sequence after a coordinator batch (no sequence), yet a retained duplicate
+    [
+        (0, 0, 1, False, False, None, False),
+        (0, 9, 1, False, True, None, False),
+        (0, 0, 1, False, False, None, False),
+    ]
+)
+def test_prepare_update_returns_what_the_walked_table_returns(
+    steps: list[tuple[int, int, int, bool, bool, int | None, bool]],
+) -> None:
+    """Every answer of ``prepare_update`` (the info's fields, the duplicate's offsets, the
+    codes) equals the table walked for every batch, over sequences of batches with coordinator
+    batches (no sequence), transactions opened and closed by markers, epochs moving and
+    sequences wrapping; ``update`` then applies it."""
+    m = ProducerStateManager()
+    offset = 0
+    for epoch, seq, count, transactional, coordinator, max_ts, marker in steps:
+        if marker and m.check_marker(PID, max(epoch, 0), 0) is E.none:  # as write_marker
+            m.complete_txn(PID, max(epoch, 0), True, 0, offset, 0)
+            offset += 1
+        h = header(epoch, -1 if coordinator else seq, count)  # coordinator batches: none
+        if transactional:
+            h = h._replace(attributes=ATTR_TRANSACTIONAL)
+        expected = walked(m, h, max_ts, coordinator)
+        got = m.prepare_update(h, max_ts, coordinator=coordinator)
+        assert got == expected and type(got) is type(expected)
+        if isinstance(got, ProducerAppendInfo):
+            m.update(got, offset)
+            offset += count
 
 
 def txn(epoch: int, seq: int, count: int = 1) -> BatchHeader:
