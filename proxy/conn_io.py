@@ -29,6 +29,7 @@ over any ``trio.abc.Stream`` (the TLS stream).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import trio
 
@@ -63,7 +64,13 @@ class StreamIO:
         """Feed the next bytes (``b""`` at EOF) to ``decoder``."""
         decoder.feed(await self.stream.receive_some(READ_SIZE))
 
-    async def send(self, data: bytes, write_s: float) -> None:
+    async def send(
+        self, data: bytes, write_s: float, before_wait: Callable[[], None] | None = None
+    ) -> None:
+        """Send ``data``; ``before_wait`` is called before anything that may wait (here
+        always: ``send_all`` may checkpoint after sending bytes)."""
+        if before_wait is not None:
+            before_wait()
         with trio.CancelScope(shield=True) as scope:
             scope.deadline = trio.current_time() + write_s
             await self.stream.send_all(data)
@@ -91,7 +98,11 @@ class SocketIO:
             decoder.feed(view[:n])  # copied at once; n == 0: the peer closed its side
             return
 
-    async def send(self, data: bytes, write_s: float) -> None:
+    async def send(
+        self, data: bytes, write_s: float, before_wait: Callable[[], None] | None = None
+    ) -> None:
+        """Send ``data``; ``before_wait`` is called before the first wait for the socket (only
+        when the kernel did not take it all: the peer may already hold whole replies of it)."""
         fd = self.fd
         try:
             sent = os.write(fd, data)
@@ -101,6 +112,8 @@ class SocketIO:
             raise trio.BrokenResourceError(f"write failed: {exc!r}") from exc
         if sent == len(data):
             return
+        if before_wait is not None:
+            before_wait()
         rest = memoryview(data)[sent:]
         with trio.CancelScope(shield=True) as scope:
             scope.deadline = trio.current_time() + write_s

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import trio
 from kio.schema.errors import ErrorCode
 
-from proxy.conn_io import SocketIO, WriteTimedOut, connection_io
+from proxy.conn_io import WriteTimedOut, connection_io
 from proxy.dispatch import Dispatcher, StatsEntry
 from proxy.outcomes import CloseConnection
 from proxy.principal import ANONYMOUS, KafkaPrincipal
@@ -178,7 +178,9 @@ async def serve_connection(
     # ``stats``), recorded once their replies are written: off the critical path of the round
     # trip, yet before anything else runs (on the raw socket nothing is awaited after the last
     # os.write, so no other task, e.g. a /metrics scrape, sees the reply without its entry).
-    # A TLS stream's send_all may checkpoint after its last bytes: recorded before it there.
+    # Before any wait of the send (``io.send``'s ``before_wait``): a raw socket's write the
+    # kernel took only part of (the client may hold whole replies of it meanwhile), a TLS
+    # stream's send_all (which may checkpoint after its last bytes).
     stats: list[StatsEntry] = []
     record = dispatch.record
 
@@ -197,9 +199,7 @@ async def serve_connection(
             if replies:
                 data = replies[0] if len(replies) == 1 else b"".join(replies)
                 replies.clear()
-                if stats and type(io) is not SocketIO:
-                    record_stats()
-                await io.send(data, cfg.write_s)
+                await io.send(data, cfg.write_s, record_stats if stats else None)
         finally:
             if stats:
                 record_stats()

@@ -5,6 +5,7 @@ and the values checked."""
 from __future__ import annotations
 
 import importlib
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -396,3 +397,38 @@ async def test_pipelined_requests_are_counted_when_their_replies_arrive() -> Non
         assert await c.read_frame() is not None
         assert await c.read_frame() is None
         assert count(broker) == 5
+
+
+async def test_replies_a_client_holds_are_counted_while_the_write_waits_for_the_socket() -> None:
+    """A batch's replies go out in one write; when the kernel takes only part of it, the
+    client may already hold whole replies while the broker waits to write the rest: they are
+    counted by then (recorded before the wait), as a reply's request always is."""
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+    from tests.proxy.harness import encode_request
+
+    req = ApiVersionsRequest(client_software_name="x", client_software_version="1")
+    n = 3000  # ~1.8 MB of replies: more than the socket buffers hold
+
+    def count(broker: Any) -> float:
+        found = value(
+            scrape(broker),
+            "kafka_network_requestmetrics_requests_total",
+            request="ApiVersions",
+            version="3",
+        )
+        return found or 0
+
+    async with running_broker() as (broker, port), connect(port) as c:
+        c.stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        short: list[tuple[int, float]] = []
+        async with trio.open_nursery() as nursery:
+            frames = b"".join(encode_request(req, cid) for cid in range(1, n + 1))
+            nursery.start_soon(c.send_raw, frames)
+            for got in range(1, n + 1):
+                assert await c.read_frame() is not None
+                if got <= 20 or got % 500 == 0:  # (a scrape costs: not after every reply)
+                    seen = count(broker)
+                    if seen < got:
+                        short.append((got, seen))
+        assert short == []
