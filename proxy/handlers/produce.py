@@ -328,7 +328,7 @@ async def produce(ctx: RequestContext, req: ProduceRequest) -> Any:
         )
     if acks == 0:
         failed = [
-            (t.name or t.topic_id, p.partition, p.error_code.name)
+            (t.topic_id if t.name is None else t.name, p.partition, p.error_code.name)
             for t in results
             for p in t.partition_responses
             if p.error_code is not _NONE

@@ -154,9 +154,10 @@ _answer_partitions = st.builds(
     partition=_i32,
     error_code=st.sampled_from(list(ErrorCode)),
     base_offset=_i64,
-    log_append_time_ms=st.sampled_from([-1, 0, 1_764_000_000_123]),
+    log_append_time_ms=st.sampled_from([-1, 0, 1_764_000_000_123])
+    | st.integers(0, 253402300799999),
     log_start_offset=_i64,
-    record_errors=st.lists(st.tuples(_i32, _texts), max_size=3).map(tuple) | st.just(()),
+    record_errors=st.lists(st.tuples(_i32, _texts), max_size=130).map(tuple) | st.just(()),
     error_message=st.none() | st.none() | _texts,
 )
 _answer_names = st.sampled_from(["t", "a" * 126, "a" * 127, "é" * 70, ""]) | _texts
@@ -170,7 +171,9 @@ def _answers(draw: st.DrawFn) -> ProduceAnswer:
                 TopicAnswer,
                 name=_answer_names,
                 topic_id=st.uuids(),
-                partition_responses=st.lists(_answer_partitions, min_size=1, max_size=3).map(tuple),
+                partition_responses=st.lists(_answer_partitions, min_size=1, max_size=130).map(
+                    tuple
+                ),
             ),
             min_size=1,
             max_size=2,
