@@ -16,8 +16,9 @@ KeyboardInterrupt, as trio.Lock's are (trio marks the code object: no cost per c
 It is a flag and a ``ParkingLot``, not a ``trio.Lock``: trio.Lock's owner bookkeeping (the
 current task looked up at each take and release, a parking-lot "breaker" registered for it)
 cost ~0.9 µs of the ~1.4 µs an uncontended ``async with`` took. Given up with it: taking the
-lock twice in one task deadlocks instead of raising RuntimeError, and a task that ended while
-holding it is not detected (every holder releases in ``__aexit__`` or a ``finally``).
+lock twice in one task deadlocks instead of raising RuntimeError, a task that ended while
+holding it is not detected, and a task that does not hold it could release it (every holder
+releases in ``__aexit__`` or a ``finally``, and nothing else calls ``release``).
 """
 
 from __future__ import annotations
