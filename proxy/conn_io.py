@@ -18,8 +18,9 @@ small-transaction load those wrappers were a fifth of the broker's busy time (is
   pass, which is the checkpoint a busy connection owes the others anyway. The idle timeout is
   the caller's (a deadline on the connection's scope, not a cancel scope per read).
 * ``send`` writes at once; only what the kernel did not take goes through
-  ``wait_writable`` under the write deadline (``WriteTimedOut`` past it). Nothing is awaited
-  when the whole reply fits in the socket buffer, which is the usual case.
+  ``wait_writable`` under the write deadline (``WriteTimedOut`` past it), after the caller's
+  ``before_wait``. Nothing is awaited when the whole reply fits in the socket buffer, which is
+  the usual case.
 
 OS errors of a broken connection surface as ``trio.BrokenResourceError`` (what the stream
 raised), so ``serve_connection`` handles both kinds alike. ``StreamIO`` is the same interface

@@ -178,9 +178,9 @@ async def serve_connection(
     # ``stats``), recorded once their replies are written: off the critical path of the round
     # trip, yet before anything else runs (on the raw socket nothing is awaited after the last
     # os.write, so no other task, e.g. a /metrics scrape, sees the reply without its entry).
-    # Before any wait of the send (``io.send``'s ``before_wait``): a raw socket's write the
-    # kernel took only part of (the client may hold whole replies of it meanwhile), a TLS
-    # stream's send_all (which may checkpoint after its last bytes).
+    # A send that may wait records them before its first wait (``io.send``'s ``before_wait``):
+    # a raw socket's write the kernel took only part of (the client may hold whole replies of
+    # it meanwhile), a TLS stream's send_all (which may checkpoint after its last bytes).
     stats: list[StatsEntry] = []
     record = dispatch.record
 

@@ -79,7 +79,8 @@ class Dispatcher:
         self.faults = broker.faults
         self.throttles = broker.throttles  # (set once, in Broker.__init__)
         self.record = broker.metrics.requests.record  # /metrics: per-API counters
-        self._fsync: dict[Any, tuple[Any, bool]] = {}  # _waits_for_fsync: name or id -> answer
+        # _waits_for_fsync's answers: topic name or id -> (its settings mapping, the answer)
+        self._fsync_waits: dict[Any, tuple[Any, bool]] = {}
 
     def may_park(self, api_key: int, body: Any) -> bool:
         """Whether the request may wait for something other than its own work (another
@@ -110,13 +111,13 @@ class Dispatcher:
         # and the one held here is never freed, so its identity is never reused.
         settings = topic.settings
         key = name if name is not None else topic_data.topic_id
-        found = self._fsync.get(key)
+        found = self._fsync_waits.get(key)
         if found is not None and found[0] is settings:
             return found[1]
         waits = topic.int_setting("flush.messages") < NEVER
-        if len(self._fsync) >= _FSYNC_CACHE:
-            self._fsync.clear()
-        self._fsync[key] = (settings, waits)
+        if len(self._fsync_waits) >= _FSYNC_CACHE:
+            self._fsync_waits.clear()
+        self._fsync_waits[key] = (settings, waits)
         return waits
 
     async def handle(

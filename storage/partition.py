@@ -3,10 +3,11 @@
 Theory of operation
 -------------------
 Appends happen in Kafka's order: the handler validated the batch (``wire.records``); here the
-next offset is written into the batch in place, the bytes go to the log, and only then do the
-high watermark move and fetchers waiting for data wake. A per-partition lock keeps offset
-assignment and the write together even when the backend awaits an fsync, so two produce
-requests can never be given the same offsets.
+next offset and the leader epoch are written into its first 16 bytes (of a copy of the batch,
+outside the CRC), the bytes go to the log, and only then do the high watermark move and
+fetchers waiting for data wake. A per-partition lock keeps offset assignment and the write
+together even when the backend awaits an fsync, so two produce requests can never be given the
+same offsets.
 
 Idempotent producers (spec eos.md §3): a batch with a producer id is checked against the
 partition's ``ProducerStateManager`` under the lock *before* anything is written; an exact

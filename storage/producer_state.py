@@ -148,11 +148,6 @@ class ProducerStateEntry:
             self.producer_epoch = epoch
             self.batches.clear()
 
-    def add_batch(self, epoch: int, batch: BatchMetadata) -> None:
-        self.set_epoch(epoch)
-        self.batches.append(batch)
-        self.last_timestamp = batch.timestamp
-
 
 @dataclass(slots=True)
 class VerificationStateEntry:
@@ -355,7 +350,7 @@ class ProducerStateManager:
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerStateEntry(pid)
-        if epoch != entry.producer_epoch:  # entry.add_batch, inline
+        if epoch != entry.producer_epoch:  # (set_epoch's own test: skips the call)
             entry.set_epoch(epoch)
         entry.batches.append(
             _new_batch((first_seq, last_seq, first_offset, first_offset + delta, ts))

@@ -6,7 +6,9 @@ bytes. ``FrameDecoder`` is fed whatever the socket delivered and hands out whole
 Bytes are appended to one buffer and consumed by advancing a read position, so a chunk holding
 many small frames costs one copy per frame, not one copy of the remaining buffer per frame. The
 consumed prefix is dropped when the buffer is empty, or when it is both large and more than half
-of the buffer (amortised O(1) per byte).
+of the buffer (amortised O(1) per byte). A chunk fed into an empty buffer that is exactly one
+whole frame (a request/response client's every read) skips the buffer: it is copied once, as
+the frame ``next_frame`` returns.
 """
 
 from __future__ import annotations

@@ -20,10 +20,10 @@ equal the generic path's for generated responses of every version.
 The produce handler answers in ``ProduceAnswer`` (named tuples of plain values, no kio
 objects: building those cost ~4 µs of a one-record produce, ~7 µs with cold caches), which
 ``encode_produce_response`` writes without conversions; ``as_kio`` gives its kio response
-(what the handler built before), by which the tests hold the two to the same bytes. Its
-fields keep kio's names where readers share them (``RequestStats``'s error count reads
-``responses``, ``partition_responses``, ``error_code``; the quota path's ``dataclasses.replace``
-sets ``throttle_time``).
+(the handler's answer to a request refused as a whole, ``_refuse_all``), by which the tests
+hold the two to the same bytes. Its fields keep kio's names where readers share them
+(``RequestStats``'s error count reads ``responses``, ``partition_responses``, ``error_code``;
+the quota path's ``dataclasses.replace`` sets ``throttle_time``).
 """
 
 from __future__ import annotations

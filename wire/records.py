@@ -3,10 +3,11 @@
 Theory of operation
 -------------------
 A client's batch is checked by its 61-byte header and CRC (``validate_produce_batch``), then
-record by record (``wire.record_check.check_records``, Kafka's LogValidator), stamped in place
-with its base offset and partition leader epoch (both outside the CRC, ``set_base_offset``),
-and stored and served as it came, compressed or not (only its max timestamp may be corrected,
-or a compressed batch rebuilt with consecutive offsets, see record_check).
+record by record (``wire.record_check.check_records``, Kafka's LogValidator), given its base
+offset and partition leader epoch (both outside the CRC: ``Partition.append`` writes them into
+a copy of the batch, ``set_base_offset`` does it in place), and stored and served as it
+came, compressed or not (only its max timestamp may be corrected, or a compressed batch
+rebuilt with consecutive offsets, see record_check).
 
 Modules behind this one:
 

@@ -73,16 +73,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import trio
 import trio.lowlevel
 from kio.schema.errors import ErrorCode
-from kio.schema.produce.v12 import response as by_name
-from kio.schema.produce.v13 import response as by_id
 from kio.schema.produce.v13.request import ProduceRequest
-from kio.schema.produce.v13.response import PartitionProduceResponse, ProduceResponse
-from kio.static.primitive import i32, i64
+from kio.schema.produce.v13.response import ProduceResponse
 
 from coordinator.txn.feature import TV2_FROM
 from proxy.acl.checks import allowed_names
@@ -98,10 +95,10 @@ from wire.produce_response import (
     ProduceAnswer,
     RecordErrors,
     TopicAnswer,
+    as_kio,
     write_answer,
 )
 from wire.records import ATTR_TRANSACTIONAL, first_batch_transactional
-from wire.values import NO_THROTTLE, timestamp
 
 log = logging.getLogger("kafkad.produce")
 
@@ -133,55 +130,19 @@ def _names(ctx: RequestContext, req: Any) -> list[str | None]:
     ]
 
 
-def _topic_response(t: Any, parts: tuple[Any, ...]) -> Any:
-    """The response entry of request topic ``t``: by id for v13, by name before."""
-    if hasattr(t, "topic_id"):
-        return by_id.TopicProduceResponse(topic_id=t.topic_id, partition_responses=parts)
-    return by_name.TopicProduceResponse(name=t.name, partition_responses=parts)
-
-
-def _partition_response(
-    module: Any,
-    index: i32,
-    code: ErrorCode,
-    message: str | None = None,
-    base: int = -1,
-    append_time: int = -1,
-    start: int = -1,
-    record_errors: tuple[tuple[int, str], ...] = (),
-) -> PartitionProduceResponse:
-    # i64 and i32 are ints at run time: cast, not parsed (their range is the log's offsets')
-    answer: PartitionProduceResponse = module.PartitionProduceResponse(
-        index=index,
-        error_code=code,
-        base_offset=cast(i64, base),
-        log_append_time=None if append_time < 0 else timestamp(append_time),
-        log_start_offset=cast(i64, start),
-        record_errors=tuple(
-            module.BatchIndexAndErrorMessage(batch_index=i32(i), batch_index_error_message=m)
-            for i, m in record_errors
-        )
-        if record_errors
-        else (),
-        error_message=message,
-    )
-    return answer
-
-
 def _refuse_all(req: Any, code: ErrorCode) -> ProduceResponse:
     """Every partition of the request refused with ``code``: the answer to a request Kafka
     fails as a whole, and this handler's error reply (``ProduceRequest.getErrorResponse``),
     in v13's classes for a v13 request, else v12's (``write`` converts them down)."""
-    module = by_id if int(req.__version__) >= TOPIC_ID_VERSION else by_name
-    answer: ProduceResponse = module.ProduceResponse(
-        responses=tuple(
-            _topic_response(
-                t, tuple(_partition_response(module, pd.index, code) for pd in t.partition_data)
-            )
-            for t in req.topic_data
-        ),
-        throttle_time=NO_THROTTLE,
+    version = int(req.__version__)
+    topics = tuple(
+        TopicAnswer(None, t.topic_id, parts)
+        if version >= TOPIC_ID_VERSION
+        else TopicAnswer(t.name, None, parts)
+        for t in req.topic_data
+        for parts in [tuple(PartitionAnswer(pd.index, code) for pd in t.partition_data)]
     )
+    answer: ProduceResponse = as_kio(ProduceAnswer(topics), version)
     return answer
 
 

@@ -1,9 +1,10 @@
 """Counters fed on the request path: per API (requests by version, errors by code, handler
 latency) and per topic (bytes and messages in, bytes out).
 
-The hot path is one ``RequestStats.record`` call per request (``proxy/dispatch.py``): a list
-index by API key, integer increments, one ``bisect`` into fixed latency buckets, and for each
-error code in the response one dict increment keyed by the ``ErrorCode`` member. Nothing is
+The hot path is one ``RequestStats.record`` call per request (``proxy/connection.py``, once the
+reply is written; ``proxy/dispatch.py`` for a caller without a ``stats`` list): a list index by
+API key, integer increments, one ``bisect`` into fixed latency buckets, and for each error code
+in the response one dict increment keyed by the ``ErrorCode`` member. Nothing is
 formatted until a scrape reads the counters (``collectors.py``).
 
 Latency is the handler's time (decode done to response object built), not Kafka's

@@ -1,8 +1,8 @@
 """The dispatcher's Produce fast path (the registry's ``encode`` hook, wire/produce_response.py)
 sends the bytes the generic path (version conversion, then kio's writer) sends, for the same
 requests at every served version: appends, a batch refused with a record error (v8+), an unknown
-topic and partition. Two fresh brokers get the same requests, one
-with the hook and one without."""
+topic and partition. Two fresh brokers get the same requests, one with the hook and one with
+the generic path in its place (the handler's ``ProduceAnswer`` made kio's by ``as_kio``)."""
 
 from __future__ import annotations
 
