@@ -313,3 +313,51 @@ def test_a_final_offset_no_transaction_sent_late_is_still_an_anomaly() -> None:
     late_offsets(h)
     find(h, type="offsets", txn="F")["offsets"] = [["in", 0, 0]]  # F sent 0, not the final 1
     assert set(check(h).found) == {"offset_atomicity"}
+
+
+def late_committed(h: list[Ev], worker: str) -> None:
+    """A (of ``worker``) as a late EndTxn(COMMIT) of its predecessor leaves it: a0 landed and
+    was read before A's commit was asked; a1's send failed and it never landed; A's own commit
+    failed. a0 stays visible, a1 is in no read."""
+    find(h, type="begin", txn="A")["worker"] = worker
+    find(h, type="ack", value="a1").update(error="_MSG_TIMED_OUT", offset=-1)
+    h.remove(find(h, type="end", txn="A", phase="ok"))
+    commit = find(h, type="end", txn="A", phase="invoke")
+    h.insert(h.index(commit) + 1, {**commit, "phase": "fail", "t": commit["t"] + 1})
+    h.insert(
+        h.index(commit),
+        {
+            "type": "poll",
+            "reader": "r0",
+            "isolation": "read_committed",
+            "t": commit["t"] - 1,
+            "records": [["t", 0, 0, "a0"]],
+        },
+    )
+    for iso in ("read_committed", "read_uncommitted"):
+        find(h, type="final_read", isolation=iso, topic="t", partition=1)["records"] = []
+
+
+def test_a_classic_commit_that_failed_with_a_send_may_be_part_visible() -> None:
+    h = copy.deepcopy(clean())
+    late_committed(h, "p2-confluent.1")
+    r = check(h)
+    assert r.clean, r.summary()
+    assert r.counts["txns.late_commit_possible"] == 1 and r.counts["txns.indeterminate"] == 1
+
+
+def test_a_tv2_commit_that_failed_with_a_send_is_still_all_or_nothing() -> None:
+    h = copy.deepcopy(clean())
+    late_committed(h, "p0-tv2.1")
+    assert set(check(h).found) == {"torn_txn", "uncommitted_read"}
+
+
+def test_an_indeterminate_commit_whose_sends_all_succeeded_is_all_or_nothing() -> None:
+    h = copy.deepcopy(clean())
+    late_committed(h, "p2-confluent.1")
+    find(h, type="ack", value="a1").update(error=None, offset=0)  # a1 acknowledged, not visible
+    rows = [[0, "a1"]]  # a1 landed: in the log, not committed
+    find(h, type="final_read", isolation="read_uncommitted", topic="t", partition=1)["records"] = (
+        rows
+    )
+    assert set(check(h).found) == {"torn_txn", "uncommitted_read"}
