@@ -55,6 +55,10 @@ transaction whose commit was asked and never acknowledged *and* one of whose sen
 (``Txn.late_commit_possible``) may be partly visible, and read before its commit was asked:
 counted as ``txns.late_commit_possible``, not as torn or early. A transaction-version-2
 producer (client kind ``tv2``) bumps its epoch per transaction, so none of this applies to it.
+The late EndTxn must also be seen in the history: an earlier transaction of the same worker
+(same producer epoch) whose commit was acknowledged only after ``SLOW_COMMIT_S`` (the client
+timed out and retried it), asked less than ``HELD_S`` before this one began (the held request
+can land no later: the fault stalls are 5 s). Without one, a part-visible transaction is torn.
 
 Anomaly classes (``Report.anomalies`` keys), each with human-readable findings:
 
@@ -103,6 +107,8 @@ ANOMALIES = (
 )
 # Findings kept per class in a report (the count is exact).
 MAX_FINDINGS = 20
+SLOW_COMMIT_S = 1.0  # a commit acknowledged this late was retried (stalls are 5 s, delays 40 ms)
+HELD_S = 6.0  # how long a request can be held: the 5 s stall fault, and a margin
 
 TP = tuple[str, int]
 Event = Mapping[str, Any]
@@ -119,13 +125,22 @@ class Txn:
     committed: bool = False
     offsets: list[tuple[str, TP, int]] = field(default_factory=list)  # (group, tp, offset)
     failed_sends: int = 0  # sends acknowledged with an error (timed out, purged, ...)
+    begin_t: int | None = None
+    commit_ok_t: int | None = None
+    after_slow_commit: bool = False  # begun within HELD_S of a slow commit of its worker's
 
     @property
     def late_commit_possible(self) -> bool:
         """A classic transaction a late EndTxn(COMMIT) of its predecessor may have committed
-        part-way (the module's docstring): commit asked, never acknowledged, a send failed."""
+        part-way (the module's docstring): commit asked, never acknowledged, a send failed,
+        begun soon after a commit of the same worker that was retried."""
         kind = self.worker.split(".")[0].split("-", 1)[-1]  # "p2-confluent.1" -> "confluent"
-        return self.fate == "indeterminate" and self.failed_sends > 0 and kind != "tv2"
+        return (
+            self.fate == "indeterminate"
+            and self.failed_sends > 0
+            and kind != "tv2"
+            and self.after_slow_commit
+        )
 
     @property
     def fate(self) -> str:
@@ -196,6 +211,7 @@ def check(events: Iterable[Event]) -> Report:
         kind = e["type"]
         if kind == "begin":
             txn(e["txn"]).worker = e.get("worker", "")
+            txn(e["txn"]).begin_t = int(e.get("t", 0))
             r.counts["txns"] += 1
         elif kind == "send":
             tp = _tp(e["topic"], e["partition"])
@@ -219,6 +235,7 @@ def check(events: Iterable[Event]) -> Report:
                     t.abort_invoked = True
             elif e["phase"] == "ok" and e["commit"]:
                 t.committed = True
+                t.commit_ok_t = int(e.get("t", 0))
             elif e["phase"] == "ok":
                 t.aborted = True
         elif kind == "offsets":
@@ -260,6 +277,15 @@ def check(events: Iterable[Event]) -> Report:
         elif kind == "nemesis":
             r.counts[f"nemesis.{e['kind']}"] += 1
 
+    slow: dict[str, list[int]] = defaultdict(list)  # worker -> when its slow commits were asked
+    for t in txns.values():  # in begin order
+        if t.begin_t is not None and any(
+            0 <= t.begin_t - asked < HELD_S * 1e9 for asked in slow[t.worker]
+        ):
+            t.after_slow_commit = True
+        asked, ok = t.commit_invoked_t, t.commit_ok_t
+        if asked is not None and ok is not None and ok - asked >= SLOW_COMMIT_S * 1e9:
+            slow[t.worker].append(asked)
     for t in txns.values():
         r.counts[f"txns.{t.fate}"] += 1
         if t.late_commit_possible:

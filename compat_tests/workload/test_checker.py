@@ -315,11 +315,21 @@ def test_a_final_offset_no_transaction_sent_late_is_still_an_anomaly() -> None:
     assert set(check(h).found) == {"offset_atomicity"}
 
 
-def late_committed(h: list[Ev], worker: str) -> None:
-    """A (of ``worker``) as a late EndTxn(COMMIT) of its predecessor leaves it: a0 landed and
-    was read before A's commit was asked; a1's send failed and it never landed; A's own commit
-    failed. a0 stays visible, a1 is in no read."""
-    find(h, type="begin", txn="A")["worker"] = worker
+def late_committed(h: list[Ev], worker: str, slow_predecessor: bool = True) -> None:
+    """A (of ``worker``) as a late EndTxn(COMMIT) of its predecessor P leaves it: P, empty, was
+    asked to commit 5 s before A began and acknowledged 4 s later (retried after the client's
+    timeout); a0 landed and was read before A's commit was asked; a1's send failed and it never
+    landed; A's own commit failed. a0 stays visible, a1 is in no read. Without
+    ``slow_predecessor``, P's commit is acknowledged at once."""
+    begin = find(h, type="begin", txn="A")
+    begin["worker"] = worker
+    s = 1_000_000_000
+    ok = begin["t"] - (1 if slow_predecessor else 5 * s - 1)
+    h[h.index(begin) : h.index(begin)] = [
+        {"type": "begin", "txn": "P", "worker": worker, "t": begin["t"] - 5 * s},
+        {"type": "end", "txn": "P", "commit": True, "phase": "invoke", "t": begin["t"] - 5 * s},
+        {"type": "end", "txn": "P", "commit": True, "phase": "ok", "t": ok},
+    ]
     find(h, type="ack", value="a1").update(error="_MSG_TIMED_OUT", offset=-1)
     h.remove(find(h, type="end", txn="A", phase="ok"))
     commit = find(h, type="end", txn="A", phase="invoke")
@@ -344,6 +354,12 @@ def test_a_classic_commit_that_failed_with_a_send_may_be_part_visible() -> None:
     r = check(h)
     assert r.clean, r.summary()
     assert r.counts["txns.late_commit_possible"] == 1 and r.counts["txns.indeterminate"] == 1
+
+
+def test_a_failed_classic_commit_is_all_or_nothing_without_a_retried_commit_before_it() -> None:
+    h = copy.deepcopy(clean())
+    late_committed(h, "p2-confluent.1", slow_predecessor=False)
+    assert set(check(h).found) == {"torn_txn", "uncommitted_read"}
 
 
 def test_a_tv2_commit_that_failed_with_a_send_is_still_all_or_nothing() -> None:
